@@ -1,0 +1,1 @@
+//! loom model checks live in tests/; see the README of the crate.

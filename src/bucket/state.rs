@@ -1,0 +1,285 @@
+//! The refilling bucket shared by the token bucket and the fixed window: its packed word and its
+//! pure transitions.
+//!
+//! A fixed window of `L` permits per window `W` is exactly a token bucket of `L` tokens refilled
+//! with `L` tokens every `W`: both limiters are this one state machine with different
+//! [`Refill`] parameters.
+//!
+//! Layout of the 128-bit word:
+//!
+//! | bits    | field     | meaning                                                           |
+//! |---------|-----------|-------------------------------------------------------------------|
+//! | 0..32   | `tokens`  | tokens in the bucket as of tick `tick`                            |
+//! | 32      | `closed`  | `close()` was called                                               |
+//! | 33      | `waiters` | the wait queue is not empty (reserved for waiting)                |
+//! | 34..64  | —         | zero                                                              |
+//! | 64..128 | `tick`    | periods since creation: of the last write, or, for a full bucket, |
+//! |         |           | of the moment it became full                                      |
+//!
+//! Why 128 bits: the tick must be a full 64-bit count so that no idle gap, however long, can
+//! alias a recent one (64 bits of 1 ns periods last 584 years), and it must move together with
+//! the token count in one compare-and-swap. A 64-bit word could hold both only with a narrow tick,
+//! and a narrow tick wraps: a bucket idle for exactly 2^k periods would read its stale count as
+//! current and deny requests a fresh bucket would grant.
+
+/// How a bucket refills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refill {
+    /// Capacity (token limit, or permits per window).
+    pub limit: u32,
+    /// Tokens added at the start of every tick (the window's whole limit, for a fixed window).
+    pub per_tick: u32,
+}
+
+/// The unpacked state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// Tokens as of `tick`.
+    pub tokens: u32,
+    /// Periods since creation (see the module docs).
+    pub tick: u64,
+    /// `close()` was called.
+    pub closed: bool,
+    /// The wait queue is not empty.
+    pub waiters: bool,
+}
+
+const TOKENS: u128 = 0xFFFF_FFFF;
+const CLOSED: u128 = 1 << 32;
+const WAITERS: u128 = 1 << 33;
+
+/// Why a take was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// The limiter is closed.
+    Closed,
+    /// Not enough tokens; `missing` more are needed (at least 1).
+    Exhausted {
+        /// Tokens short of the request (1 for a probe of an empty bucket).
+        missing: u64,
+    },
+}
+
+impl Bucket {
+    /// A fresh bucket: full since creation.
+    pub const fn full(limit: u32) -> Self {
+        Self {
+            tokens: limit,
+            tick: 0,
+            closed: false,
+            waiters: false,
+        }
+    }
+
+    /// Reads a packed word.
+    #[inline]
+    pub const fn unpack(w: u128) -> Self {
+        Self {
+            tokens: (w & TOKENS) as u32,
+            tick: (w >> 64) as u64,
+            closed: w & CLOSED != 0,
+            waiters: w & WAITERS != 0,
+        }
+    }
+
+    /// Packs into a word.
+    #[inline]
+    pub const fn pack(self) -> u128 {
+        (self.tick as u128) << 64
+            | self.tokens as u128
+            | if self.closed { CLOSED } else { 0 }
+            | if self.waiters { WAITERS } else { 0 }
+    }
+
+    /// The bucket as of tick `k`: `per_tick` tokens added for every tick started since `tick`,
+    /// capped at `limit`. A `k` at or before `tick` changes nothing (time never runs backwards).
+    #[inline]
+    pub const fn at(self, k: u64, r: Refill) -> Bucket {
+        if k <= self.tick || self.tokens >= r.limit {
+            return self;
+        }
+        let missing = (r.limit - self.tokens) as u64;
+        let per_tick = r.per_tick as u64;
+        let gained = (k - self.tick) as u128 * per_tick as u128;
+        if gained >= missing as u128 {
+            // Full: remember the tick at which it filled, which dates its idleness.
+            let to_fill = missing.div_ceil(per_tick);
+            Bucket {
+                tokens: r.limit,
+                tick: self.tick + to_fill,
+                ..self
+            }
+        } else {
+            Bucket {
+                tokens: self.tokens + gained as u32,
+                tick: k,
+                ..self
+            }
+        }
+    }
+
+    /// Takes `n` tokens at tick `k` (`n <= limit` is checked by the caller). A probe (`n == 0`)
+    /// succeeds when the bucket holds any token and returns `self` unchanged, so nothing is
+    /// written. While anyone waits in the queue, newcomers take nothing.
+    #[inline]
+    pub const fn try_take(self, k: u64, n: u32, r: Refill) -> Result<Bucket, Denied> {
+        if self.closed {
+            return Err(Denied::Closed);
+        }
+        let now = self.at(k, r);
+        if n == 0 {
+            return if now.tokens > 0 {
+                Ok(self)
+            } else {
+                Err(Denied::Exhausted { missing: 1 })
+            };
+        }
+        if self.waiters || now.tokens < n {
+            let missing = if now.tokens < n {
+                (n - now.tokens) as u64
+            } else {
+                1
+            };
+            return Err(Denied::Exhausted { missing });
+        }
+        // Refills count from the current tick: the next one comes at tick k + 1.
+        let tick = if k > now.tick { k } else { now.tick };
+        Ok(Bucket {
+            tokens: now.tokens - n,
+            tick,
+            ..now
+        })
+    }
+
+    /// Ticks after `k` until the bucket holds `missing` more tokens than it does at `k` (at least
+    /// 1 for `missing >= 1`).
+    pub const fn ticks_to_gain(missing: u64, r: Refill) -> u64 {
+        let t = missing.div_ceil(r.per_tick as u64);
+        if t == 0 {
+            1
+        } else {
+            t
+        }
+    }
+
+    /// The tick at which this bucket is (or was) full again, if it is full now or will be by
+    /// itself. `None` never happens for a valid refill; it is `Some` for every state.
+    pub const fn full_at(self, r: Refill) -> u64 {
+        if self.tokens >= r.limit {
+            self.tick
+        } else {
+            let missing = (r.limit - self.tokens) as u64;
+            self.tick
+                .saturating_add(missing.div_ceil(r.per_tick as u64))
+        }
+    }
+
+    /// The closed state.
+    pub const fn close(self) -> Bucket {
+        Bucket {
+            closed: true,
+            ..self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TB: Refill = Refill {
+        limit: 10,
+        per_tick: 2,
+    };
+
+    #[test]
+    fn pack_round_trips() {
+        for b in [
+            Bucket::full(0),
+            Bucket {
+                tokens: u32::MAX,
+                tick: u64::MAX,
+                closed: true,
+                waiters: true,
+            },
+            Bucket {
+                tokens: 3,
+                tick: 1 << 40,
+                closed: false,
+                waiters: true,
+            },
+        ] {
+            assert_eq!(Bucket::unpack(b.pack()), b);
+        }
+    }
+
+    #[test]
+    fn refills_per_whole_tick_and_caps() {
+        let b = Bucket {
+            tokens: 0,
+            tick: 5,
+            closed: false,
+            waiters: false,
+        };
+        assert_eq!(b.at(5, TB).tokens, 0);
+        assert_eq!(b.at(6, TB).tokens, 2);
+        assert_eq!(b.at(9, TB).tokens, 8);
+        let full = b.at(100, TB);
+        assert_eq!((full.tokens, full.tick), (10, 10)); // full since tick 10
+                                                        // Backwards: nothing changes.
+        assert_eq!(b.at(3, TB), b);
+    }
+
+    #[test]
+    fn take_from_a_full_bucket_restarts_the_tick() {
+        let b = Bucket::full(10).try_take(1_000, 1, TB).unwrap();
+        assert_eq!((b.tokens, b.tick), (9, 1_000));
+        assert_eq!(b.at(1_001, TB).tokens, 10);
+    }
+
+    #[test]
+    fn denial_reports_missing_tokens() {
+        let b = Bucket {
+            tokens: 3,
+            tick: 0,
+            closed: false,
+            waiters: false,
+        };
+        assert_eq!(b.try_take(0, 7, TB), Err(Denied::Exhausted { missing: 4 }));
+        assert_eq!(Bucket::ticks_to_gain(4, TB), 2);
+        assert_eq!(Bucket::ticks_to_gain(5, TB), 3);
+        let empty = Bucket { tokens: 0, ..b };
+        assert_eq!(
+            empty.try_take(0, 0, TB),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+        assert_eq!(b.try_take(0, 0, TB), Ok(b));
+    }
+
+    #[test]
+    fn huge_gaps_do_not_overflow() {
+        let r = Refill {
+            limit: u32::MAX,
+            per_tick: u32::MAX,
+        };
+        let b = Bucket {
+            tokens: 0,
+            tick: 0,
+            closed: false,
+            waiters: false,
+        };
+        assert_eq!(b.at(u64::MAX, r).tokens, u32::MAX);
+        let r1 = Refill {
+            limit: u32::MAX,
+            per_tick: 1,
+        };
+        let b1 = Bucket {
+            tokens: 0,
+            tick: u64::MAX - 10,
+            closed: false,
+            waiters: false,
+        };
+        assert_eq!(b1.at(u64::MAX, r1).tokens, 10);
+        assert_eq!(b1.full_at(r1), u64::MAX);
+    }
+}

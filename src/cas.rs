@@ -1,0 +1,69 @@
+//! The generic compare-and-swap driver: load the word, let a pure transition decide, write the
+//! decision with one compare-and-swap, retry on interference.
+//!
+//! The transitions themselves live in each limiter's `state` module and know nothing of atomics;
+//! this loop is the only code that touches the state word on the acquire and release paths, and it
+//! is what the loom models in `loom-tests/` check.
+
+use crossbeam_utils::Backoff;
+
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
+
+/// An atomic word that the driver can run a transition over.
+pub(crate) trait Word {
+    /// The plain value.
+    type Value: Copy + Eq;
+    fn load(&self) -> Self::Value;
+    fn cas(&self, current: Self::Value, new: Self::Value) -> Result<Self::Value, Self::Value>;
+}
+
+impl Word for AtomicU64 {
+    type Value = u64;
+    #[inline]
+    fn load(&self) -> u64 {
+        self.load(Ordering::Acquire)
+    }
+    #[inline]
+    fn cas(&self, current: u64, new: u64) -> Result<u64, u64> {
+        self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+}
+
+impl Word for AtomicU128 {
+    type Value = u128;
+    #[inline]
+    fn load(&self) -> u128 {
+        self.load(Ordering::Acquire)
+    }
+    #[inline]
+    fn cas(&self, current: u128, new: u128) -> Result<u128, u128> {
+        self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+}
+
+/// Runs `decide` over the word until its decision is written.
+///
+/// `decide(current)` returns `Ok((new, out))` to write `new` (nothing is written when `new ==
+/// current`) or `Err(e)` to stop without writing anything: a denial writes nothing. On a lost race
+/// `decide` runs again on the fresh value. Returns the value the decision was made on, with `out`.
+#[inline]
+pub(crate) fn transition<W: Word, T, E>(
+    word: &W,
+    mut decide: impl FnMut(W::Value) -> Result<(W::Value, T), E>,
+) -> Result<(W::Value, T), E> {
+    let backoff = Backoff::new();
+    let mut current = word.load();
+    loop {
+        let (new, out) = decide(current)?;
+        if new == current {
+            return Ok((current, out));
+        }
+        match word.cas(current, new) {
+            Ok(_) => return Ok((current, out)),
+            Err(actual) => {
+                current = actual;
+                backoff.spin();
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Time as a parameter: the [`Clock`] trait, the [`Instant`] it returns, and two clocks —
+//! [`ManualClock`] for tests and for firmware that drives time itself, and `StdClock` (feature
+//! `std`) over the operating system's monotonic clock.
+//!
+//! Limiters read time only through [`Clock::now`]; nothing in this crate sleeps or reads the
+//! system time on its own. Replenishment is computed from the time that has passed, so a limiter is
+//! exact with any clock, at any resolution.
+
+use core::fmt;
+use core::ops::{Add, Sub};
+use core::time::Duration;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// A point in time: nanoseconds since the epoch of the [`Clock`] that produced it.
+///
+/// The epoch is whatever the clock chooses (boot, process start, creation of the clock);
+/// instants are only compared with instants of the same clock. 64 bits of nanoseconds cover
+/// 584 years. A firmware timer with a narrower counter must extend it to 64 bits (count its
+/// overflows) before handing instants to a limiter.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::Instant;
+///
+/// let t = Instant::from_nanos(1_000);
+/// assert_eq!((t + Duration::from_micros(1)).as_nanos(), 2_000);
+/// assert_eq!(t.saturating_duration_since(Instant::from_nanos(400)), Duration::from_nanos(600));
+/// // Earlier minus later saturates at zero: a clock that steps back is "no time passed".
+/// assert_eq!(Instant::ZERO.saturating_duration_since(t), Duration::ZERO);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The clock's epoch.
+    pub const ZERO: Instant = Instant(0);
+    /// The last representable instant.
+    pub const MAX: Instant = Instant(u64::MAX);
+
+    /// The instant `nanos` nanoseconds after the epoch.
+    pub const fn from_nanos(nanos: u64) -> Self {
+        Instant(nanos)
+    }
+
+    /// Nanoseconds since the epoch.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Time from `earlier` to `self`, or zero if `earlier` is later.
+    pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// Time from `earlier` to `self`, or `None` if `earlier` is later.
+    pub const fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
+        match self.0.checked_sub(earlier.0) {
+            Some(d) => Some(Duration::from_nanos(d)),
+            None => None,
+        }
+    }
+
+    /// `self + d`, or `None` if that is past [`Instant::MAX`].
+    pub fn checked_add(self, d: Duration) -> Option<Instant> {
+        let d = u64::try_from(d.as_nanos()).ok()?;
+        self.0.checked_add(d).map(Instant)
+    }
+
+    /// `self + d`, saturating at [`Instant::MAX`].
+    pub fn saturating_add(self, d: Duration) -> Instant {
+        self.checked_add(d).unwrap_or(Instant::MAX)
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    /// Saturating: an instant never wraps past [`Instant::MAX`].
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    /// Saturating: an earlier instant minus a later one is zero.
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instant({:?})", Duration::from_nanos(self.0))
+    }
+}
+
+/// A source of monotonic time.
+///
+/// Implement it for any type — a firmware timer, a simulated clock, a TSC reader. The limiters
+/// tolerate a clock that steps backwards (they treat it as no time passing) and one that jumps
+/// forward by any amount, but they can only be as accurate as the clock.
+///
+/// ```
+/// use turnstile::{Clock, Instant};
+///
+/// /// A millisecond tick counter kept by an interrupt handler.
+/// struct Ticks(core::sync::atomic::AtomicU32);
+///
+/// impl Clock for Ticks {
+///     fn now(&self) -> Instant {
+///         let ms = self.0.load(core::sync::atomic::Ordering::Relaxed) as u64;
+///         Instant::from_nanos(ms * 1_000_000)
+///     }
+/// }
+/// # let t = Ticks(core::sync::atomic::AtomicU32::new(5));
+/// # assert_eq!(t.now().as_nanos(), 5_000_000);
+/// ```
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
+    #[inline]
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+/// A clock that moves only when told to: for deterministic tests, simulations, and firmware that
+/// keeps time itself. Share it by reference (`&ManualClock` is a [`Clock`]) or in an `Arc`.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::{Clock, Instant, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// assert_eq!(clock.now(), Instant::ZERO);
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(clock.now(), Instant::from_nanos(2_000_000_000));
+/// clock.set(Instant::from_nanos(5));
+/// assert_eq!(clock.now().as_nanos(), 5);
+/// ```
+pub struct ManualClock {
+    nanos: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock standing at [`Instant::ZERO`].
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self::starting_at(Instant::ZERO)
+    }
+
+    /// A clock standing at [`Instant::ZERO`].
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::starting_at(Instant::ZERO)
+    }
+
+    /// A clock standing at `start`.
+    #[cfg(not(loom))]
+    pub const fn starting_at(start: Instant) -> Self {
+        Self {
+            nanos: AtomicU64::new(start.0),
+        }
+    }
+
+    /// A clock standing at `start`.
+    #[cfg(loom)]
+    pub fn starting_at(start: Instant) -> Self {
+        Self {
+            nanos: AtomicU64::new(start.0),
+        }
+    }
+
+    /// Moves the clock forward by `d` (saturating at [`Instant::MAX`]).
+    pub fn advance(&self, d: Duration) {
+        let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let mut cur = self.nanos.load(Ordering::Acquire);
+        loop {
+            let next = cur.saturating_add(d);
+            match self
+                .nanos
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Sets the clock to `t`, forwards or backwards.
+    pub fn set(&self, t: Instant) {
+        self.nanos.store(t.0, Ordering::Release);
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ManualClock").field(&self.now()).finish()
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant(self.nanos.load(Ordering::Acquire))
+    }
+}
+
+/// The operating system's monotonic clock (`std::time::Instant`), as nanoseconds since the first
+/// time any `StdClock` was read in this process.
+///
+/// A zero-sized type: every `StdClock` shares one epoch. Reading it costs one `clock_gettime`
+/// (about 25 ns on Linux x86_64), which is more than a limiter's decision itself.
+///
+/// ```
+/// use turnstile::{Clock, StdClock};
+/// let a = StdClock.now();
+/// let b = StdClock.now();
+/// assert!(b >= a);
+/// ```
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdClock;
+
+#[cfg(feature = "std")]
+impl Clock for StdClock {
+    #[inline]
+    fn now(&self) -> Instant {
+        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let epoch = EPOCH.get_or_init(std::time::Instant::now);
+        let nanos = epoch.elapsed().as_nanos();
+        Instant(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}

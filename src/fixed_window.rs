@@ -1,0 +1,142 @@
+//! The fixed window: at most `permit_limit` permits per window; the count resets at every window
+//! boundary.
+
+use core::time::Duration;
+
+use crate::bucket::state::Refill;
+use crate::bucket::BucketCore;
+use crate::clock::Clock;
+use crate::lease::{Lease, Rejection, Statistics};
+use crate::limiter::{Limiter, Replenishing};
+use crate::options::{OptionsError, QueueOrder};
+use crate::ticks::nanos_of;
+
+/// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
+/// `AutoReplenishment`: windows are computed from the clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FixedWindowOptions {
+    /// Permits per window. At least 1.
+    pub permit_limit: u32,
+    /// The window. Longer than zero, at most 2^64 ns.
+    pub window: Duration,
+    /// Permits that may wait in the queue (for waiting acquisitions).
+    pub queue_limit: u32,
+    /// The order queued requests are served in.
+    pub queue_order: QueueOrder,
+}
+
+impl FixedWindowOptions {
+    /// `permit_limit` permits per `window`; no queue.
+    pub const fn new(permit_limit: u32, window: Duration) -> Self {
+        Self {
+            permit_limit,
+            window,
+            queue_limit: 0,
+            queue_order: QueueOrder::OldestFirst,
+        }
+    }
+
+    /// The same options with a queue of `limit` permits served in `order`.
+    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
+        Self {
+            queue_limit: limit,
+            queue_order: order,
+            ..self
+        }
+    }
+
+    /// Checks every option; returns the window in nanoseconds.
+    pub fn validate(&self) -> Result<u64, OptionsError> {
+        if self.permit_limit == 0 {
+            return Err(OptionsError::ZeroLimit);
+        }
+        match nanos_of(self.window) {
+            None => Err(OptionsError::PeriodTooLong),
+            Some(0) => Err(OptionsError::ZeroPeriod),
+            Some(ns) => Ok(ns),
+        }
+    }
+}
+
+/// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
+/// windows are back to back from the limiter's creation, and every boundary resets the count.
+///
+/// A rejection's RetryAfter is the time to the next window boundary. The state is the token
+/// bucket's (a window is a bucket that refills completely at each boundary), one 128-bit word.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
+/// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
+/// let _ = window.try_acquire(100).unwrap();
+/// assert!(window.try_acquire(1).is_err());
+/// clock.advance(Duration::from_secs(60));
+/// assert_eq!(window.available_permits(), 100);
+/// ```
+#[derive(Debug)]
+pub struct FixedWindowLimiter<C: Clock> {
+    core: BucketCore<C>,
+    options: FixedWindowOptions,
+}
+
+#[cfg(feature = "std")]
+impl FixedWindowLimiter<crate::StdClock> {
+    /// A fixed window on the system clock.
+    pub fn new(options: FixedWindowOptions) -> Result<Self, OptionsError> {
+        Self::with_clock(options, crate::StdClock)
+    }
+}
+
+impl<C: Clock> FixedWindowLimiter<C> {
+    /// A fixed window reading time from `clock`; windows count from `clock.now()`.
+    pub fn with_clock(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
+        let window = options.validate()?;
+        let refill = Refill {
+            limit: options.permit_limit,
+            per_tick: options.permit_limit,
+        };
+        Ok(Self {
+            core: BucketCore::new(refill, window, clock),
+            options,
+        })
+    }
+
+    /// The options the limiter was built with.
+    pub fn options(&self) -> &FixedWindowOptions {
+        &self.options
+    }
+}
+
+impl<C: Clock> Limiter for FixedWindowLimiter<C> {
+    #[inline]
+    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+        self.core.take(permits).map(|()| Lease::unreleased(permits))
+    }
+    fn available_permits(&self) -> u64 {
+        self.core.available()
+    }
+    fn statistics(&self) -> Statistics {
+        self.core.statistics()
+    }
+    fn idle_duration(&self) -> Option<Duration> {
+        self.core.idle_duration()
+    }
+    fn close(&self) {
+        self.core.close()
+    }
+    fn is_closed(&self) -> bool {
+        self.core.is_closed()
+    }
+}
+
+impl<C: Clock> Replenishing for FixedWindowLimiter<C> {
+    fn replenishment_period(&self) -> Duration {
+        self.core.period()
+    }
+    fn replenish(&self) -> u64 {
+        self.core.replenish()
+    }
+}

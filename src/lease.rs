@@ -1,0 +1,261 @@
+//! What an acquisition returns: a [`Lease`] on success, a [`Rejection`] otherwise; and the
+//! [`Statistics`] every limiter keeps.
+
+use core::fmt;
+use core::time::Duration;
+
+/// Something that takes permits back: implemented by limiters whose permits return when a lease
+/// ends (the concurrency limiter, and any user-defined limiter of that kind).
+///
+/// A [`Lease`] calls [`release`](Release::release) exactly once, when it is dropped. Calling it by
+/// hand returns permits that no lease holds; the built-in limiters never let the available count
+/// exceed the limit, but the accounting is then the caller's responsibility.
+pub trait Release {
+    /// Returns `permits` to the limiter.
+    fn release(&self, permits: u32);
+}
+
+/// Permits held: returned on drop to the limiter that granted them, exactly once.
+///
+/// Rate-limiter leases (token bucket, fixed and sliding window) return nothing: their permits
+/// come back with time, as in .NET. A concurrency lease gives its permits back when dropped.
+///
+/// ```
+/// use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+///
+/// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+/// let lease = limiter.try_acquire(2).unwrap();
+/// assert_eq!(lease.permits(), 2);
+/// assert_eq!(limiter.available_permits(), 0);
+/// drop(lease);
+/// assert_eq!(limiter.available_permits(), 2);
+/// ```
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct Lease<'a> {
+    permits: u32,
+    releaser: Option<&'a (dyn Release + Sync)>,
+}
+
+impl<'a> Lease<'a> {
+    /// A lease whose permits go back to `releaser` when it is dropped.
+    pub fn releasing(permits: u32, releaser: &'a (dyn Release + Sync)) -> Self {
+        Self {
+            permits,
+            releaser: Some(releaser),
+        }
+    }
+
+    /// A lease that returns nothing when dropped (rate limiters, no-op limiters).
+    pub const fn unreleased(permits: u32) -> Self {
+        Self {
+            permits,
+            releaser: None,
+        }
+    }
+
+    /// The number of permits this lease holds.
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Whether dropping this lease returns permits to a limiter.
+    pub const fn returns_permits(&self) -> bool {
+        self.releaser.is_some()
+    }
+
+    /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
+    /// by that many until [`Release::release`] gives them back). Returns the permit count.
+    pub fn forget(mut self) -> u32 {
+        self.releaser = None;
+        self.permits
+    }
+}
+
+impl Drop for Lease<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(r) = self.releaser.take() {
+            r.release(self.permits);
+        }
+    }
+}
+
+impl fmt::Debug for Lease<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("permits", &self.permits)
+            .field("returns_permits", &self.returns_permits())
+            .finish()
+    }
+}
+
+/// A lease that owns a reference-counted handle to its limiter, so it can move across tasks and
+/// outlive the borrow that acquired it (feature `alloc`). See
+/// [`AcquireOwned::try_acquire_owned`](crate::AcquireOwned::try_acquire_owned).
+#[cfg(feature = "alloc")]
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct OwnedLease {
+    permits: u32,
+    releaser: Option<alloc::sync::Arc<dyn Release + Send + Sync>>,
+}
+
+#[cfg(feature = "alloc")]
+impl OwnedLease {
+    /// A lease whose permits go back to `releaser` when it is dropped.
+    pub fn releasing(permits: u32, releaser: alloc::sync::Arc<dyn Release + Send + Sync>) -> Self {
+        Self {
+            permits,
+            releaser: Some(releaser),
+        }
+    }
+
+    /// A lease that returns nothing when dropped.
+    pub const fn unreleased(permits: u32) -> Self {
+        Self {
+            permits,
+            releaser: None,
+        }
+    }
+
+    /// The number of permits this lease holds.
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Whether dropping this lease returns permits to a limiter.
+    pub const fn returns_permits(&self) -> bool {
+        self.releaser.is_some()
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Drop for OwnedLease {
+    fn drop(&mut self) {
+        if let Some(r) = self.releaser.take() {
+            r.release(self.permits);
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl fmt::Debug for OwnedLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedLease")
+            .field("permits", &self.permits)
+            .field("returns_permits", &self.returns_permits())
+            .finish()
+    }
+}
+
+/// Why a request was not granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// Not enough permits now; a rate limiter says when there will be
+    /// ([`Rejection::retry_after`]).
+    Exhausted,
+    /// More permits than the limit: no wait would ever satisfy this request.
+    ExceedsLimit,
+    /// The limiter was closed.
+    Closed,
+    /// The wait queue had no room for the request.
+    QueueFull,
+    /// The request was queued, then pushed out by a newer one (`QueueOrder::NewestFirst`).
+    Evicted,
+    /// A user-defined limiter's own reason (the .NET `REASON_PHRASE`).
+    Custom(&'static str),
+}
+
+impl Reason {
+    /// A short human-readable phrase.
+    pub const fn phrase(&self) -> &'static str {
+        match self {
+            Reason::Exhausted => "permits exhausted",
+            Reason::ExceedsLimit => "request exceeds the permit limit",
+            Reason::Closed => "limiter closed",
+            Reason::QueueFull => "queue limit reached",
+            Reason::Evicted => "evicted from the queue by a newer request",
+            Reason::Custom(s) => s,
+        }
+    }
+}
+
+/// A request that was not granted: the reason, and for rate limiters how long to wait.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, Reason};
+///
+/// let clock = ManualClock::new();
+/// let limiter =
+///     FixedWindowLimiter::with_clock(FixedWindowOptions::new(1, Duration::from_secs(10)), &clock)
+///         .unwrap();
+/// let _lease = limiter.try_acquire(1).unwrap();
+/// clock.advance(Duration::from_secs(4));
+/// let rejection = limiter.try_acquire(1).unwrap_err();
+/// assert_eq!(rejection.reason(), Reason::Exhausted);
+/// assert_eq!(rejection.retry_after(), Some(Duration::from_secs(6)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rejection {
+    reason: Reason,
+    retry_after: Option<Duration>,
+}
+
+impl Rejection {
+    /// A rejection for `reason`, with no RetryAfter.
+    pub const fn new(reason: Reason) -> Self {
+        Self {
+            reason,
+            retry_after: None,
+        }
+    }
+
+    /// A rejection for `reason` that would succeed after `retry_after` if nothing else happened.
+    pub const fn with_retry_after(reason: Reason, retry_after: Duration) -> Self {
+        Self {
+            reason,
+            retry_after: Some(retry_after),
+        }
+    }
+
+    /// Why the request was not granted.
+    pub const fn reason(&self) -> Reason {
+        self.reason
+    }
+
+    /// The shortest wait after which the same request would succeed if nothing else happened
+    /// (rounded up to the clock's nanosecond; never zero). `None` where the limiter cannot know
+    /// (a concurrency limiter), or no wait helps (exceeds limit, closed).
+    pub const fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason.phrase())?;
+        if let Some(d) = self.retry_after {
+            write!(f, " (retry after {d:?})")?;
+        }
+        Ok(())
+    }
+}
+
+impl core::error::Error for Rejection {}
+
+/// A snapshot of a limiter's counters.
+///
+/// `total_successful` counts every granted request (0-permit probes included);
+/// `total_failed` counts every rejection returned, whatever its reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Statistics {
+    /// Permits that could be acquired now.
+    pub available_permits: u64,
+    /// Permits requested by waiters in the queue.
+    pub queued_permits: u64,
+    /// Requests granted since creation.
+    pub total_successful: u64,
+    /// Requests rejected since creation.
+    pub total_failed: u64,
+}

@@ -1,0 +1,79 @@
+//! # turnstile
+//!
+//! Rate and concurrency limiters with the model of .NET's `System.Threading.RateLimiting` —
+//! leases, RetryAfter, statistics, idle duration — rebuilt as a lock-free `no_std` core.
+//!
+//! | limiter | admits | permits come back | state word |
+//! |---|---|---|---|
+//! | [`ConcurrencyLimiter`] | `permit_limit` held at once | when the lease is dropped | 64-bit |
+//! | [`TokenBucketLimiter`] | up to `token_limit` stored tokens | `tokens_per_period` each whole period | 128-bit |
+//! | [`FixedWindowLimiter`] | `permit_limit` per window | at each window boundary | 128-bit |
+//! | [`SlidingWindowLimiter`] | `permit_limit` per sliding window | when their segment leaves the window | 128-bit + ring |
+//!
+//! Every limiter implements [`Limiter`]: [`try_acquire`](Limiter::try_acquire) returns a
+//! [`Lease`] or a [`Rejection`] with a [`Reason`] and, for rate limiters, a RetryAfter.
+//! Time comes from a [`Clock`]: [`ManualClock`] in tests and simulations, `StdClock` with `std`,
+//! or your own.
+//!
+//! ```
+//! use core::time::Duration;
+//! use turnstile::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+//!
+//! let clock = ManualClock::new();
+//! let bucket =
+//!     TokenBucketLimiter::with_clock(TokenBucketOptions::new(10, 2, Duration::from_secs(60)), &clock)
+//!         .unwrap();
+//! let _ = bucket.try_acquire(10).unwrap();
+//! let denied = bucket.try_acquire(3).unwrap_err();
+//! assert_eq!(denied.retry_after(), Some(Duration::from_secs(120))); // two periods for 3 tokens
+//! ```
+//!
+//! ## How it works
+//! Each limiter's admission state is one atomic word. Its rules are pure functions over the
+//! unpacked word (`state` modules); a small driver runs them in a compare-and-swap loop. Nothing
+//! on the acquire or release path locks or allocates, and a denial writes nothing.
+//! Replenishment is computed from elapsed time on every call, exactly, without a timer.
+//!
+//! ## Features
+//! | feature | default | gives |
+//! |---|---|---|
+//! | `std` | yes | `StdClock`; implies `alloc` |
+//! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
+//! | `critical-section` | no | atomics through `critical-section` on targets without CAS (automatic where there is no CAS at all) |
+//!
+//! Without default features the crate is `no_std` without a heap and builds for
+//! `thumbv6m-none-eabi`, `thumbv7em-none-eabihf` and `riscv32imc-unknown-none-elf`.
+#![cfg_attr(not(any(feature = "std", test)), no_std)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+mod bucket;
+mod cas;
+mod clock;
+mod concurrency;
+mod fixed_window;
+mod lease;
+mod limiter;
+mod options;
+mod sliding_window;
+mod stats;
+mod sync;
+mod ticks;
+mod token_bucket;
+
+#[cfg(feature = "std")]
+pub use clock::StdClock;
+pub use clock::{Clock, Instant, ManualClock};
+pub use concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
+pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
+#[cfg(feature = "alloc")]
+pub use lease::OwnedLease;
+pub use lease::{Lease, Reason, Rejection, Release, Statistics};
+#[cfg(feature = "alloc")]
+pub use limiter::AcquireOwned;
+pub use limiter::{Limiter, Replenishing};
+pub use options::{OptionsError, QueueOrder};
+pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
+pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};

@@ -1,0 +1,67 @@
+//! Option types shared by the limiters, and the error for invalid options (reported once, at construction).
+
+use core::fmt;
+
+/// Why a limiter's options were refused. Every limiter validates its options once, at
+/// construction; a limiter that exists has valid options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The permit (or token) limit is zero.
+    ZeroLimit,
+    /// The token bucket adds zero tokens per period.
+    ZeroTokensPerPeriod,
+    /// The replenishment period or window is zero.
+    ZeroPeriod,
+    /// A period or window longer than 2^64 nanoseconds (584 years).
+    PeriodTooLong,
+    /// The sliding window has zero segments.
+    ZeroSegments,
+    /// More segments than the limiter's const capacity `max` holds.
+    TooManySegments {
+        /// The capacity (the limiter's `N` parameter).
+        max: usize,
+    },
+    /// The window is shorter than one nanosecond per segment.
+    SegmentTooShort,
+}
+
+impl fmt::Display for OptionsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionsError::ZeroLimit => f.write_str("the permit limit must be at least 1"),
+            OptionsError::ZeroTokensPerPeriod => {
+                f.write_str("tokens per period must be at least 1")
+            }
+            OptionsError::ZeroPeriod => {
+                f.write_str("the period or window must be longer than zero")
+            }
+            OptionsError::PeriodTooLong => {
+                f.write_str("the period or window must be at most 2^64 nanoseconds")
+            }
+            OptionsError::ZeroSegments => f.write_str("segments per window must be at least 1"),
+            OptionsError::TooManySegments { max } => {
+                write!(
+                    f,
+                    "segments per window must be at most {max} (the limiter's capacity)"
+                )
+            }
+            OptionsError::SegmentTooShort => {
+                f.write_str("the window must be at least one nanosecond per segment")
+            }
+        }
+    }
+}
+
+impl core::error::Error for OptionsError {}
+
+/// The order in which queued requests are served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QueueOrder {
+    /// First come, first served; a non-empty queue blocks newcomers.
+    #[default]
+    OldestFirst,
+    /// Last come, first served; newcomers may take free permits ahead of the queue, and a full
+    /// queue evicts its oldest waiters to make room.
+    NewestFirst,
+}

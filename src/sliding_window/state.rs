@@ -1,0 +1,281 @@
+//! The sliding window's packed header and its pure transitions.
+//!
+//! The window is `segments` segments long. Permits taken in segment `j` count against the limit
+//! until segment `j + segments` begins, then come back. The header holds what a decision needs —
+//! the count of the current segment and the sum of the window's earlier segments — so admission
+//! is one compare-and-swap. The counts of earlier segments live in a ring of frozen slots, written
+//! once when their segment stops being current and read only when the window slides.
+//!
+//! Layout of the 128-bit header:
+//!
+//! | bits     | field     | meaning                                                        |
+//! |----------|-----------|----------------------------------------------------------------|
+//! | 0..32    | `cur`     | permits taken in segment `tick`                                |
+//! | 32..64   | `prev`    | permits taken in segments `tick - segments + 1 ..= tick - 1`   |
+//! | 64..126  | `tick`    | the current segment, counted from creation (62 bits)           |
+//! | 126      | `closed`  | `close()` was called                                           |
+//! | 127      | `waiters` | the wait queue is not empty (reserved for waiting)             |
+//!
+//! 62 bits of segments last 146 years even with 1 ns segments; the tick saturates there. Each ring
+//! slot is a 128-bit word (segment: 64 bits, count: 64 bits), so a slot can never be mistaken for
+//! a later segment with the same index: no wrap-around anywhere.
+
+/// The window's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Permits per window.
+    pub limit: u32,
+    /// Segments per window (at least 1).
+    pub segments: u64,
+}
+
+/// The unpacked header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Permits taken in the current segment.
+    pub cur: u32,
+    /// Permits taken in the window's earlier segments.
+    pub prev: u32,
+    /// The current segment.
+    pub tick: u64,
+    /// `close()` was called.
+    pub closed: bool,
+    /// The wait queue is not empty.
+    pub waiters: bool,
+}
+
+/// The largest segment index a header holds.
+pub const TICK_MAX: u64 = (1 << 62) - 1;
+const CLOSED: u128 = 1 << 126;
+const WAITERS: u128 = 1 << 127;
+
+/// Why a take was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// The limiter is closed.
+    Closed,
+    /// Not enough permits in the window; `missing` must come back first (at least 1).
+    Exhausted {
+        /// Permits short of the request.
+        missing: u64,
+    },
+}
+
+impl Header {
+    /// A fresh window: nothing taken.
+    pub const EMPTY: Header = Header {
+        cur: 0,
+        prev: 0,
+        tick: 0,
+        closed: false,
+        waiters: false,
+    };
+
+    /// Reads a packed header.
+    #[inline]
+    pub const fn unpack(w: u128) -> Self {
+        Self {
+            cur: w as u32,
+            prev: (w >> 32) as u32,
+            tick: ((w >> 64) as u64) & TICK_MAX,
+            closed: w & CLOSED != 0,
+            waiters: w & WAITERS != 0,
+        }
+    }
+
+    /// Packs into a word.
+    #[inline]
+    pub const fn pack(self) -> u128 {
+        self.cur as u128
+            | (self.prev as u128) << 32
+            | ((self.tick & TICK_MAX) as u128) << 64
+            | if self.closed { CLOSED } else { 0 }
+            | if self.waiters { WAITERS } else { 0 }
+    }
+
+    /// Permits counted against the limit.
+    #[inline]
+    pub const fn used(self) -> u64 {
+        self.cur as u64 + self.prev as u64
+    }
+
+    /// The header as of segment `k`. Segments that left the window give their permits back;
+    /// `frozen(j)` is the count of segment `j < self.tick` (read from the ring). A `k` at or
+    /// before `tick` changes nothing (time never runs backwards).
+    #[inline]
+    pub fn at(self, k: u64, s: Shape, frozen: impl Fn(u64) -> u32) -> Header {
+        let k = if k > TICK_MAX { TICK_MAX } else { k };
+        if k <= self.tick {
+            return self;
+        }
+        if k - self.tick >= s.segments {
+            return Header {
+                cur: 0,
+                prev: 0,
+                tick: k,
+                ..self
+            };
+        }
+        // Still in the window at k: segments k - segments + 1 ..= k - 1. Those after `tick` were
+        // never current (empty); `tick` itself is `cur`; those before are frozen.
+        let first = (k + 1).saturating_sub(s.segments);
+        let mut prev = self.cur as u64;
+        let mut j = first;
+        while j < self.tick {
+            prev += frozen(j) as u64;
+            j += 1;
+        }
+        Header {
+            cur: 0,
+            prev: prev as u32,
+            tick: k,
+            ..self
+        }
+    }
+
+    /// Takes `n` permits in segment `k` (`n <= limit` is checked by the caller). A probe
+    /// (`n == 0`) succeeds when any permit is free and returns `self` unchanged.
+    #[inline]
+    pub fn try_take(
+        self,
+        k: u64,
+        n: u32,
+        s: Shape,
+        frozen: impl Fn(u64) -> u32,
+    ) -> Result<Header, Denied> {
+        if self.closed {
+            return Err(Denied::Closed);
+        }
+        let now = self.at(k, s, frozen);
+        let free = (s.limit as u64).saturating_sub(now.used());
+        if n == 0 {
+            return if free > 0 {
+                Ok(self)
+            } else {
+                Err(Denied::Exhausted { missing: 1 })
+            };
+        }
+        if self.waiters || free < n as u64 {
+            let missing = if free < n as u64 { n as u64 - free } else { 1 };
+            return Err(Denied::Exhausted { missing });
+        }
+        Ok(Header {
+            cur: now.cur + n,
+            ..now
+        })
+    }
+
+    /// Segments after `self.tick` until `missing` permits have come back, if they ever do
+    /// (`missing <= used`); `count(j)` is the count of segment `j <= self.tick`.
+    pub fn slides_to_free(self, missing: u64, s: Shape, count: impl Fn(u64) -> u32) -> Option<u64> {
+        let mut freed = 0u64;
+        let mut m = 1;
+        while m <= s.segments {
+            // At segment tick + m, segment tick + m - segments leaves the window.
+            if let Some(j) = (self.tick + m).checked_sub(s.segments) {
+                freed += count(j) as u64;
+            }
+            if freed >= missing {
+                return Some(m);
+            }
+            m += 1;
+        }
+        None
+    }
+
+    /// The closed header.
+    pub const fn close(self) -> Header {
+        Header {
+            closed: true,
+            ..self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S3: Shape = Shape {
+        limit: 10,
+        segments: 3,
+    };
+
+    fn ring(counts: &[(u64, u32)]) -> impl Fn(u64) -> u32 + '_ {
+        move |j| counts.iter().find(|(s, _)| *s == j).map_or(0, |(_, c)| *c)
+    }
+
+    #[test]
+    fn pack_round_trips() {
+        for h in [
+            Header::EMPTY,
+            Header {
+                cur: u32::MAX,
+                prev: u32::MAX,
+                tick: TICK_MAX,
+                closed: true,
+                waiters: true,
+            },
+            Header {
+                cur: 1,
+                prev: 2,
+                tick: 3,
+                closed: false,
+                waiters: true,
+            },
+        ] {
+            assert_eq!(Header::unpack(h.pack()), h);
+        }
+    }
+
+    #[test]
+    fn design_doc_example_3_4_3_1() {
+        // window 3 s in 3 segments, limit 10: counts [3][4][3] then [1] in the 4th second.
+        let none = ring(&[]);
+        let h = Header::EMPTY.try_take(0, 3, S3, &none).unwrap();
+        let frozen = ring(&[(0, 3)]);
+        let h = h.try_take(1, 4, S3, &frozen).unwrap();
+        let frozen = ring(&[(0, 3), (1, 4)]);
+        let h = h.try_take(2, 3, S3, &frozen).unwrap();
+        assert_eq!(h.used(), 10);
+        assert_eq!(
+            h.try_take(2, 1, S3, &frozen),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+        let frozen = ring(&[(0, 3), (1, 4), (2, 3)]);
+        // 4th second: segment 0 left the window, 3 permits came back; 7 in use.
+        let h = h.try_take(3, 1, S3, &frozen).unwrap();
+        assert_eq!((h.prev, h.cur, h.used()), (7, 1, 8));
+    }
+
+    #[test]
+    fn long_gap_resets_and_backwards_is_ignored() {
+        let h = Header {
+            cur: 5,
+            prev: 5,
+            tick: 10,
+            closed: false,
+            waiters: false,
+        };
+        let none = ring(&[]);
+        assert_eq!(h.at(13, S3, &none).used(), 0);
+        assert_eq!(h.at(u64::MAX, S3, &none).tick, TICK_MAX);
+        assert_eq!(h.at(2, S3, &none), h);
+    }
+
+    #[test]
+    fn slides_to_free_walks_the_oldest_segments_first() {
+        let h = Header {
+            cur: 3,
+            prev: 7,
+            tick: 2,
+            closed: false,
+            waiters: false,
+        };
+        let counts = ring(&[(0, 3), (1, 4), (2, 3)]);
+        assert_eq!(h.slides_to_free(1, S3, &counts), Some(1));
+        assert_eq!(h.slides_to_free(4, S3, &counts), Some(2));
+        assert_eq!(h.slides_to_free(10, S3, &counts), Some(3));
+        assert_eq!(h.slides_to_free(11, S3, &counts), None);
+    }
+}
