@@ -6,8 +6,6 @@ use core::time::Duration;
 use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
-use crate::lease::{Lease, Rejection, Statistics};
-use crate::limiter::{Limiter, Replenishing};
 use crate::options::{OptionsError, QueueOrder};
 use crate::ticks::nanos_of;
 
@@ -98,8 +96,9 @@ impl<C: Clock> FixedWindowLimiter<C> {
             limit: options.permit_limit,
             per_tick: options.permit_limit,
         };
+        let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
-            core: BucketCore::new(refill, window, clock),
+            core: BucketCore::new(refill, window, queue, clock),
             options,
         })
     }
@@ -110,33 +109,4 @@ impl<C: Clock> FixedWindowLimiter<C> {
     }
 }
 
-impl<C: Clock> Limiter for FixedWindowLimiter<C> {
-    #[inline]
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        self.core.take(permits).map(|()| Lease::unreleased(permits))
-    }
-    fn available_permits(&self) -> u64 {
-        self.core.available()
-    }
-    fn statistics(&self) -> Statistics {
-        self.core.statistics()
-    }
-    fn idle_duration(&self) -> Option<Duration> {
-        self.core.idle_duration()
-    }
-    fn close(&self) {
-        self.core.close()
-    }
-    fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
-}
-
-impl<C: Clock> Replenishing for FixedWindowLimiter<C> {
-    fn replenishment_period(&self) -> Duration {
-        self.core.period()
-    }
-    fn replenish(&self) -> u64 {
-        self.core.replenish()
-    }
-}
+crate::bucket::bucket_limiter!(FixedWindowLimiter);

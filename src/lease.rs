@@ -162,6 +162,8 @@ pub enum Reason {
     QueueFull,
     /// The request was queued, then pushed out by a newer one (`QueueOrder::NewestFirst`).
     Evicted,
+    /// A blocking wait gave up at its timeout.
+    TimedOut,
     /// A user-defined limiter's own reason (the .NET `REASON_PHRASE`).
     Custom(&'static str),
 }
@@ -175,6 +177,7 @@ impl Reason {
             Reason::Closed => "limiter closed",
             Reason::QueueFull => "queue limit reached",
             Reason::Evicted => "evicted from the queue by a newer request",
+            Reason::TimedOut => "timed out waiting for permits",
             Reason::Custom(s) => s,
         }
     }

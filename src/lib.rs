@@ -53,6 +53,8 @@ mod bucket;
 mod cas;
 mod clock;
 mod concurrency;
+#[cfg(feature = "std")]
+mod driver;
 mod fixed_window;
 mod lease;
 mod limiter;
@@ -62,11 +64,14 @@ mod stats;
 mod sync;
 mod ticks;
 mod token_bucket;
+mod wait;
 
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, Instant, ManualClock};
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
+#[cfg(feature = "std")]
+pub use driver::{Driver, DriverHandle};
 pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
@@ -77,3 +82,4 @@ pub use limiter::{Limiter, Replenishing};
 pub use options::{OptionsError, QueueOrder};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
+pub use wait::{Acquire, Source};

@@ -94,12 +94,30 @@ pub trait Replenishing: Limiter {
     /// sliding window's segment.
     fn replenishment_period(&self) -> Duration;
 
-    /// Brings the limiter's state up to the clock's present and returns the permits available.
+    /// Brings the limiter's state up to the clock's present, serves queued waiters that time
+    /// has made room for, and returns the permits available.
     ///
-    /// Replenishment is computed from elapsed time on every call, so a limiter is exact without
-    /// ever calling this; it exists for users who drive time themselves and want the state word
-    /// to reflect it (and, with waiting, to serve queued waiters).
+    /// Replenishment is computed from elapsed time on every call, so `try_acquire` is exact
+    /// without ever calling this. Queued waiters, though, need someone to notice that time has
+    /// passed: a later acquisition does, a `Driver` (feature `std`) does, or your own timer calls
+    /// this at the instant [`next_service`](Replenishing::next_service) names.
     fn replenish(&self) -> u64;
+
+    /// How long until time alone lets the limiter serve its next queued waiter: `None` when
+    /// nobody waits (or time cannot help), zero when it can be served now. A `no_std` timer task
+    /// sleeps this long, then calls [`replenish`](Replenishing::replenish).
+    fn next_service(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Called by [`Driver::register`](crate::Driver::register): the limiter should call
+    /// `handle.notify()` whenever a waiter becomes the next to be served, so the driver can
+    /// recompute its sleep. The default ignores it (the driver then only learns of new waiters
+    /// when it next wakes).
+    #[cfg(feature = "std")]
+    fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+        let _ = handle;
+    }
 }
 
 impl<L: Limiter + ?Sized> Limiter for &L {

@@ -5,7 +5,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// Two relaxed counters. They order nothing; they only count.
 #[derive(Debug)]
-pub(crate) struct Counters {
+pub struct Counters {
     successful: AtomicU64,
     failed: AtomicU64,
 }
@@ -26,6 +26,16 @@ impl Counters {
             Err(_) => self.failed.fetch_add(1, Ordering::Relaxed),
         };
         result
+    }
+
+    #[inline]
+    pub(crate) fn record_success(&self) {
+        self.successful.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn record_failure(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn successful(&self) -> u64 {

@@ -7,7 +7,6 @@ use turnstile::*;
 
 const NS: Duration = Duration::from_nanos(1);
 const SEC: Duration = Duration::from_secs(1);
-const MIN: Duration = Duration::from_secs(60);
 
 fn concurrency(clock: &ManualClock, limit: u32) -> ConcurrencyLimiter<&ManualClock> {
     ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), clock).unwrap()

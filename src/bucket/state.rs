@@ -120,9 +120,10 @@ impl Bucket {
 
     /// Takes `n` tokens at tick `k` (`n <= limit` is checked by the caller). A probe (`n == 0`)
     /// succeeds when the bucket holds any token and returns `self` unchanged, so nothing is
-    /// written. While anyone waits in the queue, newcomers take nothing.
+    /// written. While anyone waits in the queue, a newcomer takes nothing unless it may `barge`
+    /// (newest-first order, or a queue server taking for the waiter it serves).
     #[inline]
-    pub const fn try_take(self, k: u64, n: u32, r: Refill) -> Result<Bucket, Denied> {
+    pub const fn try_take(self, k: u64, n: u32, r: Refill, barge: bool) -> Result<Bucket, Denied> {
         if self.closed {
             return Err(Denied::Closed);
         }
@@ -134,7 +135,7 @@ impl Bucket {
                 Err(Denied::Exhausted { missing: 1 })
             };
         }
-        if self.waiters || now.tokens < n {
+        if (self.waiters && !barge) || now.tokens < n {
             let missing = if now.tokens < n {
                 (n - now.tokens) as u64
             } else {
@@ -172,6 +173,34 @@ impl Bucket {
             self.tick
                 .saturating_add(missing.div_ceil(r.per_tick as u64))
         }
+    }
+
+    /// Gives back `n` tokens that were taken at or before tick `k` but never used (a waiter
+    /// granted them and went away): the bucket as if they had never been taken, capped at the
+    /// limit.
+    #[inline]
+    pub const fn give_back(self, k: u64, n: u32, r: Refill) -> Bucket {
+        let now = self.at(k, r);
+        let sum = now.tokens as u64 + n as u64;
+        if sum >= r.limit as u64 {
+            let tick = if k > now.tick { k } else { now.tick };
+            Bucket {
+                tokens: r.limit,
+                tick,
+                ..now
+            }
+        } else {
+            Bucket {
+                tokens: sum as u32,
+                ..now
+            }
+        }
+    }
+
+    /// The same state with the waiters flag set or cleared.
+    #[inline]
+    pub const fn with_waiters(self, waiters: bool) -> Bucket {
+        Bucket { waiters, ..self }
     }
 
     /// The closed state.
@@ -232,7 +261,7 @@ mod tests {
 
     #[test]
     fn take_from_a_full_bucket_restarts_the_tick() {
-        let b = Bucket::full(10).try_take(1_000, 1, TB).unwrap();
+        let b = Bucket::full(10).try_take(1_000, 1, TB, false).unwrap();
         assert_eq!((b.tokens, b.tick), (9, 1_000));
         assert_eq!(b.at(1_001, TB).tokens, 10);
     }
@@ -245,15 +274,43 @@ mod tests {
             closed: false,
             waiters: false,
         };
-        assert_eq!(b.try_take(0, 7, TB), Err(Denied::Exhausted { missing: 4 }));
+        assert_eq!(
+            b.try_take(0, 7, TB, false),
+            Err(Denied::Exhausted { missing: 4 })
+        );
         assert_eq!(Bucket::ticks_to_gain(4, TB), 2);
         assert_eq!(Bucket::ticks_to_gain(5, TB), 3);
         let empty = Bucket { tokens: 0, ..b };
         assert_eq!(
-            empty.try_take(0, 0, TB),
+            empty.try_take(0, 0, TB, false),
             Err(Denied::Exhausted { missing: 1 })
         );
-        assert_eq!(b.try_take(0, 0, TB), Ok(b));
+        assert_eq!(b.try_take(0, 0, TB, false), Ok(b));
+    }
+
+    #[test]
+    fn give_back_undoes_a_take() {
+        let b = Bucket {
+            tokens: 5,
+            tick: 3,
+            closed: false,
+            waiters: false,
+        };
+        let taken = b.try_take(3, 4, TB, false).unwrap();
+        assert_eq!(taken.give_back(3, 4, TB), b);
+        // Later, the refill that happened meanwhile is kept and the cap holds.
+        assert_eq!(taken.give_back(5, 4, TB).tokens, 9);
+        assert_eq!(taken.give_back(9, 4, TB).tokens, 10);
+    }
+
+    #[test]
+    fn queue_flag_blocks_only_non_barging_takes() {
+        let b = Bucket::full(10).with_waiters(true);
+        assert_eq!(
+            b.try_take(0, 1, TB, false),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+        assert_eq!(b.try_take(0, 1, TB, true).unwrap().tokens, 9);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::limiter::Limiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU64, Ordering};
+use crate::wait::{self, Acquire, Source, WaitQueue};
 
 use state::{Denied, State};
 
@@ -55,8 +56,10 @@ impl ConcurrencyOptions {
     }
 }
 
-/// At most `permit_limit` permits held at once (.NET `ConcurrencyLimiter`). Acquire and release are
-/// each one compare-and-swap on a 64-bit word; nothing locks or allocates.
+/// At most `permit_limit` permits held at once (.NET `ConcurrencyLimiter`). While nobody waits,
+/// acquire and release are each one compare-and-swap on a 64-bit word; nothing locks or
+/// allocates. [`acquire`](Self::acquire) waits in the queue; permits returned by a lease go to
+/// the queue first (hand-off: nobody barges past an oldest-first queue).
 ///
 /// ```
 /// use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Reason};
@@ -73,6 +76,7 @@ pub struct ConcurrencyLimiter<C: Clock> {
     word: AtomicU64,
     idle_since: AtomicU64,
     counters: Counters,
+    queue: WaitQueue,
     options: ConcurrencyOptions,
     clock: C,
 }
@@ -94,6 +98,7 @@ impl<C: Clock> ConcurrencyLimiter<C> {
             word: AtomicU64::new(State::full(options.permit_limit).pack()),
             idle_since: AtomicU64::new(now.as_nanos()),
             counters: Counters::new(),
+            queue: WaitQueue::new(options.queue_limit, options.queue_order),
             options,
             clock,
         })
@@ -112,14 +117,108 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         if permits > self.options.permit_limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
+        let barge = self.queue.barging();
         cas::transition(&self.word, |w| {
-            State::unpack(w).try_take(permits).map(|s| (s.pack(), ()))
+            State::unpack(w)
+                .try_take(permits, barge)
+                .map(|s| (s.pack(), ()))
         })
         .map(|_| ())
         .map_err(|d| match d {
             Denied::Closed => Rejection::new(Reason::Closed),
             Denied::Exhausted => Rejection::new(Reason::Exhausted),
         })
+    }
+
+    /// Waits for `permits` in the queue (see [`Acquire`]). Rejected at once if the request
+    /// exceeds the limit, the limiter is closed, or the queue has no room (with `NewestFirst`,
+    /// the oldest waiters are evicted to make room instead).
+    ///
+    /// ```
+    /// # use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder};
+    /// # async fn demo() {
+    /// let opts = ConcurrencyOptions::new(1).with_queue(10, QueueOrder::OldestFirst);
+    /// let limiter = ConcurrencyLimiter::new(opts).unwrap();
+    /// let lease = limiter.acquire(1).await.unwrap();
+    /// drop(lease); // hands the permit to the next waiter
+    /// # }
+    /// ```
+    pub fn acquire(&self, permits: u32) -> Acquire<'_, Self>
+    where
+        C: Sync,
+    {
+        Acquire::new(self, permits)
+    }
+
+    /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); gives up with
+    /// [`Reason::TimedOut`].
+    #[cfg(feature = "std")]
+    pub fn acquire_blocking(
+        &self,
+        permits: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Lease<'_>, Rejection>
+    where
+        C: Sync,
+    {
+        wait::acquire_blocking(self, permits, timeout)
+    }
+
+    fn mark_idle_if_full(&self, after: State) {
+        if after.available == self.options.permit_limit && !after.waiters {
+            // Fully available again: idle from now. fetch_max keeps the latest of racing
+            // releases, so an older reading never overwrites a newer one.
+            self.idle_since
+                .fetch_max(self.clock.now().as_nanos(), Ordering::AcqRel);
+        }
+    }
+}
+
+impl<C: Clock> wait::private::Sealed for ConcurrencyLimiter<C> {}
+
+impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
+    fn queue(&self) -> &WaitQueue {
+        &self.queue
+    }
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    fn limit(&self) -> u32 {
+        self.options.permit_limit
+    }
+    fn take_now(&self, n: u32) -> Result<(), Rejection> {
+        self.take(n)
+    }
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        cas::transition(&self.word, |w| {
+            let s = State::unpack(w);
+            match s.try_take(n, true) {
+                Ok(next) => Ok((next.pack(), Some(0))),
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted) if flag_if_short => Ok((s.with_waiters(true).pack(), None)),
+                Err(Denied::Exhausted) => Ok((w, None)),
+            }
+        })
+        .map(|(_, taken)| taken)
+    }
+    fn clear_waiters(&self) {
+        let Ok((before, ())) = cas::transition(&self.word, |w| {
+            Ok::<_, Infallible>((State::unpack(w).with_waiters(false).pack(), ()))
+        });
+        self.mark_idle_if_full(State::unpack(before).with_waiters(false));
+    }
+    fn give_back(&self, n: u32, _stamp: u64) {
+        self.release(n);
+    }
+    fn wait_for_permits(&self, _total: u64) -> Option<Duration> {
+        None // only releases bring permits back
+    }
+    fn lease(&self, n: u32) -> Lease<'_> {
+        if n == 0 {
+            Lease::unreleased(0)
+        } else {
+            Lease::releasing(n, self)
+        }
     }
 }
 
@@ -146,7 +245,7 @@ where
     fn statistics(&self) -> Statistics {
         Statistics {
             available_permits: self.available_permits(),
-            queued_permits: 0,
+            queued_permits: self.queue.queued_permits(),
             total_successful: self.counters.successful(),
             total_failed: self.counters.failed(),
         }
@@ -163,6 +262,7 @@ where
         let _ = cas::transition(&self.word, |w| {
             Ok::<_, Infallible>((State::unpack(w).close().pack(), ()))
         });
+        self.queue.close(self);
     }
 
     fn is_closed(&self) -> bool {
@@ -170,18 +270,27 @@ where
     }
 }
 
-impl<C: Clock> Release for ConcurrencyLimiter<C> {
+impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     #[inline]
     fn release(&self, permits: u32) {
         let limit = self.options.permit_limit;
-        let Ok((before, ())) = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((State::unpack(w).give_back(permits, limit).pack(), ()))
+        // Fast path: nobody waits, one CAS.
+        let fast = cas::transition(&self.word, |w| {
+            let s = State::unpack(w);
+            if s.waiters {
+                return Err(());
+            }
+            Ok((s.give_back(permits, limit).pack(), ()))
         });
-        if State::unpack(before).give_back(permits, limit).available == limit {
-            // Fully available again: idle from now. fetch_max keeps the latest of racing
-            // releases, so an older reading never overwrites a newer one.
-            self.idle_since
-                .fetch_max(self.clock.now().as_nanos(), Ordering::AcqRel);
+        if let Ok((before, ())) = fast {
+            self.mark_idle_if_full(State::unpack(before).give_back(permits, limit));
+            return;
         }
+        // Waiters: return the permits under the queue lock and hand them to the queue head.
+        self.queue.give_back_and_serve(self, || {
+            let _ = cas::transition(&self.word, |w| {
+                Ok::<_, Infallible>((State::unpack(w).give_back(permits, limit).pack(), ()))
+            });
+        });
     }
 }

@@ -63,9 +63,10 @@ impl State {
 
     /// Takes `n` permits (`n <= limit` is checked by the caller). A probe (`n == 0`) succeeds
     /// when any permit is available and returns the state unchanged. While anyone waits in the
-    /// queue, newcomers take nothing (no barging past an oldest-first queue).
+    /// queue, a newcomer takes nothing unless it may `barge` (newest-first order, or a queue
+    /// server taking for the waiter it serves).
     #[inline]
-    pub const fn try_take(self, n: u32) -> Result<State, Denied> {
+    pub const fn try_take(self, n: u32, barge: bool) -> Result<State, Denied> {
         if self.closed {
             return Err(Denied::Closed);
         }
@@ -76,13 +77,19 @@ impl State {
                 Err(Denied::Exhausted)
             };
         }
-        if self.waiters || self.available < n {
+        if (self.waiters && !barge) || self.available < n {
             return Err(Denied::Exhausted);
         }
         Ok(State {
             available: self.available - n,
             ..self
         })
+    }
+
+    /// The same state with the waiters flag set or cleared.
+    #[inline]
+    pub const fn with_waiters(self, waiters: bool) -> State {
+        State { waiters, ..self }
     }
 
     /// Gives `n` permits back, never above `limit`.
@@ -133,9 +140,9 @@ mod tests {
     #[test]
     fn take_and_give_back() {
         let s = State::full(3);
-        let s = s.try_take(2).unwrap();
+        let s = s.try_take(2, false).unwrap();
         assert_eq!(s.available, 1);
-        assert_eq!(s.try_take(2), Err(Denied::Exhausted));
+        assert_eq!(s.try_take(2, false), Err(Denied::Exhausted));
         assert_eq!(s.give_back(2, 3).available, 3);
         // Never above the limit, even for a bogus release.
         assert_eq!(s.give_back(u32::MAX, 3).available, 3);
@@ -144,18 +151,20 @@ mod tests {
     #[test]
     fn probes_change_nothing() {
         let s = State::full(1);
-        assert_eq!(s.try_take(0), Ok(s));
-        let empty = s.try_take(1).unwrap();
-        assert_eq!(empty.try_take(0), Err(Denied::Exhausted));
+        assert_eq!(s.try_take(0, false), Ok(s));
+        let empty = s.try_take(1, false).unwrap();
+        assert_eq!(empty.try_take(0, false), Err(Denied::Exhausted));
     }
 
     #[test]
     fn closed_and_waiters_refuse() {
-        assert_eq!(State::full(5).close().try_take(1), Err(Denied::Closed));
-        let queued = State {
-            waiters: true,
-            ..State::full(5)
-        };
-        assert_eq!(queued.try_take(1), Err(Denied::Exhausted));
+        assert_eq!(
+            State::full(5).close().try_take(1, false),
+            Err(Denied::Closed)
+        );
+        let queued = State::full(5).with_waiters(true);
+        assert_eq!(queued.try_take(1, false), Err(Denied::Exhausted));
+        // Newest-first newcomers and queue servers may take ahead of the queue.
+        assert_eq!(queued.try_take(1, true).unwrap().available, 4);
     }
 }

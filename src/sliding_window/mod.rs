@@ -14,6 +14,7 @@ use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, Ordering};
 use crate::ticks::{nanos_of, Ticker};
+use crate::wait::{self, Acquire, Source, WaitQueue};
 
 use state::{Denied, Header, Shape};
 
@@ -111,6 +112,7 @@ pub struct SlidingWindowLimiter<C: Clock, const N: usize = 16> {
     ticker: Ticker,
     shape: Shape,
     counters: Counters,
+    queue: WaitQueue,
     options: SlidingWindowOptions,
     clock: C,
 }
@@ -136,6 +138,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 segments: u64::from(options.segments_per_window),
             },
             counters: Counters::new(),
+            queue: WaitQueue::new(options.queue_limit, options.queue_order),
             options,
             clock,
         })
@@ -191,36 +194,67 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         }
     }
 
+    /// One lock-free attempt; the header it decided on, on denial.
+    #[inline]
+    fn attempt(&self, k: u64, n: u32, barge: bool) -> Result<(), (Denied, Header)> {
+        let s = self.shape;
+        cas::transition(&self.header, |w| {
+            let h = Header::unpack(w);
+            let next = h
+                .try_take(k, n, s, barge, |j| self.frozen(j))
+                .map_err(|d| (d, h))?;
+            self.leave(h, next);
+            Ok((next.pack(), ()))
+        })
+        .map(|_| ())
+    }
+
+    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
     #[inline]
     fn take(&self, n: u32) -> Result<(), Rejection> {
         if n > self.shape.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let (k, into) = self.ticker.tick(self.clock.now());
-        let s = self.shape;
-        let decided = cas::transition(&self.header, |w| {
-            let h = Header::unpack(w);
-            let next = h
-                .try_take(k, n, s, |j| self.frozen(j))
-                .map_err(|d| (d, h))?;
-            self.leave(h, next);
-            Ok((next.pack(), ()))
-        });
-        match decided {
-            Ok(_) => Ok(()),
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let barge = self.queue.barging();
+        let mut result = self.attempt(k, n, barge);
+        if let Err((Denied::Exhausted { .. }, h)) = result {
+            if h.waiters && !barge {
+                // Held back by the queue: serve it first (time may have made room), then retry.
+                self.queue.serve(self);
+                result = self.attempt(k, n, barge);
+            }
+        }
+        match result {
+            Ok(()) => Ok(()),
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { missing }, h)) => Err(Rejection::with_retry_after(
-                Reason::Exhausted,
-                self.retry_after(h, k, into, missing),
-            )),
+            Err((Denied::Exhausted { .. }, _)) => {
+                let ahead = if barge {
+                    0
+                } else {
+                    self.queue.queued_permits()
+                };
+                let wait = self.wait_for(u64::from(n).max(1) + ahead);
+                Err(Rejection::with_retry_after(
+                    Reason::Exhausted,
+                    wait.max(Duration::from_nanos(1)),
+                ))
+            }
         }
     }
 
-    /// The wait until `missing` permits have left the window, seen from `into` ns into segment
-    /// `k`, with the header `h` as last written.
-    fn retry_after(&self, h: Header, k: u64, into: u64, missing: u64) -> Duration {
+    /// How long until `total` permits are free, if nothing else is taken: the oldest segments
+    /// leave the window one by one; beyond one window's worth, whole windows (the waiters ahead
+    /// are granted in order as room appears). Zero if they are free now.
+    fn wait_for(&self, total: u64) -> Duration {
+        let (k, into) = self.ticker.tick(self.clock.now());
         let s = self.shape;
+        let h = Header::unpack(self.header.load(Ordering::Acquire));
         let now = h.at(k, s, |j| self.frozen(j));
+        let free = u64::from(s.limit).saturating_sub(now.used());
+        let Some(missing) = total.checked_sub(free).filter(|m| *m > 0) else {
+            return Duration::ZERO;
+        };
         let count = |j: u64| {
             if j == now.tick {
                 now.cur
@@ -232,10 +266,35 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 0
             }
         };
-        let slides = now.slides_to_free(missing, s, count).unwrap_or(s.segments);
+        let slides = match now.slides_to_free(missing, s, count) {
+            Some(m) => m,
+            None => {
+                let beyond = total - u64::from(s.limit);
+                let windows = 1 + beyond.div_ceil(u64::from(s.limit));
+                windows.saturating_mul(s.segments)
+            }
+        };
         // Slides count from `now.tick`, which is past `k` only if the clock stepped backwards.
         self.ticker
-            .wait_for(slides.saturating_add(now.tick.saturating_sub(k)), into)
+            .wait_for(slides.saturating_add(now.tick - k), into)
+    }
+
+    /// Waits for `permits` in the queue (see [`Acquire`]). Queued waiters are served as
+    /// segments leave the window: by any later acquisition, by
+    /// [`replenish`](Replenishing::replenish), or by a registered `Driver` (feature `std`).
+    pub fn acquire(&self, permits: u32) -> Acquire<'_, Self> {
+        Acquire::new(self, permits)
+    }
+
+    /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); the thread
+    /// wakes itself when the window has room, so no driver is needed.
+    #[cfg(feature = "std")]
+    pub fn acquire_blocking(
+        &self,
+        permits: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Lease<'_>, Rejection> {
+        wait::acquire_blocking(self, permits, timeout)
     }
 
     fn now_header(&self) -> (Header, Header, u64) {
@@ -258,6 +317,61 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     }
 }
 
+impl<C: Clock, const N: usize> wait::private::Sealed for SlidingWindowLimiter<C, N> {}
+
+impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
+    fn queue(&self) -> &WaitQueue {
+        &self.queue
+    }
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    fn limit(&self) -> u32 {
+        self.shape.limit
+    }
+    fn take_now(&self, n: u32) -> Result<(), Rejection> {
+        self.take(n)
+    }
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let s = self.shape;
+        cas::transition(&self.header, |w| {
+            let h = Header::unpack(w);
+            match h.try_take(k, n, s, true, |j| self.frozen(j)) {
+                Ok(next) => {
+                    self.leave(h, next);
+                    Ok((next.pack(), Some(next.tick)))
+                }
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted { .. }) if flag_if_short => {
+                    Ok((h.with_waiters(true).pack(), None))
+                }
+                Err(Denied::Exhausted { .. }) => Ok((w, None)),
+            }
+        })
+        .map(|(_, taken)| taken)
+    }
+    fn clear_waiters(&self) {
+        let _ = cas::transition(&self.header, |w| {
+            Ok::<_, Infallible>((Header::unpack(w).with_waiters(false).pack(), ()))
+        });
+    }
+    fn give_back(&self, n: u32, stamp: u64) {
+        let Ok((before, ())) = cas::transition(&self.header, |w| {
+            Ok::<_, Infallible>((Header::unpack(w).give_back(stamp, n).pack(), ()))
+        });
+        if Header::unpack(before).waiters {
+            self.queue.serve(self);
+        }
+    }
+    fn wait_for_permits(&self, total: u64) -> Option<Duration> {
+        Some(self.wait_for(total))
+    }
+    fn lease(&self, n: u32) -> Lease<'_> {
+        Lease::unreleased(n)
+    }
+}
+
 impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
@@ -273,7 +387,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     fn statistics(&self) -> Statistics {
         Statistics {
             available_permits: self.available_permits(),
-            queued_permits: 0,
+            queued_permits: self.queue.queued_permits(),
             total_successful: self.counters.successful(),
             total_failed: self.counters.failed(),
         }
@@ -296,6 +410,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
         let _ = cas::transition(&self.header, |w| {
             Ok::<_, Infallible>((Header::unpack(w).close().pack(), ()))
         });
+        self.queue.close(self);
     }
 
     fn is_closed(&self) -> bool {
@@ -311,12 +426,22 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
     fn replenish(&self) -> u64 {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape;
-        let Ok((_, next)) = cas::transition(&self.header, |w| {
+        let _ = cas::transition(&self.header, |w| {
             let h = Header::unpack(w);
             let next = h.at(k, s, |j| self.frozen(j));
             self.leave(h, next);
-            Ok::<_, Infallible>((next.pack(), next))
+            Ok::<_, Infallible>((next.pack(), ()))
         });
-        u64::from(s.limit).saturating_sub(next.used())
+        self.queue.serve(self);
+        self.available_permits()
+    }
+
+    fn next_service(&self) -> Option<Duration> {
+        wait::next_service(self)
+    }
+
+    #[cfg(feature = "std")]
+    fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+        self.queue.attach(handle);
     }
 }

@@ -134,13 +134,16 @@ impl Header {
     }
 
     /// Takes `n` permits in segment `k` (`n <= limit` is checked by the caller). A probe
-    /// (`n == 0`) succeeds when any permit is free and returns `self` unchanged.
+    /// (`n == 0`) succeeds when any permit is free and returns `self` unchanged. While anyone
+    /// waits in the queue, a newcomer takes nothing unless it may `barge` (newest-first order, or
+    /// a queue server taking for the waiter it serves).
     #[inline]
     pub fn try_take(
         self,
         k: u64,
         n: u32,
         s: Shape,
+        barge: bool,
         frozen: impl Fn(u64) -> u32,
     ) -> Result<Header, Denied> {
         if self.closed {
@@ -155,7 +158,7 @@ impl Header {
                 Err(Denied::Exhausted { missing: 1 })
             };
         }
-        if self.waiters || free < n as u64 {
+        if (self.waiters && !barge) || free < n as u64 {
             let missing = if free < n as u64 { n as u64 - free } else { 1 };
             return Err(Denied::Exhausted { missing });
         }
@@ -181,6 +184,27 @@ impl Header {
             m += 1;
         }
         None
+    }
+
+    /// Gives back `n` permits taken in segment `j` but never used (a waiter granted them and went
+    /// away), if `j` is still the current segment. Once the window has moved on they stay counted
+    /// until their segment leaves the window, as if used.
+    #[inline]
+    pub const fn give_back(self, j: u64, n: u32) -> Header {
+        if self.tick == j && self.cur >= n {
+            Header {
+                cur: self.cur - n,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
+    /// The same header with the waiters flag set or cleared.
+    #[inline]
+    pub const fn with_waiters(self, waiters: bool) -> Header {
+        Header { waiters, ..self }
     }
 
     /// The closed header.
@@ -232,19 +256,19 @@ mod tests {
     fn design_doc_example_3_4_3_1() {
         // window 3 s in 3 segments, limit 10: counts [3][4][3] then [1] in the 4th second.
         let none = ring(&[]);
-        let h = Header::EMPTY.try_take(0, 3, S3, &none).unwrap();
+        let h = Header::EMPTY.try_take(0, 3, S3, false, &none).unwrap();
         let frozen = ring(&[(0, 3)]);
-        let h = h.try_take(1, 4, S3, &frozen).unwrap();
+        let h = h.try_take(1, 4, S3, false, &frozen).unwrap();
         let frozen = ring(&[(0, 3), (1, 4)]);
-        let h = h.try_take(2, 3, S3, &frozen).unwrap();
+        let h = h.try_take(2, 3, S3, false, &frozen).unwrap();
         assert_eq!(h.used(), 10);
         assert_eq!(
-            h.try_take(2, 1, S3, &frozen),
+            h.try_take(2, 1, S3, false, &frozen),
             Err(Denied::Exhausted { missing: 1 })
         );
         let frozen = ring(&[(0, 3), (1, 4), (2, 3)]);
         // 4th second: segment 0 left the window, 3 permits came back; 7 in use.
-        let h = h.try_take(3, 1, S3, &frozen).unwrap();
+        let h = h.try_take(3, 1, S3, false, &frozen).unwrap();
         assert_eq!((h.prev, h.cur, h.used()), (7, 1, 8));
     }
 

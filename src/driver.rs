@@ -1,0 +1,192 @@
+//! The background driver (feature `std`): one thread that serves the wait queues of any number of
+//! rate limiters at the instants time alone makes room for their next waiter.
+//!
+//! It does not poll: it asks every registered limiter how long until its next waiter could be
+//! served ([`Replenishing::next_service`]), sleeps until the earliest of those instants, and calls
+//! [`Replenishing::replenish`] on the limiters whose instant has come. A limiter tells the driver
+//! when a waiter becomes the next to be served (through the [`DriverHandle`] it was given at
+//! registration), so a new, earlier deadline wakes it at once.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::limiter::Replenishing;
+
+type Registered = Weak<dyn Replenishing + Send + Sync>;
+
+#[derive(Default)]
+struct State {
+    limiters: Vec<Registered>,
+    /// Something changed since the driver computed its sleep.
+    dirty: bool,
+    stop: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notify(&self) {
+        self.lock().dirty = true;
+        self.wake.notify_one();
+    }
+}
+
+/// A handle a limiter keeps to wake its driver when a waiter becomes the next to be served.
+/// Holding it does not keep the driver alive.
+#[derive(Clone)]
+pub struct DriverHandle {
+    shared: Weak<Shared>,
+}
+
+impl DriverHandle {
+    /// Tells the driver to recompute when to wake.
+    pub fn notify(&self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.notify();
+        }
+    }
+}
+
+impl core::fmt::Debug for DriverHandle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("DriverHandle")
+    }
+}
+
+/// One background thread serving the wait queues of registered rate limiters.
+///
+/// Limiters are held weakly: dropping the last `Arc` of a limiter unregisters it. Dropping the
+/// driver stops its thread.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use turnstile::{Driver, Limiter, QueueOrder, TokenBucketLimiter, TokenBucketOptions};
+///
+/// let driver = Driver::new().unwrap();
+/// let opts = TokenBucketOptions::new(1, 1, Duration::from_millis(5))
+///     .with_queue(4, QueueOrder::OldestFirst);
+/// let bucket = Arc::new(TokenBucketLimiter::new(opts).unwrap());
+/// driver.register(&bucket);
+/// let _first = bucket.try_acquire(1).unwrap();
+/// // Nobody else acquires or replenishes: the driver serves this waiter when the token comes.
+/// let lease = futures_lite_block_on(bucket.acquire(1));
+/// assert!(lease.is_ok());
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     use std::task::{Context, Poll, Wake, Waker};
+/// #     struct T(std::thread::Thread);
+/// #     impl Wake for T { fn wake(self: Arc<Self>) { self.0.unpark() } }
+/// #     let waker = Waker::from(Arc::new(T(std::thread::current())));
+/// #     let mut cx = Context::from_waker(&waker);
+/// #     let mut f = std::pin::pin!(f);
+/// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } std::thread::park(); }
+/// # }
+/// ```
+pub struct Driver {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Driver {
+    /// Starts the driver thread.
+    pub fn new() -> std::io::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        let for_thread = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("turnstile-driver".into())
+            .spawn(move || run(&for_thread))?;
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Registers a limiter: its waiters will be served when time makes room for them.
+    pub fn register<L: Replenishing + Send + Sync + 'static>(&self, limiter: &Arc<L>) {
+        limiter.attach_driver(self.handle());
+        let weak: Registered = Arc::downgrade(limiter) as Registered;
+        self.shared.lock().limiters.push(weak);
+        self.shared.notify();
+    }
+
+    /// A handle that wakes this driver.
+    pub fn handle(&self) -> DriverHandle {
+        DriverHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+}
+
+impl core::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Driver")
+            .field("limiters", &self.shared.lock().limiters.len())
+            .finish()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Serves `l` if its next waiter can be served now; returns how long until it next can.
+fn serve(l: &(dyn Replenishing + Send + Sync)) -> Option<Duration> {
+    // Each replenish serves every waiter that fits; a few rounds cover waiters that a give-back
+    // or a racing release made servable in between.
+    for _ in 0..4 {
+        match l.next_service() {
+            Some(d) if d.is_zero() => {
+                l.replenish();
+            }
+            other => return other,
+        }
+    }
+    Some(Duration::from_micros(1))
+}
+
+fn run(shared: &Shared) {
+    let mut state = shared.lock();
+    loop {
+        if state.stop {
+            return;
+        }
+        state.dirty = false;
+        state.limiters.retain(|w| w.strong_count() > 0);
+        let live: Vec<_> = state.limiters.iter().filter_map(Weak::upgrade).collect();
+        drop(state);
+        let sleep = live.iter().filter_map(|l| serve(&**l)).min();
+        drop(live);
+        state = shared.lock();
+        if state.dirty || state.stop {
+            continue;
+        }
+        state = match sleep {
+            Some(d) => {
+                shared
+                    .wake
+                    .wait_timeout(state, d)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => shared
+                .wake
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+    }
+}

@@ -1,0 +1,264 @@
+//! The intrusive doubly linked list of waiters.
+//!
+//! A [`Waiter`] node lives inside its pinned `Acquire` future: queueing allocates nothing. The
+//! list links nodes by raw pointer. Soundness rests on three rules, each kept by this module and
+//! `super::future`:
+//!
+//! 1. **Only the lock holder touches a node's mutable part.** Every field a list operation
+//!    writes (`prev`, `next`, `status`, `waker`) sits in an `UnsafeCell` reached only through
+//!    `&mut List`, which exists only while the queue lock is held.
+//! 2. **A linked node is alive and does not move.** A node is linked only through
+//!    `Pin<&Waiter>`, and `Waiter` is `!Unpin`, so it stays put until dropped; the owning future's
+//!    `Drop` takes the lock and unlinks the node before its memory goes away.
+//! 3. **Status says whether a node is linked.** `Queued` ⇔ linked. Completing a node (granting or
+//!    rejecting it) unlinks it in the same locked step.
+
+#![allow(unsafe_code)]
+
+use core::cell::UnsafeCell;
+use core::marker::PhantomPinned;
+use core::pin::Pin;
+use core::ptr::NonNull;
+use core::task::Waker;
+
+use crate::lease::Reason;
+
+/// Where a waiter stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Not in any list yet (or removed by its owner).
+    Idle,
+    /// Linked, waiting.
+    Queued,
+    /// Unlinked and granted its permits; the stamp says when (for giving them back).
+    Granted(u64),
+    /// Unlinked and refused.
+    Rejected(Reason),
+}
+
+struct Links {
+    prev: Option<NonNull<Waiter>>,
+    next: Option<NonNull<Waiter>>,
+    status: Status,
+    waker: Option<Waker>,
+}
+
+/// A queue node: the permits a waiter asks for, and its links.
+pub(crate) struct Waiter {
+    permits: u32,
+    links: UnsafeCell<Links>,
+    _pinned: PhantomPinned,
+}
+
+// SAFETY: `links` is only read or written through `&mut List` (rule 1), i.e. by the thread holding
+// the queue lock; `permits` is immutable. So sharing or sending a `Waiter` between threads cannot
+// race. `Waker` is `Send + Sync`.
+unsafe impl Send for Waiter {}
+// SAFETY: as above.
+unsafe impl Sync for Waiter {}
+
+impl Waiter {
+    pub(crate) const fn new(permits: u32) -> Self {
+        Self {
+            permits,
+            links: UnsafeCell::new(Links {
+                prev: None,
+                next: None,
+                status: Status::Idle,
+                waker: None,
+            }),
+            _pinned: PhantomPinned,
+        }
+    }
+
+    pub(crate) const fn permits(&self) -> u32 {
+        self.permits
+    }
+}
+
+/// The list: head is the oldest waiter, tail the newest.
+pub(crate) struct List {
+    head: Option<NonNull<Waiter>>,
+    tail: Option<NonNull<Waiter>>,
+    /// Permits requested by the linked waiters.
+    queued: u64,
+}
+
+// SAFETY: the list only holds pointers to `Waiter`s, which are `Send + Sync`; it is itself only
+// reached through the queue lock.
+unsafe impl Send for List {}
+
+impl List {
+    pub(crate) const fn new() -> Self {
+        Self {
+            head: None,
+            tail: None,
+            queued: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+
+    /// Permits requested by the linked waiters.
+    pub(crate) fn queued_permits(&self) -> u64 {
+        self.queued
+    }
+
+    /// The oldest waiter.
+    pub(crate) fn front(&self) -> Option<NonNull<Waiter>> {
+        self.head
+    }
+
+    /// The newest waiter.
+    pub(crate) fn back(&self) -> Option<NonNull<Waiter>> {
+        self.tail
+    }
+
+    /// The permits a linked waiter asks for.
+    pub(crate) fn permits_of(&self, w: NonNull<Waiter>) -> u32 {
+        // SAFETY: `w` came from this list, so it is linked and alive (rule 2); `permits` is
+        // immutable, so reading it through a shared reference cannot race.
+        unsafe { w.as_ref() }.permits
+    }
+
+    fn links(&mut self, w: NonNull<Waiter>) -> &mut Links {
+        // SAFETY: `w` is alive (rule 2: linked, or the pinned waiter of the caller's future), and
+        // `&mut self` proves the lock is held (rule 1), so no other reference to its links exists
+        // for the lifetime of the returned borrow, which is tied to `&mut self`.
+        unsafe { &mut *w.as_ref().links.get() }
+    }
+
+    /// The status of the caller's own waiter.
+    pub(crate) fn status(&mut self, w: Pin<&Waiter>) -> Status {
+        self.links(NonNull::from(&*w)).status
+    }
+
+    /// Sets the waker to wake `w` with, unless it already wakes the same task.
+    pub(crate) fn set_waker(&mut self, w: Pin<&Waiter>, waker: &Waker) {
+        let links = self.links(NonNull::from(&*w));
+        match &mut links.waker {
+            Some(old) if old.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+    }
+
+    /// Links the caller's idle waiter at the tail.
+    pub(crate) fn push_back(&mut self, w: Pin<&Waiter>, waker: &Waker) {
+        let ptr = NonNull::from(&*w);
+        let tail = self.tail;
+        let links = self.links(ptr);
+        debug_assert_eq!(links.status, Status::Idle);
+        links.prev = tail;
+        links.next = None;
+        links.status = Status::Queued;
+        links.waker = Some(waker.clone());
+        match tail {
+            Some(t) => self.links(t).next = Some(ptr),
+            None => self.head = Some(ptr),
+        }
+        self.tail = Some(ptr);
+        self.queued += u64::from(w.permits);
+    }
+
+    fn unlink(&mut self, w: NonNull<Waiter>) {
+        let (prev, next) = {
+            let l = self.links(w);
+            (l.prev.take(), l.next.take())
+        };
+        match prev {
+            Some(p) => self.links(p).next = next,
+            None => self.head = next,
+        }
+        match next {
+            Some(n) => self.links(n).prev = prev,
+            None => self.tail = prev,
+        }
+        self.queued -= u64::from(self.permits_of_unlinked(w));
+    }
+
+    fn permits_of_unlinked(&self, w: NonNull<Waiter>) -> u32 {
+        // SAFETY: `w` is alive (it was linked a moment ago, under this lock); `permits` is
+        // immutable.
+        unsafe { w.as_ref() }.permits
+    }
+
+    /// Unlinks a queued waiter of this list and completes it with `status`; returns its waker.
+    pub(crate) fn complete(&mut self, w: NonNull<Waiter>, status: Status) -> Option<Waker> {
+        debug_assert_eq!(self.links(w).status, Status::Queued);
+        self.unlink(w);
+        let links = self.links(w);
+        links.status = status;
+        links.waker.take()
+    }
+
+    /// The caller's waiter leaves: unlinked if still queued. Returns the status it had.
+    pub(crate) fn remove(&mut self, w: Pin<&Waiter>) -> Status {
+        let ptr = NonNull::from(&*w);
+        let status = self.links(ptr).status;
+        if status == Status::Queued {
+            self.unlink(ptr);
+        }
+        let links = self.links(ptr);
+        links.status = Status::Idle;
+        links.waker = None;
+        status
+    }
+}
+
+impl core::fmt::Debug for List {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("List")
+            .field("queued", &self.queued)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::pin::pin;
+
+    fn noop() -> Waker {
+        Waker::noop().clone()
+    }
+
+    #[test]
+    fn push_complete_remove_in_any_order() {
+        let mut list = List::new();
+        let a = pin!(Waiter::new(1));
+        let b = pin!(Waiter::new(2));
+        let c = pin!(Waiter::new(3));
+        for w in [a.as_ref(), b.as_ref(), c.as_ref()] {
+            list.push_back(w, &noop());
+        }
+        assert_eq!(list.queued_permits(), 6);
+        assert_eq!(list.permits_of(list.front().unwrap()), 1);
+        assert_eq!(list.permits_of(list.back().unwrap()), 3);
+        // Remove the middle one as its owner would on drop.
+        assert_eq!(list.remove(b.as_ref()), Status::Queued);
+        assert_eq!(list.queued_permits(), 4);
+        // Complete the head, then the tail.
+        let head = list.front().unwrap();
+        assert!(list.complete(head, Status::Granted(7)).is_some());
+        assert_eq!(list.status(a.as_ref()), Status::Granted(7));
+        let tail = list.back().unwrap();
+        list.complete(tail, Status::Rejected(Reason::Evicted));
+        assert!(list.is_empty());
+        assert_eq!(list.queued_permits(), 0);
+        assert_eq!(list.status(c.as_ref()), Status::Rejected(Reason::Evicted));
+        // Removing a completed waiter leaves the list alone.
+        assert_eq!(list.remove(a.as_ref()), Status::Granted(7));
+        assert!(list.is_empty());
+    }
+
+    #[test]
+    fn wakers_are_replaced_only_when_they_differ() {
+        let mut list = List::new();
+        let a = pin!(Waiter::new(0));
+        list.push_back(a.as_ref(), &noop());
+        list.set_waker(a.as_ref(), &noop());
+        assert_eq!(list.remove(a.as_ref()), Status::Queued);
+    }
+}

@@ -1,0 +1,285 @@
+//! Waiting: `acquire(n).await` on a fixed-capacity intrusive wait queue.
+//!
+//! Every limiter owns a [`WaitQueue`]: a lock around an intrusive list of waiters (the nodes live
+//! inside the pinned futures, so waiting allocates nothing and works without a heap), the queue
+//! limit counted in permits, and the serving order.
+//!
+//! The protocol, shared by all four limiters through the [`Source`] trait:
+//!
+//! - **Fast path, no lock.** A newcomer tries one compare-and-swap. The state word's `waiters`
+//!   flag is set exactly while the list is non-empty; with `OldestFirst` it makes newcomers fall
+//!   through to the slow path, so nobody barges past the queue.
+//! - **Slow path, lock first.** Under the lock the newcomer first serves the queue (time may have
+//!   brought permits), then either takes its permits or — in the same compare-and-swap that finds
+//!   them short — sets the `waiters` flag, and links itself. A release or refill that raced it
+//!   either happened before that CAS (and the newcomer takes the permits) or sees the flag and
+//!   serves the queue under the lock: no wake-up is lost.
+//! - **Serving** takes permits for the waiter at the serving end (head for `OldestFirst`, tail for
+//!   `NewestFirst`) while it fits — strict head-of-line — marks it granted, and collects its waker;
+//!   wakers run after the lock is released.
+//! - **Leaving.** A future dropped while queued unlinks itself (its queue capacity is free at
+//!   once); one dropped after being granted gives its permits back.
+
+mod future;
+mod list;
+mod lock;
+
+use core::time::Duration;
+
+pub use future::Acquire;
+pub(crate) use list::{List, Status};
+use lock::Lock;
+
+use crate::lease::{Lease, Reason, Rejection};
+use crate::options::QueueOrder;
+use crate::stats::Counters;
+use crate::sync::{AtomicU64, Ordering};
+
+/// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
+///
+/// Sealed: implemented by the four built-in limiters only.
+pub trait Source: private::Sealed {
+    #[doc(hidden)]
+    fn queue(&self) -> &WaitQueue;
+    #[doc(hidden)]
+    fn counters(&self) -> &Counters;
+    #[doc(hidden)]
+    fn limit(&self) -> u32;
+    /// A newcomer's lock-free attempt (uncounted): takes `n` unless the queue flag forbids it.
+    #[doc(hidden)]
+    fn take_now(&self, n: u32) -> Result<(), Rejection>;
+    /// Under the queue lock: takes `n` ignoring the queue flag (`Ok(Some(stamp))`), or finds them
+    /// short (`Ok(None)`), setting the flag in the same CAS when `flag_if_short`. `Err` if closed.
+    #[doc(hidden)]
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason>;
+    /// Under the queue lock, once the list is empty: clears the flag.
+    #[doc(hidden)]
+    fn clear_waiters(&self);
+    /// Returns `n` permits granted at `stamp` to a waiter that went away without them.
+    #[doc(hidden)]
+    fn give_back(&self, n: u32, stamp: u64);
+    /// How long until `total` permits are available by the passage of time alone, if ever.
+    #[doc(hidden)]
+    fn wait_for_permits(&self, total: u64) -> Option<Duration>;
+    /// The lease for `n` permits granted by this limiter.
+    #[doc(hidden)]
+    fn lease(&self, n: u32) -> Lease<'_>;
+}
+
+pub(crate) mod private {
+    pub trait Sealed {}
+}
+
+/// A limiter's queue: the locked list, its limit and order, and a lock-free copy of the queued
+/// permit count for statistics and RetryAfter.
+pub struct WaitQueue {
+    list: Lock<List>,
+    queued: AtomicU64,
+    limit: u32,
+    order: QueueOrder,
+    #[cfg(feature = "std")]
+    hook: std::sync::OnceLock<crate::driver::DriverHandle>,
+}
+
+impl core::fmt::Debug for WaitQueue {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WaitQueue")
+            .field("queued", &self.queued_permits())
+            .field("limit", &self.limit)
+            .field("order", &self.order)
+            .finish()
+    }
+}
+
+/// Wakers collected under the lock, woken after it is released. Fixed capacity: a serve that
+/// fills it stops and is resumed by the caller after waking.
+pub(crate) struct WakeList {
+    wakers: [Option<core::task::Waker>; WakeList::CAPACITY],
+    len: usize,
+}
+
+impl WakeList {
+    const CAPACITY: usize = 16;
+
+    pub(crate) const fn new() -> Self {
+        Self {
+            wakers: [const { None }; WakeList::CAPACITY],
+            len: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.len == Self::CAPACITY
+    }
+
+    fn push(&mut self, w: Option<core::task::Waker>) {
+        if let Some(w) = w {
+            self.wakers[self.len] = Some(w);
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn wake_all(&mut self) {
+        for w in self.wakers[..self.len].iter_mut() {
+            if let Some(w) = w.take() {
+                w.wake();
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl WaitQueue {
+    pub(crate) fn new(limit: u32, order: QueueOrder) -> Self {
+        Self {
+            list: Lock::new(List::new()),
+            queued: AtomicU64::new(0),
+            limit,
+            order,
+            #[cfg(feature = "std")]
+            hook: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Permits requested by queued waiters (a lock-free snapshot).
+    pub(crate) fn queued_permits(&self) -> u64 {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Whether newcomers may take permits ahead of queued waiters.
+    pub(crate) fn barging(&self) -> bool {
+        self.order == QueueOrder::NewestFirst
+    }
+
+    fn sync_count(&self, list: &List) {
+        self.queued.store(list.queued_permits(), Ordering::Release);
+    }
+
+    /// Serves what it can under one lock; returns whether it stopped only because the wake list
+    /// filled up.
+    fn serve_locked<S: Source + ?Sized>(
+        &self,
+        src: &S,
+        list: &mut List,
+        wakes: &mut WakeList,
+    ) -> bool {
+        let mut more = false;
+        loop {
+            let next = match self.order {
+                QueueOrder::OldestFirst => list.front(),
+                QueueOrder::NewestFirst => list.back(),
+            };
+            let Some(w) = next else { break };
+            if wakes.is_full() {
+                more = true;
+                break;
+            }
+            match src.take_locked(list.permits_of(w), false) {
+                Ok(Some(stamp)) => {
+                    wakes.push(list.complete(w, Status::Granted(stamp)));
+                    src.counters().record_success();
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if list.is_empty() {
+            src.clear_waiters();
+        }
+        self.sync_count(list);
+        more
+    }
+
+    /// Serves the queue until its serving end does not fit, waking the served after unlocking.
+    pub(crate) fn serve<S: Source + ?Sized>(&self, src: &S) {
+        loop {
+            let mut wakes = WakeList::new();
+            let more = self
+                .list
+                .with(|list| self.serve_locked(src, list, &mut wakes));
+            wakes.wake_all();
+            if !more {
+                return;
+            }
+        }
+    }
+
+    /// Runs `give_back` (a CAS that returns permits) under the queue lock, then serves the queue:
+    /// taking the lock before the CAS means a newcomer deciding to queue cannot miss the permits.
+    pub(crate) fn give_back_and_serve<S: Source + ?Sized>(
+        &self,
+        src: &S,
+        give_back: impl FnOnce(),
+    ) {
+        let mut wakes = WakeList::new();
+        let more = self.list.with(|list| {
+            give_back();
+            self.serve_locked(src, list, &mut wakes)
+        });
+        wakes.wake_all();
+        if more {
+            self.serve(src);
+        }
+    }
+
+    /// Completes every queued waiter with `Closed` (counted as failed).
+    pub(crate) fn close<S: Source + ?Sized>(&self, src: &S) {
+        loop {
+            let mut wakes = WakeList::new();
+            let more = self.list.with(|list| {
+                while let Some(w) = list.front() {
+                    if wakes.is_full() {
+                        return true;
+                    }
+                    wakes.push(list.complete(w, Status::Rejected(Reason::Closed)));
+                    src.counters().record_failure();
+                }
+                src.clear_waiters();
+                self.sync_count(list);
+                false
+            });
+            wakes.wake_all();
+            if !more {
+                return;
+            }
+        }
+    }
+
+    /// The permits the next waiter to be served asks for.
+    pub(crate) fn next_request(&self) -> Option<u32> {
+        self.list.with(|list| {
+            let w = match self.order {
+                QueueOrder::OldestFirst => list.front(),
+                QueueOrder::NewestFirst => list.back(),
+            }?;
+            Some(list.permits_of(w))
+        })
+    }
+
+    /// Tells the registered driver, if any, that the next waiter to be served has changed.
+    fn notify(&self) {
+        #[cfg(feature = "std")]
+        if let Some(h) = self.hook.get() {
+            h.notify();
+        }
+    }
+
+    /// Registers the driver to notify (the first registration wins).
+    #[cfg(feature = "std")]
+    pub(crate) fn attach(&self, handle: crate::driver::DriverHandle) {
+        let _ = self.hook.set(handle);
+    }
+}
+
+/// How long until time alone lets `src` serve its next waiter.
+pub(crate) fn next_service<S: Source + ?Sized>(src: &S) -> Option<Duration> {
+    let n = src.queue().next_request()?;
+    src.wait_for_permits(u64::from(n))
+}
+
+#[cfg(feature = "std")]
+mod blocking;
+#[cfg(feature = "std")]
+pub(crate) use blocking::acquire_blocking;
+
+#[cfg(test)]
+mod tests;
