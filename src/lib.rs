@@ -83,3 +83,8 @@ pub use options::{OptionsError, QueueOrder};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
 pub use wait::{Acquire, Source};
+
+/// The README's examples, compiled and run as doc tests so that the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

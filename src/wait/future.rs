@@ -95,7 +95,10 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             if !can_queue {
                 let wait = l.wait_for_permits(queued.saturating_add(u64::from(n)));
                 let r = match wait {
-                    Some(d) => Rejection::with_retry_after(Reason::QueueFull, d),
+                    Some(d) => Rejection::with_retry_after(
+                        Reason::QueueFull,
+                        d.max(core::time::Duration::from_nanos(1)),
+                    ),
                     None => Rejection::new(Reason::QueueFull),
                 };
                 return (Some(Err(r)), false);
