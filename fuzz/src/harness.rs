@@ -1,0 +1,503 @@
+//! Runs a [`Scenario`] against the real limiter on a [`ManualClock`] and against its reference
+//! model, step by step, and panics at the first difference.
+//!
+//! Compared at every step:
+//! - each `try_acquire`: Ok/Err, the [`Reason`], the RetryAfter (exact nanoseconds), the lease's
+//!   permit count and whether it returns permits;
+//! - each `replenish()`: the permits it reports;
+//! - after every operation: `available_permits()`, the whole `statistics()` snapshot,
+//!   `is_closed()` and `idle_duration()`;
+//! - once: `replenishment_period()`.
+//!
+//! The model also checks itself: after each denial with a RetryAfter `d` (when the clock can
+//! reach it), a copy of the model at `now + d` grants the same request and one at `now + d − 1 ns`
+//! does not — RetryAfter means "the exact wait", not just "a wait".
+
+use core::fmt::Write as _;
+use core::time::Duration;
+
+use turnstile::{
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
+    Lease, Limiter, ManualClock, Release, Replenishing, SlidingWindowLimiter, SlidingWindowOptions,
+    Statistics, TokenBucketLimiter, TokenBucketOptions,
+};
+
+use crate::input::{
+    Count, Op, Permits, Point, Scenario, Segments, Shape, Span, Start, WindowLen, CAPS, HUGE,
+};
+use crate::model::concurrency::ConcurrencyModel;
+use crate::model::fixed_window::FixedWindowModel;
+use crate::model::sliding_window::SlidingWindowModel;
+use crate::model::time::BACKWARDS_FROM;
+use crate::model::token_bucket::TokenBucketModel;
+use crate::model::{options, Expect, Model};
+
+/// Nominal period used to resolve spans for the concurrency limiter (which has none).
+const NOMINAL_PERIOD: u64 = 1_000_000_000;
+
+/// Runs one scenario; panics with a trace at the first difference.
+pub fn run(s: &Scenario) {
+    match s.shape {
+        Shape::Concurrency { limit } => run_concurrency(limit, s.start, &s.ops),
+        Shape::TokenBucket {
+            limit,
+            per_period,
+            period,
+        } => {
+            let limit = limit.resolve(1);
+            let per = per_period.resolve(limit);
+            run_token_bucket(limit, per, period.ns(), s.start, &s.ops)
+        }
+        Shape::FixedWindow { limit, window } => {
+            run_fixed_window(limit.resolve(1), window.ns(), s.start, &s.ops)
+        }
+        Shape::SlidingWindow {
+            cap,
+            limit,
+            segments,
+            window,
+        } => {
+            let cap = CAPS[usize::from(cap) % CAPS.len()];
+            let args = (limit, segments, window, s.start, &s.ops[..]);
+            match cap {
+                1 => run_sliding::<1>(args),
+                2 => run_sliding::<2>(args),
+                3 => run_sliding::<3>(args),
+                4 => run_sliding::<4>(args),
+                8 => run_sliding::<8>(args),
+                16 => run_sliding::<16>(args),
+                64 => run_sliding::<64>(args),
+                _ => unreachable!("CAPS lists the instantiated capacities"),
+            }
+        }
+    }
+}
+
+/// Compares a constructor's result with the options model; `Some` when both accept.
+fn accepted<L, T: PartialEq + core::fmt::Debug>(
+    what: &str,
+    lib: Result<L, turnstile::OptionsError>,
+    model: Result<T, turnstile::OptionsError>,
+) -> Option<(L, T)> {
+    match (lib, model) {
+        (Ok(l), Ok(t)) => Some((l, t)),
+        (Err(a), Err(b)) if a == b => None,
+        (Err(a), Err(b)) => panic!("{what}: library refused with {a:?}, the model with {b:?}"),
+        (Ok(_), Err(b)) => panic!("{what}: library accepted options the model refuses ({b:?})"),
+        (Err(a), Ok(_)) => panic!("{what}: library refused ({a:?}) options the model accepts"),
+    }
+}
+
+fn run_concurrency(limit: Count, start: Start, ops: &[Op]) {
+    let limit = limit.resolve(1);
+    let origin = start.resolve(NOMINAL_PERIOD);
+    let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+    let lib = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), &clock);
+    let Some((lib, ())) = accepted("concurrency", lib, options::concurrency(limit)) else {
+        return;
+    };
+    let model = ConcurrencyModel::new(limit, origin);
+    Driver::new(&clock, origin, &lib, None, Some(&lib), model).run(ops);
+}
+
+fn run_token_bucket(limit: u32, per: u32, period: u64, start: Start, ops: &[Op]) {
+    let duration = Duration::from_nanos(period);
+    let lib = TokenBucketOptions::new(limit, per, duration);
+    let origin = start.resolve(period);
+    let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+    let lib = TokenBucketLimiter::with_clock(lib, &clock);
+    let expected = options::token_bucket(limit, per, duration);
+    let Some((lib, period)) = accepted("token bucket", lib, expected) else {
+        return;
+    };
+    let model = TokenBucketModel::new(origin, limit, per, period);
+    Driver::new(&clock, origin, &lib, Some(&lib), None, model).run(ops);
+}
+
+fn run_fixed_window(limit: u32, window: u64, start: Start, ops: &[Op]) {
+    let duration = Duration::from_nanos(window);
+    let origin = start.resolve(window);
+    let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+    let lib = FixedWindowLimiter::with_clock(FixedWindowOptions::new(limit, duration), &clock);
+    let expected = options::fixed_window(limit, duration);
+    let Some((lib, window)) = accepted("fixed window", lib, expected) else {
+        return;
+    };
+    let model = FixedWindowModel::new(origin, limit, window);
+    Driver::new(&clock, origin, &lib, Some(&lib), None, model).run(ops);
+}
+
+fn run_sliding<const N: usize>(
+    (limit, segments, window, start, ops): (Count, Segments, WindowLen, Start, &[Op]),
+) {
+    let limit = limit.resolve(1);
+    let segments = segments.resolve(N);
+    let window_ns = match window {
+        WindowLen::Whole(p) => p.ns(),
+        WindowLen::PerSegment(p) => p.ns().saturating_mul(u64::from(segments)),
+    };
+    let duration = Duration::from_nanos(window_ns);
+    let opts = SlidingWindowOptions::new(limit, duration, segments);
+    let origin = start.resolve(window_ns / u64::from(segments.max(1)));
+    let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+    let lib = SlidingWindowLimiter::<_, N>::with_clock(opts, &clock);
+    let expected = options::sliding_window(limit, duration, segments, N);
+    let Some((lib, segment)) = accepted("sliding window", lib, expected) else {
+        return;
+    };
+    let model = SlidingWindowModel::new(origin, limit, segments, segment);
+    Driver::new(&clock, origin, &lib, Some(&lib), None, model).run(ops);
+}
+
+/// One line of the trace printed on a difference.
+#[derive(Debug)]
+struct Line {
+    clock: u64,
+    op: Op,
+    what: String,
+}
+
+struct Driver<'a, M: Model> {
+    clock: &'a ManualClock,
+    origin: u64,
+    lib: &'a dyn Limiter,
+    replenishing: Option<&'a dyn Replenishing>,
+    releaser: Option<&'a (dyn Release + Sync)>,
+    model: M,
+    /// Leases held (concurrency limiter), with their permit counts as the model knows them.
+    leases: Vec<(Lease<'a>, u32)>,
+    last_n: u32,
+    last_retry: Option<u128>,
+    trace: Vec<Line>,
+}
+
+impl<'a, M: Model> Driver<'a, M> {
+    fn new(
+        clock: &'a ManualClock,
+        origin: u64,
+        lib: &'a dyn Limiter,
+        replenishing: Option<&'a dyn Replenishing>,
+        releaser: Option<&'a (dyn Release + Sync)>,
+        model: M,
+    ) -> Self {
+        Driver {
+            clock,
+            origin,
+            lib,
+            replenishing,
+            releaser,
+            model,
+            leases: Vec::new(),
+            last_n: 1,
+            last_retry: None,
+            trace: Vec::new(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now().as_nanos()
+    }
+
+    #[cold]
+    fn fail(&self, msg: &str) -> ! {
+        let mut s = String::new();
+        let _ = writeln!(s, "DIFFERENCE: {msg}");
+        let _ = writeln!(s, "model: {:?}", self.model);
+        let _ = writeln!(s, "limiter created at raw instant {}", self.origin);
+        for (i, l) in self.trace.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  #{i:<3} clock={:<20} (+{:<20}) {:?} {}",
+                l.clock,
+                self.model.elapsed(l.clock),
+                l.op,
+                l.what
+            );
+        }
+        panic!("{s}");
+    }
+
+    fn run(mut self, ops: &[Op]) {
+        if let Some(r) = self.replenishing {
+            let got = r.replenishment_period().as_nanos();
+            let want = self.model.step_ns().expect("rate limiters have a period");
+            if got != want {
+                self.fail(&format!("replenishment_period {got} ns, model {want} ns"));
+            }
+        }
+        self.check_state();
+        for &op in ops {
+            if self.stop_before(op) {
+                return;
+            }
+            self.step(op);
+            self.check_state();
+        }
+    }
+
+    /// KNOWN ISSUE 4: see `known::sliding_beyond_tick_max`.
+    fn stop_before(&self, op: Op) -> bool {
+        matches!(op, Op::Acquire(_))
+            && self.model.beyond_limits(self.now())
+            && crate::known::sliding_beyond_tick_max()
+    }
+
+    fn record(&mut self, op: Op, what: String) {
+        let clock = self.now();
+        self.trace.push(Line { clock, op, what });
+    }
+
+    fn step(&mut self, op: Op) {
+        let now = self.now();
+        match op {
+            Op::Acquire(p) => {
+                let n = self.permits(p, now);
+                self.acquire(op, now, n);
+            }
+            Op::DropLease(k) => {
+                if self.leases.is_empty() {
+                    return self.record(op, "no lease held".into());
+                }
+                let (lease, n) = self.leases.remove(usize::from(k) % self.leases.len());
+                drop(lease);
+                if n > 0 {
+                    self.model.release(now, n);
+                }
+                self.record(op, format!("dropped a lease of {n}"));
+            }
+            Op::ForgetLease(k) => {
+                if self.leases.is_empty() {
+                    return self.record(op, "no lease held".into());
+                }
+                let (lease, n) = self.leases.remove(usize::from(k) % self.leases.len());
+                let forgotten = lease.forget();
+                if forgotten != n {
+                    self.fail(&format!("forget() returned {forgotten}, lease held {n}"));
+                }
+                self.record(op, format!("forgot a lease of {n}"));
+            }
+            Op::Release(p) => {
+                let Some(r) = self.releaser else {
+                    return self.record(op, "(read)".into());
+                };
+                let n = self.permits(p, now);
+                r.release(n);
+                self.model.release(now, n);
+                self.record(op, format!("released {n} by hand"));
+            }
+            Op::Advance(s) => {
+                let d = self.span(s, now);
+                self.clock.advance(Duration::from_nanos(d));
+                self.record(op, format!("advanced {d} ns"));
+            }
+            Op::Back(s) => {
+                let d = self.span(s, now);
+                self.clock.set(Instant::from_nanos(now.wrapping_sub(d)));
+                self.record(op, format!("set back {d} ns"));
+            }
+            Op::Set(p) => {
+                let t = self.point(p, now);
+                self.clock.set(Instant::from_nanos(t));
+                self.record(op, format!("set to {t}"));
+            }
+            Op::Replenish => {
+                let Some(r) = self.replenishing else {
+                    return self.record(op, "(read)".into());
+                };
+                let got = r.replenish();
+                let want = self.model.replenish(now);
+                self.record(op, format!("library {got}, model {want}"));
+                if u128::from(got) != want {
+                    self.fail("replenish() returned a different count");
+                }
+            }
+            Op::Close => {
+                self.lib.close();
+                self.model.close();
+                if self.releaser.is_some() && crate::known::close_restarts_idle() {
+                    self.model.release(now, 0); // KNOWN ISSUE 2: see `known`
+                }
+                self.record(op, String::new());
+            }
+            Op::Read => self.record(op, String::new()),
+        }
+    }
+
+    fn acquire(&mut self, op: Op, now: u64, n: u32) {
+        self.last_n = n;
+        let got = self.lib.try_acquire(n);
+        let want = self.model.acquire(now, n);
+        let shown = match &got {
+            Ok(l) => format!("Ok({})", l.permits()),
+            Err(r) => format!("Err({:?}, {:?})", r.reason(), r.retry_after()),
+        };
+        self.record(op, format!("n={n}: library {shown}, model {want:?}"));
+        match (got, want) {
+            (Ok(lease), Ok(())) => {
+                if lease.permits() != n {
+                    self.fail(&format!("lease holds {} permits", lease.permits()));
+                }
+                let returns = self.releaser.is_some() && n > 0;
+                if lease.returns_permits() != returns {
+                    self.fail(&format!("returns_permits() is {}", lease.returns_permits()));
+                }
+                if self.releaser.is_some() {
+                    self.leases.push((lease, n));
+                }
+            }
+            (Err(r), Err(d)) => {
+                if r.reason() != d.reason {
+                    self.fail("different reasons");
+                }
+                if let Some(ra) = r.retry_after() {
+                    self.last_retry = Some(ra.as_nanos());
+                }
+                if let Expect::Exactly(want) = d.retry_after {
+                    if !same_wait(r.retry_after(), want) {
+                        self.fail("different RetryAfter");
+                    }
+                    if let Some(wait) = want {
+                        self.check_model_retry(now, n, wait);
+                    }
+                }
+            }
+            (Ok(_), Err(_)) => self.fail("library granted, model denied"),
+            (Err(_), Ok(())) => self.fail("library denied, model granted"),
+        }
+    }
+
+    /// The model's RetryAfter is exact: waiting that long succeeds, 1 ns less does not.
+    fn check_model_retry(&self, now: u64, n: u32, wait: u128) {
+        if wait == 0 {
+            self.fail("model: RetryAfter of zero");
+        }
+        if self.model.elapsed(now) == 0 && now != self.origin {
+            // The clock reads before creation, which counts as the creation instant: the wait is
+            // measured from there, and the real clock has farther to go.
+            return;
+        }
+        if self.model.elapsed(now) + wait >= BACKWARDS_FROM {
+            return; // past 2^63 ns since creation: the clock reads that as a backwards step
+        }
+        let then = now.wrapping_add(wait as u64);
+        if self.model.beyond_limits(then) {
+            return; // the library's time stops there (documented): nothing is ever freed
+        }
+        if self.model.clone().acquire(then, n).is_err() {
+            self.fail("model self-check: waiting RetryAfter does not succeed");
+        }
+        if self.model.clone().acquire(then.wrapping_sub(1), n).is_ok() {
+            self.fail("model self-check: RetryAfter − 1 ns already succeeds");
+        }
+    }
+
+    fn check_state(&mut self) {
+        let now = self.now();
+        let available = self.model.available(now);
+        let got = self.lib.available_permits();
+        if u128::from(got) != available {
+            self.fail(&format!(
+                "available_permits(): library {got}, model {available}"
+            ));
+        }
+        let (successful, failed) = self.model.counts();
+        let want = Statistics {
+            available_permits: available as u64,
+            queued_permits: 0,
+            total_successful: successful,
+            total_failed: failed,
+        };
+        let stats = self.lib.statistics();
+        if stats != want {
+            self.fail(&format!("statistics(): library {stats:?}, model {want:?}"));
+        }
+        if self.lib.is_closed() != self.model.is_closed() {
+            self.fail("is_closed() differs");
+        }
+        let skip_idle =
+            self.replenishing.is_some() && crate::known::idle_raw_clock(self.origin, now);
+        if let (Expect::Exactly(want), false) = (self.model.idle(now), skip_idle) {
+            let got = self.lib.idle_duration().map(|d| d.as_nanos());
+            // KNOWN ISSUE 3: see `known::idle_none_behind_clock`.
+            let allowed = got.is_none()
+                && self.model.clock_behind(now)
+                && crate::known::idle_none_behind_clock();
+            if got != want && !allowed {
+                self.fail(&format!(
+                    "idle_duration(): library {got:?} ns, model {want:?} ns"
+                ));
+            }
+        }
+    }
+
+    fn permits(&self, p: Permits, now: u64) -> u32 {
+        let limit = self.model.limit();
+        let available = u32::try_from(self.model.available(now)).unwrap_or(u32::MAX);
+        match p {
+            Permits::Zero => 0,
+            Permits::One => 1,
+            Permits::Two => 2,
+            Permits::Small(v) => u32::from(v),
+            Permits::Limit => limit,
+            Permits::BelowLimit => limit - 1,
+            Permits::AboveLimit => limit.saturating_add(1),
+            Permits::Max => u32::MAX,
+            Permits::Available => available,
+            Permits::AboveAvailable => available.saturating_add(1),
+            Permits::Last => self.last_n,
+            Permits::Any(v) => v,
+        }
+    }
+
+    fn span(&self, s: Span, now: u64) -> u64 {
+        let step = self.model.step_ns().unwrap_or(u128::from(NOMINAL_PERIOD));
+        let window = self.model.window_ns().unwrap_or(step);
+        let retry = self.last_retry.unwrap_or(1);
+        let ns: u128 = match s {
+            Span::Zero => 0,
+            Span::Nano => 1,
+            Span::Small(v) => u128::from(v),
+            Span::PeriodLess1 => step - 1,
+            Span::Period => step,
+            Span::PeriodMore1 => step + 1,
+            Span::Periods(k) => u128::from(k) * step,
+            Span::Window => window,
+            Span::ToBoundary => step - self.model.elapsed(now) % step,
+            Span::RetryAfter => retry,
+            Span::RetryLess1 => retry.saturating_sub(1),
+            Span::Huge(i) => u128::from(HUGE[usize::from(i) % HUGE.len()]),
+            Span::Any(v) => u128::from(v),
+        };
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+
+    fn point(&self, p: Point, now: u64) -> u64 {
+        let o = self.origin;
+        match p {
+            Point::Origin => o,
+            Point::BeforeOrigin => o.wrapping_sub(1),
+            Point::LastForward => o.wrapping_add((1 << 63) - 1),
+            Point::FirstBackward => o.wrapping_add(1 << 63),
+            Point::OriginPlus(s) => o.wrapping_add(self.span(s, now)),
+            Point::Zero => 0,
+            Point::Max => u64::MAX,
+            Point::Any(v) => v,
+        }
+    }
+}
+
+/// The library's RetryAfter against the model's nanoseconds. A `Duration` holds up to
+/// `u64::MAX` seconds; past that the library saturates the seconds.
+fn same_wait(lib: Option<Duration>, model: Option<u128>) -> bool {
+    match (lib, model) {
+        (None, None) => true,
+        (Some(d), Some(ns)) => {
+            if ns / 1_000_000_000 > u128::from(u64::MAX) {
+                d.as_secs() == u64::MAX
+            } else {
+                d.as_nanos() == ns
+            }
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,17 @@
+//! Differential fuzzing of turnstile's limiters against plain reference models.
+//!
+//! - [`input`]: what the fuzzer's bytes mean (options, start instant, operations), and the
+//!   inverse encoding used to write the seed corpora;
+//! - [`model`]: the reference models, one per limiter, and the option rules;
+//! - [`harness`]: runs a scenario against a limiter on a `ManualClock` and its model, comparing
+//!   every observable at every step;
+//! - [`options_check`]: the options target.
+//!
+//! See `fuzz/README.md` for the targets and how to run them.
+
+pub mod harness;
+pub mod input;
+pub mod known;
+pub mod model;
+pub mod options_check;
+pub mod seeds;

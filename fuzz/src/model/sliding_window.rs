@@ -1,0 +1,207 @@
+//! The sliding window: the window is `segments` segments of `window / segments` ns (whole
+//! nanoseconds) each, counted from creation; permits taken in segment `j` count against the limit
+//! until segment `j + segments` begins, then come back.
+//!
+//! - `try_acquire(n)`: `n > limit` → ExceedsLimit; closed → Closed; a probe succeeds iff a permit
+//!   is free and takes none; otherwise granted iff `n` permits are free.
+//! - a denial carries RetryAfter = the time until enough of the oldest segments have left the
+//!   window for the request to fit.
+//! - idle: while no permit is counted in the window, the time since the last segment in which
+//!   permits were taken left it (since creation if none ever were).
+//!
+//! State: a plain `Vec` of the counts of the window's segments, oldest first, as of segment
+//! `current`. A clock reading in an earlier segment acts at `current` (see `model`).
+//!
+//! Documented limit of the library (sliding_window/state.rs): the segment number is 62 bits and
+//! saturates at [`TICK_MAX`]; only 1 ns segments get there (after 146 years). From there the
+//! window stops sliding. The model stops too; RetryAfter and idle duration are left unspecified
+//! there (the window never frees anything, so no wait is right).
+
+use super::time::elapsed;
+use super::{Counts, Denial, Expect, Model, Reason};
+
+/// The last segment number the library represents.
+pub const TICK_MAX: u128 = (1 << 62) - 1;
+
+/// The model.
+#[derive(Clone, Debug)]
+pub struct SlidingWindowModel {
+    origin: u64,
+    limit: u128,
+    segments: usize,
+    segment_ns: u128,
+    /// The newest segment of the window `counts` describes.
+    current: u128,
+    /// `counts[i]`: permits taken in segment `current - (segments - 1) + i`.
+    counts: Vec<u128>,
+    /// The last segment in which permits were taken.
+    last_used: Option<u128>,
+    closed: bool,
+    stats: Counts,
+}
+
+impl SlidingWindowModel {
+    /// An empty window created at the raw reading `origin`.
+    pub fn new(origin: u64, limit: u32, segments: u32, segment_ns: u64) -> Self {
+        SlidingWindowModel {
+            origin,
+            limit: u128::from(limit),
+            segments: segments as usize,
+            segment_ns: u128::from(segment_ns),
+            current: 0,
+            counts: vec![0; segments as usize],
+            last_used: None,
+            closed: false,
+            stats: Counts::default(),
+        }
+    }
+
+    /// The clock's segment (unsaturated).
+    fn clock_segment(&self, now: u64) -> u128 {
+        elapsed(self.origin, now) / self.segment_ns
+    }
+
+    /// Past [`TICK_MAX`]: the library's window no longer slides.
+    fn stuck(&self, now: u64) -> bool {
+        self.clock_segment(now) > TICK_MAX
+    }
+
+    /// The segment the limiter acts in for `now`: the clock's (saturated at [`TICK_MAX`]), or
+    /// `current` if the clock is behind it.
+    fn segment(&self, now: u64) -> u128 {
+        self.clock_segment(now).min(TICK_MAX).max(self.current)
+    }
+
+    /// The window's counts as of segment `s >= current`: slide one segment at a time, the
+    /// oldest leaving, an empty one entering.
+    fn at(&self, s: u128) -> Vec<u128> {
+        assert!(s >= self.current);
+        let slides = s - self.current;
+        if slides >= self.segments as u128 {
+            return vec![0; self.segments];
+        }
+        let mut counts = self.counts.clone();
+        for _ in 0..slides {
+            counts.remove(0);
+            counts.push(0);
+        }
+        counts
+    }
+
+    fn decide(&mut self, now: u64, n: u32) -> Result<(), Denial> {
+        let n = u128::from(n);
+        if n > self.limit {
+            return Err(Denial::plain(Reason::ExceedsLimit));
+        }
+        if self.closed {
+            return Err(Denial::plain(Reason::Closed));
+        }
+        let s = self.segment(now);
+        let mut counts = self.at(s);
+        let used: u128 = counts.iter().sum();
+        let free = self.limit - used;
+        let needed = n.max(1);
+        if free >= needed {
+            if n > 0 {
+                *counts.last_mut().unwrap() += n;
+                self.counts = counts;
+                self.current = s;
+                self.last_used = Some(s);
+            }
+            return Ok(());
+        }
+        if self.stuck(now) {
+            return Err(Denial {
+                reason: Reason::Exhausted,
+                retry_after: Expect::Unspecified("window stuck at the 62-bit segment limit"),
+            });
+        }
+        // counts[i] leaves the window when segment s + 1 + i begins.
+        let missing = needed - free;
+        let mut freed = 0;
+        let mut slides = 0;
+        for c in &counts {
+            slides += 1;
+            freed += c;
+            if freed >= missing {
+                break;
+            }
+        }
+        assert!(freed >= missing, "used permits cover the deficit");
+        let wait = (s + slides) * self.segment_ns - elapsed(self.origin, now);
+        Err(Denial {
+            reason: Reason::Exhausted,
+            retry_after: Expect::Exactly(Some(wait)),
+        })
+    }
+}
+
+impl Model for SlidingWindowModel {
+    fn acquire(&mut self, now: u64, n: u32) -> Result<(), Denial> {
+        let r = self.decide(now, n);
+        self.stats.count(r)
+    }
+
+    fn available(&self, now: u64) -> u128 {
+        self.limit - self.at(self.segment(now)).iter().sum::<u128>()
+    }
+
+    fn idle(&self, now: u64) -> Expect<Option<u128>> {
+        if self.stuck(now) {
+            return Expect::Unspecified("window stuck at the 62-bit segment limit");
+        }
+        if self.available(now) < self.limit {
+            return Expect::Exactly(None);
+        }
+        let free_since = match self.last_used {
+            Some(j) => j + self.segments as u128, // the segment j left the window
+            None => 0,
+        };
+        Expect::Exactly(Some(
+            elapsed(self.origin, now).saturating_sub(free_since * self.segment_ns),
+        ))
+    }
+
+    fn close(&mut self) {
+        self.closed = true;
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (self.stats.successful, self.stats.failed)
+    }
+
+    fn limit(&self) -> u32 {
+        self.limit as u32
+    }
+
+    fn step_ns(&self) -> Option<u128> {
+        Some(self.segment_ns)
+    }
+
+    fn window_ns(&self) -> Option<u128> {
+        Some(self.segment_ns * self.segments as u128)
+    }
+
+    fn elapsed(&self, now: u64) -> u128 {
+        elapsed(self.origin, now)
+    }
+
+    fn clock_behind(&self, now: u64) -> bool {
+        self.clock_segment(now) < self.current
+    }
+
+    fn beyond_limits(&self, now: u64) -> bool {
+        self.stuck(now)
+    }
+
+    fn replenish(&mut self, now: u64) -> u128 {
+        let s = self.segment(now);
+        self.counts = self.at(s);
+        self.current = s;
+        self.limit - self.counts.iter().sum::<u128>()
+    }
+}
