@@ -1,0 +1,313 @@
+//! loom models of `ConcurrencyLimiter`: the 64-bit word's take, give-back and close transitions.
+#![cfg(loom)]
+
+use std::sync::Arc;
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+use turnstile::{
+    ConcurrencyLimiter, ConcurrencyOptions, Limiter, ManualClock, Reason, Rejection, Release,
+};
+use turnstile_loom_tests::{assert_closed, at, check, ns};
+
+type Concurrency = ConcurrencyLimiter<Arc<ManualClock>>;
+
+fn limiter(limit: u32, clock: &Arc<ManualClock>) -> Arc<Concurrency> {
+    Arc::new(ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), clock.clone()).unwrap())
+}
+
+/// Takes `n` permits and keeps them (the lease is forgotten; the model gives them back by hand
+/// with `Release::release`), so that a thread's permits stay held until the model says so.
+fn take_and_keep(l: &Concurrency, n: u32) -> Result<u32, Rejection> {
+    l.try_acquire(n).map(|lease| {
+        assert_eq!(lease.permits(), n);
+        assert!(lease.returns_permits());
+        lease.forget()
+    })
+}
+
+/// A concurrency limiter's rejection: `Exhausted`, and no RetryAfter (it cannot know).
+#[track_caller]
+fn assert_exhausted(r: &Rejection) {
+    assert_eq!(r.reason(), Reason::Exhausted, "{r:?}");
+    assert_eq!(r.retry_after(), None, "{r:?}");
+}
+
+/// Runs `a` and `b` on two threads racing for what is left of a limiter of `limit` after the
+/// model thread took `held`; returns both outcomes, the limiter still holding every permit
+/// granted.
+fn race(
+    limit: u32,
+    held: u32,
+    a: u32,
+    b: u32,
+) -> (
+    Arc<Concurrency>,
+    Result<u32, Rejection>,
+    Result<u32, Rejection>,
+) {
+    let clock = Arc::new(ManualClock::new());
+    let l = limiter(limit, &clock);
+    if held > 0 {
+        take_and_keep(&l, held).unwrap();
+    }
+    let (l1, l2) = (l.clone(), l.clone());
+    let ta = thread::spawn(move || take_and_keep(&l1, a));
+    let tb = thread::spawn(move || take_and_keep(&l2, b));
+    let (ra, rb) = (ta.join().unwrap(), tb.join().unwrap());
+    (l, ra, rb)
+}
+
+/// One permit left, two `try_acquire(1)`: exactly one wins, the other is `Exhausted`; nothing is
+/// lost or duplicated, and the statistics count every decision.
+#[test]
+fn one_permit_left_exactly_one_wins() {
+    check(|| {
+        let (l, ra, rb) = race(2, 1, 1, 1);
+        let wins = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(wins, 1, "over- or under-admitted: {ra:?} {rb:?}");
+        for r in [&ra, &rb] {
+            if let Err(e) = r {
+                assert_exhausted(e);
+            }
+        }
+        assert_eq!(l.available_permits(), 0);
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (2, 1));
+        assert_eq!(s.available_permits, 0);
+        l.release(1); // the model thread's permit
+        l.release(1); // the winner's
+        assert_eq!(l.available_permits(), 2);
+    });
+}
+
+/// Two permits left, two `try_acquire(1)`: both win (no under-admission), none left.
+#[test]
+fn two_permits_left_both_win() {
+    check(|| {
+        let (l, ra, rb) = race(3, 1, 1, 1);
+        assert_eq!((ra, rb), (Ok(1), Ok(1)));
+        assert_eq!(l.available_permits(), 0);
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (3, 0));
+        l.release(3);
+        assert_eq!(l.available_permits(), 3);
+    });
+}
+
+/// `try_acquire(2)` races `try_acquire(1)` for a fresh limiter of 2: exactly one wins whichever
+/// goes first, and what is left is exactly the limit minus the winner's permits.
+#[test]
+fn unequal_requests_exactly_one_wins() {
+    check(|| {
+        let (l, ra, rb) = race(2, 0, 2, 1);
+        let taken: u32 = [&ra, &rb].iter().filter_map(|r| r.as_ref().ok()).sum();
+        assert!(
+            ra.is_ok() != rb.is_ok(),
+            "over- or under-admitted: {ra:?} {rb:?}"
+        );
+        for r in [&ra, &rb] {
+            if let Err(e) = r {
+                assert_exhausted(e);
+            }
+        }
+        assert_eq!(l.available_permits(), u64::from(2 - taken));
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (1, 1));
+        l.release(taken);
+        assert_eq!(l.available_permits(), 2);
+    });
+}
+
+/// A release (the last lease ending) races an acquire of a limiter of 1: the acquire succeeds if
+/// it comes after the release and is `Exhausted` before it; the permit is never lost or
+/// duplicated, the limiter is fully available (and idle) once every permit is back.
+#[test]
+fn acquire_races_release() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(1, &clock);
+        take_and_keep(&l, 1).unwrap();
+        let l1 = l.clone();
+        let releaser = thread::spawn(move || l1.release(1));
+        let l2 = l.clone();
+        let acquirer = thread::spawn(move || take_and_keep(&l2, 1));
+        releaser.join().unwrap();
+        let r = acquirer.join().unwrap();
+        match &r {
+            Ok(n) => assert_eq!(*n, 1),
+            Err(e) => assert_exhausted(e),
+        }
+        let got = u32::from(r.is_ok());
+        assert_eq!(l.available_permits(), u64::from(1 - got));
+        assert_eq!(l.idle_duration().is_some(), got == 0);
+        let s = l.statistics();
+        assert_eq!(s.total_successful, 1 + u64::from(got));
+        assert_eq!(s.total_failed, u64::from(1 - got));
+        l.release(got);
+        assert_eq!(l.available_permits(), 1);
+        assert_eq!(l.idle_duration(), Some(ns(0)));
+    });
+}
+
+/// Two threads each acquire the single permit, hold it, and drop the lease (the real `Lease`
+/// drop path: give-back CAS and the idle timestamp). Never are both holding at once; the first
+/// to try always wins; at the end the permit is back and the statistics add up.
+#[test]
+fn hold_and_drop_is_mutually_exclusive() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(1, &clock);
+        let holders = Arc::new(AtomicUsize::new(0));
+        let worker = || {
+            let (l, holders) = (l.clone(), holders.clone());
+            thread::spawn(move || match l.try_acquire(1) {
+                Ok(lease) => {
+                    let before = holders.fetch_add(1, Ordering::SeqCst);
+                    assert_eq!(before, 0, "two leases hold the only permit");
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    drop(lease);
+                    true
+                }
+                Err(e) => {
+                    assert_exhausted(&e);
+                    false
+                }
+            })
+        };
+        let (a, b) = (worker(), worker());
+        let wins = u64::from(a.join().unwrap()) + u64::from(b.join().unwrap());
+        assert!(wins >= 1, "the first acquire of a free permit was refused");
+        assert_eq!(l.available_permits(), 1);
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (wins, 2 - wins));
+        assert!(l.idle_duration().is_some());
+    });
+}
+
+/// Three threads share a limiter of 2: each acquires 1, holds it, and drops the lease. Never
+/// are more than 2 holding; the first two to try always win; at the end both permits are back
+/// and the statistics add up.
+#[test]
+fn three_holders_never_exceed_two_permits() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(2, &clock);
+        let holders = Arc::new(AtomicUsize::new(0));
+        let worker = || {
+            let (l, holders) = (l.clone(), holders.clone());
+            thread::spawn(move || match l.try_acquire(1) {
+                Ok(lease) => {
+                    let before = holders.fetch_add(1, Ordering::SeqCst);
+                    assert!(before < 2, "three leases hold a limit of two");
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    drop(lease);
+                    true
+                }
+                Err(e) => {
+                    assert_exhausted(&e);
+                    false
+                }
+            })
+        };
+        let hs = [worker(), worker(), worker()];
+        let wins: u64 = hs.into_iter().map(|h| u64::from(h.join().unwrap())).sum();
+        assert!(
+            wins >= 2,
+            "only {wins} of three acquires won a limit of two"
+        );
+        assert_eq!(l.available_permits(), 2);
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (wins, 3 - wins));
+    });
+}
+
+/// `close()` races the release of the only permit: the permit comes back whichever goes first
+/// (closing does not swallow releases), the limiter ends closed, and acquiring is `Closed`.
+#[test]
+fn close_races_release() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(1, &clock);
+        take_and_keep(&l, 1).unwrap();
+        let l1 = l.clone();
+        let closer = thread::spawn(move || l1.close());
+        let l2 = l.clone();
+        let releaser = thread::spawn(move || l2.release(1));
+        closer.join().unwrap();
+        releaser.join().unwrap();
+        assert!(l.is_closed());
+        assert_eq!(l.available_permits(), 1);
+        assert_closed(&take_and_keep(&l, 1).unwrap_err());
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (1, 1));
+    });
+}
+
+/// `close()` races `try_acquire(1)`. The acquire either succeeds (it came first) or is `Closed`,
+/// never `Exhausted`. Once `close()` has returned, every acquire — on the closing thread at once,
+/// and on the model thread after the join — is `Closed`. A lease granted before the close still
+/// gives its permit back. The statistics count all four decisions.
+#[test]
+fn close_races_acquire() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(2, &clock);
+        let l1 = l.clone();
+        let closer = thread::spawn(move || {
+            l1.close();
+            assert!(l1.is_closed());
+            let after = l1.try_acquire(1).map(|lease| lease.forget());
+            assert_closed(&after.unwrap_err());
+        });
+        let l2 = l.clone();
+        let acquirer = thread::spawn(move || take_and_keep(&l2, 1));
+        closer.join().unwrap();
+        let r = acquirer.join().unwrap();
+        if let Err(e) = &r {
+            assert_closed(e);
+        }
+        let got = u32::from(r.is_ok());
+        assert!(l.is_closed());
+        assert_closed(&take_and_keep(&l, 1).unwrap_err());
+        assert_eq!(l.available_permits(), u64::from(2 - got));
+        let s = l.statistics();
+        assert_eq!(s.total_successful, u64::from(got));
+        assert_eq!(s.total_failed, 3 - u64::from(got));
+        l.release(got);
+        assert_eq!(l.available_permits(), 2);
+    });
+}
+
+/// `idle_duration()` races a lease that is taken at t = 10 ns, held while the clock moves to
+/// 20 ns, and dropped. At no instant was the limiter idle for 20 ns: it was idle for 10 ns before
+/// the acquire, in use until the drop, and idle for 0 ns after it. So the answer must be
+/// `Some(10 ns)`, `None` or `Some(0)`.
+///
+/// FAILS (a bug in `src/concurrency/mod.rs`, reported to the owner of `src/`): `idle_duration`
+/// reads `idle_since`, then the word, then the clock; `release` writes the word, then the clock,
+/// then `idle_since`. The reader can take the old `idle_since` (0), see the word full again after
+/// the release, read the clock at 20 ns and report `Some(20 ns)`. Ignored so that the suite stays
+/// green until `src/` is fixed; run it with `-- --ignored`.
+#[test]
+#[ignore = "finds a bug in ConcurrencyLimiter::idle_duration (over-reports idleness); see its doc"]
+fn idle_duration_races_a_lease() {
+    check(|| {
+        let clock = Arc::new(ManualClock::starting_at(at(0)));
+        let l = limiter(1, &clock);
+        clock.set(at(10));
+        let (l1, c1) = (l.clone(), clock.clone());
+        let user = thread::spawn(move || {
+            let lease = l1.try_acquire(1).unwrap();
+            c1.advance(ns(10));
+            drop(lease);
+        });
+        let idle = l.idle_duration();
+        user.join().unwrap();
+        assert!(
+            idle.is_none() || idle == Some(ns(10)) || idle == Some(ns(0)),
+            "idle_duration reported {idle:?}, but the limiter was never idle that long"
+        );
+        assert_eq!(l.idle_duration(), Some(ns(0)));
+    });
+}
