@@ -284,13 +284,12 @@ fn close_races_acquire() {
 /// the acquire, in use until the drop, and idle for 0 ns after it. So the answer must be
 /// `Some(10 ns)`, `None` or `Some(0)`.
 ///
-/// FAILS (a bug in `src/concurrency/mod.rs`, reported to the owner of `src/`): `idle_duration`
-/// reads `idle_since`, then the word, then the clock; `release` writes the word, then the clock,
-/// then `idle_since`. The reader can take the old `idle_since` (0), see the word full again after
-/// the release, read the clock at 20 ns and report `Some(20 ns)`. Ignored so that the suite stays
-/// green until `src/` is fixed; run it with `-- --ignored`.
+/// This model found a bug: `idle_duration` used to read `idle_since`, then the word, then the
+/// clock, while `release` wrote the word, then read the clock, then wrote `idle_since`; a reader
+/// could take the old `idle_since` (0), see the word full again after the release, read the clock
+/// at 20 ns and report `Some(20 ns)`. Now the stamp is written inside the transition, before the
+/// CAS that makes the word idle, and the reader reads the clock, the word, then the stamp.
 #[test]
-#[ignore = "finds a bug in ConcurrencyLimiter::idle_duration (over-reports idleness); see its doc"]
 fn idle_duration_races_a_lease() {
     check(|| {
         let clock = Arc::new(ManualClock::starting_at(at(0)));

@@ -164,12 +164,14 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         wait::acquire_blocking(self, permits, timeout)
     }
 
-    fn mark_idle_if_full(&self, after: State) {
-        if after.available == self.options.permit_limit && !after.waiters {
-            // Fully available again: idle from now. fetch_max keeps the latest of racing
-            // releases, so an older reading never overwrites a newer one.
-            self.idle_since
-                .fetch_max(self.clock.now().as_nanos(), Ordering::AcqRel);
+    /// Called inside a transition, before the CAS that would write `next`: if `next` is fully
+    /// available, stamps the idle start first, so that no reader can see the idle word with an
+    /// older stamp (which would over-report idleness). A stamp left by an attempt whose CAS then
+    /// fails can only under-report. fetch_max keeps the latest of racing stamps.
+    #[inline]
+    fn stamp_if_idle(&self, next: State) {
+        if next.available == self.options.permit_limit && !next.waiters {
+            self.idle_since.fetch_max(self.clock.now().as_nanos(), Ordering::AcqRel);
         }
     }
 }
@@ -202,10 +204,11 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
         .map(|(_, taken)| taken)
     }
     fn clear_waiters(&self) {
-        let Ok((before, ())) = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((State::unpack(w).with_waiters(false).pack(), ()))
+        let _ = cas::transition(&self.word, |w| {
+            let next = State::unpack(w).with_waiters(false);
+            self.stamp_if_idle(next);
+            Ok::<_, Infallible>((next.pack(), ()))
         });
-        self.mark_idle_if_full(State::unpack(before).with_waiters(false));
     }
     fn give_back(&self, n: u32, _stamp: u64) {
         self.release(n);
@@ -252,10 +255,13 @@ where
     }
 
     fn idle_duration(&self) -> Option<Duration> {
-        let since = Instant::from_nanos(self.idle_since.load(Ordering::Acquire));
+        // Clock first, then the word, then the stamp: a stamp is written before the CAS that
+        // makes the word idle, so an idle word read here comes with its own stamp or a later one.
+        let now = self.clock.now();
         let s = self.state();
+        let since = Instant::from_nanos(self.idle_since.load(Ordering::Acquire));
         (s.available == self.options.permit_limit && !s.waiters)
-            .then(|| self.clock.now().saturating_duration_since(since))
+            .then(|| now.saturating_duration_since(since))
     }
 
     fn close(&self) {
@@ -280,10 +286,11 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
             if s.waiters {
                 return Err(());
             }
-            Ok((s.give_back(permits, limit).pack(), ()))
+            let next = s.give_back(permits, limit);
+            self.stamp_if_idle(next);
+            Ok((next.pack(), ()))
         });
-        if let Ok((before, ())) = fast {
-            self.mark_idle_if_full(State::unpack(before).give_back(permits, limit));
+        if fast.is_ok() {
             return;
         }
         // Waiters: return the permits under the queue lock and hand them to the queue head.
