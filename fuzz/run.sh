@@ -25,6 +25,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
+# Replay the seeds (including the known-issue reproducers) on stable first: quick and exact.
+cargo test --quiet
+
 # Safe Rust: no sanitizer, but debug assertions and overflow checks stay on (cargo-fuzz default).
 flags=(-s none)
 cargo +nightly fuzz build "${flags[@]}"

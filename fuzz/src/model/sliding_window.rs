@@ -72,19 +72,16 @@ impl SlidingWindowModel {
         self.clock_segment(now).min(TICK_MAX).max(self.current)
     }
 
-    /// The window's counts as of segment `s >= current`: slide one segment at a time, the
-    /// oldest leaving, an empty one entering.
+    /// The window's counts as of segment `s >= current`: each slide, the oldest segment leaves
+    /// and an empty one enters.
     fn at(&self, s: u128) -> Vec<u128> {
         assert!(s >= self.current);
         let slides = s - self.current;
         if slides >= self.segments as u128 {
             return vec![0; self.segments];
         }
-        let mut counts = self.counts.clone();
-        for _ in 0..slides {
-            counts.remove(0);
-            counts.push(0);
-        }
+        let mut counts = self.counts[slides as usize..].to_vec(); // the oldest `slides` left
+        counts.resize(self.segments, 0); // as many empty ones entered
         counts
     }
 
