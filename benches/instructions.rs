@@ -1,1 +1,285 @@
-fn main() {}
+//! Instruction counts (iai-callgrind, under valgrind's callgrind): one call of each limiter's
+//! `try_acquire`, allowed and denied, on a `ManualClock`, beside governor's `check()` on its
+//! `FakeRelativeClock` (the same cost: one atomic load), tokio's semaphore, and the floor — one
+//! load + one compare-exchange on an `AtomicU64` and on a 128-bit word. Counts do not drift with
+//! the machine's load, so they can be compared across runs and in CI.
+//!
+//! Needs the runner of the same version as the library:
+//! `cargo install iai-callgrind-runner --version 0.16.1`, then `cargo bench --bench instructions`.
+//!
+//! Every setup (not counted) builds the limiter and makes one call of the measured operation, so
+//! that what is counted is a steady-state call: portable-atomic picks its 128-bit instructions on
+//! first use (a CPU feature check), and that one-time cost is not what a server pays per call.
+//! Allowed: a limit of `u32::MAX` on a clock that never moves (governor: one cell per nanosecond,
+//! burst 2^32 - 1). Denied: a limit of 1 per 100 years, already taken (governor: one cell per 100
+//! years, already checked; tokio: a semaphore with no permits; concurrency: its one permit held).
+
+// The benchmark macros generate public items without docs.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use governor::clock::FakeRelativeClock;
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use iai_callgrind::{library_benchmark, library_benchmark_group, main};
+use portable_atomic::AtomicU128;
+use turnstile::{
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Limiter,
+    ManualClock, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
+    TokenBucketOptions,
+};
+
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+const HOUR: Duration = Duration::from_secs(3600);
+
+type Governor = RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<Nanos>>;
+
+// ---------------------------------------------------------------------------------------------
+// Setups (not counted)
+
+/// Leaked, so that the measured function receives a reference and no move of the limiter is
+/// counted.
+fn leak<T>(t: T) -> &'static T {
+    Box::leak(Box::new(t))
+}
+
+/// A manual clock of its own for each limiter (leaked, so the limiter holds a reference).
+fn clock() -> &'static ManualClock {
+    leak(ManualClock::new())
+}
+
+/// Moves `clock` past 2^32 ns (less than an hour): the limiters then divide a realistic 64-bit
+/// elapsed time into ticks, as they do on a real clock.
+fn age(clock: &ManualClock) {
+    clock.advance(Duration::from_nanos(1_234_567_890_123));
+}
+
+fn warm<L: Limiter>(l: L, clock: &ManualClock, allowed: bool) -> &'static L {
+    let l = leak(l);
+    age(clock);
+    // The warm-up call is granted (in the denied case it takes the one permit).
+    l.try_acquire(1).unwrap().forget();
+    if !allowed {
+        assert!(l.try_acquire(1).is_err());
+    }
+    l
+}
+
+fn token_bucket_setup(allowed: bool) -> &'static TokenBucketLimiter<&'static ManualClock> {
+    let opts = if allowed {
+        TokenBucketOptions::new(u32::MAX, u32::MAX, HOUR)
+    } else {
+        TokenBucketOptions::new(1, 1, CENTURY)
+    };
+    let c = clock();
+    warm(TokenBucketLimiter::with_clock(opts, c).unwrap(), c, allowed)
+}
+
+fn fixed_window_setup(allowed: bool) -> &'static FixedWindowLimiter<&'static ManualClock> {
+    let opts = if allowed {
+        FixedWindowOptions::new(u32::MAX, HOUR)
+    } else {
+        FixedWindowOptions::new(1, CENTURY)
+    };
+    let c = clock();
+    warm(FixedWindowLimiter::with_clock(opts, c).unwrap(), c, allowed)
+}
+
+fn sliding_window_setup(allowed: bool) -> &'static SlidingWindowLimiter<&'static ManualClock> {
+    let opts = if allowed {
+        SlidingWindowOptions::new(u32::MAX, HOUR, 4)
+    } else {
+        SlidingWindowOptions::new(1, CENTURY, 4)
+    };
+    let c = clock();
+    warm(
+        SlidingWindowLimiter::with_clock(opts, c).unwrap(),
+        c,
+        allowed,
+    )
+}
+
+/// `"full"`: nothing else held, so the release makes the limiter fully available (and dates its
+/// idleness); `"held"`: one other lease out; `"denied"`: its single permit held.
+fn concurrency_setup(kind: &str) -> &'static ConcurrencyLimiter<&'static ManualClock> {
+    let limit = if kind == "denied" { 1 } else { 1 << 20 };
+    let c = clock();
+    let l = leak(ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), c).unwrap());
+    age(c);
+    drop(l.try_acquire(1).unwrap()); // warm up acquire and release
+    if kind != "full" {
+        l.try_acquire(1).unwrap().forget();
+    }
+    l
+}
+
+fn governor_setup(allowed: bool) -> &'static Governor {
+    let quota = if allowed {
+        Quota::with_period(Duration::from_nanos(1))
+            .unwrap()
+            .allow_burst(NonZeroU32::MAX)
+    } else {
+        Quota::with_period(CENTURY).unwrap()
+    };
+    let l = leak(RateLimiter::direct_with_clock(
+        quota,
+        FakeRelativeClock::default(),
+    ));
+    l.check().unwrap();
+    if !allowed {
+        assert!(l.check().is_err());
+    }
+    l
+}
+
+fn semaphore_setup(allowed: bool) -> &'static tokio::sync::Semaphore {
+    let s = leak(tokio::sync::Semaphore::new(if allowed {
+        1 << 20
+    } else {
+        0
+    }));
+    drop(s.try_acquire());
+    s
+}
+
+fn floor_u64_setup() -> &'static AtomicU64 {
+    let a = leak(AtomicU64::new(0));
+    load_cas_u64(a);
+    a
+}
+
+fn floor_clock_setup() -> &'static (ManualClock, AtomicU64) {
+    let ca = leak((ManualClock::new(), AtomicU64::new(0)));
+    age(&ca.0);
+    ca
+}
+
+fn floor_u128_setup() -> &'static AtomicU128 {
+    let a = leak(AtomicU128::new(0));
+    load_cas_u128(a);
+    a
+}
+
+// ---------------------------------------------------------------------------------------------
+// The floor
+
+fn load_cas_u64(a: &AtomicU64) {
+    let cur = a.load(Ordering::Acquire);
+    let _ = black_box(a.compare_exchange_weak(
+        cur,
+        cur.wrapping_add(1),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ));
+}
+
+fn load_cas_u128(a: &AtomicU128) {
+    let cur = a.load(Ordering::Acquire);
+    let _ = black_box(a.compare_exchange_weak(
+        cur,
+        cur.wrapping_add(1),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ));
+}
+
+#[library_benchmark]
+#[bench::cas64(setup = floor_u64_setup)]
+fn floor_cas64(a: &'static AtomicU64) {
+    load_cas_u64(a);
+}
+
+#[library_benchmark]
+#[bench::cas128(setup = floor_u128_setup)]
+fn floor_cas128(a: &'static AtomicU128) {
+    load_cas_u128(a);
+}
+
+// The same clock read (ManualClock) plus one load + CAS on a 64-bit word.
+#[library_benchmark]
+#[bench::manual_cas64(setup = floor_clock_setup)]
+fn floor_clock_cas64(ca: &'static (ManualClock, AtomicU64)) {
+    let (clock, a) = ca;
+    let now = black_box(clock.now().as_nanos());
+    let cur = a.load(Ordering::Acquire);
+    let _ = black_box(a.compare_exchange_weak(
+        cur,
+        cur.max(now).wrapping_add(1),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ours
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = token_bucket_setup)]
+#[bench::denied(args = (false), setup = token_bucket_setup)]
+fn token_bucket(l: &'static TokenBucketLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = fixed_window_setup)]
+#[bench::denied(args = (false), setup = fixed_window_setup)]
+fn fixed_window(l: &'static FixedWindowLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = sliding_window_setup)]
+#[bench::denied(args = (false), setup = sliding_window_setup)]
+fn sliding_window(l: &'static SlidingWindowLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
+// Acquire, then drop the lease (release); denied: the acquire alone.
+#[library_benchmark]
+#[bench::acquire_release(args = ("full"), setup = concurrency_setup)]
+#[bench::acquire_release_held(args = ("held"), setup = concurrency_setup)]
+#[bench::denied(args = ("denied"), setup = concurrency_setup)]
+fn concurrency(l: &'static ConcurrencyLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peers
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = governor_setup)]
+#[bench::denied(args = (false), setup = governor_setup)]
+fn governor_fake_clock(l: &'static Governor) {
+    let _ = black_box(l.check());
+}
+
+// `try_acquire` and drop of the permit; denied: no permits.
+#[library_benchmark]
+#[bench::acquire_release(args = (true), setup = semaphore_setup)]
+#[bench::denied(args = (false), setup = semaphore_setup)]
+fn tokio_semaphore(s: &'static tokio::sync::Semaphore) {
+    let _ = black_box(s.try_acquire());
+}
+
+library_benchmark_group!(
+    name = floor;
+    benchmarks = floor_cas64, floor_cas128, floor_clock_cas64
+);
+
+library_benchmark_group!(
+    name = limiters;
+    benchmarks = token_bucket, fixed_window, sliding_window, concurrency
+);
+
+library_benchmark_group!(
+    name = peers;
+    benchmarks = governor_fake_clock, tokio_semaphore
+);
+
+main!(library_benchmark_groups = floor, limiters, peers);

@@ -52,6 +52,8 @@ extern crate alloc;
 mod bucket;
 mod cas;
 mod clock;
+#[cfg(feature = "std")]
+mod coarse_clock;
 mod concurrency;
 #[cfg(feature = "std")]
 mod driver;
@@ -69,6 +71,8 @@ mod wait;
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, Instant, ManualClock};
+#[cfg(feature = "std")]
+pub use coarse_clock::CoarseClock;
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
 #[cfg(feature = "std")]
 pub use driver::{Driver, DriverHandle};

@@ -1,0 +1,274 @@
+//! A cheap clock for std users: [`CoarseClock`], a cached reading of [`StdClock`] that a
+//! background thread (or the program itself) refreshes, read with one relaxed atomic load.
+//!
+//! Reading the operating system's monotonic clock costs a `clock_gettime` call (about 25 ns on
+//! Linux x86_64), more than a limiter's whole decision on an uncontended word. A server that makes
+//! millions of decisions a second does not need a fresh nanosecond reading for each: it needs one
+//! that is never ahead of real time and at most a bounded time behind. That is what this clock
+//! gives.
+//!
+//! Why not a TSC clock: reading the time-stamp counter is itself 7-20 ns with the scaling to
+//! nanoseconds, needs `unsafe` (this crate keeps `unsafe` in one module), a calibration, and a
+//! check that the counter is invariant and synchronised across cores and sockets. A cached value
+//! is cheaper than any of that, on every architecture.
+
+use core::time::Duration;
+use std::io;
+use std::sync::{Mutex, PoisonError};
+
+// Not `crate::sync`: the clock's cell is no part of any limiter's state, and loom does not model
+// it (a loom atomic cannot live in a static). portable-atomic gives a 64-bit atomic even on
+// 32-bit std targets without native 64-bit atomics.
+use portable_atomic::{AtomicU64, Ordering};
+
+use crate::clock::{Clock, Instant, StdClock};
+
+/// The cached reading: nanoseconds on [`StdClock`]'s time scale.
+static NOW: AtomicU64 = AtomicU64::new(0);
+/// The refresher's interval in nanoseconds; 0 while no refresher runs. Written only under
+/// [`REFRESHER`].
+static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
+/// Whether the refresher thread was spawned (it then runs for the rest of the process).
+static REFRESHER: Mutex<bool> = Mutex::new(false);
+
+/// A clock read with one relaxed atomic load: a cached [`StdClock`] reading that one
+/// background thread per process refreshes every `interval` (and that anyone may refresh with
+/// [`CoarseClock::refresh`]).
+///
+/// `CoarseClock` is a zero-sized handle to that process-wide cache: copy it into as many limiters
+/// as you like; they all read the same value.
+///
+/// # Accuracy
+/// - **Same time scale as [`StdClock`]**: every reading is a `StdClock` reading taken earlier,
+///   so the two clocks' instants can be compared, and a `CoarseClock` reading is never later
+///   than a `StdClock` reading taken after it.
+/// - **Resolution**: the refresh interval. Readings advance in steps of about `interval`.
+/// - **Staleness**: a reading lags real time by the interval, plus the sleep's overshoot (Linux
+///   timer slack is 50 µs by default), plus however long the scheduler keeps the refresher from
+///   running. That last term has no hard bound: on an overloaded machine the clock lags more, it
+///   never runs ahead. [`CoarseClock::refresh`] brings it up to date at once, so an event loop can
+///   refresh it at the top of every turn (as nginx does with its cached time) and need no thread.
+/// - **Monotonic**: the cache only moves forward (`fetch_max`), whoever refreshes it, so no
+///   thread ever reads a value older than one it (or anything that happened before it) read.
+///
+/// # What that means for a limiter
+/// A limiter is exact in the clock's time. Since the clock is late, never early, a rate limiter
+/// on it is conservative: tokens and windows come back up to the staleness later than on
+/// [`StdClock`], never sooner. Window edges move by up to the staleness in real time, so a fixed
+/// window's real length can shrink by the change in lag between its two edges. A RetryAfter is
+/// computed from the late reading: waiting that long is enough unless the lag grows in the
+/// meantime — add one interval to be certain. Periods shorter than the interval are honoured on
+/// average (elapsed periods are counted exactly, they arrive in bursts of about
+/// `interval / period`). Choose the interval well below your shortest period: the default, 1 ms,
+/// suits periods of 10 ms and more; its refresher wakes 1,000 times a second.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::{Clock, CoarseClock, Limiter, StdClock, TokenBucketLimiter, TokenBucketOptions};
+///
+/// let clock = CoarseClock::start(Duration::from_millis(1)).expect("spawn the refresher");
+/// let bucket =
+///     TokenBucketLimiter::with_clock(TokenBucketOptions::new(100, 10, Duration::from_millis(100)), clock)
+///         .unwrap();
+/// assert!(bucket.try_acquire(1).is_ok());
+///
+/// // Readings are StdClock readings from the recent past: never ahead of StdClock.
+/// let coarse = clock.now();
+/// assert!(coarse <= StdClock.now());
+/// ```
+///
+/// Without a thread, refreshed by hand:
+///
+/// ```
+/// use turnstile::{Clock, CoarseClock, StdClock};
+///
+/// let clock = CoarseClock::manual();
+/// let before = StdClock.now();
+/// CoarseClock::refresh(); // e.g. at the top of every event-loop turn
+/// assert!(clock.now() >= before);
+/// ```
+// No `Default`: every way to get one refreshes the cache first, so a reading is never the 0 of
+// a cache nobody has filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoarseClock {
+    _private: (),
+}
+
+impl CoarseClock {
+    /// The refresh interval of [`CoarseClock::new`]: 1 ms.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+    /// The shortest interval the refresher accepts: 10 µs (shorter ones are raised to it).
+    pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
+
+    /// The clock, with its refresher running every [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)
+    /// (or faster, if it was already started with a shorter interval).
+    ///
+    /// # Errors
+    /// The refresher thread could not be spawned.
+    pub fn new() -> io::Result<Self> {
+        Self::start(Self::DEFAULT_INTERVAL)
+    }
+
+    /// The clock, with its refresher running every `interval` or less.
+    ///
+    /// The first call spawns the process's refresher thread (named `turnstile-coarse-clock`),
+    /// which runs for the rest of the process. A later call with a shorter interval makes the
+    /// running refresher wake that much more often (from its next wake-up on); a longer one
+    /// changes nothing: the shortest interval asked for wins. `interval` is clamped to
+    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)..=1 hour.
+    ///
+    /// The cache is refreshed before this returns, so the clock is current at once.
+    ///
+    /// # Errors
+    /// The refresher thread could not be spawned. Nothing refreshes the cache then: take a
+    /// [`manual`](Self::manual) clock and refresh it yourself, or call `start` again later (it
+    /// tries to spawn the thread again).
+    pub fn start(interval: Duration) -> io::Result<Self> {
+        let ns = clamp_interval(interval);
+        Self::refresh();
+        let mut running = REFRESHER.lock().unwrap_or_else(PoisonError::into_inner);
+        if *running {
+            // The running refresher reads the interval before every sleep.
+            INTERVAL_NS.fetch_min(ns, Ordering::Relaxed);
+        } else {
+            INTERVAL_NS.store(ns, Ordering::Relaxed);
+            if let Err(e) = std::thread::Builder::new()
+                .name("turnstile-coarse-clock".into())
+                .spawn(refresher)
+            {
+                INTERVAL_NS.store(0, Ordering::Relaxed);
+                return Err(e);
+            }
+            *running = true;
+        }
+        Ok(Self { _private: () })
+    }
+
+    /// The clock without starting a refresher: it moves only when [`CoarseClock::refresh`] is
+    /// called (or when a refresher started by [`start`](Self::start) runs). For programs that
+    /// refresh it themselves, e.g. once per event-loop turn.
+    ///
+    /// The cache is refreshed before this returns.
+    pub fn manual() -> Self {
+        Self::refresh();
+        Self { _private: () }
+    }
+
+    /// Brings the process-wide cache up to [`StdClock::now`]. Safe to call from any number of
+    /// threads at once, alongside the refresher: the cache keeps the latest reading.
+    pub fn refresh() {
+        NOW.fetch_max(StdClock.now().as_nanos(), Ordering::Relaxed);
+    }
+
+    /// The running refresher's interval, or `None` if no refresher runs.
+    pub fn interval() -> Option<Duration> {
+        match INTERVAL_NS.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+}
+
+impl Clock for CoarseClock {
+    /// One relaxed atomic load.
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant::from_nanos(NOW.load(Ordering::Relaxed))
+    }
+}
+
+/// `interval` in nanoseconds, within [`CoarseClock::MIN_INTERVAL`]..=1 hour.
+fn clamp_interval(interval: Duration) -> u64 {
+    let min = CoarseClock::MIN_INTERVAL.as_nanos() as u64;
+    let max = 3_600_000_000_000;
+    u64::try_from(interval.as_nanos())
+        .unwrap_or(max)
+        .clamp(min, max)
+}
+
+/// The refresher thread: refresh, sleep one interval, forever.
+fn refresher() {
+    loop {
+        CoarseClock::refresh();
+        std::thread::sleep(Duration::from_nanos(INTERVAL_NS.load(Ordering::Relaxed)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Deterministic properties only: nothing here sleeps or depends on how long anything takes.
+    use super::*;
+
+    #[test]
+    fn zero_sized_and_copy() {
+        assert_eq!(core::mem::size_of::<CoarseClock>(), 0);
+        let a = CoarseClock::manual();
+        let b = a;
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn refresh_brackets_std_clock() {
+        let clock = CoarseClock::manual();
+        for _ in 0..1_000 {
+            let lo = StdClock.now();
+            CoarseClock::refresh();
+            let v = clock.now();
+            let hi = StdClock.now();
+            // The cache holds a StdClock reading taken no earlier than `lo` (refresh) and no
+            // later than the read (anything a refresher stored was read from StdClock before).
+            assert!(lo <= v && v <= hi, "{lo:?} <= {v:?} <= {hi:?}");
+        }
+    }
+
+    #[test]
+    fn never_goes_backwards_with_racing_refreshers() {
+        let clock = CoarseClock::manual();
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        CoarseClock::refresh();
+                    }
+                });
+            }
+            let mut last = clock.now();
+            for _ in 0..100_000 {
+                let v = clock.now();
+                assert!(v >= last, "{v:?} < {last:?}");
+                last = v;
+            }
+        });
+    }
+
+    #[test]
+    fn the_shortest_interval_wins_and_intervals_are_clamped() {
+        let clock = CoarseClock::start(Duration::from_secs(30)).unwrap();
+        assert!(CoarseClock::interval().unwrap() <= Duration::from_secs(30));
+        let _ = CoarseClock::start(Duration::from_millis(2)).unwrap();
+        assert!(CoarseClock::interval().unwrap() <= Duration::from_millis(2));
+        // A longer interval asked for later changes nothing.
+        let _ = CoarseClock::start(Duration::from_secs(3_600)).unwrap();
+        assert!(CoarseClock::interval().unwrap() <= Duration::from_millis(2));
+        assert!(clock.now() <= StdClock.now());
+        // Below the minimum or past an hour: clamped (never zero, which means "not running").
+        assert_eq!(clamp_interval(Duration::ZERO), 10_000);
+        assert_eq!(clamp_interval(Duration::MAX), 3_600_000_000_000);
+        assert_eq!(clamp_interval(Duration::from_millis(1)), 1_000_000);
+    }
+
+    #[test]
+    fn drives_a_limiter() {
+        use crate::{FixedWindowLimiter, FixedWindowOptions, Limiter, Reason};
+        // A window of 100 years: nothing this test does can reach its end.
+        let window = Duration::from_secs(100 * 365 * 24 * 3600);
+        let clock = CoarseClock::manual();
+        let limiter =
+            FixedWindowLimiter::with_clock(FixedWindowOptions::new(2, window), clock).unwrap();
+        assert!(limiter.try_acquire(2).is_ok());
+        CoarseClock::refresh();
+        let denied = limiter.try_acquire(1).unwrap_err();
+        assert_eq!(denied.reason(), Reason::Exhausted);
+        assert!(denied.retry_after().unwrap() <= window);
+    }
+}
