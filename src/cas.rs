@@ -46,7 +46,7 @@ impl Word for AtomicU128 {
 /// `decide(current)` returns `Ok((new, out))` to write `new` (nothing is written when `new ==
 /// current`) or `Err(e)` to stop without writing anything: a denial writes nothing. On a lost race
 /// `decide` runs again on the fresh value. Returns the value the decision was made on, with `out`.
-#[inline]
+#[inline(always)]
 pub(crate) fn transition<W: Word, T, E>(
     word: &W,
     mut decide: impl FnMut(W::Value) -> Result<(W::Value, T), E>,

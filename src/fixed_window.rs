@@ -15,7 +15,7 @@ use crate::ticks::nanos_of;
 pub struct FixedWindowOptions {
     /// Permits per window. At least 1.
     pub permit_limit: u32,
-    /// The window. Longer than zero, at most 2^64 ns.
+    /// The window. Longer than zero, shorter than 2^64 ns.
     pub window: Duration,
     /// Permits that may wait in the queue (for waiting acquisitions).
     pub queue_limit: u32,

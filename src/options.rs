@@ -13,7 +13,7 @@ pub enum OptionsError {
     ZeroTokensPerPeriod,
     /// The replenishment period or window is zero.
     ZeroPeriod,
-    /// A period or window longer than 2^64 nanoseconds (584 years).
+    /// A period or window of 2^64 nanoseconds (584 years) or more.
     PeriodTooLong,
     /// The sliding window has zero segments.
     ZeroSegments,
@@ -24,6 +24,8 @@ pub enum OptionsError {
     },
     /// The window is shorter than one nanosecond per segment.
     SegmentTooShort,
+    /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
+    RateTooHigh,
 }
 
 impl fmt::Display for OptionsError {
@@ -37,7 +39,7 @@ impl fmt::Display for OptionsError {
                 f.write_str("the period or window must be longer than zero")
             }
             OptionsError::PeriodTooLong => {
-                f.write_str("the period or window must be at most 2^64 nanoseconds")
+                f.write_str("the period or window must be shorter than 2^64 nanoseconds")
             }
             OptionsError::ZeroSegments => f.write_str("segments per window must be at least 1"),
             OptionsError::TooManySegments { max } => {
@@ -48,6 +50,9 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::SegmentTooShort => {
                 f.write_str("the window must be at least one nanosecond per segment")
+            }
+            OptionsError::RateTooHigh => {
+                f.write_str("a keyed limiter allows at most one token per 2 nanoseconds")
             }
         }
     }

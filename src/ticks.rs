@@ -48,10 +48,18 @@ impl Ticker {
     }
 
     /// The instant tick `k` begins (saturating).
+    #[allow(dead_code)]
     pub(crate) fn start_of(&self, k: u64) -> Instant {
         let ns = u128::from(k) * u128::from(self.period);
         let ns = u64::try_from(ns).unwrap_or(u64::MAX);
         Instant::from_nanos(self.origin.as_nanos().wrapping_add(ns))
+    }
+
+    /// Time from the start of tick `k` to `now`, measured from creation (so a clock that wrapped
+    /// or read before creation is handled as `elapsed` handles it); zero if `k` starts later.
+    pub(crate) fn since_start_of(&self, now: Instant, k: u64) -> Duration {
+        let start = u128::from(k) * u128::from(self.period);
+        duration_from_nanos_u128(u128::from(self.elapsed(now)).saturating_sub(start))
     }
 
     /// The wait from `into` nanoseconds into some tick until `ticks` ticks after that tick began;
@@ -64,6 +72,9 @@ impl Ticker {
 
 /// A `Duration` of `ns` nanoseconds, for values past `u64::MAX`.
 pub(crate) fn duration_from_nanos_u128(ns: u128) -> Duration {
+    if let Ok(ns) = u64::try_from(ns) {
+        return Duration::from_nanos(ns); // the common case: no 128-bit division
+    }
     const NS: u128 = 1_000_000_000;
     let secs = u64::try_from(ns / NS).unwrap_or(u64::MAX);
     Duration::new(secs, (ns % NS) as u32)

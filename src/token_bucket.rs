@@ -19,7 +19,7 @@ pub struct TokenBucketOptions {
     pub token_limit: u32,
     /// Tokens added at the start of every period. At least 1.
     pub tokens_per_period: u32,
-    /// The replenishment period. Longer than zero, at most 2^64 ns.
+    /// The replenishment period. Longer than zero, shorter than 2^64 ns.
     pub replenishment_period: Duration,
     /// Permits that may wait in the queue (for waiting acquisitions).
     pub queue_limit: u32,

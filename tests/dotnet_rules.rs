@@ -495,3 +495,62 @@ fn a_clock_stepping_backwards_is_no_time_passing() {
     clock.set(Instant::from_nanos(1_011 * 1_000_000_000));
     assert_eq!((t.available_permits(), f.available_permits()), (1, 4));
 }
+
+// Regressions found by the differential fuzzer ------------------------------------------------
+
+#[test]
+fn idle_duration_is_measured_from_creation_across_a_clock_wrap() {
+    // Created at u64::MAX; the clock wraps to creation + 1 s.
+    let clock = ManualClock::starting_at(Instant::MAX);
+    let t = bucket(&clock, 1, 1, SEC);
+    clock.set(Instant::from_nanos(SEC.as_nanos() as u64 - 1));
+    assert_eq!(t.idle_duration(), Some(SEC));
+    // A reading before creation counts as creation: idle for 0, not 584 years.
+    let clock = ManualClock::starting_at(Instant::from_nanos(1));
+    let t = bucket(&clock, 1, 1, SEC);
+    let s = sliding(&clock, 1, SEC, 1);
+    clock.set(Instant::from_nanos(u64::MAX - 1));
+    assert_eq!(
+        (t.idle_duration(), s.idle_duration()),
+        (Some(Duration::ZERO), Some(Duration::ZERO))
+    );
+}
+
+#[test]
+fn close_does_not_restart_the_concurrency_idle_clock() {
+    let clock = ManualClock::new();
+    let c = concurrency(&clock, 1);
+    clock.advance(SEC);
+    c.close();
+    assert_eq!(c.idle_duration(), Some(SEC));
+}
+
+#[test]
+fn a_full_bucket_is_idle_even_after_the_clock_steps_back() {
+    let clock = ManualClock::new();
+    let t = bucket(&clock, 2, 1, SEC);
+    let f = fixed(&clock, 1, SEC);
+    let _ = t.try_acquire(1).unwrap();
+    let _ = f.try_acquire(1).unwrap();
+    clock.advance(2 * SEC);
+    t.replenish();
+    f.replenish();
+    clock.set(Instant::ZERO);
+    assert_eq!(t.available_permits(), 2);
+    assert_eq!(
+        (t.idle_duration(), f.idle_duration()),
+        (Some(Duration::ZERO), Some(Duration::ZERO))
+    );
+}
+
+#[test]
+fn sliding_window_past_the_segment_limit_does_not_overflow() {
+    let clock = ManualClock::new();
+    let s: SlidingWindowLimiter<_, 1> =
+        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(1, NS, 1), &clock).unwrap();
+    clock.set(Instant::from_nanos(1 << 62));
+    let _ = s.try_acquire(1).unwrap();
+    let r = s.try_acquire(1).unwrap_err();
+    assert_eq!(r.reason(), Reason::Exhausted);
+    assert!(r.retry_after().is_some());
+}

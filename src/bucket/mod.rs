@@ -67,7 +67,7 @@ impl<C: Clock> BucketCore<C> {
         if n > self.refill.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, into) = self.ticker.tick(self.clock.now());
         let mut result = self.attempt(k, n);
         if let Err((Denied::Exhausted { .. }, w)) = result {
             if Bucket::unpack(w).waiters && !self.queue.barging() {
@@ -133,7 +133,12 @@ impl<C: Clock> BucketCore<C> {
     /// holds them already.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
-        let b = Bucket::unpack(self.word.load(Ordering::Acquire)).at(k, self.refill);
+        self.wait_at(k, into, self.word.load(Ordering::Acquire), total)
+    }
+
+    /// [`wait_for`](Self::wait_for) seen from `into` ns into tick `k`, with the word `w`.
+    fn wait_at(&self, k: u64, into: u64, w: u128, total: u64) -> Duration {
+        let b = Bucket::unpack(w).at(k, self.refill);
         let Some(missing) = total.checked_sub(u64::from(b.tokens)).filter(|m| *m > 0) else {
             return Duration::ZERO;
         };
@@ -167,9 +172,9 @@ impl<C: Clock> BucketCore<C> {
         let now = self.clock.now();
         let b = Bucket::unpack(self.word.load(Ordering::Acquire));
         let full_at = b.full_at(self.refill);
+        // A clock behind the bucket's own tick is no time passing: judge at the later of the two.
         let (k, _) = self.ticker.tick(now);
-        (full_at <= k && !b.waiters)
-            .then(|| now.saturating_duration_since(self.ticker.start_of(full_at)))
+        (full_at <= k.max(b.tick) && !b.waiters).then(|| self.ticker.since_start_of(now, full_at))
     }
 
     /// Marks the word closed (the caller then drains the queue).

@@ -215,7 +215,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         if n > self.shape.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, into) = self.ticker.tick(self.clock.now());
         let barge = self.queue.barging();
         let mut result = self.attempt(k, n, barge);
         if let Err((Denied::Exhausted { .. }, h)) = result {
@@ -228,13 +228,13 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { .. }, _)) => {
+            Err((Denied::Exhausted { .. }, h)) => {
                 let ahead = if barge {
                     0
                 } else {
                     self.queue.queued_permits()
                 };
-                let wait = self.wait_for(u64::from(n).max(1) + ahead);
+                let wait = self.wait_at(k, into, h, u64::from(n).max(1) + ahead);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
                     wait.max(Duration::from_nanos(1)),
@@ -248,8 +248,18 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// are granted in order as room appears). Zero if they are free now.
     fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
+        self.wait_at(
+            k,
+            into,
+            Header::unpack(self.header.load(Ordering::Acquire)),
+            total,
+        )
+    }
+
+    /// [`wait_for`](Self::wait_for) seen from `into` ns into segment `k`, with the header `h`:
+    /// on a denial, the very instant and header the decision was made on.
+    fn wait_at(&self, k: u64, into: u64, h: Header, total: u64) -> Duration {
         let s = self.shape;
-        let h = Header::unpack(self.header.load(Ordering::Acquire));
         let now = h.at(k, s, |j| self.frozen(j));
         let free = u64::from(s.limit).saturating_sub(now.used());
         let Some(missing) = total.checked_sub(free).filter(|m| *m > 0) else {
@@ -276,7 +286,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         };
         // Slides count from `now.tick`, which is past `k` only if the clock stepped backwards.
         self.ticker
-            .wait_for(slides.saturating_add(now.tick - k), into)
+            .wait_for(slides.saturating_add(now.tick.saturating_sub(k)), into)
     }
 
     /// Waits for `permits` in the queue (see [`Acquire`]). Queued waiters are served as
@@ -402,8 +412,8 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
             Some(j) => j.saturating_add(self.shape.segments),
             None => 0,
         };
-        (free_from <= k && !h.waiters)
-            .then(|| now.saturating_duration_since(self.ticker.start_of(free_from)))
+        (free_from <= k.max(h.tick) && !h.waiters)
+            .then(|| self.ticker.since_start_of(now, free_from))
     }
 
     fn close(&self) {
