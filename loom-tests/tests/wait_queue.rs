@@ -141,7 +141,10 @@ fn replenish_races_enqueue() {
         t.replenish();
         assert_eq!(waiter.join().unwrap(), Ok(1));
         let s = t.statistics();
-        assert_eq!((s.available_permits, s.queued_permits, s.total_successful), (0, 0, 2));
+        assert_eq!(
+            (s.available_permits, s.queued_permits, s.total_successful),
+            (0, 0, 2)
+        );
     });
 }
 
