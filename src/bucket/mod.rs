@@ -78,13 +78,14 @@ impl<C: Clock> BucketCore<C> {
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { .. }, _)) => {
+            Err((Denied::Exhausted { .. }, w)) => {
+                // From the very instant and word the decision was made on: no second clock read.
                 let ahead = if self.queue.barging() {
                     0
                 } else {
                     self.queue.queued_permits()
                 };
-                let wait = self.wait_for(u64::from(n).max(1) + ahead);
+                let wait = self.wait_at(k, into, w, u64::from(n).max(1) + ahead);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
                     wait.max(Duration::from_nanos(1)),
