@@ -164,6 +164,9 @@ pub enum Reason {
     Evicted,
     /// A blocking wait gave up at its timeout.
     TimedOut,
+    /// A partitioned limiter is full: the request's partition does not exist yet and there is no
+    /// room to create it (no idle partition to evict). Nothing was inserted.
+    PartitionsFull,
     /// A user-defined limiter's own reason (the .NET `REASON_PHRASE`).
     Custom(&'static str),
 }
@@ -178,6 +181,7 @@ impl Reason {
             Reason::QueueFull => "queue limit reached",
             Reason::Evicted => "evicted from the queue by a newer request",
             Reason::TimedOut => "timed out waiting for permits",
+            Reason::PartitionsFull => "no room for a new partition",
             Reason::Custom(s) => s,
         }
     }

@@ -9,6 +9,9 @@
 //! | [`TokenBucketLimiter`] | up to `token_limit` stored tokens | `tokens_per_period` each whole period | 128-bit |
 //! | [`FixedWindowLimiter`] | `permit_limit` per window | at each window boundary | 128-bit |
 //! | [`SlidingWindowLimiter`] | `permit_limit` per sliding window | when their segment leaves the window | 128-bit + ring |
+//! | [`NoopLimiter`] | everything | — | none |
+//! | [`Chain`], [`DynChain`], [`PartitionedChain`] | what every limiter in the chain admits | as each limiter's do | theirs |
+//! | [`Partitioned`], [`FixedPartitioned`], [`KeyedLimiter`], [`FixedKeyedLimiter`] | per key, by the key's own limiter ([`partition`]) | as that limiter's do | per key |
 //!
 //! Every limiter implements [`Limiter`]: [`try_acquire`](Limiter::try_acquire) returns a
 //! [`Lease`] or a [`Rejection`] with a [`Reason`] and, for rate limiters, a RetryAfter.
@@ -51,6 +54,7 @@ extern crate alloc;
 
 mod bucket;
 mod cas;
+mod chain;
 mod clock;
 #[cfg(feature = "std")]
 mod coarse_clock;
@@ -60,7 +64,9 @@ mod driver;
 mod fixed_window;
 mod lease;
 mod limiter;
+mod noop;
 mod options;
+pub mod partition;
 mod sliding_window;
 mod stats;
 mod sync;
@@ -68,6 +74,11 @@ mod ticks;
 mod token_bucket;
 mod wait;
 
+#[cfg(feature = "alloc")]
+pub use chain::DynChain;
+pub use chain::{
+    AcquireAsync, Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks,
+};
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, Instant, ManualClock};
@@ -83,7 +94,14 @@ pub use lease::{Lease, Reason, Rejection, Release, Statistics};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
 pub use limiter::{Limiter, Replenishing};
+pub use noop::NoopLimiter;
 pub use options::{OptionsError, QueueOrder};
+pub use partition::{
+    Factory, FixedKeyedLimiter, FixedLease, FixedPartitioned, NoLimitPartition, Partition,
+    PartitionConfig, PartitionKind, PartitionLimiter, PartitionedLimiter, WhenFull,
+};
+#[cfg(feature = "std")]
+pub use partition::{KeyedLimiter, PartitionLease, Partitioned};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
 pub use wait::{Acquire, Source};

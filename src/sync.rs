@@ -17,10 +17,48 @@
 pub(crate) use core::sync::atomic::Ordering;
 
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicU128, AtomicU64};
+pub(crate) use portable_atomic::{AtomicBool, AtomicU128, AtomicU64};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::AtomicU64;
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64};
+
+#[cfg(feature = "std")]
+pub(crate) use rwlock::RwLock;
+
+/// A readers-writer lock (feature `std`): `std::sync::RwLock`, or loom's under `cfg(loom)` so
+/// that the model checker sees every acquisition. Poisoning is ignored: the data it guards (the
+/// partition maps) is never left half-updated by a panic.
+#[cfg(feature = "std")]
+mod rwlock {
+    use core::ops::{Deref, DerefMut};
+    use std::sync::PoisonError;
+
+    #[cfg(loom)]
+    use loom::sync::RwLock as Inner;
+    #[cfg(not(loom))]
+    use std::sync::RwLock as Inner;
+
+    #[derive(Debug, Default)]
+    pub(crate) struct RwLock<T>(Inner<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(Inner::new(value))
+        }
+
+        /// Shared access.
+        #[inline]
+        pub(crate) fn read(&self) -> impl Deref<Target = T> + '_ {
+            self.0.read().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        /// Exclusive access.
+        #[inline]
+        pub(crate) fn write(&self) -> impl DerefMut<Target = T> + '_ {
+            self.0.write().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+}
 
 #[cfg(loom)]
 pub(crate) use loom_u128::AtomicU128;
@@ -40,6 +78,7 @@ mod loom_u128 {
         pub(crate) fn load(&self, _: Ordering) -> u128 {
             *self.0.lock().unwrap()
         }
+        #[allow(dead_code)]
         pub(crate) fn store(&self, v: u128, _: Ordering) {
             *self.0.lock().unwrap() = v;
         }

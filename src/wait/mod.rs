@@ -28,7 +28,7 @@ use core::time::Duration;
 
 pub use future::Acquire;
 pub(crate) use list::{List, Status};
-use lock::Lock;
+pub(crate) use lock::Lock;
 
 use crate::lease::{Lease, Reason, Rejection};
 use crate::options::QueueOrder;

@@ -1,0 +1,768 @@
+//! Chained limiters (reference §12): acquire from each limiter in order, all or nothing.
+//!
+//! - [`Chain`]: a tuple of 1 to 8 limiters, composed statically — no dynamic dispatch, no
+//!   allocation. Its lease, a [`ChainLease`], holds the inner leases inline.
+//! - [`DynChain`] (feature `alloc`): a list of `&dyn Limiter`, `Box<dyn Limiter>` or any other
+//!   pointer to a limiter, chosen at run time.
+//! - [`PartitionedChain`]: a tuple of [`PartitionedLimiter`]s sharing one resource.
+//!
+//! The rules, as .NET's `ChainedRateLimiter` (reference §12):
+//! - Each limiter is asked **in order** with the same permit count. If limiter `i` rejects, the
+//!   leases of limiters `0..i` are dropped **in reverse order** and limiter `i`'s rejection is
+//!   returned as it is (its reason and RetryAfter intact).
+//! - The waiting form awaits each limiter before asking the next: limiter `i + 1` is never asked
+//!   while limiter `i` is still waiting.
+//! - A granted chain lease holds every inner lease and drops them in reverse order.
+//! - Statistics: available = the minimum, queued = the sum, failed = the sum, successful = the
+//!   **last** (inner-most) limiter's count.
+//! - Idle duration: `None` if any limiter is in use, else the minimum. This is the .NET 11 rule
+//!   (reference §12 \[net11\]); earlier .NET took the minimum of the idle ones, which calls a chain
+//!   idle while one of its limiters is busy.
+//! - Closing a chain rejects later requests with [`Reason::Closed`] and **does not close the
+//!   limiters in it**: they may be shared, and stay usable on their own.
+//!
+//! A chain is not itself a [`Limiter`]: a `Limiter`'s [`Lease`] returns its permits to one place,
+//! and a chain's lease must return them to several, which needs the room a [`ChainLease`] has. A
+//! chain of chains is the flat chain of their links (the statistics and idle rules give the same
+//! results), so nothing is lost.
+
+use core::fmt;
+use core::future::Future;
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::lease::{Lease, Reason, Rejection, Statistics};
+use crate::limiter::Limiter;
+use crate::partition::PartitionedLimiter;
+use crate::sync::{AtomicBool, Ordering};
+use crate::wait::Acquire;
+use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenBucketLimiter};
+
+/// A limiter one can wait on: `acquire(n).await` (.NET `AcquireAsync`).
+///
+/// Implemented by the four built-in limiters (their waits are queued, see
+/// [`Acquire`](crate::Acquire)), by [`NoopLimiter`](crate::NoopLimiter) and
+/// [`PartitionLimiter`](crate::PartitionLimiter), and by references to any of them. Implement it
+/// for your own limiter to chain it in a waiting [`Chain`] or to use it as a waiting partition.
+///
+/// ```
+/// use turnstile::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
+///
+/// async fn with_permit<L: AcquireAsync>(limiter: &L) -> bool {
+///     limiter.acquire(1).await.is_ok()
+/// }
+/// # use core::future::Future;
+/// # let l = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// # let mut f = core::pin::pin!(with_permit(&l));
+/// # let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+/// # assert_eq!(f.as_mut().poll(&mut cx), core::task::Poll::Ready(true));
+/// ```
+pub trait AcquireAsync: Limiter {
+    /// The future of one waiting acquisition.
+    type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
+    where
+        Self: 'a;
+
+    /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
+}
+
+impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
+    type Acquire<'a>
+        = L::Acquire<'a>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        (**self).acquire(permits)
+    }
+}
+
+impl<C: Clock + Sync> AcquireAsync for ConcurrencyLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock> AcquireAsync for TokenBucketLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock> AcquireAsync for FixedWindowLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leases
+
+/// The inner leases of a [`ChainLease`]: a tuple, an array or (feature `alloc`) a `Vec`, which
+/// can give its leases back last to first.
+///
+/// ```
+/// use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Leases, Limiter};
+///
+/// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// let held = [a.try_acquire(1).unwrap(), b.try_acquire(1).unwrap()];
+/// held.release_in_reverse(); // b's permit first, then a's
+/// assert_eq!((a.available_permits(), b.available_permits()), (1, 1));
+/// ```
+pub trait Leases {
+    /// Drops the leases, the last one first.
+    fn release_in_reverse(self);
+}
+
+impl<const N: usize> Leases for [Lease<'_>; N] {
+    fn release_in_reverse(mut self) {
+        for lease in self.iter_mut().rev() {
+            drop(core::mem::replace(lease, Lease::unreleased(0)));
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Leases for alloc::vec::Vec<Lease<'_>> {
+    fn release_in_reverse(mut self) {
+        while let Some(lease) = self.pop() {
+            drop(lease);
+        }
+    }
+}
+
+/// The lease of a chain: every inner lease, dropped in reverse order (the last limiter's first)
+/// when this lease is dropped.
+///
+/// ```
+/// use turnstile::{Chain, ConcurrencyLimiter, ConcurrencyOptions};
+///
+/// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+/// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(5)).unwrap();
+/// let chain = Chain::new((&a, &b));
+/// let lease = chain.try_acquire(2).unwrap();
+/// assert_eq!(lease.permits(), 2);
+/// assert_eq!(chain.available_permits(), 0); // the minimum
+/// drop(lease); // b's permits go back, then a's
+/// assert_eq!((a.statistics().available_permits, b.statistics().available_permits), (2, 5));
+/// # use turnstile::Limiter;
+/// ```
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct ChainLease<T: Leases> {
+    leases: Option<T>,
+    permits: u32,
+}
+
+impl<T: Leases> ChainLease<T> {
+    fn new(leases: T, permits: u32) -> Self {
+        Self {
+            leases: Some(leases),
+            permits,
+        }
+    }
+
+    /// The permits this lease holds from each limiter of the chain.
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+}
+
+impl<T: Leases> Drop for ChainLease<T> {
+    fn drop(&mut self) {
+        if let Some(leases) = self.leases.take() {
+            leases.release_in_reverse();
+        }
+    }
+}
+
+impl<T: Leases> fmt::Debug for ChainLease<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChainLease")
+            .field("permits", &self.permits)
+            .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The statistics and idle rules
+
+/// Folds the limiters' statistics by the §12 rules; `None` for an empty chain.
+fn combine(stats: impl IntoIterator<Item = Statistics>) -> Statistics {
+    let mut out: Option<Statistics> = None;
+    for s in stats {
+        out = Some(match out {
+            None => s,
+            Some(o) => Statistics {
+                available_permits: o.available_permits.min(s.available_permits),
+                queued_permits: o.queued_permits.saturating_add(s.queued_permits),
+                total_failed: o.total_failed.saturating_add(s.total_failed),
+                total_successful: s.total_successful,
+            },
+        });
+    }
+    out.unwrap_or_default()
+}
+
+/// `None` if any is `None`, else the minimum (the \[net11\] rule).
+fn combine_idle(idles: impl IntoIterator<Item = Option<Duration>>) -> Option<Duration> {
+    let mut min = Duration::MAX;
+    for idle in idles {
+        min = min.min(idle?);
+    }
+    Some(min)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Static chains
+
+/// The limiters of a [`Chain`]: implemented for tuples of 1 to 8 [`Limiter`]s.
+///
+/// ```
+/// use turnstile::{Links, NoopLimiter};
+///
+/// let links = (NoopLimiter::new(), NoopLimiter::new());
+/// let leases = links.try_acquire_each(3).unwrap();
+/// assert_eq!(leases.len(), 2);
+/// assert_eq!(links.statistics().total_successful, 1); // the last limiter's count
+/// ```
+pub trait Links {
+    /// The inner leases of a granted request.
+    type Leases<'a>: Leases
+    where
+        Self: 'a;
+
+    /// Acquires from each limiter in order; on a rejection drops what it acquired, last first,
+    /// and returns that rejection.
+    fn try_acquire_each(&self, permits: u32) -> Result<Self::Leases<'_>, Rejection>;
+
+    /// Each limiter's statistics, in chain order, folded by the chain rules.
+    fn statistics(&self) -> Statistics;
+
+    /// The chain's idle duration by the \[net11\] rule.
+    fn idle_duration(&self) -> Option<Duration>;
+}
+
+/// The limiters of a [`PartitionedChain`]: tuples of 1 to 8 [`PartitionedLimiter`]s over the
+/// same resource type.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let opts = FixedWindowOptions::new(1, Duration::from_secs(1));
+/// let a: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+/// let b: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+/// let links = (&a, &b);
+/// assert!(links.try_acquire_each(&7, 1).is_ok());
+/// assert_eq!(links.statistics(&7).available_permits, 0);
+/// ```
+pub trait PartitionedLinks<R: ?Sized> {
+    /// The inner leases of a granted request.
+    type Leases<'a>: Leases
+    where
+        Self: 'a;
+
+    /// Acquires from each limiter in order, all or nothing (see [`Links::try_acquire_each`]).
+    fn try_acquire_each(&self, resource: &R, permits: u32) -> Result<Self::Leases<'_>, Rejection>;
+
+    /// The statistics of `resource`'s partitions, folded by the chain rules.
+    fn statistics(&self, resource: &R) -> Statistics;
+}
+
+macro_rules! tuple_links {
+    ($n:literal; $($T:ident $v:ident $i:tt),+; rev $($r:ident),+) => {
+        impl<$($T),+> Leases for ($($T,)+) {
+            fn release_in_reverse(self) {
+                let ($($v,)+) = self;
+                $(drop($r);)+
+            }
+        }
+
+        impl<$($T: Limiter),+> Links for ($($T,)+) {
+            type Leases<'a> = [Lease<'a>; $n] where Self: 'a;
+
+            fn try_acquire_each(&self, permits: u32) -> Result<Self::Leases<'_>, Rejection> {
+                // On `?`, the leases already bound are dropped in reverse order of binding.
+                $(let $v = self.$i.try_acquire(permits)?;)+
+                Ok([$($v),+])
+            }
+
+            fn statistics(&self) -> Statistics {
+                combine([$(self.$i.statistics()),+])
+            }
+
+            fn idle_duration(&self) -> Option<Duration> {
+                combine_idle([$(self.$i.idle_duration()),+])
+            }
+        }
+
+        impl<$($T: AcquireAsync),+> Chain<($($T,)+)> {
+            /// Waits for `permits` from each limiter in order: each wait completes before the
+            /// next limiter is asked. On a rejection, the leases already granted are dropped
+            /// last first and the rejection is returned. Dropping the future gives back
+            /// whatever it holds. (Example in the [`Chain`] docs.)
+            pub fn acquire(
+                &self,
+                permits: u32,
+            ) -> impl Future<Output = Result<ChainLease<[Lease<'_>; $n]>, Rejection>> + '_ {
+                async move {
+                    if self.is_closed() {
+                        return Err(Rejection::new(Reason::Closed));
+                    }
+                    // On `?` (and if the future is dropped mid-way) the leases held are
+                    // dropped last first.
+                    $(let $v = self.links.$i.acquire(permits).await?;)+
+                    Ok(ChainLease::new([$($v),+], permits))
+                }
+            }
+        }
+
+        impl<R: ?Sized, $($T: PartitionedLimiter<R>),+> PartitionedLinks<R> for ($($T,)+) {
+            type Leases<'a> = ($(<$T as PartitionedLimiter<R>>::Lease<'a>,)+) where Self: 'a;
+
+            fn try_acquire_each(
+                &self,
+                resource: &R,
+                permits: u32,
+            ) -> Result<Self::Leases<'_>, Rejection> {
+                $(let $v = self.$i.try_acquire(resource, permits)?;)+
+                Ok(($($v,)+))
+            }
+
+            fn statistics(&self, resource: &R) -> Statistics {
+                combine([$(self.$i.statistics(resource)),+])
+            }
+        }
+    };
+}
+
+tuple_links!(1; A a 0; rev a);
+tuple_links!(2; A a 0, B b 1; rev b, a);
+tuple_links!(3; A a 0, B b 1, C c 2; rev c, b, a);
+tuple_links!(4; A a 0, B b 1, C c 2, D d 3; rev d, c, b, a);
+tuple_links!(5; A a 0, B b 1, C c 2, D d 3, E e 4; rev e, d, c, b, a);
+tuple_links!(6; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5; rev f, e, d, c, b, a);
+tuple_links!(7; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6; rev g, f, e, d, c, b, a);
+tuple_links!(8; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7; rev h, g, f, e, d, c, b, a);
+
+/// A chain of limiters composed at compile time: a tuple of 1 to 8 [`Limiter`]s (owned, or
+/// references, or a mix), asked in order, all or nothing. No dynamic dispatch, no allocation.
+///
+/// A typical use: a per-client limit and a global limit, both of which a request must pass.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let per_second = FixedWindowLimiter::with_clock(FixedWindowOptions::new(2, Duration::from_secs(1)), &clock).unwrap();
+/// let per_minute = FixedWindowLimiter::with_clock(FixedWindowOptions::new(3, Duration::from_secs(60)), &clock).unwrap();
+/// let chain = Chain::new((per_second, per_minute));
+///
+/// let _a = chain.try_acquire(2).unwrap();
+/// // The first limiter rejects: its rejection (and RetryAfter) comes back, the second is not asked.
+/// let r = chain.try_acquire(1).unwrap_err();
+/// assert_eq!((r.reason(), r.retry_after()), (Reason::Exhausted, Some(Duration::from_secs(1))));
+/// clock.advance(Duration::from_secs(1));
+/// let _b = chain.try_acquire(1).unwrap();
+/// clock.advance(Duration::from_secs(1));
+/// // Now the second rejects; the permit the first granted is given back.
+/// let r = chain.try_acquire(1).unwrap_err();
+/// assert_eq!(r.retry_after(), Some(Duration::from_secs(58)));
+///
+/// let s = chain.statistics();
+/// assert_eq!((s.total_successful, s.total_failed), (2, 2)); // successful: the last limiter's
+/// ```
+///
+/// Waiting: `acquire(n).await` waits on each limiter in turn (for tuples of [`AcquireAsync`]
+/// limiters). The future is `Send` (spawnable on a multi-threaded runtime) when the chained
+/// limiters are `'static` types — owned limiters on [`StdClock`](crate::StdClock) or an
+/// `Arc`'d clock, or `&'static` references. For chains borrowing shorter-lived limiters the
+/// compiler cannot yet prove it (rust-lang/rust#90696: a future holding a trait's associated
+/// future type); the future works, but only where `Send` is not required.
+///
+/// ```
+/// use turnstile::*;
+/// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+/// #     let mut f = core::pin::pin!(f);
+/// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+/// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+/// # }
+/// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// let chain = Chain::new((&a, &b));
+/// let lease = block_on(chain.acquire(1)).unwrap();
+/// assert_eq!(lease.permits(), 1);
+/// ```
+pub struct Chain<T> {
+    links: T,
+    closed: AtomicBool,
+}
+
+impl<T> Chain<T> {
+    /// A chain of the limiters in `links`, asked in tuple order.
+    pub fn new(links: T) -> Self {
+        Self {
+            links,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The chained limiters.
+    pub fn links(&self) -> &T {
+        &self.links
+    }
+
+    /// Closes the chain: later requests are rejected with [`Reason::Closed`]. The limiters in
+    /// it are **not** closed (reference §12): they stay usable on their own.
+    ///
+    /// ```
+    /// use turnstile::{Chain, Limiter, NoopLimiter, Reason};
+    /// let inner = NoopLimiter::new();
+    /// let chain = Chain::new((&inner,));
+    /// chain.close();
+    /// assert_eq!(chain.try_acquire(1).unwrap_err().reason(), Reason::Closed);
+    /// assert!(inner.try_acquire(1).is_ok());
+    /// ```
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<T: Links> Chain<T> {
+    /// Acquires `permits` from each limiter in order, without waiting; all or nothing.
+    pub fn try_acquire(&self, permits: u32) -> Result<ChainLease<T::Leases<'_>>, Rejection> {
+        if self.is_closed() {
+            return Err(Rejection::new(Reason::Closed));
+        }
+        let leases = self.links.try_acquire_each(permits)?;
+        Ok(ChainLease::new(leases, permits))
+    }
+
+    /// Permits that could be acquired now: the minimum over the chain.
+    pub fn available_permits(&self) -> u64 {
+        self.links.statistics().available_permits
+    }
+
+    /// The chain's statistics: available = minimum, queued = sum, failed = sum, successful = the
+    /// last limiter's.
+    pub fn statistics(&self) -> Statistics {
+        self.links.statistics()
+    }
+
+    /// `None` if any limiter is in use, else the shortest idle duration.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use turnstile::*;
+    /// let clock = ManualClock::new();
+    /// let a = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(1), &clock).unwrap();
+    /// clock.advance(Duration::from_secs(5));
+    /// let b = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(1), &clock).unwrap();
+    /// clock.advance(Duration::from_secs(1));
+    /// let chain = Chain::new((&a, &b));
+    /// assert_eq!(chain.idle_duration(), Some(Duration::from_secs(1)));
+    /// let _held = b.try_acquire(1).unwrap();
+    /// assert_eq!(chain.idle_duration(), None);
+    /// ```
+    pub fn idle_duration(&self) -> Option<Duration> {
+        self.links.idle_duration()
+    }
+}
+
+impl<T> fmt::Debug for Chain<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chain")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic chains
+
+/// A chain with no limiters: `DynChain::new` needs at least one (as .NET's `CreateChained`).
+///
+/// ```
+/// use turnstile::EmptyChain;
+/// assert_eq!(EmptyChain.to_string(), "a chain needs at least one limiter");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmptyChain;
+
+impl fmt::Display for EmptyChain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a chain needs at least one limiter")
+    }
+}
+
+impl core::error::Error for EmptyChain {}
+
+/// A chain of limiters chosen at run time (feature `alloc`): a list of pointers to limiters —
+/// `&dyn Limiter`, `Box<dyn Limiter + Send + Sync>`, `Arc<…>` — asked in order, all or nothing,
+/// by the same rules as [`Chain`]. Each grant allocates the `Vec` its lease keeps the inner
+/// leases in.
+///
+/// ```
+/// use turnstile::*;
+///
+/// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// let b = NoopLimiter::new();
+/// let chain = DynChain::new(vec![&a as &dyn Limiter, &b]).unwrap();
+/// let lease = chain.try_acquire(1).unwrap();
+/// assert_eq!(chain.try_acquire(1).unwrap_err().reason(), Reason::Exhausted);
+/// drop(lease);
+/// assert!(chain.try_acquire(1).is_ok());
+/// assert_eq!(DynChain::<&dyn Limiter>::new(vec![]).unwrap_err(), EmptyChain);
+/// ```
+#[cfg(feature = "alloc")]
+pub struct DynChain<B> {
+    links: alloc::vec::Vec<B>,
+    closed: AtomicBool,
+}
+
+#[cfg(feature = "alloc")]
+impl<B> DynChain<B>
+where
+    B: core::ops::Deref,
+    B::Target: Limiter,
+{
+    /// A chain of `links`, asked in order; [`EmptyChain`] if there are none. The chain owns its
+    /// list: changing the caller's copy later changes nothing (as .NET clones the array).
+    pub fn new(links: alloc::vec::Vec<B>) -> Result<Self, EmptyChain> {
+        if links.is_empty() {
+            return Err(EmptyChain);
+        }
+        Ok(Self {
+            links,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The chained limiters.
+    pub fn links(&self) -> &[B] {
+        &self.links
+    }
+
+    /// Acquires `permits` from each limiter in order, without waiting; all or nothing.
+    pub fn try_acquire(
+        &self,
+        permits: u32,
+    ) -> Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection> {
+        if self.is_closed() {
+            return Err(Rejection::new(Reason::Closed));
+        }
+        let mut leases = alloc::vec::Vec::with_capacity(self.links.len());
+        for link in &self.links {
+            match link.try_acquire(permits) {
+                Ok(lease) => leases.push(lease),
+                Err(rejection) => {
+                    leases.release_in_reverse();
+                    return Err(rejection);
+                }
+            }
+        }
+        Ok(ChainLease::new(leases, permits))
+    }
+
+    /// Permits that could be acquired now: the minimum over the chain.
+    pub fn available_permits(&self) -> u64 {
+        self.statistics().available_permits
+    }
+
+    /// The chain's statistics, by the rules of [`Chain::statistics`].
+    pub fn statistics(&self) -> Statistics {
+        combine(self.links.iter().map(|l| l.statistics()))
+    }
+
+    /// `None` if any limiter is in use, else the shortest idle duration.
+    pub fn idle_duration(&self) -> Option<Duration> {
+        combine_idle(self.links.iter().map(|l| l.idle_duration()))
+    }
+
+    /// Closes the chain (not the limiters in it).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<B> fmt::Debug for DynChain<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynChain")
+            .field("links", &self.links.len())
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chains of partitioned limiters
+
+/// A chain of partitioned limiters over one resource type (.NET
+/// `PartitionedRateLimiter.CreateChained`): a tuple of 1 to 8 [`PartitionedLimiter`]s, each
+/// asked for the same resource in order, all or nothing, by the rules of [`Chain`]. It is a
+/// `PartitionedLimiter` itself.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let per_client = KeyedLimiter::fixed_window_with_clock(
+///     FixedWindowOptions::new(2, Duration::from_secs(1)), PartitionConfig::new(100), &clock).unwrap();
+/// let per_route = KeyedLimiter::fixed_window_with_clock(
+///     FixedWindowOptions::new(3, Duration::from_secs(1)), PartitionConfig::new(100), &clock).unwrap();
+/// let chain = PartitionedChain::new((per_client, per_route));
+///
+/// let _a = chain.try_acquire(&7u64, 2).unwrap();
+/// assert_eq!(chain.try_acquire(&7, 1).unwrap_err().reason(), Reason::Exhausted);
+/// let _b = chain.try_acquire(&8, 1).unwrap(); // another client, another partition
+/// assert_eq!(chain.statistics(&7).available_permits, 0);
+/// ```
+pub struct PartitionedChain<T> {
+    links: T,
+    closed: AtomicBool,
+}
+
+impl<T> PartitionedChain<T> {
+    /// A chain of the partitioned limiters in `links`, asked in tuple order.
+    pub fn new(links: T) -> Self {
+        Self {
+            links,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The chained limiters.
+    pub fn links(&self) -> &T {
+        &self.links
+    }
+
+    /// Acquires `permits` for `resource` from each limiter in order, without waiting.
+    pub fn try_acquire<R: ?Sized>(
+        &self,
+        resource: &R,
+        permits: u32,
+    ) -> Result<ChainLease<T::Leases<'_>>, Rejection>
+    where
+        T: PartitionedLinks<R>,
+    {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Rejection::new(Reason::Closed));
+        }
+        let leases = self.links.try_acquire_each(resource, permits)?;
+        Ok(ChainLease::new(leases, permits))
+    }
+
+    /// The statistics of `resource`'s partitions, folded by the chain rules.
+    pub fn statistics<R: ?Sized>(&self, resource: &R) -> Statistics
+    where
+        T: PartitionedLinks<R>,
+    {
+        self.links.statistics(resource)
+    }
+}
+
+impl<R: ?Sized, T: PartitionedLinks<R>> PartitionedLimiter<R> for PartitionedChain<T> {
+    type Lease<'a>
+        = ChainLease<T::Leases<'a>>
+    where
+        Self: 'a;
+
+    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
+        PartitionedChain::try_acquire(self, resource, permits)
+    }
+
+    fn statistics(&self, resource: &R) -> Statistics {
+        PartitionedChain::statistics(self, resource)
+    }
+
+    /// Closes the chain, not the limiters in it.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<T> fmt::Debug for PartitionedChain<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PartitionedChain")
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(a: u64, q: u64, ok: u64, ko: u64) -> Statistics {
+        Statistics {
+            available_permits: a,
+            queued_permits: q,
+            total_successful: ok,
+            total_failed: ko,
+        }
+    }
+
+    #[test]
+    fn statistics_fold_by_the_chain_rules() {
+        let folded = combine([s(5, 1, 10, 2), s(3, 2, 7, 1), s(9, 0, 4, 0)]);
+        assert_eq!(folded, s(3, 3, 4, 3));
+        assert_eq!(combine([s(1, 2, 3, 4)]), s(1, 2, 3, 4));
+        assert_eq!(
+            combine([s(0, u64::MAX, 0, u64::MAX), s(0, 1, 0, 1)]),
+            s(0, u64::MAX, 0, u64::MAX)
+        );
+    }
+
+    #[test]
+    fn idle_is_none_if_any_is_none_else_the_minimum() {
+        let sec = Duration::from_secs;
+        assert_eq!(combine_idle([Some(sec(3)), Some(sec(1))]), Some(sec(1)));
+        assert_eq!(combine_idle([Some(sec(3)), None, Some(sec(1))]), None);
+        assert_eq!(combine_idle([None]), None);
+    }
+}

@@ -1,0 +1,561 @@
+//! The fixed-capacity stores for firmware without a heap: [`FixedPartitioned`] (a full limiter
+//! per key) and [`FixedKeyedLimiter`] (a state word per key), both on a `heapless` index map
+//! behind one lock.
+//!
+//! Every call runs under the lock — the wait queues' lock: a critical section with the
+//! `critical-section` feature, a spin lock without it, a mutex with `std` — for a few list and
+//! word operations. On the single-core MCUs these are for, that is what any shared table costs.
+//! Waiting is not offered: a waiter needs its partition at a fixed address while it waits, which a
+//! table that moves entries (and cannot allocate) does not give.
+
+use core::fmt;
+use core::hash::Hash;
+use core::time::Duration;
+
+use heapless::index_map::{Entry, FnvIndexMap};
+
+use super::evict::{Idle, Marks, Policy, Table};
+use super::keyed_state::KeyedBucket;
+use super::{Factory, Partition, PartitionConfig, PartitionedLimiter};
+use crate::clock::Clock;
+use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
+use crate::limiter::Limiter;
+use crate::options::OptionsError;
+use crate::stats::Counters;
+use crate::sync::{AtomicBool, Ordering};
+use crate::wait::Lock;
+use crate::{FixedWindowOptions, TokenBucketOptions};
+
+impl<K: Hash + Eq, V, const N: usize> Table for FnvIndexMap<K, V, N> {
+    type Value = V;
+    fn len(&self) -> usize {
+        FnvIndexMap::len(self)
+    }
+    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        FnvIndexMap::retain(self, |_, v| keep(v));
+    }
+    fn for_each(&self, f: impl FnMut(&V)) {
+        self.values().for_each(f);
+    }
+}
+
+/// A map and its eviction marks, behind the lock.
+pub(crate) struct Locked<K, V, const N: usize> {
+    map: FnvIndexMap<K, V, N>,
+    marks: Marks,
+}
+
+impl<K: Hash + Eq, V, const N: usize> Locked<K, V, N> {
+    fn new(now: u64, policy: &Policy) -> Self {
+        Self {
+            map: FnvIndexMap::new(),
+            marks: Marks::new(now, policy),
+        }
+    }
+
+    /// Sweeps if anything can be past the timeout; then finds `key`, or makes room for it and
+    /// inserts what `create` makes. `None`: no room.
+    fn find_or_insert(
+        &mut self,
+        policy: &Policy,
+        cap: usize,
+        now: u64,
+        key: &K,
+        create: impl FnOnce() -> (K, V),
+        idle: impl Fn(&V) -> Idle,
+    ) -> Option<&mut V> {
+        if now >= self.marks.next_sweep {
+            policy.sweep(&mut self.map, now, &mut self.marks, &idle);
+        }
+        if !self.map.contains_key(key) {
+            if !policy.make_room(&mut self.map, cap, now, &mut self.marks, &idle) {
+                return None;
+            }
+            let (k, v) = create();
+            if let Entry::Vacant(e) = self.map.entry(k) {
+                e.insert(v).ok()?;
+            }
+        }
+        self.map.get_mut(key)
+    }
+}
+
+/// Capacity: the configured one, at most `N`.
+fn fixed_cap<const N: usize>(config: &PartitionConfig) -> usize {
+    config.capacity.clamp(1, N)
+}
+
+fn idle_of<L: Limiter>(l: &L) -> Idle {
+    match l.idle_duration() {
+        Some(d) => Idle::For(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        None => Idle::Busy(None),
+    }
+}
+
+/// A partitioned limiter with a full limiter per key in a fixed-capacity table of `N` partitions
+/// (`N` a power of two): no heap, `no_std`, for firmware.
+///
+/// The same rules as [`Partitioned`](crate::Partitioned) — partition function, creation once
+/// per key, capacity (here at most `N`) with a [`WhenFull`](crate::WhenFull) policy, lazy
+/// eviction after the idle timeout, no insertion on a capacity rejection — but every call runs
+/// under one lock, and there is no waiting. Leases of concurrency partitions remember their key
+/// ([`FixedLease`]) and give their permits back through the table; a partition whose permits are
+/// held is not idle, so it is never evicted while they are.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(1))).unwrap();
+/// // Up to 4 peers; a fifth is refused while the four are busy.
+/// let limiter: FixedPartitioned<u8, _, _, _, 4> = FixedPartitioned::new(
+///     move |peer: &u8| Partition::new(*peer, kind),
+///     PartitionConfig::default().with_when_full(WhenFull::Reject),
+///     &clock,
+/// );
+/// for peer in 0..4 {
+///     let _ = limiter.try_acquire(&peer, 1).unwrap();
+/// }
+/// assert_eq!(limiter.try_acquire(&9, 1).unwrap_err().reason(), Reason::PartitionsFull);
+/// assert_eq!(limiter.len(), 4);
+/// ```
+pub struct FixedPartitioned<K, L, P, C, const N: usize> {
+    table: Lock<Locked<K, L, N>>,
+    partitioner: P,
+    clock: C,
+    policy: Policy,
+    cap: usize,
+    closed: AtomicBool,
+}
+
+impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, N> {
+    /// A partitioned limiter of at most `N` partitions (or `config.capacity`, if smaller),
+    /// reading time from `clock`, with the partition function `partitioner`.
+    pub fn new<R: ?Sized, F>(partitioner: P, config: PartitionConfig, clock: C) -> Self
+    where
+        P: Fn(&R) -> Partition<K, F>,
+        F: Factory<K, C, Limiter = L>,
+    {
+        let policy = Policy::new(&config, 1);
+        Self {
+            table: Lock::new(Locked::new(clock.now().as_nanos(), &policy)),
+            partitioner,
+            clock,
+            policy,
+            cap: fixed_cap::<N>(&config),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Partitions stored now.
+    pub fn len(&self) -> usize {
+        self.table.with(|t| t.map.len())
+    }
+
+    /// Whether no partition is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most partitions stored at once.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<K, L, P, C, const N: usize> FixedPartitioned<K, L, P, C, N>
+where
+    K: Hash + Eq + Clone,
+    L: Limiter + Release,
+    C: Clock,
+{
+    /// Takes `permits` from `resource`'s partition now, creating the partition if it is new
+    /// (and there is room: else [`Reason::PartitionsFull`], and nothing is stored).
+    pub fn try_acquire<R: ?Sized, F>(
+        &self,
+        resource: &R,
+        permits: u32,
+    ) -> Result<FixedLease<'_, K, L, N>, Rejection>
+    where
+        P: Fn(&R) -> Partition<K, F>,
+        F: Factory<K, C, Limiter = L>,
+    {
+        let Partition { key, factory } = (self.partitioner)(resource);
+        if self.is_closed() {
+            return Err(Rejection::new(Reason::Closed));
+        }
+        let now = self.clock.now().as_nanos();
+        let granted = self.table.with(|t| {
+            let limiter = t
+                .find_or_insert(
+                    &self.policy,
+                    self.cap,
+                    now,
+                    &key,
+                    || {
+                        let l = factory.create(&key, &self.clock);
+                        (key.clone(), l)
+                    },
+                    idle_of,
+                )
+                .ok_or(Rejection::new(Reason::PartitionsFull))?;
+            let lease = limiter.try_acquire(permits)?;
+            Ok::<_, Rejection>((lease.returns_permits(), lease.forget()))
+        });
+        let (returns, permits) = granted?;
+        Ok(FixedLease {
+            table: &self.table,
+            key: returns.then_some(key),
+            permits,
+        })
+    }
+
+    /// A snapshot of `resource`'s partition's counters (a fresh partition's, not stored, if the
+    /// key has none).
+    pub fn statistics<R: ?Sized, F>(&self, resource: &R) -> Statistics
+    where
+        P: Fn(&R) -> Partition<K, F>,
+        F: Factory<K, C, Limiter = L>,
+    {
+        let Partition { key, factory } = (self.partitioner)(resource);
+        match self.table.with(|t| t.map.get(&key).map(|l| l.statistics())) {
+            Some(s) => s,
+            None => factory.create(&key, &self.clock).statistics(),
+        }
+    }
+
+    /// Evicts every partition idle for longer than the idle timeout, now.
+    pub fn evict_idle(&self) {
+        let now = self.clock.now().as_nanos();
+        self.table
+            .with(|t| self.policy.sweep(&mut t.map, now, &mut t.marks, idle_of));
+    }
+
+    /// Closes the limiter and every partition; drops the partitions. Leases already granted stay
+    /// valid (their permits have nowhere to go back to, and need not).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.table.with(|t| {
+            t.map.values().for_each(|l| l.close());
+            t.map.clear();
+        });
+    }
+}
+
+impl<R, K, L, P, F, C, const N: usize> PartitionedLimiter<R> for FixedPartitioned<K, L, P, C, N>
+where
+    R: ?Sized,
+    P: Fn(&R) -> Partition<K, F>,
+    F: Factory<K, C, Limiter = L>,
+    K: Hash + Eq + Clone,
+    L: Limiter + Release,
+    C: Clock,
+{
+    type Lease<'a>
+        = FixedLease<'a, K, L, N>
+    where
+        Self: 'a;
+
+    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
+        FixedPartitioned::try_acquire(self, resource, permits)
+    }
+
+    fn statistics(&self, resource: &R) -> Statistics {
+        FixedPartitioned::statistics(self, resource)
+    }
+
+    fn close(&self) {
+        FixedPartitioned::close(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        FixedPartitioned::is_closed(self)
+    }
+}
+
+impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedPartitioned")
+            .field("capacity", &self.cap)
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lease of a [`FixedPartitioned`] limiter: when it holds permits to give back (a
+/// concurrency partition), it holds its key, and returns them to the key's partition when
+/// dropped.
+///
+/// ```
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+/// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::default(), &clock);
+/// let lease = limiter.try_acquire(&3, 2).unwrap();
+/// assert_eq!((lease.permits(), lease.returns_permits()), (2, true));
+/// drop(lease); // back to peer 3's partition, through the table
+/// assert_eq!(limiter.statistics(&3).available_permits, 2);
+/// ```
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct FixedLease<'a, K: Hash + Eq, L: Release, const N: usize> {
+    table: &'a Lock<Locked<K, L, N>>,
+    key: Option<K>,
+    permits: u32,
+}
+
+impl<K: Hash + Eq, L: Release, const N: usize> FixedLease<'_, K, L, N> {
+    /// The number of permits this lease holds.
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Whether dropping this lease returns permits to its partition.
+    pub const fn returns_permits(&self) -> bool {
+        self.key.is_some()
+    }
+}
+
+impl<K: Hash + Eq, L: Release, const N: usize> Drop for FixedLease<'_, K, L, N> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let n = self.permits;
+            self.table.with(|t| {
+                if let Some(l) = t.map.get(&key) {
+                    l.release(n);
+                }
+            });
+        }
+    }
+}
+
+impl<K: Hash + Eq, L: Release, const N: usize> fmt::Debug for FixedLease<'_, K, L, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedLease")
+            .field("permits", &self.permits)
+            .field("returns_permits", &self.returns_permits())
+            .finish()
+    }
+}
+
+/// A token bucket or fixed window per key in a fixed-capacity table of `N` keys (`N` a power of
+/// two): the compact keyed form without a heap — per key, the key and a 16-byte word (plus the
+/// table's 4-byte index and 2-byte hash).
+///
+/// The rules of [`KeyedLimiter`](crate::KeyedLimiter) (a key behaves as its own token bucket or
+/// fixed window; periods count from this limiter's creation; a new key's bucket is full; idle
+/// keys are evicted lazily, which changes no decision), with every call under one lock.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+/// let limiter: FixedKeyedLimiter<u16, _, 64> =
+///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::default(), &clock).unwrap();
+/// let _ = limiter.try_acquire(&0x42, 2).unwrap();
+/// let r = limiter.try_acquire(&0x42, 1).unwrap_err();
+/// assert_eq!(r.retry_after(), Some(Duration::from_millis(100)));
+/// assert_eq!(limiter.statistics(&0x43).available_permits, 2);
+/// ```
+pub struct FixedKeyedLimiter<K, C, const N: usize> {
+    table: Lock<Locked<K, u128, N>>,
+    bucket: KeyedBucket,
+    clock: C,
+    policy: Policy,
+    cap: usize,
+    closed: AtomicBool,
+    counters: Counters,
+}
+
+impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
+    /// A token bucket per key, reading time from `clock`.
+    pub fn token_bucket(
+        options: TokenBucketOptions,
+        config: PartitionConfig,
+        clock: C,
+    ) -> Result<Self, OptionsError> {
+        let bucket = KeyedBucket::token_bucket(&options, clock.now())?;
+        Ok(Self::build(bucket, config, clock))
+    }
+
+    /// A fixed window per key, reading time from `clock`.
+    pub fn fixed_window(
+        options: FixedWindowOptions,
+        config: PartitionConfig,
+        clock: C,
+    ) -> Result<Self, OptionsError> {
+        let bucket = KeyedBucket::fixed_window(&options, clock.now())?;
+        Ok(Self::build(bucket, config, clock))
+    }
+
+    fn build(bucket: KeyedBucket, config: PartitionConfig, clock: C) -> Self {
+        let policy = Policy::new(&config, 1);
+        Self {
+            table: Lock::new(Locked::new(clock.now().as_nanos(), &policy)),
+            bucket,
+            clock,
+            policy,
+            cap: fixed_cap::<N>(&config),
+            closed: AtomicBool::new(false),
+            counters: Counters::new(),
+        }
+    }
+
+    /// The most permits one request can take (the token limit, or permits per window).
+    pub fn limit(&self) -> u32 {
+        self.bucket.limit()
+    }
+
+    /// The replenishment period, or the window.
+    pub fn period(&self) -> Duration {
+        self.bucket.period()
+    }
+
+    /// Takes `permits` from `key`'s bucket now. A new key is stored (cloned) when it takes
+    /// permits, if there is room: else [`Reason::PartitionsFull`], and nothing is stored.
+    pub fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection>
+    where
+        K: Clone,
+    {
+        let result = self.decide(key, permits);
+        self.counters
+            .count(result)
+            .map(|()| Lease::unreleased(permits))
+    }
+
+    fn decide(&self, key: &K, permits: u32) -> Result<(), Rejection>
+    where
+        K: Clone,
+    {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Rejection::new(Reason::Closed));
+        }
+        self.bucket.check(permits)?;
+        let now = self.clock.now();
+        let b = &self.bucket;
+        self.table.with(|t| {
+            if permits == 0 && !t.map.contains_key(key) {
+                return Ok(()); // a fresh bucket is full
+            }
+            let idle = |w: &u128| b.idle(*w, now);
+            let word = t
+                .find_or_insert(
+                    &self.policy,
+                    self.cap,
+                    now.as_nanos(),
+                    key,
+                    || (key.clone(), b.fresh()),
+                    idle,
+                )
+                .ok_or(Rejection::new(Reason::PartitionsFull))?;
+            b.take_plain(word, now, permits)
+        })
+    }
+
+    /// `key`'s available tokens (the limit if it is not stored) and the limiter's totals over
+    /// all keys, as [`KeyedLimiter::statistics`](crate::KeyedLimiter).
+    pub fn statistics(&self, key: &K) -> Statistics {
+        let now = self.clock.now();
+        let available = self
+            .table
+            .with(|t| t.map.get(key).map(|w| self.bucket.available(*w, now)))
+            .unwrap_or(u64::from(self.bucket.limit()));
+        Statistics {
+            available_permits: available,
+            queued_permits: 0,
+            total_successful: self.counters.successful(),
+            total_failed: self.counters.failed(),
+        }
+    }
+
+    /// How long `key`'s bucket has been full; `None` while it is not, and for a key not stored.
+    pub fn idle_duration(&self, key: &K) -> Option<Duration> {
+        let now = self.clock.now();
+        self.table
+            .with(|t| t.map.get(key).map(|w| self.bucket.idle_duration(*w, now)))
+            .flatten()
+    }
+
+    /// Keys stored now.
+    pub fn len(&self) -> usize {
+        self.table.with(|t| t.map.len())
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys stored at once.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Evicts every key idle for longer than the idle timeout, now.
+    pub fn evict_idle(&self) {
+        let now = self.clock.now();
+        let b = &self.bucket;
+        self.table.with(|t| {
+            self.policy
+                .sweep(&mut t.map, now.as_nanos(), &mut t.marks, |w| {
+                    b.idle(*w, now)
+                })
+        });
+    }
+
+    /// Closes the limiter (later requests: [`Reason::Closed`]) and drops the stored keys.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.table.with(|t| t.map.clear());
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<K, C, const N: usize> PartitionedLimiter<K> for FixedKeyedLimiter<K, C, N>
+where
+    K: Hash + Eq + Clone,
+    C: Clock,
+{
+    type Lease<'a>
+        = Lease<'static>
+    where
+        Self: 'a;
+
+    fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
+        FixedKeyedLimiter::try_acquire(self, key, permits)
+    }
+
+    fn statistics(&self, key: &K) -> Statistics {
+        FixedKeyedLimiter::statistics(self, key)
+    }
+
+    fn close(&self) {
+        FixedKeyedLimiter::close(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        FixedKeyedLimiter::is_closed(self)
+    }
+}
+
+impl<K, C, const N: usize> fmt::Debug for FixedKeyedLimiter<K, C, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedKeyedLimiter")
+            .field("capacity", &self.cap)
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,510 @@
+//! [`KeyedLimiter`]: the compact keyed token bucket / fixed window (feature `std`).
+
+use core::cell::Cell;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use core::marker::PhantomData;
+use core::time::Duration;
+use std::hash::RandomState;
+
+use crossbeam_utils::CachePadded;
+
+use super::evict::{self, Idle, Marks, Policy};
+use super::keyed_state::KeyedBucket;
+use super::table::{self, fingerprint, Table};
+use super::tally::Tally;
+use super::{PartitionConfig, PartitionedLimiter};
+use crate::clock::{Clock, Instant, StdClock};
+use crate::lease::{Lease, Reason, Rejection, Statistics};
+use crate::options::OptionsError;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::wait::Lock;
+use crate::{FixedWindowOptions, TokenBucketOptions};
+
+/// One shard: a fixed table, its share of the capacity, and the lock its writers take.
+struct Shard {
+    table: Table,
+    cap: usize,
+    meta: Lock<Meta>,
+    /// A copy of `meta.marks.next_sweep`, read without the lock.
+    next_sweep: AtomicU64,
+    rejected_full: AtomicU64,
+}
+
+/// What the shard's writers keep under its lock.
+struct Meta {
+    len: usize,
+    marks: Marks,
+}
+
+/// The table as eviction sees it, under the lock.
+struct View<'a> {
+    table: &'a Table,
+    len: &'a mut usize,
+}
+
+impl evict::Table for View<'_> {
+    type Value = u128;
+    fn len(&self) -> usize {
+        *self.len
+    }
+    fn retain(&mut self, mut keep: impl FnMut(&u128) -> bool) {
+        let mut gone = Vec::new();
+        self.table.for_each(|w| {
+            if !keep(&w) {
+                gone.push(w);
+            }
+        });
+        for w in gone {
+            // Only if the word is still the one judged: a request that changed it meanwhile
+            // made the key busy again, and it stays.
+            if self.table.remove(w) {
+                *self.len -= 1;
+            }
+        }
+    }
+    fn for_each(&self, mut f: impl FnMut(&u128)) {
+        self.table.for_each(|w| f(&w));
+    }
+}
+
+/// A token bucket or a fixed window per key, for millions of keys: the hot-path form of a
+/// partitioned limiter (feature `std`).
+///
+/// Each key behaves exactly as its own [`TokenBucketLimiter`](crate::TokenBucketLimiter) (or
+/// [`FixedWindowLimiter`](crate::FixedWindowLimiter)) would, had it been created with this
+/// limiter and left idle until the key's first request. Options, the time scale (periods and
+/// windows count from this limiter's creation, for every key), the clock and the counters are
+/// shared; per key there is only a 64-bit state — the token-time at which its bucket is full,
+/// an exact folding of the bucket's tokens and tick — and the key's fingerprint.
+///
+/// - **Memory**: 16 bytes per slot (fingerprint and state in one atomic word, whatever the key
+///   type), `4/3 × capacity` slots, allocated once at construction: about 21 bytes per key of
+///   capacity, never more, under any flood of keys.
+/// - **Time**: one hash, a lock-free probe (usually one cache line) and one compare-and-swap
+///   per decision; storing a new key takes its shard's lock.
+/// - **Keys are fingerprints**: a key is stored as a 62-bit keyed hash of it (SipHash with
+///   random keys by default), so keys need only `Hash` — no `Clone`, no `Eq`, `str` works as
+///   it is. Two keys with the same fingerprint share one bucket (for a million keys, odds of
+///   about 1 in 10^7 that any two do; sharing only limits more). Keep a keyed hasher if clients
+///   choose their keys.
+/// - A new key's bucket is full, so the first request of a key is granted (up to the limit); a
+///   probe (`try_acquire(key, 0)`) of an unknown key is granted without storing it.
+/// - Idle keys (full buckets) are evicted after the idle timeout, lazily; since a full bucket is
+///   what a new key gets, evicting one never changes a decision.
+/// - Rates up to one token per 2 ns per key (5e8 a second): the state's token-time must not
+///   overflow in the 584 years a nanosecond clock spans. Faster rates are refused with
+///   [`OptionsError::RateTooHigh`].
+/// - Not here: waiting (no queue: the options' queue settings are ignored) and per-key counters
+///   ([`statistics`](Self::statistics) gives the key's tokens and the limiter's totals). Use
+///   [`Partitioned`](crate::Partitioned) for those.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let opts = TokenBucketOptions::new(5, 1, Duration::from_secs(1));
+/// let per_ip = KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000_000), &clock).unwrap();
+///
+/// let ip: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+/// let _ = per_ip.try_acquire(&ip, 5).unwrap();
+/// let r = per_ip.try_acquire(&ip, 2).unwrap_err();
+/// assert_eq!(r.retry_after(), Some(Duration::from_secs(2)));
+/// assert!(per_ip.try_acquire(&"192.0.2.8".parse().unwrap(), 1).is_ok());
+/// assert_eq!(per_ip.len(), 2);
+/// clock.advance(Duration::from_secs(1));
+/// assert_eq!(per_ip.statistics(&ip).available_permits, 1);
+///
+/// // Unsized keys work as they are.
+/// let per_user: KeyedLimiter<str, _> =
+///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
+/// assert!(per_user.try_acquire("alice", 1).is_ok());
+/// ```
+pub struct KeyedLimiter<K: ?Sized, C = StdClock, S = RandomState> {
+    shards: Box<[CachePadded<Shard>]>,
+    bucket: KeyedBucket,
+    clock: C,
+    hasher: S,
+    policy: Policy,
+    /// The latest tick any decision has seen: no decision reads time before it.
+    max_tick: CachePadded<AtomicU64>,
+    tally: Tally,
+    closed: AtomicBool,
+    _key: PhantomData<fn(&K)>,
+}
+
+impl<K: ?Sized> KeyedLimiter<K> {
+    /// A token bucket per key, on the system clock.
+    pub fn token_bucket(
+        options: TokenBucketOptions,
+        config: PartitionConfig,
+    ) -> Result<Self, OptionsError> {
+        Self::token_bucket_with_clock(options, config, StdClock)
+    }
+
+    /// A fixed window per key, on the system clock.
+    pub fn fixed_window(
+        options: FixedWindowOptions,
+        config: PartitionConfig,
+    ) -> Result<Self, OptionsError> {
+        Self::fixed_window_with_clock(options, config, StdClock)
+    }
+}
+
+impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
+    /// A token bucket per key, reading time from `clock`.
+    pub fn token_bucket_with_clock(
+        options: TokenBucketOptions,
+        config: PartitionConfig,
+        clock: C,
+    ) -> Result<Self, OptionsError> {
+        Self::with_hasher_token_bucket(options, config, clock, RandomState::new())
+    }
+
+    /// A fixed window per key, reading time from `clock`.
+    pub fn fixed_window_with_clock(
+        options: FixedWindowOptions,
+        config: PartitionConfig,
+        clock: C,
+    ) -> Result<Self, OptionsError> {
+        Self::with_hasher_fixed_window(options, config, clock, RandomState::new())
+    }
+}
+
+impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
+    /// A token bucket per key, reading time from `clock` and fingerprinting keys with `hasher`.
+    pub fn with_hasher_token_bucket(
+        options: TokenBucketOptions,
+        config: PartitionConfig,
+        clock: C,
+        hasher: S,
+    ) -> Result<Self, OptionsError> {
+        let bucket = KeyedBucket::token_bucket(&options, clock.now())?;
+        Self::build(bucket, config, clock, hasher)
+    }
+
+    /// A fixed window per key, reading time from `clock` and fingerprinting keys with `hasher`.
+    pub fn with_hasher_fixed_window(
+        options: FixedWindowOptions,
+        config: PartitionConfig,
+        clock: C,
+        hasher: S,
+    ) -> Result<Self, OptionsError> {
+        let bucket = KeyedBucket::fixed_window(&options, clock.now())?;
+        Self::build(bucket, config, clock, hasher)
+    }
+
+    fn build(
+        bucket: KeyedBucket,
+        config: PartitionConfig,
+        clock: C,
+        hasher: S,
+    ) -> Result<Self, OptionsError> {
+        if !bucket.fits_64() {
+            return Err(OptionsError::RateTooHigh);
+        }
+        let capacity = config.capacity.max(1);
+        let n = if config.shards == 0 {
+            (capacity / 4096).clamp(1, 64)
+        } else {
+            config.shards.clamp(1, 64)
+        };
+        let cap = capacity.div_ceil(n);
+        let policy = Policy::new(&config, (cap / 16).max(1));
+        let marks = Marks::new(clock.now().as_nanos(), &policy);
+        let shards = (0..n)
+            .map(|_| {
+                CachePadded::new(Shard {
+                    // At most 3/4 full: short probes, and always an empty slot to end them.
+                    table: Table::new(cap + cap / 3 + 1),
+                    cap,
+                    meta: Lock::new(Meta { len: 0, marks }),
+                    next_sweep: AtomicU64::new(marks.next_sweep),
+                    rejected_full: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        Ok(Self {
+            shards,
+            bucket,
+            clock,
+            hasher,
+            policy,
+            max_tick: CachePadded::new(AtomicU64::new(0)),
+            tally: Tally::new(),
+            closed: AtomicBool::new(false),
+            _key: PhantomData,
+        })
+    }
+
+    /// The most permits one request can take (the token limit, or permits per window).
+    pub fn limit(&self) -> u32 {
+        self.bucket.limit()
+    }
+
+    /// The replenishment period, or the window.
+    pub fn period(&self) -> Duration {
+        self.bucket.period()
+    }
+
+    /// Keys stored now.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.meta.with(|m| m.len)).sum()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys stored at once (the configured capacity, rounded up per shard).
+    pub fn capacity(&self) -> usize {
+        self.shards.iter().map(|s| s.cap).sum()
+    }
+
+    /// Bytes the limiter allocated for its tables: fixed at construction.
+    pub fn table_bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.table.len() * 16).sum()
+    }
+
+    /// Requests refused with [`Reason::PartitionsFull`] so far.
+    pub fn rejected_for_capacity(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.rejected_full.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Closes the limiter: later requests are rejected with [`Reason::Closed`]; the stored keys
+    /// are dropped.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for s in self.shards.iter() {
+            s.meta.with(|m| {
+                s.table.clear();
+                m.len = 0;
+            });
+        }
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Evicts every key idle for longer than the idle timeout, now (calls do it lazily).
+    pub fn evict_idle(&self) {
+        let now = self.clock.now();
+        for s in self.shards.iter() {
+            self.sweep(s, now);
+        }
+    }
+
+    /// The tick of `now` and the nanoseconds into it, published for later decisions (no
+    /// decision reads time before the latest tick any decision has seen).
+    #[inline]
+    fn tick(&self, now: Instant) -> (u64, u64) {
+        let (k, into) = self.bucket.tick_into(now);
+        if k > self.max_tick.load(Ordering::Relaxed) {
+            self.max_tick.fetch_max(k, Ordering::AcqRel);
+        }
+        (k, into)
+    }
+
+    /// `(k, into)`, moved up to the latest tick any decision has seen: a reading behind it
+    /// counts as no time passing (the tick just started).
+    #[inline]
+    fn at_least_latest(&self, (k, into): (u64, u64)) -> (u64, u64) {
+        let floor = self.max_tick.load(Ordering::Relaxed);
+        if k >= floor {
+            (k, into)
+        } else {
+            (floor, 0)
+        }
+    }
+
+    fn idle_fn(&self, now: Instant) -> impl Fn(&u128) -> Idle + '_ {
+        let k = self
+            .bucket
+            .tick(now)
+            .max(self.max_tick.load(Ordering::Acquire));
+        move |w: &u128| self.bucket.v_idle(table::state(*w), k, now)
+    }
+
+    fn sweep(&self, s: &Shard, now: Instant) {
+        s.meta.with(|m| {
+            let mut view = View {
+                table: &s.table,
+                len: &mut m.len,
+            };
+            self.policy
+                .sweep(&mut view, now.as_nanos(), &mut m.marks, self.idle_fn(now));
+            s.next_sweep.store(m.marks.next_sweep, Ordering::Relaxed);
+        });
+    }
+
+    #[inline]
+    fn shard(&self, fp: u64) -> &Shard {
+        let i = (u128::from(fp.rotate_left(31)) * self.shards.len() as u128) >> 64;
+        &self.shards[i as usize]
+    }
+
+    /// One decision for the key of fingerprint `fp`.
+    #[inline]
+    fn decide(&self, fp: u64, permits: u32) -> Result<(), Rejection> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Rejection::new(Reason::Closed));
+        }
+        self.bucket.check(permits)?;
+        let now = self.clock.now();
+        let at = self.tick(now);
+        let shard = self.shard(fp);
+        if now.as_nanos() >= shard.next_sweep.load(Ordering::Relaxed) {
+            self.sweep(shard, now);
+        }
+        let seen = Cell::new((0, 0, 0));
+        let take = |v: u64| {
+            // Read after the state: never before the tick of the decision that wrote it.
+            let (k, into) = self.at_least_latest(at);
+            seen.set((v, k, into));
+            self.bucket.v_take(v, k, permits)
+        };
+        let done = match shard.table.update(fp, &take) {
+            Some(done) => done,
+            None if permits == 0 => return Ok(()), // a fresh bucket is full: nothing to store
+            None => self.insert(shard, fp, now, &take)?,
+        };
+        done.map_err(|()| {
+            let (v, k, into) = seen.get();
+            self.bucket.v_rejection(v, k, into, permits)
+        })
+    }
+
+    /// The slow path: stores `fp` (under its shard's lock, if there is room), then `take`s.
+    #[cold]
+    fn insert(
+        &self,
+        shard: &Shard,
+        fp: u64,
+        now: Instant,
+        take: &impl Fn(u64) -> Result<u64, ()>,
+    ) -> Result<Result<(), ()>, Rejection> {
+        shard.meta.with(|m| {
+            if shard.table.position(fp).is_none() {
+                let mut view = View {
+                    table: &shard.table,
+                    len: &mut m.len,
+                };
+                let room = self.policy.make_room(
+                    &mut view,
+                    shard.cap,
+                    now.as_nanos(),
+                    &mut m.marks,
+                    self.idle_fn(now),
+                );
+                shard
+                    .next_sweep
+                    .store(m.marks.next_sweep, Ordering::Relaxed);
+                if !room {
+                    shard.rejected_full.fetch_add(1, Ordering::Relaxed);
+                    return Err(Rejection::new(Reason::PartitionsFull));
+                }
+                shard.table.insert(fp, 0); // a full bucket
+                m.len += 1;
+            }
+            // Readers may race this update, but nothing can remove the key: we hold the lock.
+            Ok(shard.table.update(fp, take).unwrap_or(Err(())))
+        })
+    }
+}
+
+impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
+    #[inline]
+    fn fingerprint(&self, key: &K) -> u64 {
+        fingerprint(self.hasher.hash_one(key))
+    }
+
+    /// Takes `permits` from `key`'s bucket now. A new key is stored when it takes permits, if
+    /// there is room: else [`Reason::PartitionsFull`], and nothing is stored.
+    #[inline]
+    pub fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
+        let result = self.decide(self.fingerprint(key), permits);
+        self.tally
+            .count(result)
+            .map(|()| Lease::unreleased(permits))
+    }
+
+    /// `key`'s available tokens (the limit, if the key is not stored), and the limiter's totals:
+    /// requests granted and refused over all keys. Nothing is queued: `queued_permits` is 0.
+    pub fn statistics(&self, key: &K) -> Statistics {
+        let fp = self.fingerprint(key);
+        let now = self.clock.now();
+        let k = self
+            .bucket
+            .tick(now)
+            .max(self.max_tick.load(Ordering::Acquire));
+        let available = match self.shard(fp).table.read(fp) {
+            Some(v) => self.bucket.v_available(v, k),
+            None => u64::from(self.bucket.limit()),
+        };
+        let (ok, ko) = self.tally.totals();
+        Statistics {
+            available_permits: available,
+            queued_permits: 0,
+            total_successful: ok,
+            total_failed: ko,
+        }
+    }
+
+    /// How long `key`'s bucket has been full; `None` while it is not full, and for a key not
+    /// stored (which has no history: it would get a full bucket).
+    pub fn idle_duration(&self, key: &K) -> Option<Duration> {
+        let fp = self.fingerprint(key);
+        let now = self.clock.now();
+        let v = self.shard(fp).table.read(fp)?;
+        match self.idle_fn(now)(&table::word(fp, v)) {
+            Idle::For(ns) => Some(Duration::from_nanos(ns)),
+            Idle::Busy(_) => None,
+        }
+    }
+}
+
+impl<K, C, S> PartitionedLimiter<K> for KeyedLimiter<K, C, S>
+where
+    K: Hash + ?Sized,
+    C: Clock,
+    S: BuildHasher,
+{
+    type Lease<'a>
+        = Lease<'static>
+    where
+        Self: 'a;
+
+    fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
+        KeyedLimiter::try_acquire(self, key, permits)
+    }
+
+    fn statistics(&self, key: &K) -> Statistics {
+        KeyedLimiter::statistics(self, key)
+    }
+
+    fn close(&self) {
+        KeyedLimiter::close(self)
+    }
+
+    fn is_closed(&self) -> bool {
+        KeyedLimiter::is_closed(self)
+    }
+}
+
+impl<K: ?Sized, C: Clock, S> fmt::Debug for KeyedLimiter<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("limit", &self.limit())
+            .field("period", &self.period())
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,285 @@
+//! The compact keyed form's rules: a token bucket or fixed window whose per-key state is only the
+//! bucket's 128-bit word (`crate::bucket::state`), with the refill, the time scale and the clock
+//! shared by all keys.
+//!
+//! The per-key word is exactly a [`TokenBucketLimiter`](crate::TokenBucketLimiter)'s, and the
+//! transitions are the same pure functions, so a key behaves as a token bucket (or fixed window)
+//! of its own created with the keyed limiter and idle until the key's first request. A fresh word
+//! is a full bucket; an idle word is a full bucket too, which is why evicting it changes nothing.
+//!
+//! Two forms of the per-key state: the bucket's 128-bit word (for [`FixedKeyedLimiter`], whose
+//! table sits behind a lock), and a 64-bit folding of it (for [`KeyedLimiter`], whose slots hold
+//! a fingerprint and the state in one 128-bit atomic word).
+//!
+//! [`FixedKeyedLimiter`]: crate::FixedKeyedLimiter
+//! [`KeyedLimiter`]: crate::KeyedLimiter
+
+use core::time::Duration;
+
+use crate::bucket::state::{Bucket, Denied, Refill};
+use crate::clock::Instant;
+use crate::lease::{Reason, Rejection};
+use crate::options::OptionsError;
+use crate::ticks::Ticker;
+use crate::{FixedWindowOptions, TokenBucketOptions};
+
+use super::evict::Idle;
+
+/// The shared part of a keyed bucket: refill and time scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyedBucket {
+    refill: Refill,
+    ticker: Ticker,
+}
+
+impl KeyedBucket {
+    pub(crate) fn token_bucket(o: &TokenBucketOptions, now: Instant) -> Result<Self, OptionsError> {
+        let period = o.validate()?;
+        Ok(Self {
+            refill: Refill {
+                limit: o.token_limit,
+                per_tick: o.tokens_per_period,
+            },
+            ticker: Ticker::new(now, period),
+        })
+    }
+
+    pub(crate) fn fixed_window(o: &FixedWindowOptions, now: Instant) -> Result<Self, OptionsError> {
+        let window = o.validate()?;
+        Ok(Self {
+            refill: Refill {
+                limit: o.permit_limit,
+                per_tick: o.permit_limit,
+            },
+            ticker: Ticker::new(now, window),
+        })
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.refill.limit
+    }
+
+    /// The period (token bucket) or window (fixed window).
+    pub(crate) fn period(&self) -> Duration {
+        Duration::from_nanos(self.ticker.period_ns())
+    }
+
+    /// A new key's word: a full bucket.
+    pub(crate) fn fresh(&self) -> u128 {
+        Bucket::full(self.refill.limit).pack()
+    }
+
+    /// Checks what needs no state: a request larger than the limit.
+    #[inline]
+    pub(crate) fn check(&self, n: u32) -> Result<(), Rejection> {
+        if n > self.refill.limit {
+            Err(Rejection::new(Reason::ExceedsLimit))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Takes `n` tokens from a plain word (the caller holds a lock).
+    #[inline]
+    pub(crate) fn take_plain(
+        &self,
+        word: &mut u128,
+        now: Instant,
+        n: u32,
+    ) -> Result<(), Rejection> {
+        let (k, into) = self.ticker.tick(now);
+        match Bucket::unpack(*word).try_take(k, n, self.refill, true) {
+            Ok(b) => {
+                *word = b.pack();
+                Ok(())
+            }
+            Err(Denied::Closed) | Err(Denied::Exhausted { .. }) => {
+                Err(self.rejection(*word, k, into, n))
+            }
+        }
+    }
+
+    /// The rejection of `n` tokens from word `w` at tick `k`, `into` ns into it: the wait until
+    /// the bucket holds them (as `TokenBucketLimiter` computes it, with no queue ahead).
+    fn rejection(&self, w: u128, k: u64, into: u64, n: u32) -> Rejection {
+        let b = Bucket::unpack(w).at(k, self.refill);
+        let missing = u64::from(n.max(1))
+            .saturating_sub(u64::from(b.tokens))
+            .max(1);
+        let ticks = Bucket::ticks_to_gain(missing, self.refill).saturating_add(b.tick.max(k) - k);
+        let wait = self.ticker.wait_for(ticks, into);
+        Rejection::with_retry_after(Reason::Exhausted, wait.max(Duration::from_nanos(1)))
+    }
+
+    /// Tokens in word `w` at `now`.
+    pub(crate) fn available(&self, w: u128, now: Instant) -> u64 {
+        let (k, _) = self.ticker.tick(now);
+        u64::from(Bucket::unpack(w).at(k, self.refill).tokens)
+    }
+
+    /// How idle word `w` is at `now`: full since the start of the tick it filled at, or busy
+    /// until then.
+    pub(crate) fn idle(&self, w: u128, now: Instant) -> Idle {
+        let full_at = Bucket::unpack(w).full_at(self.refill);
+        let (k, _) = self.ticker.tick(now);
+        let start = self.ticker.start_of(full_at);
+        if full_at <= k {
+            Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
+        } else {
+            Idle::Busy(Some(start.as_nanos()))
+        }
+    }
+
+    /// `idle` as an idle duration.
+    pub(crate) fn idle_duration(&self, w: u128, now: Instant) -> Option<Duration> {
+        match self.idle(w, now) {
+            Idle::For(ns) => Some(Duration::from_nanos(ns)),
+            Idle::Busy(_) => None,
+        }
+    }
+}
+
+/// The 64-bit form, used by [`KeyedLimiter`](crate::KeyedLimiter) (feature `std`).
+#[cfg(feature = "std")]
+impl KeyedBucket {
+    /// Whether this bucket's state fits the 64-bit form of [`KeyedLimiter`](crate::KeyedLimiter):
+    /// fewer than one token per 2 ns (5e8 a second), so that token-time (`tick × per_tick`)
+    /// stays below 2^63 for the 584 years a nanosecond clock spans.
+    pub(crate) fn fits_64(&self) -> bool {
+        2 * u128::from(self.refill.per_tick) < u128::from(self.ticker.period_ns())
+    }
+
+    /// The tick `now` falls in and the nanoseconds into it.
+    #[inline]
+    pub(crate) fn tick_into(&self, now: Instant) -> (u64, u64) {
+        self.ticker.tick(now)
+    }
+
+    /// The tick of `now`.
+    #[inline]
+    pub(crate) fn tick(&self, now: Instant) -> u64 {
+        self.ticker.tick(now).0
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The 64-bit form: `v`, the token-time at which the bucket is full.
+    //
+    // Token-time runs at `per_tick` per tick: tick `k` starts at token-time `k × per_tick`. A
+    // bucket full at token-time `v` holds `limit - max(0, v - k × per_tick)` tokens during tick
+    // `k`; taking `n` makes it full `n` later: `max(v, k × per_tick) + n`. This is exactly the
+    // 128-bit word's rule (tokens refilled `per_tick` at each tick start, capped at the limit),
+    // folded into one number. A fresh bucket is `v = 0`: full since the limiter's creation.
+
+    #[inline]
+    fn token_time(&self, k: u64) -> u64 {
+        // < 2^62 when `fits_64` (checked at construction).
+        k.saturating_mul(u64::from(self.refill.per_tick))
+    }
+
+    #[inline]
+    fn v_tokens(&self, v: u64, k: u64) -> u32 {
+        let deficit = v.saturating_sub(self.token_time(k));
+        self.refill.limit - deficit.min(u64::from(self.refill.limit)) as u32
+    }
+
+    /// Takes `n` at tick `k`: the new `v`, or `Err(())` if the tokens are short (a probe,
+    /// `n == 0`, succeeds on any token and changes nothing).
+    #[inline]
+    pub(crate) fn v_take(&self, v: u64, k: u64, n: u32) -> Result<u64, ()> {
+        let tokens = self.v_tokens(v, k);
+        if n == 0 {
+            return if tokens > 0 { Ok(v) } else { Err(()) };
+        }
+        if tokens < n {
+            return Err(());
+        }
+        Ok(v.max(self.token_time(k)) + u64::from(n))
+    }
+
+    /// The rejection of `n` at tick `k` (`into` ns into it) from state `v`.
+    pub(crate) fn v_rejection(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
+        let tokens = self.v_tokens(v, k);
+        let missing = u64::from(n.max(1)).saturating_sub(u64::from(tokens)).max(1);
+        let wait = self
+            .ticker
+            .wait_for(Bucket::ticks_to_gain(missing, self.refill), into);
+        Rejection::with_retry_after(Reason::Exhausted, wait.max(Duration::from_nanos(1)))
+    }
+
+    /// Tokens in state `v` at tick `k`.
+    pub(crate) fn v_available(&self, v: u64, k: u64) -> u64 {
+        u64::from(self.v_tokens(v, k))
+    }
+
+    /// How idle state `v` is at `now` (tick `k`): full since the start of tick `ceil(v /
+    /// per_tick)`, or busy until then.
+    pub(crate) fn v_idle(&self, v: u64, k: u64, now: Instant) -> Idle {
+        let full_at = v.div_ceil(u64::from(self.refill.per_tick));
+        let start = self.ticker.start_of(full_at);
+        if full_at <= k {
+            Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
+        } else {
+            Idle::Busy(Some(start.as_nanos()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_behaves_as_a_token_bucket() {
+        let o = TokenBucketOptions::new(3, 1, Duration::from_secs(1));
+        let kb = KeyedBucket::token_bucket(&o, Instant::ZERO).unwrap();
+        let mut w = kb.fresh();
+        let t = |s: u64| Instant::from_nanos(s * 1_000_000_000);
+        kb.take_plain(&mut w, t(0), 3).unwrap();
+        let r = kb.take_plain(&mut w, t(0), 2).unwrap_err();
+        assert_eq!(r.retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(kb.available(w, t(1)), 1);
+        assert_eq!(kb.idle(w, t(2)), Idle::Busy(Some(3_000_000_000)));
+        assert_eq!(kb.idle(w, t(5)), Idle::For(2_000_000_000));
+        assert_eq!(kb.check(4).unwrap_err().reason(), Reason::ExceedsLimit);
+    }
+
+    /// The 64-bit form decides exactly as the 128-bit word, over random operations.
+    #[test]
+    fn the_64_bit_form_matches_the_word() {
+        for (limit, per, period) in [
+            (5u32, 2u32, 10u64),
+            (1, 1, 3),
+            (10, 3, 7),
+            (7, 3, 100),
+            (4, 4, 9),
+        ] {
+            let o = TokenBucketOptions::new(limit, per, Duration::from_nanos(period));
+            let kb = KeyedBucket::token_bucket(&o, Instant::ZERO).unwrap();
+            assert!(kb.fits_64());
+            let (mut w, mut v, mut now) = (kb.fresh(), 0u64, 0u64);
+            let mut x = 0x1234_5678u64;
+            for _ in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                now += x % (3 * period);
+                let n = (x >> 20) as u32 % (limit + 1);
+                let t = Instant::from_nanos(now);
+                let k = kb.tick(t);
+                let (_, into) = kb.ticker.tick(t);
+                let a = kb.take_plain(&mut w, t, n);
+                let b = kb
+                    .v_take(v, k, n)
+                    .map(|nv| v = nv)
+                    .map_err(|()| kb.v_rejection(v, k, into, n));
+                assert_eq!(a, b, "limit {limit} per {per} n {n} at {now}");
+                assert_eq!(kb.available(w, t), kb.v_available(v, k));
+                assert_eq!(kb.idle(w, t), kb.v_idle(v, k, t));
+            }
+        }
+        let fast = TokenBucketOptions::new(10, 5, Duration::from_nanos(10));
+        assert!(!KeyedBucket::token_bucket(&fast, Instant::ZERO)
+            .unwrap()
+            .fits_64());
+    }
+}

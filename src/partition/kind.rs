@@ -1,0 +1,370 @@
+//! The built-in partition kinds ([`PartitionKind`]) and the limiter they make
+//! ([`PartitionLimiter`]).
+
+use core::time::Duration;
+
+use crate::chain::AcquireAsync;
+use crate::clock::{Clock, Instant};
+use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
+use crate::limiter::{Limiter, Replenishing};
+use crate::noop::NoopLimiter;
+use crate::options::{OptionsError, QueueOrder};
+use crate::stats::Counters;
+use crate::sync::{AtomicU64, Ordering};
+use crate::wait::{self, Acquire, Source, WaitQueue};
+use crate::{
+    ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+    SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
+};
+
+use super::Factory;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    NoLimit,
+    Concurrency(ConcurrencyOptions),
+    TokenBucket(TokenBucketOptions),
+    FixedWindow(FixedWindowOptions),
+    SlidingWindow(SlidingWindowOptions),
+}
+
+/// A built-in partition kind with validated options: the factory of a [`PartitionLimiter`]
+/// (.NET's `RateLimitPartition.Get…Limiter` helpers).
+///
+/// Options are checked once, when the kind is made, so creating a partition's limiter cannot
+/// fail. Unlike .NET's helpers there is no `AutoReplenishment` to force off: every limiter here
+/// replenishes lazily from its clock.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(100, Duration::from_secs(60))).unwrap();
+/// assert_eq!(
+///     PartitionKind::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(60))),
+///     Err(OptionsError::ZeroLimit)
+/// );
+/// let limiter = kind.limiter(ManualClock::new());
+/// assert_eq!(limiter.available_permits(), 100);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PartitionKind(Kind);
+
+impl PartitionKind {
+    /// No limit: the partition's limiter grants everything (a [`NoopLimiter`] that remembers its
+    /// last use, so that the partition can be evicted by it — the .NET 11 rule).
+    pub const NO_LIMIT: Self = Self(Kind::NoLimit);
+
+    /// A [`ConcurrencyLimiter`] per partition.
+    pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::Concurrency(options)))
+    }
+
+    /// A [`TokenBucketLimiter`] per partition.
+    pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::TokenBucket(options)))
+    }
+
+    /// A [`FixedWindowLimiter`] per partition.
+    pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::FixedWindow(options)))
+    }
+
+    /// A [`SlidingWindowLimiter`] (16 segments at most) per partition.
+    pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
+        options.validate(16)?;
+        Ok(Self(Kind::SlidingWindow(options)))
+    }
+
+    /// Makes a limiter of this kind on `clock`.
+    pub fn limiter<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
+        // The options were validated when the kind was made, so construction cannot fail.
+        const VALID: &str = "options validated by PartitionKind";
+        match self.0 {
+            Kind::NoLimit => PartitionLimiter::NoLimit(NoLimitPartition::new(clock)),
+            Kind::Concurrency(o) => PartitionLimiter::Concurrency(
+                ConcurrencyLimiter::with_clock(o, clock).expect(VALID),
+            ),
+            Kind::TokenBucket(o) => PartitionLimiter::TokenBucket(
+                TokenBucketLimiter::with_clock(o, clock).expect(VALID),
+            ),
+            Kind::FixedWindow(o) => PartitionLimiter::FixedWindow(
+                FixedWindowLimiter::with_clock(o, clock).expect(VALID),
+            ),
+            Kind::SlidingWindow(o) => PartitionLimiter::SlidingWindow(
+                SlidingWindowLimiter::with_clock(o, clock).expect(VALID),
+            ),
+        }
+    }
+}
+
+impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
+    type Limiter = PartitionLimiter<C>;
+
+    fn create(self, _key: &K, clock: &C) -> PartitionLimiter<C> {
+        self.limiter(clock.clone())
+    }
+}
+
+/// The limiter of a partition of the built-in kinds: one of the four limiters, or no limit.
+///
+/// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`]) and gives permits back to
+/// its concurrency limiter ([`Release`]), each by delegating to the limiter inside.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+/// let limiter = kind.limiter(ManualClock::new());
+/// let lease = limiter.try_acquire(2).unwrap();
+/// assert!(matches!(limiter, PartitionLimiter::Concurrency(_)));
+/// assert_eq!(limiter.available_permits(), 0);
+/// drop(lease);
+/// assert_eq!(limiter.available_permits(), 2);
+/// ```
+// The sliding window is the large variant (its ring is inline). Boxing it would cost an
+// allocation per partition, and is impossible in the heapless store this type also serves.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum PartitionLimiter<C: Clock> {
+    /// No limit.
+    NoLimit(NoLimitPartition<C>),
+    /// A concurrency limiter.
+    Concurrency(ConcurrencyLimiter<C>),
+    /// A token bucket.
+    TokenBucket(TokenBucketLimiter<C>),
+    /// A fixed window.
+    FixedWindow(FixedWindowLimiter<C>),
+    /// A sliding window of up to 16 segments.
+    SlidingWindow(SlidingWindowLimiter<C>),
+}
+
+/// Calls `$e` with `$l` bound to the limiter inside `$self`.
+macro_rules! each {
+    ($self:expr, $l:ident => $e:expr) => {
+        match $self {
+            PartitionLimiter::NoLimit($l) => $e,
+            PartitionLimiter::Concurrency($l) => $e,
+            PartitionLimiter::TokenBucket($l) => $e,
+            PartitionLimiter::FixedWindow($l) => $e,
+            PartitionLimiter::SlidingWindow($l) => $e,
+        }
+    };
+}
+
+impl<C: Clock + Sync> Limiter for PartitionLimiter<C> {
+    #[inline]
+    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+        each!(self, l => l.try_acquire(permits))
+    }
+    fn available_permits(&self) -> u64 {
+        each!(self, l => l.available_permits())
+    }
+    fn statistics(&self) -> Statistics {
+        each!(self, l => l.statistics())
+    }
+    fn idle_duration(&self) -> Option<Duration> {
+        each!(self, l => l.idle_duration())
+    }
+    fn close(&self) {
+        each!(self, l => l.close())
+    }
+    fn is_closed(&self) -> bool {
+        each!(self, l => l.is_closed())
+    }
+}
+
+impl<C: Clock + Sync> Release for PartitionLimiter<C> {
+    fn release(&self, permits: u32) {
+        if let PartitionLimiter::Concurrency(l) = self {
+            l.release(permits);
+        }
+    }
+}
+
+impl<C: Clock + Sync> Replenishing for PartitionLimiter<C> {
+    /// The rate limiter's period; zero for a concurrency or unlimited partition.
+    fn replenishment_period(&self) -> Duration {
+        match self {
+            PartitionLimiter::TokenBucket(l) => l.replenishment_period(),
+            PartitionLimiter::FixedWindow(l) => l.replenishment_period(),
+            PartitionLimiter::SlidingWindow(l) => l.replenishment_period(),
+            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => Duration::ZERO,
+        }
+    }
+    fn replenish(&self) -> u64 {
+        match self {
+            PartitionLimiter::TokenBucket(l) => l.replenish(),
+            PartitionLimiter::FixedWindow(l) => l.replenish(),
+            PartitionLimiter::SlidingWindow(l) => l.replenish(),
+            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => {
+                self.available_permits()
+            }
+        }
+    }
+    fn next_service(&self) -> Option<Duration> {
+        match self {
+            PartitionLimiter::TokenBucket(l) => l.next_service(),
+            PartitionLimiter::FixedWindow(l) => l.next_service(),
+            PartitionLimiter::SlidingWindow(l) => l.next_service(),
+            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => None,
+        }
+    }
+}
+
+impl<C: Clock + Sync> wait::private::Sealed for PartitionLimiter<C> {}
+
+impl<C: Clock + Sync> Source for PartitionLimiter<C> {
+    fn queue(&self) -> &WaitQueue {
+        each!(self, l => l.queue())
+    }
+    fn counters(&self) -> &Counters {
+        each!(self, l => Source::counters(l))
+    }
+    fn limit(&self) -> u32 {
+        each!(self, l => Source::limit(l))
+    }
+    fn take_now(&self, n: u32) -> Result<(), Rejection> {
+        each!(self, l => l.take_now(n))
+    }
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        each!(self, l => l.take_locked(n, flag_if_short))
+    }
+    fn clear_waiters(&self) {
+        each!(self, l => l.clear_waiters())
+    }
+    fn give_back(&self, n: u32, stamp: u64) {
+        each!(self, l => Source::give_back(l, n, stamp))
+    }
+    fn wait_for_permits(&self, total: u64) -> Option<Duration> {
+        each!(self, l => l.wait_for_permits(total))
+    }
+    fn lease(&self, n: u32) -> Lease<'_> {
+        each!(self, l => l.lease(n))
+    }
+}
+
+impl<C: Clock + Sync> AcquireAsync for PartitionLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    /// Waits in the partition's queue, as the limiter inside would.
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock + Sync> PartitionLimiter<C> {
+    /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); the thread
+    /// serves the queue itself as time brings permits.
+    #[cfg(feature = "std")]
+    pub fn acquire_blocking(
+        &self,
+        permits: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Lease<'_>, Rejection> {
+        wait::acquire_blocking(self, permits, timeout)
+    }
+}
+
+/// The limiter of an unlimited partition: a [`NoopLimiter`] that also remembers when it was last
+/// used, so that a partitioned limiter can evict it after its idle timeout (.NET 11 evicts
+/// no-limit partitions by last access, since a no-op limiter is never "idle").
+///
+/// Its [`idle_duration`](Limiter::idle_duration) is the time since its last use.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let limiter = PartitionKind::NO_LIMIT.limiter(&clock);
+/// clock.advance(Duration::from_secs(3));
+/// let _ = limiter.try_acquire(1_000_000).unwrap();
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(limiter.idle_duration(), Some(Duration::from_secs(2)));
+/// ```
+#[derive(Debug)]
+pub struct NoLimitPartition<C> {
+    noop: NoopLimiter,
+    last_use: AtomicU64,
+    queue: WaitQueue,
+    clock: C,
+}
+
+impl<C: Clock> NoLimitPartition<C> {
+    fn new(clock: C) -> Self {
+        Self {
+            noop: NoopLimiter::new(),
+            last_use: AtomicU64::new(clock.now().as_nanos()),
+            queue: WaitQueue::new(0, QueueOrder::OldestFirst),
+            clock,
+        }
+    }
+
+    #[inline]
+    fn touch(&self) {
+        // fetch_max: racing uses keep the latest reading.
+        self.last_use
+            .fetch_max(self.clock.now().as_nanos(), Ordering::Relaxed);
+    }
+}
+
+impl<C: Clock> Limiter for NoLimitPartition<C> {
+    #[inline]
+    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+        self.touch();
+        self.noop.try_acquire(permits)
+    }
+    fn available_permits(&self) -> u64 {
+        u64::MAX
+    }
+    fn statistics(&self) -> Statistics {
+        self.noop.statistics()
+    }
+    fn idle_duration(&self) -> Option<Duration> {
+        let last = Instant::from_nanos(self.last_use.load(Ordering::Relaxed));
+        Some(self.clock.now().saturating_duration_since(last))
+    }
+    /// Does nothing (a no-op limiter stays usable).
+    fn close(&self) {}
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+impl<C: Clock> wait::private::Sealed for NoLimitPartition<C> {}
+
+impl<C: Clock> Source for NoLimitPartition<C> {
+    fn queue(&self) -> &WaitQueue {
+        &self.queue
+    }
+    fn counters(&self) -> &Counters {
+        self.noop.counters()
+    }
+    fn limit(&self) -> u32 {
+        u32::MAX
+    }
+    fn take_now(&self, _n: u32) -> Result<(), Rejection> {
+        self.touch();
+        Ok(())
+    }
+    fn take_locked(&self, _n: u32, _flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        self.touch();
+        Ok(Some(0))
+    }
+    fn clear_waiters(&self) {}
+    fn give_back(&self, _n: u32, _stamp: u64) {}
+    fn wait_for_permits(&self, _total: u64) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+    fn lease(&self, n: u32) -> Lease<'_> {
+        Lease::unreleased(n)
+    }
+}

@@ -1,0 +1,306 @@
+//! Partitioned limiters (reference §11): one limiter per key, created on first use, bounded in
+//! number, evicted when idle — without a timer.
+//!
+//! A *partition function* maps each request's resource to a [`Partition`]: a key and the
+//! [`Factory`] that makes the key's limiter (a [`PartitionKind`] — concurrency, token bucket,
+//! fixed or sliding window, or no limit — or your own closure). The limiter of a key is created
+//! the first time the key is seen, exactly once even when many threads see it together, and each
+//! request goes to its key's limiter.
+//!
+//! | type | stores | per key | waiting | needs |
+//! |---|---|---|---|---|
+//! | [`Partitioned`] | a full limiter per key (any kind, per-key statistics) in a sharded, growable map | ~500 bytes (a limiter in an `Arc`) | yes | `std` |
+//! | [`KeyedLimiter`] | a token bucket's or fixed window's state per key, 64 bits, beside the key's fingerprint, in a fixed lock-free table (options, clock and counters shared) | 16 bytes a slot, ~21 bytes per key of capacity | no | `std` |
+//! | [`FixedPartitioned`] | a full limiter per key in a fixed-capacity `heapless` map | the limiter, inline | no | nothing (no heap) |
+//! | [`FixedKeyedLimiter`] | a state word per key in a fixed-capacity `heapless` map | the key + 16 bytes | no | nothing (no heap) |
+//!
+//! # Better than .NET
+//! - **Bounded.** Every partitioned limiter has a capacity ([`PartitionConfig::capacity`]) and a
+//!   policy for a new key when it is full ([`WhenFull`]). A request rejected for capacity gets
+//!   [`Reason::PartitionsFull`](crate::Reason::PartitionsFull) and **never inserts** its key.
+//! - **No timer.** A partition idle (by its limiter's
+//!   [`idle_duration`](crate::Limiter::idle_duration)) for longer than
+//!   [`PartitionConfig::idle_timeout`] (default 10 s, as .NET) is evicted lazily, by the calls
+//!   that happen anyway: each shard remembers the earliest instant any of its partitions can pass
+//!   the timeout, and sweeps itself on the first call after it. Replenishment is exact and lazy,
+//!   so there is no 100 ms heartbeat either.
+//! - **Leases outlive eviction.** A lease keeps its partition's limiter alive ([`Partitioned`]
+//!   holds them in `Arc`s), and a partition whose permits are held is not idle, so it is never
+//!   evicted from under its leases.
+//! - **Statistics do not insert.** [`statistics`](PartitionedLimiter::statistics) for a key not
+//!   stored reports a fresh limiter's statistics without storing one.
+//!
+//! # Why evicting an idle partition is safe
+//! An idle limiter — fully available, nothing queued, nothing to replenish — behaves exactly as a
+//! fresh one would: a token bucket is full, a window is empty, a concurrency limiter has every
+//! permit. So evicting an idle partition changes no decision; only its counters restart. That is
+//! what makes [`WhenFull::EvictIdle`] the default: when the limiter is full, a new key takes the
+//! place of the partition idle the longest, and is refused only when every partition is in use —
+//! exactly when admitting it would require forgetting some client's live state.
+
+mod evict;
+mod fixed;
+#[cfg(feature = "std")]
+mod keyed;
+mod keyed_state;
+mod kind;
+#[cfg(feature = "std")]
+mod map;
+#[cfg(feature = "std")]
+mod shards;
+#[cfg(feature = "std")]
+mod table;
+#[cfg(feature = "std")]
+mod tally;
+
+use core::time::Duration;
+
+use crate::lease::{Rejection, Statistics};
+
+pub use fixed::{FixedKeyedLimiter, FixedLease, FixedPartitioned};
+#[cfg(feature = "std")]
+pub use keyed::KeyedLimiter;
+pub use kind::{NoLimitPartition, PartitionKind, PartitionLimiter};
+#[cfg(feature = "std")]
+pub use map::{PartitionLease, Partitioned};
+
+/// A limiter of requests for resources of type `R`, each resource limited by its own partition
+/// (.NET `PartitionedRateLimiter<TResource>`).
+///
+/// Implemented by [`Partitioned`], [`KeyedLimiter`], [`FixedPartitioned`], [`FixedKeyedLimiter`]
+/// and [`PartitionedChain`](crate::PartitionedChain).
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// /// Admits a request for `resource`, whatever partitioned limiter guards it.
+/// fn admit<R: ?Sized, P: PartitionedLimiter<R>>(limiter: &P, resource: &R) -> bool {
+///     limiter.try_acquire(resource, 1).is_ok()
+/// }
+///
+/// let per_user: KeyedLimiter<str> =
+///     KeyedLimiter::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60)), PartitionConfig::default())
+///         .unwrap();
+/// assert!(admit(&per_user, "alice"));
+/// assert!(!admit(&per_user, "alice"));
+/// assert!(admit(&per_user, "bob"));
+/// ```
+pub trait PartitionedLimiter<R: ?Sized> {
+    /// What a granted request holds.
+    type Lease<'a>
+    where
+        Self: 'a;
+
+    /// Takes `permits` from `resource`'s partition now, without waiting.
+    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection>;
+
+    /// A snapshot of `resource`'s partition's counters (a fresh partition's, if it has none yet).
+    fn statistics(&self, resource: &R) -> Statistics;
+
+    /// Closes the limiter and every partition in it: later requests are rejected with
+    /// [`Reason::Closed`](crate::Reason::Closed).
+    fn close(&self);
+
+    /// Whether [`close`](PartitionedLimiter::close) has been called.
+    fn is_closed(&self) -> bool;
+}
+
+impl<R: ?Sized, P: PartitionedLimiter<R> + ?Sized> PartitionedLimiter<R> for &P {
+    type Lease<'a>
+        = P::Lease<'a>
+    where
+        Self: 'a;
+
+    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
+        (**self).try_acquire(resource, permits)
+    }
+    fn statistics(&self, resource: &R) -> Statistics {
+        (**self).statistics(resource)
+    }
+    fn close(&self) {
+        (**self).close()
+    }
+    fn is_closed(&self) -> bool {
+        (**self).is_closed()
+    }
+}
+
+/// What a partition function returns for a resource: the key of its partition and how to make
+/// the partition's limiter (.NET `RateLimitPartition<TKey>`).
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let per_ip = PartitionKind::token_bucket(TokenBucketOptions::new(10, 1, Duration::from_secs(1))).unwrap();
+/// let partition = |ip: &std::net::IpAddr| {
+///     if ip.is_loopback() { Partition::no_limit(*ip) } else { Partition::new(*ip, per_ip) }
+/// };
+/// let p = partition(&"127.0.0.1".parse().unwrap());
+/// assert_eq!(p.factory, PartitionKind::NO_LIMIT);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Partition<K, F = PartitionKind> {
+    /// The partition's key: requests with equal keys share one limiter.
+    pub key: K,
+    /// Makes the key's limiter, once, when the key is first seen.
+    pub factory: F,
+}
+
+impl<K, F> Partition<K, F> {
+    /// The partition `key`, whose limiter `factory` makes.
+    pub const fn new(key: K, factory: F) -> Self {
+        Self { key, factory }
+    }
+}
+
+impl<K> Partition<K> {
+    /// The partition `key` with no limit (.NET `RateLimitPartition.GetNoLimiter`).
+    pub const fn no_limit(key: K) -> Self {
+        Self::new(key, PartitionKind::NO_LIMIT)
+    }
+}
+
+/// Makes a partition's limiter, given its key and the partitioned limiter's clock (.NET's
+/// partition factory, `Func<TKey, RateLimiter>`).
+///
+/// Implemented by [`PartitionKind`] and by every closure `FnOnce(&K, &C) -> L`:
+///
+/// ```
+/// use turnstile::*;
+///
+/// let factory = |_key: &u32, clock: &ManualClock| {
+///     let _now = clock.now();
+///     NoopLimiter::new()
+/// };
+/// let limiter = Factory::create(factory, &7, &ManualClock::new());
+/// # let _: NoopLimiter = limiter;
+/// ```
+///
+/// The factory runs while the key's shard of the partition map is locked, so that it runs once
+/// per key; keep it cheap and do not call the partitioned limiter from it.
+pub trait Factory<K, C> {
+    /// The limiter made.
+    type Limiter;
+
+    /// Makes the limiter of partition `key`.
+    fn create(self, key: &K, clock: &C) -> Self::Limiter;
+}
+
+impl<K, C, L, F: FnOnce(&K, &C) -> L> Factory<K, C> for F {
+    type Limiter = L;
+
+    fn create(self, key: &K, clock: &C) -> L {
+        self(key, clock)
+    }
+}
+
+/// What a full partitioned limiter does with a request for a key it does not hold.
+///
+/// Either way, a request refused for capacity is rejected with
+/// [`Reason::PartitionsFull`](crate::Reason::PartitionsFull) and inserts nothing.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::*;
+///
+/// let clock = ManualClock::new();
+/// let opts = FixedWindowOptions::new(1, Duration::from_secs(1));
+/// for when_full in [WhenFull::Reject, WhenFull::EvictIdle] {
+///     let config = PartitionConfig::new(1).with_when_full(when_full);
+///     let l: FixedKeyedLimiter<u8, _, 2> = FixedKeyedLimiter::fixed_window(opts, config, &clock).unwrap();
+///     let _ = l.try_acquire(&1, 1).unwrap();
+///     clock.advance(Duration::from_secs(2)); // key 1's window has reset: it is idle
+///     // A full limiter and a new key: refused, or key 1 makes way.
+///     assert_eq!(l.try_acquire(&2, 1).is_ok(), when_full == WhenFull::EvictIdle);
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WhenFull {
+    /// Refuse new keys until partitions pass the idle timeout and are evicted.
+    Reject,
+    /// Evict the partitions idle the longest to make room; refuse only if none is idle (the
+    /// default). An idle partition behaves exactly as a fresh one, so this never weakens a limit
+    /// (see the [module docs](crate::partition)).
+    #[default]
+    EvictIdle,
+}
+
+/// The bounds of a partitioned limiter: how many partitions it holds, what it does when full,
+/// and when an idle partition is evicted.
+///
+/// ```
+/// use core::time::Duration;
+/// use turnstile::{PartitionConfig, WhenFull};
+///
+/// let config = PartitionConfig::new(50_000)
+///     .with_when_full(WhenFull::Reject)
+///     .with_idle_timeout(Duration::from_secs(60));
+/// assert_eq!(config.capacity, 50_000);
+/// assert_eq!(PartitionConfig::default().idle_timeout, Duration::from_secs(10));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PartitionConfig {
+    /// The most partitions stored at once (at least 1). The fixed-capacity limiters hold at most
+    /// their const capacity `N` whatever this says. The sharded ones divide it among their shards,
+    /// so a new key can find its shard full a little before the whole limiter is (about
+    /// `1 / sqrt(capacity / shards)` before: 1% for a million keys in 64 shards). A
+    /// [`KeyedLimiter`] allocates its table for the whole capacity when it is made.
+    pub capacity: usize,
+    /// What a full limiter does with a new key.
+    pub when_full: WhenFull,
+    /// A partition idle for longer than this is evicted (default 10 s, as .NET's).
+    pub idle_timeout: Duration,
+    /// Shards of the growable maps (0: chosen from the capacity, at most 64).
+    pub shards: usize,
+}
+
+impl PartitionConfig {
+    /// The default capacity: 100,000 partitions. That is a [`KeyedLimiter`] of 2.1 MB (its
+    /// table, allocated at construction) and at most about 50 MB of [`Partitioned`] token
+    /// buckets, and more distinct clients than most single servers see within one idle timeout.
+    /// Raise it when yours see more.
+    pub const DEFAULT_CAPACITY: usize = 100_000;
+
+    /// The default idle timeout: 10 seconds, as .NET's.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// At most `capacity` partitions, evicting idle ones when full, idle timeout 10 s.
+    pub const fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            when_full: WhenFull::EvictIdle,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            shards: 0,
+        }
+    }
+
+    /// The same configuration with `when_full`.
+    pub const fn with_when_full(self, when_full: WhenFull) -> Self {
+        Self { when_full, ..self }
+    }
+
+    /// The same configuration with `idle_timeout`.
+    pub const fn with_idle_timeout(self, idle_timeout: Duration) -> Self {
+        Self {
+            idle_timeout,
+            ..self
+        }
+    }
+
+    /// The same configuration with `shards` shards (0: automatic).
+    pub const fn with_shards(self, shards: usize) -> Self {
+        Self { shards, ..self }
+    }
+
+    fn timeout_ns(&self) -> u64 {
+        crate::ticks::nanos_of(self.idle_timeout).unwrap_or(u64::MAX)
+    }
+}
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_CAPACITY)
+    }
+}
