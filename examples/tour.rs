@@ -257,17 +257,17 @@ fn boundary_burst() {
     let (fixed, sliding): (&dyn Limiter, &dyn Limiter) = (&fixed, &sliding);
 
     println!(
-        "  {:>6}  {:<14} {:<36} sliding window (6 segments of 10 s)",
+        "  {:>6}  {:<21} {:<36} sliding window (6 segments of 10 s)",
         "time", "requests", "fixed window (resets each minute)"
     );
     clock.advance(59 * SEC);
     let first = [burst(fixed, 100), burst(sliding, 100)];
-    say.row("100 of 1", &first);
+    say.row("100 × try_acquire(1)", &first);
     assert_eq!(first.map(|b| (b.granted, b.denied)), [(100, 0), (100, 0)]);
 
     clock.advance(SEC);
     let second = [burst(fixed, 100), burst(sliding, 100)];
-    say.row("100 of 1", &second);
+    say.row("100 × try_acquire(1)", &second);
     assert_eq!(second.map(|b| (b.granted, b.denied)), [(100, 0), (0, 100)]);
     // The sliding window still counts 0:59 in its 0:50-1:00 segment, which leaves at 1:50.
     assert_eq!(second[1].retry_after, Some(50 * SEC));
@@ -276,9 +276,9 @@ fn boundary_burst() {
     clock.advance(50 * SEC);
     let later = [fixed.available_permits(), sliding.available_permits()];
     println!(
-        "  {:>6}  {:<14} {:<36} {}",
+        "  {:>6}  {:<21} {:<36} {}",
         say.now(),
-        "available",
+        "available_permits()",
         later[0],
         later[1]
     );
@@ -571,7 +571,7 @@ impl<'c> Narrator<'c> {
 
     fn line(&self, action: &str, result: &str, available: u64) {
         println!(
-            "  {:>6}  {action:<14} {result:<46} available {available}",
+            "  {:>6}  {action:<21} {result:<46} available {available}",
             self.now()
         );
     }
@@ -590,8 +590,8 @@ impl<'c> Narrator<'c> {
     fn acquire<'l>(&self, limiter: &'l dyn Limiter, permits: u32) -> Result<Lease<'l>, Rejection> {
         let result = limiter.try_acquire(permits);
         let action = match permits {
-            0 => "probe (0)".to_string(),
-            n => format!("acquire {n}"),
+            0 => "try_acquire(0) probe".to_string(),
+            n => format!("try_acquire({n})"),
         };
         let outcome = match &result {
             Ok(_) => "granted".to_string(),
@@ -604,19 +604,22 @@ impl<'c> Narrator<'c> {
     /// `count` requests of one permit each; returns how many were granted.
     fn requests(&self, limiter: &dyn Limiter, count: u32) -> u32 {
         let b = burst(limiter, count);
-        let action = format!("{count} × acquire 1");
+        let action = match count {
+            1 => "try_acquire(1)".to_string(),
+            n => format!("{n} × try_acquire(1)"),
+        };
         self.line(&action, &b.describe(), limiter.available_permits());
         b.granted
     }
 
     fn available(&self, limiter: &dyn Limiter) -> u64 {
         let n = limiter.available_permits();
-        self.line("", "", n);
+        self.line("available_permits()", "", n);
         n
     }
 
     fn drop_lease(&self, limiter: &dyn Limiter, lease: Lease<'_>) {
-        let action = format!("drop lease {}", lease.permits());
+        let action = format!("drop(lease of {})", lease.permits());
         drop(lease);
         self.line(
             &action,
@@ -631,7 +634,7 @@ impl<'c> Narrator<'c> {
             Some(d) => format!("idle for {}", human(d)),
             None => "in use (not idle)".to_string(),
         };
-        self.line("idle_duration", &text, limiter.available_permits());
+        self.line("idle_duration()", &text, limiter.available_permits());
         idle
     }
 
@@ -656,7 +659,7 @@ impl<'c> Narrator<'c> {
     /// One line of the boundary-burst table.
     fn row(&self, action: &str, bursts: &[Burst; 2]) {
         println!(
-            "  {:>6}  {action:<14} {:<36} {}",
+            "  {:>6}  {action:<21} {:<36} {}",
             self.now(),
             bursts[0].describe(),
             bursts[1].describe()

@@ -107,6 +107,7 @@ fn draw_panel(area: &Area<'_>, panel: &Panel<'_>, peak: u32) -> Result<(), Box<d
         })
         .y_desc("requests / s")
         .y_labels(7)
+        .y_label_formatter(&|n| format!("{n:.0}"))
         .max_light_lines(0)
         .bold_line_style(BLACK.mix(0.15))
         .label_style(("sans-serif", 13))
@@ -116,6 +117,7 @@ fn draw_panel(area: &Area<'_>, panel: &Panel<'_>, peak: u32) -> Result<(), Box<d
         .configure_secondary_axes()
         .y_desc("available permits")
         .y_labels(6)
+        .y_label_formatter(&|n| format!("{n:.0}"))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()?;
