@@ -1,57 +1,15 @@
 //! Queued waiting (reference §2), on a manual clock with futures polled by hand: no runtime, no
 //! sleeping, every step deterministic.
 
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll, Waker};
 use core::time::Duration;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Wake;
 
+mod common;
+
+use common::Task;
 use turnstile::*;
 
 const SEC: Duration = Duration::from_secs(1);
-
-/// A hand-polled future that counts its wake-ups.
-struct Task<'a, T> {
-    fut: Pin<Box<dyn Future<Output = T> + 'a>>,
-    wakes: Arc<Wakes>,
-}
-
-struct Wakes(AtomicUsize);
-impl Wake for Wakes {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl<'a, T> Task<'a, T> {
-    fn new(f: impl Future<Output = T> + 'a) -> Self {
-        Self {
-            fut: Box::pin(f),
-            wakes: Arc::new(Wakes(AtomicUsize::new(0))),
-        }
-    }
-    fn poll(&mut self) -> Poll<T> {
-        let waker = Waker::from(self.wakes.clone());
-        self.fut.as_mut().poll(&mut Context::from_waker(&waker))
-    }
-    fn woken(&self) -> usize {
-        self.wakes.0.load(Ordering::SeqCst)
-    }
-    #[track_caller]
-    fn pending(&mut self) {
-        assert!(self.poll().is_pending(), "expected the task to wait");
-    }
-    #[track_caller]
-    fn ready(&mut self) -> T {
-        match self.poll() {
-            Poll::Ready(v) => v,
-            Poll::Pending => panic!("expected the task to be done"),
-        }
-    }
-}
 
 fn oldest(limit: u32) -> (u32, QueueOrder) {
     (limit, QueueOrder::OldestFirst)
