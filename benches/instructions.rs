@@ -29,7 +29,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use iai_callgrind::{library_benchmark, library_benchmark_group, main};
 use portable_atomic::AtomicU128;
-use turnstile::{
+use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Limiter,
     ManualClock, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
     TokenBucketOptions,

@@ -1,8 +1,8 @@
-//! Keyed (partitioned) limiting: turnstile's compact [`KeyedLimiter`] against governor's keyed
+//! Keyed (partitioned) limiting: tollgate's compact [`KeyedLimiter`] against governor's keyed
 //! limiter (`RateLimiter::keyed`, a `DashMap` of GCRA cells), in one run.
 //!
 //! Before the timings it prints a memory report, measured with a counting global allocator:
-//! bytes allocated per stored key at several key counts (turnstile's `KeyedLimiter`, its general
+//! bytes allocated per stored key at several key counts (tollgate's `KeyedLimiter`, its general
 //! `Partitioned` limiter of token buckets for scale, and governor's keyed limiter), and the bytes
 //! held under a flood of unique keys against a capacity.
 //!
@@ -12,11 +12,11 @@
 //!   cache miss into a large table).
 //! - `new/…`: keys never seen before (the insertion path), in a fresh limiter per batch.
 //!
-//! Clocks: `manual` is turnstile's `ManualClock` for both (governor through a wrapper), so the
-//! comparison is of the data structures alone; `std` is turnstile's default `StdClock`
-//! (`clock_gettime`), `quanta` governor's default (TSC); `coarse` is turnstile's `CoarseClock`.
+//! Clocks: `manual` is tollgate's `ManualClock` for both (governor through a wrapper), so the
+//! comparison is of the data structures alone; `std` is tollgate's default `StdClock`
+//! (`clock_gettime`), `quanta` governor's default (TSC); `coarse` is tollgate's `CoarseClock`.
 //!
-//! Every decision is granted: turnstile, `u32::MAX` tokens refilled every hour; governor, one
+//! Every decision is granted: tollgate, `u32::MAX` tokens refilled every hour; governor, one
 //! cell per nanosecond with a burst of 2^32 - 1.
 //!
 //! Run: `cargo bench --bench keyed` (add `-- --quick` for a short run).
@@ -37,7 +37,7 @@ use criterion::{BenchmarkGroup, Criterion};
 use governor::clock::{Clock as GovClock, QuantaClock};
 use governor::nanos::Nanos;
 use governor::{Quota, RateLimiter};
-use turnstile::{
+use tollgate::{
     Clock, CoarseClock, KeyedLimiter, ManualClock, Partition, PartitionConfig, PartitionKind,
     Partitioned, StdClock, TokenBucketOptions, WhenFull,
 };
@@ -164,11 +164,11 @@ fn per_key<T>(n: usize, make: impl FnOnce() -> T, fill: impl FnOnce(&T)) -> (f64
 
 fn memory_report() {
     println!("\n== memory per stored key (u64 keys; bytes allocated / keys stored) ==");
-    println!("turnstile's KeyedLimiter allocates its table for the capacity at construction;");
+    println!("tollgate's KeyedLimiter allocates its table for the capacity at construction;");
     println!("here the capacity is 1.1 x the keys stored (room for uneven shards).");
     println!(
         "{:>10}  {:>22}  {:>22}  {:>22}",
-        "keys", "turnstile KeyedLimiter", "governor keyed", "turnstile Partitioned"
+        "keys", "tollgate KeyedLimiter", "governor keyed", "tollgate Partitioned"
     );
     for n in [10_000, 100_000, 250_000, 500_000, MILLION, 2 * MILLION] {
         let ks = keys(n, 1);
@@ -243,7 +243,7 @@ fn memory_report() {
             peak = peak.max(live() - before);
         }
         println!(
-            "turnstile {when_full:?}, {}: stored {} (capacity {}), refused {refused}, peak {:.1} MB, at the end {:.1} MB",
+            "tollgate {when_full:?}, {}: stored {} (capacity {}), refused {refused}, peak {:.1} MB, at the end {:.1} MB",
             if idle { "keys go idle after 1 s" } else { "clock stopped (no key ever idle)" },
             l.len(),
             l.capacity(),
@@ -305,7 +305,7 @@ fn paired_report() {
     println!("== ns per decision, paired rounds (median of 100 rounds each, alternating) ==");
     println!(
         "{:<34} {:>9} {:>9} {:>8}",
-        "", "turnstile", "governor", "gov/ours"
+        "", "tollgate", "governor", "gov/ours"
     );
     const HOT: u64 = 0x5EED;
     let (l, g) = (ours(&MANUAL, MILLION), gov(Same(&MANUAL)));
@@ -450,7 +450,7 @@ fn timings(c: &mut Criterion) {
     // One hot key.
     st(
         &mut g,
-        "hot/turnstile-manual",
+        "hot/tollgate-manual",
         &ours(&MANUAL, MILLION),
         |l, _| take(l, &HOT),
     );
@@ -462,13 +462,13 @@ fn timings(c: &mut Criterion) {
     );
     st(
         &mut g,
-        "hot/turnstile-std",
+        "hot/tollgate-std",
         &ours(StdClock, MILLION),
         |l, _| take(l, &HOT),
     );
     st(
         &mut g,
-        "hot/turnstile-coarse",
+        "hot/tollgate-coarse",
         &ours(coarse, MILLION),
         |l, _| take(l, &HOT),
     );
@@ -480,7 +480,7 @@ fn timings(c: &mut Criterion) {
     );
     mt2(
         &mut g,
-        "hot-mt2/turnstile-manual",
+        "hot-mt2/tollgate-manual",
         &ours(&MANUAL, MILLION),
         |l| take(l, &HOT),
     );
@@ -507,7 +507,7 @@ fn timings(c: &mut Criterion) {
     };
     {
         let l = fill_ours(ours(&MANUAL, MILLION + MILLION / 10));
-        st(&mut g, "1M/turnstile-manual", &l, |l, i| {
+        st(&mut g, "1M/tollgate-manual", &l, |l, i| {
             take(l, &ks[i % MILLION])
         });
     }
@@ -527,7 +527,7 @@ fn timings(c: &mut Criterion) {
         for k in &ks {
             let _ = l.try_acquire(k, 1).unwrap();
         }
-        st(&mut g, "1M/turnstile-std", &l, |l, i| {
+        st(&mut g, "1M/tollgate-std", &l, |l, i| {
             take(l, &ks[i % MILLION])
         });
     }
@@ -541,7 +541,7 @@ fn timings(c: &mut Criterion) {
         for k in &ks {
             let _ = l.try_acquire(k, 1).unwrap();
         }
-        st(&mut g, "1M/turnstile-coarse", &l, |l, i| {
+        st(&mut g, "1M/tollgate-coarse", &l, |l, i| {
             take(l, &ks[i % MILLION])
         });
     }
@@ -558,7 +558,7 @@ fn timings(c: &mut Criterion) {
 
     // Keys never seen before: the insertion path, fresh limiter per batch (up to 1M keys).
     let fresh = keys(4 * MILLION, 11);
-    g.bench_function("new/turnstile-manual", |b| {
+    g.bench_function("new/tollgate-manual", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             let mut left = iters as usize;

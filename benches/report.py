@@ -6,7 +6,7 @@
 Reads criterion's medians from each CRITERION_DIR/<group>/<bench>/new/{benchmark,estimates}.json
 (a copy of TARGET/criterion per run) and, with several runs, keeps for each benchmark the lowest
 of its medians: on a shared machine, interference only ever adds time. Reads iai-callgrind's
-instruction counts from TARGET/iai/turnstile/instructions/*/*/callgrind.*.out (the `summary:`
+instruction counts from TARGET/iai/tollgate/instructions/*/*/callgrind.*.out (the `summary:`
 line's first event, Ir). Prints markdown on stdout. Only the standard library.
 """
 
@@ -43,7 +43,7 @@ def medians():
 
 def instructions():
     out = {}
-    pattern = os.path.join(ARGS.iai, "turnstile", "instructions", "*", "*", "callgrind.*.out")
+    pattern = os.path.join(ARGS.iai, "tollgate", "instructions", "*", "*", "callgrind.*.out")
     for path in glob.glob(pattern):
         with open(path) as f:
             for line in f:

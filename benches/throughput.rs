@@ -45,7 +45,7 @@ use governor::clock::{Clock as GovClock, FakeRelativeClock, QuantaClock};
 use governor::nanos::Nanos;
 use governor::{Quota, RateLimiter};
 use portable_atomic::AtomicU128;
-use turnstile::{
+use tollgate::{
     Clock, CoarseClock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter,
     FixedWindowOptions, Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions, StdClock,
     TokenBucketLimiter, TokenBucketOptions,

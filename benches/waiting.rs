@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
-use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, QueueOrder, StdClock};
+use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, QueueOrder, StdClock};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -48,7 +48,7 @@ where
     })
 }
 
-fn turnstile_limiter(permits: u32) -> Arc<ConcurrencyLimiter<StdClock>> {
+fn tollgate_limiter(permits: u32) -> Arc<ConcurrencyLimiter<StdClock>> {
     let opts = ConcurrencyOptions::new(permits).with_queue(1024, QueueOrder::OldestFirst);
     Arc::new(ConcurrencyLimiter::new(opts).unwrap())
 }
@@ -59,8 +59,8 @@ fn waiting(c: &mut Criterion) {
     g.warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
     for (name, permits, tasks) in [("uncontended", 2u32, 2u64), ("queued", 1, 4)] {
-        g.bench_function(BenchmarkId::new("turnstile", name), |b| {
-            let l = turnstile_limiter(permits);
+        g.bench_function(BenchmarkId::new("tollgate", name), |b| {
+            let l = tollgate_limiter(permits);
             b.iter_custom(|iters| {
                 let l = l.clone();
                 run(&rt, tasks, iters, move || {

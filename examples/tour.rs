@@ -1,4 +1,4 @@
-//! A tour of turnstile: every limiter on a manual clock, step by step.
+//! A tour of tollgate: every limiter on a manual clock, step by step.
 //!
 //! ```text
 //! cargo run --release --example tour
@@ -24,7 +24,7 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use turnstile::{
+use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
     Lease, Limiter, ManualClock, Reason, Rejection, SlidingWindowLimiter, SlidingWindowOptions,
     Statistics, TokenBucketLimiter, TokenBucketOptions,
@@ -364,7 +364,7 @@ fn draw_chart(
     let dir = chart_dir();
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("traffic.svg");
-    let title = "turnstile: the same traffic against each limiter, second by second";
+    let title = "tollgate: the same traffic against each limiter, second by second";
     traffic_chart::draw(&path, title, &format!("traffic: {TRAFFIC}"), &panels)?;
     Ok(path)
 }

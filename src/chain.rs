@@ -46,7 +46,7 @@ use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenB
 /// for your own limiter to chain it in a waiting [`Chain`] or to use it as a waiting partition.
 ///
 /// ```
-/// use turnstile::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
+/// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
 ///
 /// async fn with_permit<L: AcquireAsync>(limiter: &L) -> bool {
 ///     limiter.acquire(1).await.is_ok()
@@ -129,7 +129,7 @@ impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
 /// can give its leases back last to first.
 ///
 /// ```
-/// use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Leases, Limiter};
+/// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Leases, Limiter};
 ///
 /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
 /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
@@ -163,7 +163,7 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
 /// when this lease is dropped.
 ///
 /// ```
-/// use turnstile::{Chain, ConcurrencyLimiter, ConcurrencyOptions};
+/// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions};
 ///
 /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
 /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(5)).unwrap();
@@ -173,7 +173,7 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
 /// assert_eq!(chain.available_permits(), 0); // the minimum
 /// drop(lease); // b's permits go back, then a's
 /// assert_eq!((a.statistics().available_permits, b.statistics().available_permits), (2, 5));
-/// # use turnstile::Limiter;
+/// # use tollgate::Limiter;
 /// ```
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct ChainLease<T: Leases> {
@@ -246,7 +246,7 @@ fn combine_idle(idles: impl IntoIterator<Item = Option<Duration>>) -> Option<Dur
 /// The limiters of a [`Chain`]: implemented for tuples of 1 to 8 [`Limiter`]s.
 ///
 /// ```
-/// use turnstile::{Links, NoopLimiter};
+/// use tollgate::{Links, NoopLimiter};
 ///
 /// let links = (NoopLimiter::new(), NoopLimiter::new());
 /// let leases = links.try_acquire_each(3).unwrap();
@@ -275,7 +275,7 @@ pub trait Links {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let opts = FixedWindowOptions::new(1, Duration::from_secs(1));
 /// let a: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
@@ -380,7 +380,7 @@ tuple_links!(8; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7; rev h, g
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let per_second = FixedWindowLimiter::with_clock(FixedWindowOptions::new(2, Duration::from_secs(1)), &clock).unwrap();
@@ -410,7 +410,7 @@ tuple_links!(8; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7; rev h, g
 /// future type); the future works, but only where `Send` is not required.
 ///
 /// ```
-/// use turnstile::*;
+/// use tollgate::*;
 /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
 /// #     let mut f = core::pin::pin!(f);
 /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
@@ -445,7 +445,7 @@ impl<T> Chain<T> {
     /// it are **not** closed (reference §12): they stay usable on their own.
     ///
     /// ```
-    /// use turnstile::{Chain, Limiter, NoopLimiter, Reason};
+    /// use tollgate::{Chain, Limiter, NoopLimiter, Reason};
     /// let inner = NoopLimiter::new();
     /// let chain = Chain::new((&inner,));
     /// chain.close();
@@ -487,7 +487,7 @@ impl<T: Links> Chain<T> {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use turnstile::*;
+    /// use tollgate::*;
     /// let clock = ManualClock::new();
     /// let a = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(1), &clock).unwrap();
     /// clock.advance(Duration::from_secs(5));
@@ -517,7 +517,7 @@ impl<T> fmt::Debug for Chain<T> {
 /// A chain with no limiters: `DynChain::new` needs at least one (as .NET's `CreateChained`).
 ///
 /// ```
-/// use turnstile::EmptyChain;
+/// use tollgate::EmptyChain;
 /// assert_eq!(EmptyChain.to_string(), "a chain needs at least one limiter");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -537,7 +537,7 @@ impl core::error::Error for EmptyChain {}
 /// leases in.
 ///
 /// ```
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
 /// let b = NoopLimiter::new();
@@ -644,7 +644,7 @@ impl<B> fmt::Debug for DynChain<B> {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let per_client = KeyedLimiter::fixed_window_with_clock(

@@ -21,7 +21,7 @@ use crate::sync::{AtomicU64, Ordering};
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::Instant;
+/// use tollgate::Instant;
 ///
 /// let t = Instant::from_nanos(1_000);
 /// assert_eq!((t + Duration::from_micros(1)).as_nanos(), 2_000);
@@ -102,7 +102,7 @@ impl fmt::Debug for Instant {
 /// forward by any amount, but they can only be as accurate as the clock.
 ///
 /// ```
-/// use turnstile::{Clock, Instant};
+/// use tollgate::{Clock, Instant};
 ///
 /// /// A millisecond tick counter kept by an interrupt handler.
 /// struct Ticks(core::sync::atomic::AtomicU32);
@@ -141,7 +141,7 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{Clock, Instant, ManualClock};
+/// use tollgate::{Clock, Instant, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// assert_eq!(clock.now(), Instant::ZERO);
@@ -231,7 +231,7 @@ impl Clock for ManualClock {
 /// (about 25 ns on Linux x86_64), which is more than a limiter's decision itself.
 ///
 /// ```
-/// use turnstile::{Clock, StdClock};
+/// use tollgate::{Clock, StdClock};
 /// let a = StdClock.now();
 /// let b = StdClock.now();
 /// assert!(b >= a);

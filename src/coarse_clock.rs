@@ -64,7 +64,7 @@ static REFRESHER: Mutex<bool> = Mutex::new(false);
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{Clock, CoarseClock, Limiter, StdClock, TokenBucketLimiter, TokenBucketOptions};
+/// use tollgate::{Clock, CoarseClock, Limiter, StdClock, TokenBucketLimiter, TokenBucketOptions};
 ///
 /// let clock = CoarseClock::start(Duration::from_millis(1)).expect("spawn the refresher");
 /// let bucket =
@@ -80,7 +80,7 @@ static REFRESHER: Mutex<bool> = Mutex::new(false);
 /// Without a thread, refreshed by hand:
 ///
 /// ```
-/// use turnstile::{Clock, CoarseClock, StdClock};
+/// use tollgate::{Clock, CoarseClock, StdClock};
 ///
 /// let clock = CoarseClock::manual();
 /// let before = StdClock.now();
@@ -111,7 +111,7 @@ impl CoarseClock {
 
     /// The clock, with its refresher running every `interval` or less.
     ///
-    /// The first call spawns the process's refresher thread (named `turnstile-coarse-clock`),
+    /// The first call spawns the process's refresher thread (named `tollgate-coarse-clock`),
     /// which runs for the rest of the process. A later call with a shorter interval makes the
     /// running refresher wake that much more often (from its next wake-up on); a longer one
     /// changes nothing: the shortest interval asked for wins. `interval` is clamped to
@@ -133,7 +133,7 @@ impl CoarseClock {
         } else {
             INTERVAL_NS.store(ns, Ordering::Relaxed);
             if let Err(e) = std::thread::Builder::new()
-                .name("turnstile-coarse-clock".into())
+                .name("tollgate-coarse-clock".into())
                 .spawn(refresher)
             {
                 INTERVAL_NS.store(0, Ordering::Relaxed);

@@ -70,7 +70,7 @@ impl core::fmt::Debug for DriverHandle {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use turnstile::{Driver, Limiter, QueueOrder, TokenBucketLimiter, TokenBucketOptions};
+/// use tollgate::{Driver, Limiter, QueueOrder, TokenBucketLimiter, TokenBucketOptions};
 ///
 /// let driver = Driver::new().unwrap();
 /// let opts = TokenBucketOptions::new(1, 1, Duration::from_millis(5))
@@ -102,7 +102,7 @@ impl Driver {
         let shared = Arc::new(Shared::default());
         let for_thread = shared.clone();
         let thread = std::thread::Builder::new()
-            .name("turnstile-driver".into())
+            .name("tollgate-driver".into())
             .spawn(move || run(&for_thread))?;
         Ok(Self {
             shared,

@@ -64,7 +64,7 @@ impl FixedWindowOptions {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+/// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
 ///
 /// let clock = ManualClock::new();
 /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));

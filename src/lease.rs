@@ -21,7 +21,7 @@ pub trait Release {
 /// come back with time, as in .NET. A concurrency lease gives its permits back when dropped.
 ///
 /// ```
-/// use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+/// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter};
 ///
 /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
 /// let lease = limiter.try_acquire(2).unwrap();
@@ -191,7 +191,7 @@ impl Reason {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, Reason};
+/// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, Reason};
 ///
 /// let clock = ManualClock::new();
 /// let limiter =

@@ -1,4 +1,4 @@
-//! # turnstile
+//! # tollgate
 //!
 //! Rate and concurrency limiters with the model of .NET's `System.Threading.RateLimiting` —
 //! leases, RetryAfter, statistics, idle duration — rebuilt as a lock-free `no_std` core.
@@ -20,7 +20,7 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use turnstile::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+//! use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
 //!
 //! let clock = ManualClock::new();
 //! let bucket =

@@ -13,7 +13,7 @@ use crate::lease::{Lease, Rejection, Statistics};
 /// ```
 /// use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// use core::time::Duration;
-/// use turnstile::{Lease, Limiter, Reason, Rejection, Statistics};
+/// use tollgate::{Lease, Limiter, Reason, Rejection, Statistics};
 ///
 /// struct CpuLoadLimiter {
 ///     load_percent: AtomicU32, // updated by a monitor elsewhere
@@ -146,7 +146,7 @@ impl<L: Limiter + ?Sized> Limiter for &L {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use turnstile::{AcquireOwned, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+/// use tollgate::{AcquireOwned, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
 ///
 /// let limiter = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap());
 /// let lease = limiter.try_acquire_owned(1).unwrap();

@@ -21,7 +21,7 @@ use crate::stats::Counters;
 /// a test.
 ///
 /// ```
-/// use turnstile::{Limiter, NoopLimiter};
+/// use tollgate::{Limiter, NoopLimiter};
 ///
 /// let noop = NoopLimiter::new();
 /// let lease = noop.try_acquire(u32::MAX).unwrap();
@@ -96,7 +96,7 @@ impl Limiter for NoopLimiter {
 /// that can take permits back is required (a custom partition factory, for one).
 ///
 /// ```
-/// use turnstile::{NoopLimiter, Release};
+/// use tollgate::{NoopLimiter, Release};
 /// NoopLimiter::new().release(5); // no effect
 /// ```
 impl Release for NoopLimiter {
@@ -107,7 +107,7 @@ impl Release for NoopLimiter {
 ///
 /// ```
 /// # futures_lite_free::run(async {
-/// use turnstile::{AcquireAsync, NoopLimiter};
+/// use tollgate::{AcquireAsync, NoopLimiter};
 /// let noop = NoopLimiter::new();
 /// let lease = noop.acquire(3).await.unwrap();
 /// assert_eq!(lease.permits(), 3);

@@ -78,7 +78,7 @@ impl TokenBucketOptions {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+/// use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
 ///
 /// let clock = ManualClock::new();
 /// let opts = TokenBucketOptions::new(10, 2, Duration::from_secs(60));

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Wake;
 
-use turnstile::*;
+use tollgate::*;
 
 const SEC: Duration = Duration::from_secs(1);
 

@@ -1,9 +1,9 @@
 //! The rules of ../shared/reference/dotnet-semantics.md §1–§9 that apply without queueing, each
-//! on a manual clock. Where turnstile deliberately differs (DESIGN.md "Deliberately better than
+//! on a manual clock. Where tollgate deliberately differs (DESIGN.md "Deliberately better than
 //! .NET"), the test says so.
 
 use core::time::Duration;
-use turnstile::*;
+use tollgate::*;
 
 const NS: Duration = Duration::from_nanos(1);
 const SEC: Duration = Duration::from_secs(1);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Barrier};
 mod common;
 
 use common::Task;
-use turnstile::*;
+use tollgate::*;
 
 const SEC: Duration = Duration::from_secs(1);
 const NS: Duration = Duration::from_nanos(1);

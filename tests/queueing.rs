@@ -7,7 +7,7 @@ use std::sync::Arc;
 mod common;
 
 use common::Task;
-use turnstile::*;
+use tollgate::*;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -18,7 +18,7 @@ fn newest(limit: u32) -> (u32, QueueOrder) {
     (limit, QueueOrder::NewestFirst)
 }
 
-fn concurrency(permits: u32, (q, o): (u32, QueueOrder)) -> ConcurrencyLimiter<turnstile::StdClock> {
+fn concurrency(permits: u32, (q, o): (u32, QueueOrder)) -> ConcurrencyLimiter<tollgate::StdClock> {
     ConcurrencyLimiter::new(ConcurrencyOptions::new(permits).with_queue(q, o)).unwrap()
 }
 

@@ -2,7 +2,7 @@
 //! clock. The tour (`examples/tour.rs`) prints the same sequences.
 
 use core::time::Duration;
-use turnstile::*;
+use tollgate::*;
 
 const MIN: Duration = Duration::from_secs(60);
 const SEC: Duration = Duration::from_secs(1);

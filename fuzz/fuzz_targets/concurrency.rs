@@ -1,9 +1,9 @@
-//! Differential target: `concurrency` against its reference model (see `turnstile_fuzz::harness`).
+//! Differential target: `concurrency` against its reference model (see `tollgate_fuzz::harness`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use turnstile_fuzz::input::ConcurrencyInput;
+use tollgate_fuzz::input::ConcurrencyInput;
 
 fuzz_target!(|input: ConcurrencyInput| {
-    turnstile_fuzz::harness::run(&input.0);
+    tollgate_fuzz::harness::run(&input.0);
 });

@@ -1,9 +1,9 @@
-//! Differential target: `fixed_window` against its reference model (see `turnstile_fuzz::harness`).
+//! Differential target: `fixed_window` against its reference model (see `tollgate_fuzz::harness`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use turnstile_fuzz::input::FixedWindowInput;
+use tollgate_fuzz::input::FixedWindowInput;
 
 fuzz_target!(|input: FixedWindowInput| {
-    turnstile_fuzz::harness::run(&input.0);
+    tollgate_fuzz::harness::run(&input.0);
 });

@@ -1,10 +1,10 @@
 //! Options target: arbitrary options never panic and are accepted or refused as the rules say
-//! (see `turnstile_fuzz::options_check`).
+//! (see `tollgate_fuzz::options_check`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use turnstile_fuzz::input::OptionsInput;
+use tollgate_fuzz::input::OptionsInput;
 
 fuzz_target!(|input: OptionsInput| {
-    turnstile_fuzz::options_check::run(&input);
+    tollgate_fuzz::options_check::run(&input);
 });

@@ -1,9 +1,9 @@
-//! Differential target: `sliding_window` against its reference model (see `turnstile_fuzz::harness`).
+//! Differential target: `sliding_window` against its reference model (see `tollgate_fuzz::harness`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use turnstile_fuzz::input::SlidingWindowInput;
+use tollgate_fuzz::input::SlidingWindowInput;
 
 fuzz_target!(|input: SlidingWindowInput| {
-    turnstile_fuzz::harness::run(&input.0);
+    tollgate_fuzz::harness::run(&input.0);
 });

@@ -1,9 +1,9 @@
-//! Differential target: `token_bucket` against its reference model (see `turnstile_fuzz::harness`).
+//! Differential target: `token_bucket` against its reference model (see `tollgate_fuzz::harness`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use turnstile_fuzz::input::TokenBucketInput;
+use tollgate_fuzz::input::TokenBucketInput;
 
 fuzz_target!(|input: TokenBucketInput| {
-    turnstile_fuzz::harness::run(&input.0);
+    tollgate_fuzz::harness::run(&input.0);
 });

@@ -16,7 +16,7 @@
 use core::fmt::Write as _;
 use core::time::Duration;
 
-use turnstile::{
+use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
     Lease, Limiter, ManualClock, Release, Replenishing, SlidingWindowLimiter, SlidingWindowOptions,
     Statistics, TokenBucketLimiter, TokenBucketOptions,
@@ -76,8 +76,8 @@ pub fn run(s: &Scenario) {
 /// Compares a constructor's result with the options model; `Some` when both accept.
 fn accepted<L, T: PartialEq + core::fmt::Debug>(
     what: &str,
-    lib: Result<L, turnstile::OptionsError>,
-    model: Result<T, turnstile::OptionsError>,
+    lib: Result<L, tollgate::OptionsError>,
+    model: Result<T, tollgate::OptionsError>,
 ) -> Option<(L, T)> {
     match (lib, model) {
         (Ok(l), Ok(t)) => Some((l, t)),

@@ -723,13 +723,13 @@ pub enum Shape {
 /// Which limiter a scenario drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// [`turnstile::ConcurrencyLimiter`].
+    /// [`tollgate::ConcurrencyLimiter`].
     Concurrency,
-    /// [`turnstile::TokenBucketLimiter`].
+    /// [`tollgate::TokenBucketLimiter`].
     TokenBucket,
-    /// [`turnstile::FixedWindowLimiter`].
+    /// [`tollgate::FixedWindowLimiter`].
     FixedWindow,
-    /// [`turnstile::SlidingWindowLimiter`].
+    /// [`tollgate::SlidingWindowLimiter`].
     SlidingWindow,
 }
 

@@ -1,15 +1,15 @@
 //! KNOWN LIBRARY ISSUES — temporary allowances so that a long run can look past bugs already
 //! found and reported (each one has a reproducer under `fuzz/corpus/<target>/`, named
-//! `known-*`). Set `TURNSTILE_FUZZ_STRICT=1` to turn every allowance off and see them fail.
+//! `known-*`). Set `TOLLGATE_FUZZ_STRICT=1` to turn every allowance off and see them fail.
 //!
 //! Remove an entry once the library is fixed.
 
 use std::sync::OnceLock;
 
-/// Whether the allowances are off (`TURNSTILE_FUZZ_STRICT=1`).
+/// Whether the allowances are off (`TOLLGATE_FUZZ_STRICT=1`).
 pub fn strict() -> bool {
     static STRICT: OnceLock<bool> = OnceLock::new();
-    *STRICT.get_or_init(|| std::env::var_os("TURNSTILE_FUZZ_STRICT").is_some_and(|v| v != "0"))
+    *STRICT.get_or_init(|| std::env::var_os("TOLLGATE_FUZZ_STRICT").is_some_and(|v| v != "0"))
 }
 
 /// KNOWN ISSUE 1 (rate limiters' `idle_duration`): the library measures idleness between *raw*

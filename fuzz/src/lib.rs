@@ -1,4 +1,4 @@
-//! Differential fuzzing of turnstile's limiters against plain reference models.
+//! Differential fuzzing of tollgate's limiters against plain reference models.
 //!
 //! - [`input`]: what the fuzzer's bytes mean (options, start instant, operations), and the
 //!   inverse encoding used to write the seed corpora;

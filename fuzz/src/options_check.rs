@@ -4,7 +4,7 @@
 
 use core::time::Duration;
 
-use turnstile::{
+use tollgate::{
     ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
     Limiter, ManualClock, OptionsError, QueueOrder, Replenishing, SlidingWindowLimiter,
     SlidingWindowOptions, Statistics, TokenBucketLimiter, TokenBucketOptions,

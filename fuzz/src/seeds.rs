@@ -339,7 +339,7 @@ pub fn all() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     ));
 
     // --- reproducers of known library issues (see `known`): they pass with the allowances
-    // and fail with TURNSTILE_FUZZ_STRICT=1.
+    // and fail with TOLLGATE_FUZZ_STRICT=1.
     v.push((
         "token_bucket",
         "known-1-idle-before-creation",

@@ -2,7 +2,7 @@
 //! libFuzzer): `cargo test` from `fuzz/`.
 
 use arbitrary::{Arbitrary, Unstructured};
-use turnstile_fuzz::input::{Kind, OptionsInput, Scenario};
+use tollgate_fuzz::input::{Kind, OptionsInput, Scenario};
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -22,7 +22,7 @@ fn replay(target: &str, kind: Kind) {
     for (name, bytes) in inputs(target) {
         let s = Scenario::decode(kind, &mut Unstructured::new(&bytes));
         println!("{name}: {s:?}");
-        turnstile_fuzz::harness::run(&s);
+        tollgate_fuzz::harness::run(&s);
     }
 }
 
@@ -51,6 +51,6 @@ fn options() {
     for (name, bytes) in inputs("options") {
         let o = OptionsInput::arbitrary(&mut Unstructured::new(&bytes)).unwrap();
         println!("{name}: {o:?}");
-        turnstile_fuzz::options_check::run(&o);
+        tollgate_fuzz::options_check::run(&o);
     }
 }

@@ -1,4 +1,4 @@
-//! loom model checks of turnstile's state transitions live in `tests/`; see the crate's README.
+//! loom model checks of tollgate's state transitions live in `tests/`; see the crate's README.
 //!
 //! This library holds what the models share: the model runner with a default preemption bound,
 //! a per-thread clock for models that need two threads to see different instants, and a few
@@ -13,7 +13,7 @@ mod model {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use turnstile::{Clock, Instant, ManualClock, Reason, Rejection};
+    use tollgate::{Clock, Instant, ManualClock, Reason, Rejection};
 
     /// The preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set, so that a plain
     /// `cargo test` under `--cfg loom` stays bounded.

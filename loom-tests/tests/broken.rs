@@ -3,7 +3,7 @@
 //! the ones the real limiters pass (`concurrency.rs`, `sliding_window.rs`); each broken copy has a
 //! correct twin run by the same model, which passes, so a failure is the broken step's doing.
 //!
-//! Nothing here touches `turnstile`'s code: the copies reproduce the packed words and the pure
+//! Nothing here touches `tollgate`'s code: the copies reproduce the packed words and the pure
 //! transitions of `src/concurrency/state.rs` and `src/sliding_window/state.rs` in small.
 #![cfg(loom)]
 
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
-use turnstile_loom_tests::check;
+use tollgate_loom_tests::check;
 
 // ---------------------------------------------------------------------------------------------
 // The concurrency limiter's word, taken by load-then-store instead of compare-and-swap.

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
-use turnstile::{
+use tollgate::{
     ConcurrencyLimiter, ConcurrencyOptions, Limiter, ManualClock, Reason, Rejection, Release,
 };
-use turnstile_loom_tests::{assert_closed, at, check, ns};
+use tollgate_loom_tests::{assert_closed, at, check, ns};
 
 type Concurrency = ConcurrencyLimiter<Arc<ManualClock>>;
 

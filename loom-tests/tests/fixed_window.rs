@@ -13,10 +13,10 @@
 use std::sync::Arc;
 
 use loom::thread;
-use turnstile::{
+use tollgate::{
     FixedWindowLimiter, FixedWindowOptions, Instant, Limiter, Rejection, Replenishing,
 };
-use turnstile_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
+use tollgate_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
 
 type Window = FixedWindowLimiter<RecordingClock>;
 

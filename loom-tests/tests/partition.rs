@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
-use turnstile::{
+use tollgate::{
     Chain, Clock, ConcurrencyLimiter, ConcurrencyOptions, Factory, FixedPartitioned, KeyedLimiter,
     Limiter, ManualClock, Partition, PartitionConfig, PartitionKind, PartitionLimiter, Partitioned,
     TokenBucketOptions,
 };
-use turnstile_loom_tests::{check, ThreadClock};
+use tollgate_loom_tests::{check, ThreadClock};
 
 type Clk = Arc<ManualClock>;
 
@@ -338,7 +338,7 @@ fn chain_rollback_racing_release() {
         };
         let releaser = {
             let b = b.clone();
-            thread::spawn(move || turnstile::Release::release(&*b, held_b))
+            thread::spawn(move || tollgate::Release::release(&*b, held_b))
         };
         releaser.join().unwrap();
         let _granted = chainer.join().unwrap();

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loom::thread;
-use turnstile::{
+use tollgate::{
     Clock, Instant, Limiter, ManualClock, Rejection, Replenishing, SlidingWindowLimiter,
     SlidingWindowOptions,
 };
-use turnstile_loom_tests::{
+use tollgate_loom_tests::{
     assert_closed, assert_exhausted, check, ns, RecordingClock, ThreadClock,
 };
 

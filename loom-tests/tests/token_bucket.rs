@@ -14,10 +14,10 @@
 use std::sync::Arc;
 
 use loom::thread;
-use turnstile::{
+use tollgate::{
     Instant, Limiter, Rejection, Replenishing, TokenBucketLimiter, TokenBucketOptions,
 };
-use turnstile_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
+use tollgate_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
 
 type Bucket = TokenBucketLimiter<RecordingClock>;
 

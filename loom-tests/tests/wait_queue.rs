@@ -15,7 +15,7 @@ use std::time::Duration;
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use loom::thread;
-use turnstile::*;
+use tollgate::*;
 
 fn limiter(permits: u32, queue: u32, order: QueueOrder) -> Arc<ConcurrencyLimiter<ManualClock>> {
     let opts = ConcurrencyOptions::new(permits).with_queue(queue, order);

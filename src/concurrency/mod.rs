@@ -62,7 +62,7 @@ impl ConcurrencyOptions {
 /// the queue first (hand-off: nobody barges past an oldest-first queue).
 ///
 /// ```
-/// use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Reason};
+/// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Reason};
 ///
 /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(3)).unwrap();
 /// let a = limiter.try_acquire(2).unwrap();
@@ -137,7 +137,7 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     /// the oldest waiters are evicted to make room instead).
     ///
     /// ```
-    /// # use turnstile::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder};
     /// # async fn demo() {
     /// let opts = ConcurrencyOptions::new(1).with_queue(10, QueueOrder::OldestFirst);
     /// let limiter = ConcurrencyLimiter::new(opts).unwrap();

@@ -104,7 +104,7 @@ fn idle_of<L: Limiter>(l: &L) -> Idle {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(1))).unwrap();
@@ -293,7 +293,7 @@ impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> 
 /// dropped.
 ///
 /// ```
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
@@ -355,7 +355,7 @@ impl<K: Hash + Eq, L: Release, const N: usize> fmt::Debug for FixedLease<'_, K, 
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));

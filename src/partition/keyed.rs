@@ -101,7 +101,7 @@ impl evict::Table for View<'_> {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let opts = TokenBucketOptions::new(5, 1, Duration::from_secs(1));

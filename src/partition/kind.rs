@@ -37,7 +37,7 @@ enum Kind {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(100, Duration::from_secs(60))).unwrap();
 /// assert_eq!(
@@ -116,7 +116,7 @@ impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
 /// let limiter = kind.limiter(ManualClock::new());
@@ -281,7 +281,7 @@ impl<C: Clock + Sync> PartitionLimiter<C> {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = PartitionKind::NO_LIMIT.limiter(&clock);

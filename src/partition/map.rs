@@ -44,7 +44,7 @@ impl<L> Drop for Pin<'_, L> {
 /// another thread or task.
 ///
 /// ```
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(1)).unwrap();
 /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
@@ -109,7 +109,7 @@ impl<L: Release> fmt::Debug for PartitionLease<L> {
 /// ```
 /// use core::time::Duration;
 /// use std::sync::Arc;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = Arc::new(ManualClock::new());
 /// let per_user = PartitionKind::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
@@ -308,7 +308,7 @@ where
     /// ```
     /// use core::time::Duration;
     /// use std::sync::Arc;
-    /// use turnstile::*;
+    /// use tollgate::*;
     /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
     /// #     let mut f = core::pin::pin!(f);
     /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());

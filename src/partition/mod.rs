@@ -72,7 +72,7 @@ pub use map::{PartitionLease, Partitioned};
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// /// Admits a request for `resource`, whatever partitioned limiter guards it.
 /// fn admit<R: ?Sized, P: PartitionedLimiter<R>>(limiter: &P, resource: &R) -> bool {
@@ -131,7 +131,7 @@ impl<R: ?Sized, P: PartitionedLimiter<R> + ?Sized> PartitionedLimiter<R> for &P 
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let per_ip = PartitionKind::token_bucket(TokenBucketOptions::new(10, 1, Duration::from_secs(1))).unwrap();
 /// let partition = |ip: &std::net::IpAddr| {
@@ -168,7 +168,7 @@ impl<K> Partition<K> {
 /// Implemented by [`PartitionKind`] and by every closure `FnOnce(&K, &C) -> L`:
 ///
 /// ```
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let factory = |_key: &u32, clock: &ManualClock| {
 ///     let _now = clock.now();
@@ -203,7 +203,7 @@ impl<K, C, L, F: FnOnce(&K, &C) -> L> Factory<K, C> for F {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::*;
+/// use tollgate::*;
 ///
 /// let clock = ManualClock::new();
 /// let opts = FixedWindowOptions::new(1, Duration::from_secs(1));
@@ -232,7 +232,7 @@ pub enum WhenFull {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{PartitionConfig, WhenFull};
+/// use tollgate::{PartitionConfig, WhenFull};
 ///
 /// let config = PartitionConfig::new(50_000)
 ///     .with_when_full(WhenFull::Reject)

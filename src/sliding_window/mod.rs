@@ -93,7 +93,7 @@ impl SlidingWindowOptions {
 ///
 /// ```
 /// use core::time::Duration;
-/// use turnstile::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+/// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
 ///
 /// let clock = ManualClock::new();
 /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(3), 3);

@@ -22,7 +22,7 @@ pub mod sliding_window;
 pub mod time;
 pub mod token_bucket;
 
-pub use turnstile::Reason;
+pub use tollgate::Reason;
 
 /// What a model expects of one observable value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

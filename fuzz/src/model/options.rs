@@ -15,7 +15,7 @@
 
 use core::time::Duration;
 
-use turnstile::OptionsError;
+use tollgate::OptionsError;
 
 /// The period in nanoseconds, or why it is refused.
 pub fn period_ns(d: Duration) -> Result<u64, OptionsError> {
