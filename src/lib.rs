@@ -64,6 +64,9 @@ mod concurrency;
 pub mod config;
 #[cfg(feature = "std")]
 mod driver;
+#[cfg(feature = "embassy-time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
+pub mod embassy;
 mod fixed_window;
 mod lease;
 mod limiter;
