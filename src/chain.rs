@@ -30,97 +30,10 @@ use core::fmt;
 use core::future::Future;
 use core::time::Duration;
 
-use crate::clock::Clock;
 use crate::lease::{Lease, Reason, Rejection, Statistics};
-use crate::limiter::Limiter;
+use crate::limiter::{AcquireAsync, Limiter};
 use crate::partition::PartitionedLimiter;
 use crate::sync::{AtomicBool, Ordering};
-use crate::wait::Acquire;
-use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenBucketLimiter};
-
-/// A limiter one can wait on: `acquire(n).await` (.NET `AcquireAsync`).
-///
-/// Implemented by the four built-in limiters (their waits are queued, see
-/// [`Acquire`](crate::Acquire)), by [`NoopLimiter`](crate::NoopLimiter) and
-/// [`PartitionLimiter`](crate::PartitionLimiter), and by references to any of them. Implement it
-/// for your own limiter to chain it in a waiting [`Chain`] or to use it as a waiting partition.
-///
-/// ```
-/// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
-///
-/// async fn with_permit<L: AcquireAsync>(limiter: &L) -> bool {
-///     limiter.acquire(1).await.is_ok()
-/// }
-/// # use core::future::Future;
-/// # let l = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
-/// # let mut f = core::pin::pin!(with_permit(&l));
-/// # let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
-/// # assert_eq!(f.as_mut().poll(&mut cx), core::task::Poll::Ready(true));
-/// ```
-pub trait AcquireAsync: Limiter {
-    /// The future of one waiting acquisition.
-    type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
-    where
-        Self: 'a;
-
-    /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
-}
-
-impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
-    type Acquire<'a>
-        = L::Acquire<'a>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        (**self).acquire(permits)
-    }
-}
-
-impl<C: Clock + Sync> AcquireAsync for ConcurrencyLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for TokenBucketLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for FixedWindowLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Leases
@@ -472,7 +385,8 @@ impl<T: Links> Chain<T> {
         Ok(ChainLease::new(leases, permits))
     }
 
-    /// Permits that could be acquired now: the minimum over the chain.
+    /// The permits free now: the minimum over the chain (a snapshot; see
+    /// [`Limiter::available_permits`] for what it means behind a queue).
     pub fn available_permits(&self) -> u64 {
         self.links.statistics().available_permits
     }
@@ -598,7 +512,8 @@ where
         Ok(ChainLease::new(leases, permits))
     }
 
-    /// Permits that could be acquired now: the minimum over the chain.
+    /// The permits free now: the minimum over the chain (a snapshot; see
+    /// [`Limiter::available_permits`] for what it means behind a queue).
     pub fn available_permits(&self) -> u64 {
         self.statistics().available_permits
     }
