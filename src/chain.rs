@@ -540,6 +540,60 @@ where
 }
 
 #[cfg(feature = "alloc")]
+impl<B> DynChain<B>
+where
+    B: core::ops::Deref,
+    B::Target: AcquireAsync,
+{
+    /// Waits for `permits` from each limiter in order, with [`Chain::acquire`]'s guarantees:
+    /// each wait completes before the next limiter is asked; on a rejection the leases already
+    /// granted are dropped last first and the rejection is returned; dropping the future at any
+    /// point gives back whatever it holds (last first) and leaves the queue it waits in.
+    ///
+    /// For chains of one limiter type (or of pointers to it: `Vec<Arc<TokenBucketLimiter>>`,
+    /// `Vec<&ConcurrencyLimiter>`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = core::pin::pin!(f);
+    /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    /// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+    /// # }
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let global = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let per_user = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let chain = DynChain::new(vec![global.clone(), per_user.clone()]).unwrap();
+    /// let lease = block_on(chain.acquire(1)).unwrap();
+    /// assert_eq!((global.available_permits(), per_user.available_permits()), (0, 0));
+    /// drop(lease);
+    /// assert_eq!((global.available_permits(), per_user.available_permits()), (1, 1));
+    /// ```
+    pub fn acquire(
+        &self,
+        permits: u32,
+    ) -> impl Future<Output = Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection>> + '_ {
+        async move {
+            if self.is_closed() {
+                return Err(Rejection::new(Reason::Closed));
+            }
+            // The chain lease holds what is granted so far: on `?`, or if the future is dropped
+            // mid-way, it gives it back last first.
+            let mut held =
+                ChainLease::new(alloc::vec::Vec::with_capacity(self.links.len()), permits);
+            for link in &self.links {
+                let lease = (**link).acquire(permits).await?;
+                if let Some(leases) = held.leases.as_mut() {
+                    leases.push(lease);
+                }
+            }
+            Ok(held)
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
 impl<B> fmt::Debug for DynChain<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DynChain")

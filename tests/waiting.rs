@@ -166,3 +166,63 @@ fn waiting_through_an_arc() {
         assert_eq!(one(&limiter).await, 1);
     });
 }
+
+mod common;
+
+/// `DynChain::acquire`: waits on each link in order; cancelled mid-way it gives back what it
+/// holds; a rejection gives back what was granted, last first.
+#[test]
+fn dyn_chain_waits_all_or_nothing_and_is_cancellation_safe() {
+    use common::Task;
+    let opts = ConcurrencyOptions::new(1).with_queue(2, QueueOrder::OldestFirst);
+    let a = ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    let b = ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    let chain = DynChain::new(vec![&a, &b]).unwrap();
+    let held_b = b.try_acquire(1).unwrap();
+    // Granted by a, queued at b: cancelled there, a's permit comes back and b's queue empties.
+    let mut t = Task::new(chain.acquire(1));
+    t.pending();
+    assert_eq!(
+        (a.available_permits(), b.statistics().queued_permits),
+        (0, 1)
+    );
+    drop(t);
+    assert_eq!(
+        (a.available_permits(), b.statistics().queued_permits),
+        (1, 0)
+    );
+    // Queued at b again, then b is closed: the rejection comes back, a's permit too.
+    let mut t = Task::new(chain.acquire(1));
+    t.pending();
+    b.close();
+    assert_eq!(t.ready().unwrap_err().reason(), Reason::Closed);
+    assert_eq!(a.available_permits(), 1);
+    drop(held_b);
+    // The chain itself closed: rejected before asking anyone.
+    chain.close();
+    assert_eq!(
+        Task::new(chain.acquire(1)).ready().unwrap_err().reason(),
+        Reason::Closed
+    );
+}
+
+/// `DynChain::acquire` served by releases: granted once every link has a permit.
+#[test]
+fn dyn_chain_of_arcs_waits_for_every_link() {
+    use common::Task;
+    let opts = ConcurrencyOptions::new(1).with_queue(2, QueueOrder::OldestFirst);
+    let a = Arc::new(ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap());
+    let b = Arc::new(ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap());
+    let chain = DynChain::new(vec![a.clone(), b.clone()]).unwrap();
+    let held_a = a.try_acquire(1).unwrap();
+    let held_b = b.try_acquire(1).unwrap();
+    let mut t = Task::new(chain.acquire(1));
+    t.pending();
+    drop(held_a);
+    t.pending(); // a granted, now waiting at b
+    drop(held_b);
+    let lease = t.ready().unwrap();
+    assert_eq!((a.available_permits(), b.available_permits()), (0, 0));
+    drop(lease);
+    assert_eq!((a.available_permits(), b.available_permits()), (1, 1));
+}
