@@ -30,97 +30,10 @@ use core::fmt;
 use core::future::Future;
 use core::time::Duration;
 
-use crate::clock::Clock;
 use crate::lease::{Lease, Reason, Rejection, Statistics};
-use crate::limiter::Limiter;
+use crate::limiter::{AcquireAsync, Limiter};
 use crate::partition::PartitionedLimiter;
 use crate::sync::{AtomicBool, Ordering};
-use crate::wait::Acquire;
-use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenBucketLimiter};
-
-/// A limiter one can wait on: `acquire(n).await` (.NET `AcquireAsync`).
-///
-/// Implemented by the four built-in limiters (their waits are queued, see
-/// [`Acquire`](crate::Acquire)), by [`NoopLimiter`](crate::NoopLimiter) and
-/// [`PartitionLimiter`](crate::PartitionLimiter), and by references to any of them. Implement it
-/// for your own limiter to chain it in a waiting [`Chain`] or to use it as a waiting partition.
-///
-/// ```
-/// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
-///
-/// async fn with_permit<L: AcquireAsync>(limiter: &L) -> bool {
-///     limiter.acquire(1).await.is_ok()
-/// }
-/// # use core::future::Future;
-/// # let l = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
-/// # let mut f = core::pin::pin!(with_permit(&l));
-/// # let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
-/// # assert_eq!(f.as_mut().poll(&mut cx), core::task::Poll::Ready(true));
-/// ```
-pub trait AcquireAsync: Limiter {
-    /// The future of one waiting acquisition.
-    type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
-    where
-        Self: 'a;
-
-    /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
-}
-
-impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
-    type Acquire<'a>
-        = L::Acquire<'a>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        (**self).acquire(permits)
-    }
-}
-
-impl<C: Clock + Sync> AcquireAsync for ConcurrencyLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for TokenBucketLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for FixedWindowLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Leases
@@ -472,7 +385,8 @@ impl<T: Links> Chain<T> {
         Ok(ChainLease::new(leases, permits))
     }
 
-    /// Permits that could be acquired now: the minimum over the chain.
+    /// The permits free now: the minimum over the chain (a snapshot; see
+    /// [`Limiter::available_permits`] for what it means behind a queue).
     pub fn available_permits(&self) -> u64 {
         self.links.statistics().available_permits
     }
@@ -598,7 +512,8 @@ where
         Ok(ChainLease::new(leases, permits))
     }
 
-    /// Permits that could be acquired now: the minimum over the chain.
+    /// The permits free now: the minimum over the chain (a snapshot; see
+    /// [`Limiter::available_permits`] for what it means behind a queue).
     pub fn available_permits(&self) -> u64 {
         self.statistics().available_permits
     }
@@ -621,6 +536,60 @@ where
     /// Whether [`close`](Self::close) has been called.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<B> DynChain<B>
+where
+    B: core::ops::Deref,
+    B::Target: AcquireAsync,
+{
+    /// Waits for `permits` from each limiter in order, with [`Chain::acquire`]'s guarantees:
+    /// each wait completes before the next limiter is asked; on a rejection the leases already
+    /// granted are dropped last first and the rejection is returned; dropping the future at any
+    /// point gives back whatever it holds (last first) and leaves the queue it waits in.
+    ///
+    /// For chains of one limiter type (or of pointers to it: `Vec<Arc<TokenBucketLimiter>>`,
+    /// `Vec<&ConcurrencyLimiter>`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = core::pin::pin!(f);
+    /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    /// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+    /// # }
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let global = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let per_user = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let chain = DynChain::new(vec![global.clone(), per_user.clone()]).unwrap();
+    /// let lease = block_on(chain.acquire(1)).unwrap();
+    /// assert_eq!((global.available_permits(), per_user.available_permits()), (0, 0));
+    /// drop(lease);
+    /// assert_eq!((global.available_permits(), per_user.available_permits()), (1, 1));
+    /// ```
+    pub fn acquire(
+        &self,
+        permits: u32,
+    ) -> impl Future<Output = Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection>> + '_ {
+        async move {
+            if self.is_closed() {
+                return Err(Rejection::new(Reason::Closed));
+            }
+            // The chain lease holds what is granted so far: on `?`, or if the future is dropped
+            // mid-way, it gives it back last first.
+            let mut held =
+                ChainLease::new(alloc::vec::Vec::with_capacity(self.links.len()), permits);
+            for link in &self.links {
+                let lease = (**link).acquire(permits).await?;
+                if let Some(leases) = held.leases.as_mut() {
+                    leases.push(lease);
+                }
+            }
+            Ok(held)
+        }
     }
 }
 

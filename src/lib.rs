@@ -83,9 +83,7 @@ mod wait;
 
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;
-pub use chain::{
-    AcquireAsync, Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks,
-};
+pub use chain::{Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks};
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, Instant, ManualClock};
@@ -100,7 +98,7 @@ pub use lease::OwnedLease;
 pub use lease::{Lease, Reason, Rejection, Release, Statistics};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
-pub use limiter::{Limiter, Replenishing};
+pub use limiter::{AcquireAsync, Limiter, Replenishing};
 pub use noop::NoopLimiter;
 pub use options::{OptionsError, QueueOrder};
 pub use partition::{

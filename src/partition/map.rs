@@ -10,9 +10,9 @@ use std::sync::Arc;
 use super::evict::Idle;
 use super::shards::{Owned, Shards};
 use super::{Factory, Partition, PartitionConfig, PartitionedLimiter};
-use crate::chain::AcquireAsync;
 use crate::clock::{Clock, StdClock};
 use crate::lease::{Reason, Rejection, Release, Statistics};
+use crate::limiter::AcquireAsync;
 use crate::limiter::{Limiter, Replenishing};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
