@@ -13,7 +13,8 @@ pub enum OptionsError {
     ZeroTokensPerPeriod,
     /// The replenishment period or window is zero.
     ZeroPeriod,
-    /// A period or window of 2^64 nanoseconds (584 years) or more.
+    /// A period or window of 2^63 nanoseconds (292 years) or more: a limiter reads its clock as
+    /// stepped back from 2^63 ns after its creation on, so such a period would never end.
     PeriodTooLong,
     /// The sliding window has zero segments.
     ZeroSegments,
@@ -44,9 +45,9 @@ impl fmt::Display for OptionsError {
             OptionsError::ZeroPeriod => {
                 f.write_str("the period or window must be longer than zero")
             }
-            OptionsError::PeriodTooLong => {
-                f.write_str("the period or window must be shorter than 2^64 nanoseconds")
-            }
+            OptionsError::PeriodTooLong => f.write_str(
+                "the period or window must be shorter than 2^63 nanoseconds (292 years)",
+            ),
             OptionsError::ZeroSegments => f.write_str("segments per window must be at least 1"),
             OptionsError::TooManySegments { max } => {
                 write!(
