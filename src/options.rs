@@ -26,6 +26,16 @@ pub enum OptionsError {
     SegmentTooShort,
     /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
     RateTooHigh,
+    /// A partition capacity larger than the limiter's table can hold.
+    CapacityTooLarge {
+        /// The largest capacity the table can hold on this target.
+        max: usize,
+    },
+    /// The allocator refused the memory the configured capacity needs.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for OptionsError {
@@ -53,6 +63,15 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::RateTooHigh => {
                 f.write_str("a keyed limiter allows at most one token per 2 nanoseconds")
+            }
+            OptionsError::CapacityTooLarge { max } => {
+                write!(f, "the partition capacity must be at most {max}")
+            }
+            OptionsError::OutOfMemory { bytes } => {
+                write!(
+                    f,
+                    "could not allocate {bytes} bytes for the partition capacity"
+                )
             }
         }
     }
