@@ -59,6 +59,9 @@ mod clock;
 #[cfg(feature = "std")]
 mod coarse_clock;
 mod concurrency;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod config;
 #[cfg(feature = "std")]
 mod driver;
 mod fixed_window;
@@ -67,6 +70,7 @@ mod limiter;
 mod noop;
 mod options;
 pub mod partition;
+pub mod per;
 mod sliding_window;
 mod stats;
 mod sync;
