@@ -33,6 +33,16 @@ pub enum OptionsError {
         /// The largest limit this target's word holds.
         max: u32,
     },
+    /// A partition capacity larger than the limiter's table can hold.
+    CapacityTooLarge {
+        /// The largest capacity the table can hold on this target.
+        max: usize,
+    },
+    /// The allocator refused the memory the configured capacity needs.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for OptionsError {
@@ -63,6 +73,15 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::LimitTooLarge { max } => {
                 write!(f, "the permit limit must be at most {max} on this target")
+            }
+            OptionsError::CapacityTooLarge { max } => {
+                write!(f, "the partition capacity must be at most {max}")
+            }
+            OptionsError::OutOfMemory { bytes } => {
+                write!(
+                    f,
+                    "could not allocate {bytes} bytes for the partition capacity"
+                )
             }
         }
     }
