@@ -135,6 +135,20 @@ impl Model for FixedWindowModel {
         elapsed(self.origin, now)
     }
 
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    /// Permits a waiter was granted and never received are no longer counted in the current
+    /// window; the window state is then dated by the current window (one that is wholly free
+    /// again became so now).
+    fn give_back(&mut self, now: u64, n: u32, _stamp: u128) {
+        let w = self.current(now);
+        let (_, used) = self.at(w);
+        self.used = used.saturating_sub(u128::from(n));
+        self.window = w;
+    }
+
     fn clock_behind(&self, now: u64) -> bool {
         elapsed(self.origin, now) / self.window_ns < self.window
     }

@@ -152,6 +152,20 @@ impl Model for TokenBucketModel {
         elapsed(self.origin, now) / self.period < self.as_of
     }
 
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    /// Tokens a waiter was granted and never received go back into the bucket at the current
+    /// tick, capped at the limit; the bucket is then dated by that tick (a bucket full after a
+    /// give-back became full then — even a give-back of nothing ends a use).
+    fn give_back(&mut self, now: u64, n: u32, _stamp: u128) {
+        let t = self.tick(now);
+        let (tokens, _) = self.at(t);
+        self.tokens = (tokens + u128::from(n)).min(self.limit);
+        self.as_of = t;
+    }
+
     fn replenish(&mut self, now: u64) -> u128 {
         let t = self.tick(now);
         (self.tokens, self.as_of) = self.at(t);
