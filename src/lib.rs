@@ -42,6 +42,8 @@
 //! |---|---|---|
 //! | `std` | yes | `StdClock`; implies `alloc` |
 //! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
+//! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
+//! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
 //! | `critical-section` | no | atomics through `critical-section` on targets without CAS (automatic where there is no CAS at all) |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for
@@ -67,6 +69,8 @@ mod limiter;
 mod noop;
 mod options;
 pub mod partition;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod sliding_window;
 mod stats;
 mod sync;
