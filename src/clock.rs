@@ -119,12 +119,25 @@ impl fmt::Debug for Instant {
 pub trait Clock {
     /// The current instant.
     fn now(&self) -> Instant;
+
+    /// Whether this clock moves with real time by itself ([`StdClock`], a
+    /// [`CoarseClock`](crate::CoarseClock) with its refresher running), as opposed to one that
+    /// moves only when told to ([`ManualClock`], a tick counter). With feature `std`, the waiters
+    /// of a rate limiter on a clock that advances by itself are woken by the process timer when
+    /// their permits arrive; on any other clock they are served by later acquisitions,
+    /// `replenish()` or a `Driver`. The default is `false`.
+    fn advances_by_itself(&self) -> bool {
+        false
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     #[inline]
     fn now(&self) -> Instant {
         (**self).now()
+    }
+    fn advances_by_itself(&self) -> bool {
+        (**self).advances_by_itself()
     }
 }
 
@@ -133,6 +146,9 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     #[inline]
     fn now(&self) -> Instant {
         (**self).now()
+    }
+    fn advances_by_itself(&self) -> bool {
+        (**self).advances_by_itself()
     }
 }
 
@@ -248,5 +264,8 @@ impl Clock for StdClock {
         let epoch = EPOCH.get_or_init(std::time::Instant::now);
         let nanos = epoch.elapsed().as_nanos();
         Instant(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+    fn advances_by_itself(&self) -> bool {
+        true
     }
 }

@@ -175,6 +175,10 @@ impl Clock for CoarseClock {
     fn now(&self) -> Instant {
         Instant::from_nanos(NOW.load(Ordering::Relaxed))
     }
+    /// True while the refresher runs.
+    fn advances_by_itself(&self) -> bool {
+        INTERVAL_NS.load(Ordering::Relaxed) != 0
+    }
 }
 
 /// `interval` in nanoseconds, within [`CoarseClock::MIN_INTERVAL`]..=1 hour.

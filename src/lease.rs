@@ -126,6 +126,23 @@ impl OwnedLease {
     pub const fn returns_permits(&self) -> bool {
         self.releaser.is_some()
     }
+
+    /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
+    /// were used up for good. Returns how many there were.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+    ///
+    /// let limiter = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
+    /// let lease = limiter.try_acquire_owned(1).unwrap();
+    /// assert_eq!(lease.forget(), 1);
+    /// assert_eq!(limiter.available_permits(), 1); // never given back
+    /// ```
+    pub fn forget(mut self) -> u32 {
+        self.releaser = None;
+        self.permits
+    }
 }
 
 #[cfg(feature = "alloc")]
@@ -236,6 +253,20 @@ impl Rejection {
     /// (a concurrency limiter), or no wait helps (exceeds limit, closed).
     pub const fn retry_after(&self) -> Option<Duration> {
         self.retry_after
+    }
+}
+
+/// The reason's [`phrase`](Reason::phrase).
+///
+/// ```
+/// use tollgate::Reason;
+///
+/// assert_eq!(Reason::QueueFull.to_string(), "queue limit reached");
+/// assert_eq!(Reason::Custom("CPU too busy").to_string(), "CPU too busy");
+/// ```
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.phrase())
     }
 }
 

@@ -61,6 +61,9 @@ mod clock;
 #[cfg(feature = "std")]
 mod coarse_clock;
 mod concurrency;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod config;
 #[cfg(feature = "std")]
 mod driver;
 mod fixed_window;
@@ -69,6 +72,7 @@ mod limiter;
 mod noop;
 mod options;
 pub mod partition;
+pub mod per;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod sliding_window;

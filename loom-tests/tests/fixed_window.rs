@@ -13,9 +13,7 @@
 use std::sync::Arc;
 
 use loom::thread;
-use tollgate::{
-    FixedWindowLimiter, FixedWindowOptions, Instant, Limiter, Rejection, Replenishing,
-};
+use tollgate::{FixedWindowLimiter, FixedWindowOptions, Instant, Limiter, Rejection, Replenishing};
 use tollgate_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
 
 type Window = FixedWindowLimiter<RecordingClock>;

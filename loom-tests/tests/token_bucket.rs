@@ -14,9 +14,7 @@
 use std::sync::Arc;
 
 use loom::thread;
-use tollgate::{
-    Instant, Limiter, Rejection, Replenishing, TokenBucketLimiter, TokenBucketOptions,
-};
+use tollgate::{Instant, Limiter, Rejection, Replenishing, TokenBucketLimiter, TokenBucketOptions};
 use tollgate_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
 
 type Bucket = TokenBucketLimiter<RecordingClock>;

@@ -305,6 +305,9 @@ macro_rules! bucket_limiter {
             fn lease(&self, n: u32) -> $crate::Lease<'_> {
                 $crate::Lease::unreleased(n)
             }
+            fn timed(&self) -> bool {
+                $crate::clock::Clock::advances_by_itself(&self.core.clock)
+            }
         }
     };
 }

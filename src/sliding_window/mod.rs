@@ -380,6 +380,9 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
     fn lease(&self, n: u32) -> Lease<'_> {
         Lease::unreleased(n)
     }
+    fn timed(&self) -> bool {
+        self.clock.advances_by_itself()
+    }
 }
 
 impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
