@@ -42,6 +42,8 @@
 //! |---|---|---|
 //! | `std` | yes | `StdClock`; implies `alloc` |
 //! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
+//! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
+//! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
 //! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for
@@ -74,6 +76,8 @@ mod noop;
 mod options;
 pub mod partition;
 pub mod per;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod sliding_window;
 mod stats;
 mod sync;
