@@ -26,6 +26,11 @@ pub enum OptionsError {
     SegmentTooShort,
     /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
     RateTooHigh,
+    /// A limit above the fixed capacity `max` of the limiter's storage (a sliding log's ring).
+    ExceedsCapacity {
+        /// The capacity (the limiter's `N` parameter).
+        max: usize,
+    },
 }
 
 impl fmt::Display for OptionsError {
@@ -53,6 +58,12 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::RateTooHigh => {
                 f.write_str("a keyed limiter allows at most one token per 2 nanoseconds")
+            }
+            OptionsError::ExceedsCapacity { max } => {
+                write!(
+                    f,
+                    "the limit must be at most {max} (the limiter's capacity)"
+                )
             }
         }
     }
