@@ -43,6 +43,11 @@ pub enum OptionsError {
         /// The bytes asked for.
         bytes: usize,
     },
+    /// A limit above the fixed capacity `max` of the limiter's storage (a sliding log's ring).
+    ExceedsCapacity {
+        /// The capacity (the limiter's `N` parameter).
+        max: usize,
+    },
 }
 
 impl fmt::Display for OptionsError {
@@ -81,6 +86,12 @@ impl fmt::Display for OptionsError {
                 write!(
                     f,
                     "could not allocate {bytes} bytes for the partition capacity"
+                )
+            }
+            OptionsError::ExceedsCapacity { max } => {
+                write!(
+                    f,
+                    "the limit must be at most {max} (the limiter's capacity)"
                 )
             }
         }
