@@ -59,6 +59,8 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+#[macro_use]
+mod sync;
 mod bucket;
 mod cas;
 mod chain;
@@ -85,7 +87,6 @@ pub mod per;
 pub mod redis;
 mod sliding_window;
 mod stats;
-mod sync;
 mod ticks;
 mod token_bucket;
 mod wait;

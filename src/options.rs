@@ -100,6 +100,41 @@ impl fmt::Display for OptionsError {
 
 impl core::error::Error for OptionsError {}
 
+impl OptionsError {
+    /// Stops the evaluation of a constant with this error's message: the `at_epoch`
+    /// constructors, which build `static` limiters, turn invalid options into a compile error.
+    #[track_caller]
+    pub(crate) const fn panic_in_const(self) -> ! {
+        match self {
+            OptionsError::ZeroLimit => {
+                panic!("invalid options: the permit limit must be at least 1")
+            }
+            OptionsError::ZeroTokensPerPeriod => {
+                panic!("invalid options: tokens per period must be at least 1")
+            }
+            OptionsError::ZeroPeriod => {
+                panic!("invalid options: the period or window must be longer than zero")
+            }
+            OptionsError::PeriodTooLong => {
+                panic!("invalid options: the period or window is too long")
+            }
+            OptionsError::ZeroSegments => {
+                panic!("invalid options: segments per window must be at least 1")
+            }
+            OptionsError::TooManySegments { .. } => {
+                panic!("invalid options: more segments than the limiter's capacity")
+            }
+            OptionsError::SegmentTooShort => {
+                panic!("invalid options: the window must be at least one nanosecond per segment")
+            }
+            OptionsError::LimitTooLarge { .. } => {
+                panic!("invalid options: the permit limit is too large for this target")
+            }
+            _ => panic!("invalid options"),
+        }
+    }
+}
+
 /// The order in which queued requests are served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum QueueOrder {

@@ -2,9 +2,15 @@
 //!
 //! Under `cfg(loom)` every atomic comes from [loom] so that the model checker in `loom-tests/`
 //! can explore every interleaving of the limiters' state transitions. Otherwise the atomics come
-//! from [portable-atomic], which is `core`'s atomics where the target has them and a fallback
-//! (critical sections, or global locks) where it does not (thumbv6m, riscv32imc, 64- and 128-bit
-//! words on 32-bit MCUs).
+//! from [portable-atomic]: `core`'s atomics where the target has them, and on targets with no
+//! compare-and-swap at all (thumbv6m, riscv32imc) its `critical-section` implementation.
+//!
+//! **Never a spin lock.** On targets without native 64-bit atomics (32-bit MCUs), the 64- and
+//! 128-bit words are [`CsAtomic`] cells: each operation is one `critical-section` section —
+//! interrupt-safe on a single core, and a few cycles (`cpsid`/`cpsie` on Cortex-M). portable-atomic's
+//! `fallback` feature (a global table of seqlock spin locks, which an interrupt handler spins on
+//! forever when it interrupts the holder) is not enabled, so no build can link it:
+//! `benches/size.sh` checks its lock table is absent.
 //!
 //! loom has no 128-bit atomic, so under loom [`AtomicU128`] is modelled by a loom mutex around a
 //! `u128`: a linearizable cell whose every operation is one indivisible step, which is exactly the
@@ -16,8 +22,120 @@
 
 pub(crate) use core::sync::atomic::Ordering;
 
+/// Declares a function `const` except under `cfg(loom)`, whose atomics cannot be built in a
+/// constant: the limiters' `at_epoch` constructors (for `static` limiters) and what they build.
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        $vis const fn $($rest)*
+        #[cfg(loom)]
+        $(#[$attr])*
+        $vis fn $($rest)*
+    };
+}
+pub(crate) use const_unless_loom;
+
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicBool, AtomicU128, AtomicU64, AtomicUsize};
+pub(crate) use portable_atomic::{AtomicBool, AtomicUsize};
+
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use portable_atomic::{AtomicU128, AtomicU64};
+
+#[cfg(all(not(loom), not(target_has_atomic = "64")))]
+pub(crate) use cs_atomic::{AtomicU128, AtomicU64};
+
+/// 64- and 128-bit "atomics" for targets without native 64-bit atomics: a value in a
+/// `critical_section::Mutex`, every operation one critical section. The same API as
+/// portable-atomic's for the operations the crate uses; orderings are irrelevant (a critical
+/// section orders everything).
+#[cfg(all(not(loom), not(target_has_atomic = "64")))]
+mod cs_atomic {
+    use core::cell::Cell;
+    use core::fmt;
+
+    use super::Ordering;
+
+    /// A value behind a critical section.
+    pub(crate) struct CsAtomic<T: Copy>(critical_section::Mutex<Cell<T>>);
+
+    /// A 64-bit word behind a critical section.
+    pub(crate) type AtomicU64 = CsAtomic<u64>;
+    /// A 128-bit word behind a critical section.
+    pub(crate) type AtomicU128 = CsAtomic<u128>;
+
+    impl<T: Copy + fmt::Debug> fmt::Debug for CsAtomic<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.load(Ordering::Relaxed).fmt(f)
+        }
+    }
+
+    impl<T: Copy + Default> Default for CsAtomic<T> {
+        fn default() -> Self {
+            Self::new(T::default())
+        }
+    }
+
+    impl<T: Copy> CsAtomic<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(critical_section::Mutex::new(Cell::new(value)))
+        }
+
+        #[inline]
+        fn with<R>(&self, f: impl FnOnce(&Cell<T>) -> R) -> R {
+            critical_section::with(|cs| f(self.0.borrow(cs)))
+        }
+
+        #[inline]
+        pub(crate) fn load(&self, _: Ordering) -> T {
+            self.with(Cell::get)
+        }
+
+        #[inline]
+        pub(crate) fn store(&self, value: T, _: Ordering) {
+            self.with(|c| c.set(value));
+        }
+    }
+
+    impl<T: Copy + PartialEq> CsAtomic<T> {
+        #[inline]
+        pub(crate) fn compare_exchange(
+            &self,
+            current: T,
+            new: T,
+            _: Ordering,
+            _: Ordering,
+        ) -> Result<T, T> {
+            self.with(|c| {
+                let old = c.get();
+                if old == current {
+                    c.set(new);
+                    Ok(old)
+                } else {
+                    Err(old)
+                }
+            })
+        }
+
+        #[inline]
+        pub(crate) fn compare_exchange_weak(
+            &self,
+            current: T,
+            new: T,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<T, T> {
+            self.compare_exchange(current, new, success, failure)
+        }
+    }
+
+    impl CsAtomic<u64> {
+        #[inline]
+        pub(crate) fn fetch_max(&self, v: u64, _: Ordering) -> u64 {
+            self.with(|c| c.replace(c.get().max(v)))
+        }
+    }
+}
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};

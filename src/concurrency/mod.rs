@@ -142,6 +142,57 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         })
     }
 
+    crate::sync::const_unless_loom! {
+        /// A limiter built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its idleness counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO)) rather than from a reading at creation, and
+        /// no release reads the clock: `idle_duration` dates idleness from the first call that
+        /// sees it (as on an expensive clock; see the type's docs).
+        ///
+        /// Meant for constants: invalid options stop the build there (a `const` panic is a
+        /// compile error, naming the option). At run time use [`with_clock`](Self::with_clock),
+        /// which returns an [`OptionsError`] instead.
+        ///
+        /// ```
+        /// use tollgate::{Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter};
+        ///
+        /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds
+        /// impl Clock for Uptime {
+        ///     fn now(&self) -> Instant {
+        ///         Instant::from_nanos(0)
+        ///     }
+        /// }
+        ///
+        /// static PERMITS: ConcurrencyLimiter<Uptime> =
+        ///     ConcurrencyLimiter::at_epoch(ConcurrencyOptions::new(4), Uptime);
+        ///
+        /// let lease = PERMITS.try_acquire(3).unwrap();
+        /// assert_eq!(PERMITS.available_permits(), 1);
+        /// drop(lease);
+        /// assert_eq!(PERMITS.available_permits(), 4);
+        /// ```
+        ///
+        /// ```compile_fail
+        /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock};
+        /// static NONE: ConcurrencyLimiter<ManualClock> =
+        ///     ConcurrencyLimiter::at_epoch(ConcurrencyOptions::new(0), ManualClock::new());
+        /// ```
+        pub fn at_epoch(options: ConcurrencyOptions, clock: C) -> Self {
+            if let Err(e) = options.validate() {
+                e.panic_in_const();
+            }
+            Self {
+                word: AtomicUsize::new(State::full(options.permit_limit).pack()),
+                idle_since: Stamp::new(0),
+                eager: false,
+                counters: Counters::new(),
+                queue: WaitQueue::new(options.queue_limit, options.queue_order),
+                options,
+                clock,
+            }
+        }
+    }
+
     /// The options the limiter was built with.
     pub fn options(&self) -> &ConcurrencyOptions {
         &self.options

@@ -25,8 +25,10 @@ mod wide {
         /// Releases may date idleness themselves (eager dating).
         pub(crate) const RAISES: bool = true;
 
-        pub(crate) fn new(nanos: u64) -> Self {
-            Self(AtomicU64::new(nanos))
+        crate::sync::const_unless_loom! {
+            pub(crate) fn new(nanos: u64) -> Self {
+                Self(AtomicU64::new(nanos))
+            }
         }
 
         /// Moves the stamp up to `nanos` (never down). Skips the read-modify-write when the
@@ -70,7 +72,7 @@ mod halves {
         /// Only the holder of the `dating` flag writes: releases never date idleness here.
         pub(crate) const RAISES: bool = false;
 
-        pub(crate) fn new(nanos: u64) -> Self {
+        pub(crate) const fn new(nanos: u64) -> Self {
             Self {
                 seq: AtomicU32::new(0),
                 low: AtomicU32::new(nanos as u32),

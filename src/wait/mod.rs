@@ -172,14 +172,16 @@ impl WakeList {
 }
 
 impl WaitQueue {
-    pub(crate) fn new(limit: u32, order: QueueOrder) -> Self {
-        Self {
-            list: Lock::new(List::new()),
-            queued: AtomicU64::new(0),
-            limit,
-            order,
-            #[cfg(feature = "std")]
-            hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
+    crate::sync::const_unless_loom! {
+        pub(crate) fn new(limit: u32, order: QueueOrder) -> Self {
+            Self {
+                list: Lock::new(List::new()),
+                queued: AtomicU64::new(0),
+                limit,
+                order,
+                #[cfg(feature = "std")]
+                hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
+            }
         }
     }
 
