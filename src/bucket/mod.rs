@@ -1,5 +1,6 @@
-//! The lock-free core shared by the token bucket and the fixed window: a 128-bit word driven by
-//! the pure transitions of [`state`], time read from a [`Clock`] and converted to ticks, and a
+//! The lock-free core shared by the token bucket and the fixed window: one atomic word (64 bits
+//! when the configuration fits, else 128: see [`state`]) driven by the pure transitions of
+//! [`state`], time read from a [`Clock`] and converted to ticks, and a
 //! wait queue served as time brings tokens.
 
 pub(crate) mod state;
@@ -11,16 +12,70 @@ use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection, Statistics};
 use crate::stats::Counters;
-use crate::sync::{AtomicU128, Ordering};
+use crate::sync::{AtomicU128, AtomicU64};
 use crate::ticks::Ticker;
 use crate::wait::WaitQueue;
 
 use state::{Bucket, Denied, Refill};
 
+/// The bucket's atomic state word: the native 64-bit layout when every reachable state fits in
+/// it ([`Bucket::narrow_shift`]), else 128 bits. Both hold the same [`Bucket`]; every update
+/// goes through [`cas::transition`].
+#[derive(Debug)]
+enum StateWord {
+    /// The 64-bit layout, with a token field of `shift` bits.
+    Narrow { word: AtomicU64, shift: u32 },
+    /// The 128-bit layout.
+    Wide(AtomicU128),
+}
+
+impl StateWord {
+    fn new(b: Bucket, shift: Option<u32>) -> Self {
+        match shift {
+            Some(shift) => StateWord::Narrow {
+                word: AtomicU64::new(b.pack64(shift)),
+                shift,
+            },
+            None => StateWord::Wide(AtomicU128::new(b.pack())),
+        }
+    }
+
+    #[inline]
+    fn load(&self) -> Bucket {
+        match self {
+            StateWord::Narrow { word, shift } => Bucket::unpack64(cas::Word::load(word), *shift),
+            StateWord::Wide(word) => Bucket::unpack(cas::Word::load(word)),
+        }
+    }
+
+    /// [`cas::transition`] over the unpacked state: `decide` returns the new state (nothing is
+    /// written when it equals the current one) or an error (nothing is written). Returns the
+    /// state the decision was made on.
+    #[inline(always)]
+    fn transition<T, E>(
+        &self,
+        mut decide: impl FnMut(Bucket) -> Result<(Bucket, T), E>,
+    ) -> Result<(Bucket, T), E> {
+        match self {
+            StateWord::Narrow { word, shift } => {
+                let shift = *shift;
+                cas::transition(word, |w| {
+                    decide(Bucket::unpack64(w, shift)).map(|(b, t)| (b.pack64(shift), t))
+                })
+                .map(|(w, t)| (Bucket::unpack64(w, shift), t))
+            }
+            StateWord::Wide(word) => cas::transition(word, |w| {
+                decide(Bucket::unpack(w)).map(|(b, t)| (b.pack(), t))
+            })
+            .map(|(w, t)| (Bucket::unpack(w), t)),
+        }
+    }
+}
+
 /// The shared core. `refill.limit` is the largest request that can ever succeed.
 #[derive(Debug)]
 pub(crate) struct BucketCore<C> {
-    word: AtomicU128,
+    word: StateWord,
     ticker: Ticker,
     refill: Refill,
     pub(crate) counters: Counters,
@@ -32,7 +87,10 @@ impl<C: Clock> BucketCore<C> {
     pub(crate) fn new(refill: Refill, period_ns: u64, queue: WaitQueue, clock: C) -> Self {
         let ticker = Ticker::new(clock.now(), period_ns);
         Self {
-            word: AtomicU128::new(Bucket::full(refill.limit).pack()),
+            word: StateWord::new(
+                Bucket::full(refill.limit),
+                Bucket::narrow_shift(refill.limit, period_ns),
+            ),
             ticker,
             refill,
             counters: Counters::new(),
@@ -47,16 +105,16 @@ impl<C: Clock> BucketCore<C> {
 
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
     #[inline]
-    fn attempt(&self, k: u64, n: u32) -> Result<(), (Denied, u128)> {
+    fn attempt(&self, k: u64, n: u32) -> Result<(), (Denied, Bucket)> {
         let r = self.refill;
         let barge = self.queue.barging();
-        cas::transition(&self.word, |w| {
-            Bucket::unpack(w)
-                .try_take(k, n, r, barge)
-                .map(|b| (b.pack(), ()))
-                .map_err(|d| (d, w))
-        })
-        .map(|_| ())
+        self.word
+            .transition(|b| {
+                b.try_take(k, n, r, barge)
+                    .map(|next| (next, ()))
+                    .map_err(|d| (d, b))
+            })
+            .map(|_| ())
     }
 
     /// Takes `n` tokens now without waiting (uncounted), or says why not and when to retry.
@@ -69,8 +127,8 @@ impl<C: Clock> BucketCore<C> {
         }
         let (k, into) = self.ticker.tick(self.clock.now());
         let mut result = self.attempt(k, n);
-        if let Err((Denied::Exhausted { .. }, w)) = result {
-            if Bucket::unpack(w).waiters && !self.queue.barging() {
+        if let Err((Denied::Exhausted { .. }, b)) = result {
+            if b.waiters && !self.queue.barging() {
                 serve();
                 result = self.attempt(k, n);
             }
@@ -78,9 +136,9 @@ impl<C: Clock> BucketCore<C> {
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { .. }, w)) => {
-                // From the very instant and word the decision was made on: no second clock read.
-                let wait = self.retry_after(k, into, w, n);
+            Err((Denied::Exhausted { .. }, b)) => {
+                // From the very instant and state the decision was made on: no second clock read.
+                let wait = self.retry_after(k, into, b, n);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
                     wait.max(Duration::from_nanos(1)),
@@ -94,29 +152,28 @@ impl<C: Clock> BucketCore<C> {
     /// served in turn (walked under the queue lock, with the word as it is under that lock, since
     /// the refill cap makes the answer depend on each waiter's size, not just their sum).
     #[cold]
-    fn retry_after(&self, k: u64, into: u64, w: u128, n: u32) -> Duration {
+    fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32) -> Duration {
         let newcomer = core::iter::once(n.max(1));
-        if Bucket::unpack(w).waiters && !self.queue.barging() {
+        if b.waiters && !self.queue.barging() {
             self.queue.with_requests(|ahead| {
-                let w = self.word.load(Ordering::Acquire);
-                self.wait_behind(k, into, w, ahead.chain(newcomer))
+                let b = self.word.load();
+                self.wait_behind(k, into, b, ahead.chain(newcomer))
             })
         } else {
-            self.wait_behind(k, into, w, newcomer)
+            self.wait_behind(k, into, b, newcomer)
         }
     }
 
     /// The wait until the last of `requests` is granted (in order, each as soon as it fits),
-    /// seen from `into` ns into tick `k`, with the word `w`. Counted from the word's own tick if
-    /// that is later than `k` (a stale reading: real time is at least there).
+    /// seen from `into` ns into tick `k`, with the state `b`. Counted from the state's own tick
+    /// if that is later than `k` (a stale reading: real time is at least there).
     fn wait_behind(
         &self,
         k: u64,
         into: u64,
-        w: u128,
+        b: Bucket,
         requests: impl IntoIterator<Item = u32>,
     ) -> Duration {
-        let b = Bucket::unpack(w);
         let base = k.max(b.tick);
         let ticks = b
             .at(base, self.refill)
@@ -129,24 +186,20 @@ impl<C: Clock> BucketCore<C> {
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill;
-        cas::transition(&self.word, |w| {
-            let b = Bucket::unpack(w);
-            match b.try_take(k, n, r, true) {
-                Ok(next) => Ok((next.pack(), Some(k))),
+        self.word
+            .transition(|b| match b.try_take(k, n, r, true) {
+                Ok(next) => Ok((next, Some(k))),
                 Err(Denied::Closed) => Err(Reason::Closed),
-                Err(Denied::Exhausted { .. }) if flag_if_short => {
-                    Ok((b.with_waiters(true).pack(), None))
-                }
-                Err(Denied::Exhausted { .. }) => Ok((w, None)),
-            }
-        })
-        .map(|(_, taken)| taken)
+                Err(Denied::Exhausted { .. }) if flag_if_short => Ok((b.with_waiters(true), None)),
+                Err(Denied::Exhausted { .. }) => Ok((b, None)),
+            })
+            .map(|(_, taken)| taken)
     }
 
     pub(crate) fn clear_waiters(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Bucket::unpack(w).with_waiters(false).pack(), ()))
-        });
+        let _ = self
+            .word
+            .transition(|b| Ok::<_, Infallible>((b.with_waiters(false), ())));
     }
 
     /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
@@ -154,10 +207,10 @@ impl<C: Clock> BucketCore<C> {
     pub(crate) fn give_back(&self, n: u32) -> bool {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill;
-        let Ok((before, ())) = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Bucket::unpack(w).give_back(k, n, r).pack(), ()))
-        });
-        Bucket::unpack(before).waiters
+        let Ok((before, ())) = self
+            .word
+            .transition(|b| Ok::<_, Infallible>((b.give_back(k, n, r), ())));
+        before.waiters
     }
 
     /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
@@ -165,13 +218,12 @@ impl<C: Clock> BucketCore<C> {
     /// in order as they arrive). Zero if it holds them already.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
-        let w = self.word.load(Ordering::Acquire);
+        let b = self.word.load();
         if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill.limit)) {
             if u64::from(n) == total {
-                return self.wait_behind(k, into, w, core::iter::once(n));
+                return self.wait_behind(k, into, b, core::iter::once(n));
             }
         }
-        let b = Bucket::unpack(w);
         let base = k.max(b.tick);
         let b = b.at(base, self.refill);
         let missing = total.saturating_sub(u64::from(b.tokens));
@@ -182,7 +234,7 @@ impl<C: Clock> BucketCore<C> {
 
     fn now_state(&self) -> Bucket {
         let (k, _) = self.ticker.tick(self.clock.now());
-        Bucket::unpack(self.word.load(Ordering::Acquire)).at(k, self.refill)
+        self.word.load().at(k, self.refill)
     }
 
     pub(crate) fn available(&self) -> u64 {
@@ -202,7 +254,7 @@ impl<C: Clock> BucketCore<C> {
     /// waits.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
         let now = self.clock.now();
-        let b = Bucket::unpack(self.word.load(Ordering::Acquire));
+        let b = self.word.load();
         let full_at = b.full_at(self.refill);
         // A clock behind the bucket's own tick is no time passing: judge at the later of the two.
         let (k, _) = self.ticker.tick(now);
@@ -211,13 +263,13 @@ impl<C: Clock> BucketCore<C> {
 
     /// Marks the word closed (the caller then drains the queue).
     pub(crate) fn close(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Bucket::unpack(w).close().pack(), ()))
-        });
+        let _ = self
+            .word
+            .transition(|b| Ok::<_, Infallible>((b.close(), ())));
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        Bucket::unpack(self.word.load(Ordering::Acquire)).closed
+        self.word.load().closed
     }
 
     pub(crate) fn period(&self) -> Duration {
@@ -228,9 +280,9 @@ impl<C: Clock> BucketCore<C> {
     pub(crate) fn catch_up(&self) {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill;
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Bucket::unpack(w).at(k, r).pack(), ()))
-        });
+        let _ = self
+            .word
+            .transition(|b| Ok::<_, Infallible>((b.at(k, r), ())));
     }
 }
 
@@ -343,3 +395,57 @@ macro_rules! bucket_limiter {
     };
 }
 pub(crate) use bucket_limiter;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 64-bit and 128-bit words hold the same state through the same transitions: a
+    /// deterministic pseudo-random walk of takes, give-backs, refills, flag changes and
+    /// backwards readings, compared state by state, on configurations at the edge of the
+    /// 64-bit layout (the largest tick and token count it holds).
+    #[test]
+    fn both_layouts_follow_the_same_transitions() {
+        let sec = 1_000_000_000;
+        for (limit, per_tick, period) in [
+            (1u32, 1u32, 4u64),
+            ((1 << 28) - 1, 1 << 20, sec),
+            (5, 2, 1_000),
+            (u32::MAX, u32::MAX, 1 << 33),
+            (u32::MAX, 1, 1 << 33),
+        ] {
+            let r = Refill { limit, per_tick };
+            let shift = Bucket::narrow_shift(limit, period).expect("fits");
+            let narrow = StateWord::new(Bucket::full(limit), Some(shift));
+            let wide = StateWord::new(Bucket::full(limit), None);
+            let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(limit);
+            for step in 0..2_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Ticks near 0, near the largest, and anywhere (including backwards).
+                let k = match x % 3 {
+                    0 => step,
+                    1 => max_tick - (x >> 8) % 64,
+                    _ => (x >> 4) % (max_tick + 1),
+                };
+                let n = ((x >> 20) as u32) % limit.saturating_add(1).max(1);
+                let op = |b: Bucket| -> Result<(Bucket, ()), Denied> {
+                    match (x >> 40) % 6 {
+                        0 | 1 => b.try_take(k, n, r, x & 1 == 0).map(|b| (b, ())),
+                        2 => Ok((b.give_back(k, n, r), ())),
+                        3 => Ok((b.at(k, r), ())),
+                        4 => Ok((b.with_waiters(x & 2 == 0), ())),
+                        _ if step % 500 == 499 => Ok((b.close(), ())),
+                        _ => Ok((b, ())),
+                    }
+                };
+                let a = narrow.transition(op).map(|(b, ())| b);
+                let b = wide.transition(op).map(|(b, ())| b);
+                assert_eq!(a, b, "step {step}: limit {limit}, period {period}");
+                assert_eq!(narrow.load(), wide.load(), "step {step}");
+            }
+        }
+    }
+}

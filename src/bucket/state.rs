@@ -16,11 +16,24 @@
 //! | 64..128 | `tick`    | periods since creation: of the last write, or, for a full bucket, |
 //! |         |           | of the moment it became full                                      |
 //!
-//! Why 128 bits: the tick must be a full 64-bit count so that no idle gap, however long, can
-//! alias a recent one (64 bits of 1 ns periods last 584 years), and it must move together with
-//! the token count in one compare-and-swap. A 64-bit word could hold both only with a narrow tick,
-//! and a narrow tick wraps: a bucket idle for exactly 2^k periods would read its stale count as
-//! current and deny requests a fresh bucket would grant.
+//! Why 128 bits: the tick must be a count wide enough that no idle gap, however long, can alias
+//! a recent one, and it must move together with the token count in one compare-and-swap. A
+//! narrow tick that wraps would read a bucket idle for exactly 2^k periods as current.
+//!
+//! **The native 64-bit layout.** No tick can exceed `(2^63 − 1) / period` (a limiter reads its
+//! clock as stepped back from 2^63 ns after creation on: see `ticks`), and no token count can
+//! exceed the limit. When both fit beside the two flags — `bits(limit) + bits(max tick) <= 62`,
+//! (a limit below 2^28 with a 1 s period, 2^15 with 100 ms, 4,096 with 10 ms, 256 with 1 ms)
+//! — the same state is packed into one `u64` ([`Bucket::pack64`]), losing nothing: every state
+//! the transitions can reach round-trips, so no idle gap aliases and the behaviour is identical.
+//! Otherwise the limiter keeps the 128-bit word.
+//!
+//! | bits (64-bit layout)  | field     |
+//! |-----------------------|-----------|
+//! | 0..shift              | `tokens`  |
+//! | shift..62             | `tick`    |
+//! | 62                    | `closed`  |
+//! | 63                    | `waiters` |
 
 /// How a bucket refills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +102,42 @@ impl Bucket {
             | self.tokens as u128
             | if self.closed { CLOSED } else { 0 }
             | if self.waiters { WAITERS } else { 0 }
+    }
+
+    /// The width of the token field of the 64-bit layout for a bucket of `limit` tokens and
+    /// ticks of `period_ns`, if every reachable state fits in it (see the module docs).
+    pub const fn narrow_shift(limit: u32, period_ns: u64) -> Option<u32> {
+        let period = if period_ns == 0 { 1 } else { period_ns };
+        let shift = 32 - limit.leading_zeros();
+        let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
+        let tick_bits = 64 - max_tick.leading_zeros();
+        if shift + tick_bits <= 62 {
+            Some(shift)
+        } else {
+            None
+        }
+    }
+
+    /// Reads a 64-bit word packed with a token field of `shift` bits.
+    #[inline]
+    pub const fn unpack64(w: u64, shift: u32) -> Self {
+        Self {
+            tokens: (w & ((1 << shift) - 1)) as u32,
+            tick: (w & !(3 << 62)) >> shift,
+            closed: w & 1 << 62 != 0,
+            waiters: w & 1 << 63 != 0,
+        }
+    }
+
+    /// Packs into a 64-bit word with a token field of `shift` bits (from [`narrow_shift`]
+    /// (Self::narrow_shift), so that `tokens < 2^shift` and `tick < 2^(62 - shift)`).
+    #[inline]
+    pub const fn pack64(self, shift: u32) -> u64 {
+        debug_assert!((self.tokens as u64) < 1 << shift && self.tick < 1 << (62 - shift));
+        self.tokens as u64
+            | self.tick << shift
+            | if self.closed { 1 << 62 } else { 0 }
+            | if self.waiters { 1 << 63 } else { 0 }
     }
 
     /// The bucket as of tick `k`: `per_tick` tokens added for every tick started since `tick`,
@@ -263,6 +312,54 @@ mod tests {
             },
         ] {
             assert_eq!(Bucket::unpack(b.pack()), b);
+        }
+    }
+
+    #[test]
+    fn the_64_bit_layout_round_trips_every_reachable_extreme() {
+        // 1 s periods: ticks below 2^34, so limits up to 2^28 - 1 fit.
+        let sec = 1_000_000_000;
+        assert_eq!(Bucket::narrow_shift((1 << 28) - 1, sec), Some(28));
+        assert_eq!(Bucket::narrow_shift(1 << 28, sec), None);
+        assert_eq!(Bucket::narrow_shift(u32::MAX, 1), None);
+        assert_eq!(Bucket::narrow_shift(1, 1), None); // 2^63 ticks of 1 ns
+        assert_eq!(Bucket::narrow_shift(1, 2), None);
+        assert_eq!(Bucket::narrow_shift(1, 4), Some(1));
+        for (limit, period) in [
+            (1, 4),
+            ((1 << 28) - 1, sec),
+            (5, 1_000),
+            (u32::MAX, 1 << 33),
+        ] {
+            let shift = Bucket::narrow_shift(limit, period).unwrap();
+            let max_tick = ((1u64 << 63) - 1) / period;
+            for b in [
+                Bucket::full(limit),
+                Bucket {
+                    tokens: limit,
+                    tick: max_tick,
+                    closed: true,
+                    waiters: true,
+                },
+                Bucket {
+                    tokens: 0,
+                    tick: max_tick,
+                    closed: false,
+                    waiters: true,
+                },
+                Bucket {
+                    tokens: limit / 2,
+                    tick: max_tick / 3,
+                    closed: true,
+                    waiters: false,
+                },
+            ] {
+                assert_eq!(
+                    Bucket::unpack64(b.pack64(shift), shift),
+                    b,
+                    "{limit} {period}"
+                );
+            }
         }
     }
 
