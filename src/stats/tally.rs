@@ -100,6 +100,7 @@ mod claim {
         slot
     }
 
+    #[inline(always)]
     pub(super) fn current() -> u32 {
         SLOT.with(Cell::get)
     }
