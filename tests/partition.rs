@@ -1057,6 +1057,20 @@ fn removing_a_key_resets_it_alone() {
     );
     assert!(keyed.try_acquire(&1, 3).is_ok());
     assert!(keyed.try_acquire(&2, 1).is_err(), "key 2 untouched");
+
+    let fixed: FixedKeyedLimiter<u32, _, 8> =
+        FixedKeyedLimiter::token_bucket(TokenBucketOptions::new(3, 1, SEC), one_shard(8), &clock)
+            .unwrap();
+    let _ = fixed.try_acquire(&1, 3).unwrap();
+    let _ = fixed.try_acquire(&2, 3).unwrap();
+    assert!(fixed.remove(&1));
+    assert!(!fixed.remove(&1));
+    assert_eq!(
+        (fixed.len(), fixed.statistics(&1).available_permits),
+        (1, 3)
+    );
+    assert!(fixed.try_acquire(&1, 3).is_ok());
+    assert!(fixed.try_acquire(&2, 1).is_err(), "key 2 untouched");
 }
 
 /// Removing a concurrency partition rejects its queued waiters (they retry on the fresh one);

@@ -494,6 +494,27 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
             .flatten()
     }
 
+    /// Resets `key`: forgets its state, so that its next request finds a full bucket (an
+    /// empty window), exactly as a key never seen. Whether it was stored.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(2, Duration::from_secs(60));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::fixed_window(opts, PartitionConfig::default(), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&7, 2).unwrap();
+    /// assert!(limiter.try_acquire(&7, 1).is_err());
+    /// assert!(limiter.remove(&7));
+    /// assert!(limiter.try_acquire(&7, 2).is_ok());
+    /// assert!(!limiter.remove(&8)); // never seen
+    /// ```
+    pub fn remove(&self, key: &K) -> bool {
+        self.table.with(|t| t.map.remove(key).is_some())
+    }
+
     /// Keys stored now.
     pub fn len(&self) -> usize {
         self.table.with(|t| t.map.len())

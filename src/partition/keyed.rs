@@ -121,6 +121,7 @@ impl evict::Table for View<'_> {
 ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
 /// assert!(per_user.try_acquire("alice", 1).is_ok());
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct KeyedLimiter<K: ?Sized, C = StdClock, S = RandomState> {
     shards: Box<[CachePadded<Shard>]>,
     bucket: KeyedBucket,

@@ -128,6 +128,7 @@ impl<K, L> Drop for Pinned<K, L> {
 /// std::thread::spawn(move || drop(lease)).join().unwrap();
 /// ```
 #[must_use = "dropping a lease releases its permits at once"]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct PartitionLease<K, L: Release> {
     permits: u32,
     slot: Option<Arc<Slot<K, L>>>,
@@ -188,14 +189,14 @@ impl<K, L: Release> fmt::Debug for PartitionLease<K, L> {
 ///   the partitions and eviction read; `S`: the key hasher (SipHash by default, which resists
 ///   hash flooding by chosen keys).
 /// - The partition function runs on every call, before anything else (as in .NET, before the
-///   closed check); the factory runs once per key, under the key's shard's lock, when the key is
-///   first seen.
+///   closed check); the factory runs once per key, when the key is first seen, under no lock
+///   (as in .NET): a slow factory delays only the callers of its own key, who wait for it.
 /// - Bounded by [`PartitionConfig`]: at most `capacity` partitions; a new key when full is
 ///   handled by [`WhenFull`](crate::WhenFull) and never inserted if refused; partitions idle
 ///   longer than the idle timeout are evicted by later calls (no timer).
-/// - The partitions' memory: the map holds a key, its hash and an `Arc` per partition (about 40
-///   bytes for small keys at the map's load); each `Arc` holds the limiter (about 250 bytes for a
-///   token bucket, 450 for a sliding window). For millions of keys of one rate kind, see
+/// - The partitions' memory: the map holds a hash and an `Arc` per partition (about 30 bytes at
+///   the map's average load); each `Arc` holds the key and the limiter (about 250 bytes for a token
+///   bucket, 450 for a sliding window). For millions of keys of one rate kind, see
 ///   [`KeyedLimiter`](crate::KeyedLimiter), at about 21 bytes per key.
 ///
 /// ```
@@ -228,6 +229,7 @@ impl<K, L: Release> fmt::Debug for PartitionLease<K, L> {
 /// limiter.evict_idle();
 /// assert_eq!(limiter.len(), 0);
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct Partitioned<K, L, P, C: Clock = StdClock, S = RandomState> {
     shards: Shards<Arc<Slot<K, L>>, S>,
     partitioner: P,
