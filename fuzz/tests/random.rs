@@ -1,7 +1,7 @@
 //! Pseudo-random waiting scenarios on the stable toolchain (no libFuzzer): a fixed-seed
 //! generator feeds the same decoders as the fuzz targets, so `cargo test` exercises the
 //! waiter operations beyond the checked-in seeds. `TOLLGATE_FUZZ_RANDOM=N` runs N inputs per
-//! target (default 3000).
+//! target (default 2000).
 
 use arbitrary::Unstructured;
 use tollgate_fuzz::input::{WaitKind, WaitScenario};
@@ -10,7 +10,7 @@ fn count() -> u64 {
     std::env::var("TOLLGATE_FUZZ_RANDOM")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3000)
+        .unwrap_or(2000)
 }
 
 /// xorshift64*: deterministic bytes.

@@ -488,3 +488,37 @@ mod tests {
         assert_eq!(b1.full_at(r1), u64::MAX);
     }
 }
+
+/// Tests written to kill mutants that survived the suite (see `.ci/mutants.sh`).
+#[cfg(test)]
+mod mutant_kills {
+    use super::*;
+
+    const R: Refill = Refill {
+        limit: 10,
+        per_tick: 3,
+    };
+
+    /// A give-back that leaves the bucket exactly full dates it by the give-back's tick, also
+    /// when nothing is given back to a bucket already full (a 0-permit waiter granted and
+    /// dropped): `sum >= limit`, not `sum > limit`.
+    #[test]
+    fn give_back_to_exactly_full_dates_the_bucket_now() {
+        let full_since_2 = Bucket {
+            tokens: 10,
+            tick: 2,
+            closed: false,
+            waiters: false,
+        };
+        let b = full_since_2.give_back(7, 0, R);
+        assert_eq!((b.tokens, b.tick), (10, 7));
+        // Exactly to the limit from below, at a tick the bucket has not refilled by.
+        let seven = Bucket {
+            tokens: 7,
+            tick: 5,
+            ..full_since_2
+        };
+        let b = seven.give_back(5, 3, R);
+        assert_eq!((b.tokens, b.tick), (10, 5));
+    }
+}
