@@ -71,12 +71,17 @@ mod noop;
 mod options;
 pub mod partition;
 pub mod per;
+mod quota;
 mod sliding_window;
 mod stats;
 mod sync;
 mod ticks;
 mod token_bucket;
 mod wait;
+
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;
@@ -106,6 +111,7 @@ pub use partition::{
 };
 #[cfg(feature = "std")]
 pub use partition::{KeyedLimiter, PartitionLease, Partitioned};
+pub use quota::{Quota, QuotaState};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
 pub use wait::{Acquire, Source};
