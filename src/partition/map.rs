@@ -401,6 +401,7 @@ where
     }
 
     /// Runs `f` on `resource`'s partition's limiter if it is stored (nothing is created).
+    #[cfg(feature = "http")]
     pub(crate) fn with_limiter<R: ?Sized, F, T>(
         &self,
         resource: &R,
