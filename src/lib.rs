@@ -85,6 +85,7 @@ pub mod partition;
 pub mod per;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod quota;
 mod sliding_window;
 mod stats;
 mod ticks;
@@ -96,6 +97,9 @@ mod gcra;
 mod leaky_bucket;
 mod sliding_counter;
 mod sliding_log;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;
@@ -123,6 +127,7 @@ pub use partition::{
 };
 #[cfg(feature = "std")]
 pub use partition::{KeyedLimiter, PartitionLease, Partitioned};
+pub use quota::{Quota, QuotaState};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
 pub use wait::{Acquire, Source};

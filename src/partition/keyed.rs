@@ -528,6 +528,28 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         })
     }
 
+    /// `key`'s available tokens and how long until it gains one more (`None` when full), for
+    /// [`quota`](Self::quota).
+    pub(crate) fn quota_parts(&self, key: &K) -> (u64, Option<Duration>) {
+        let fp = self.fingerprint(key);
+        let (k, into) = self.at_least_latest(self.bucket.tick_into(self.clock.now()));
+        let limit = u64::from(self.bucket.limit());
+        match self.shard(fp).table.read(fp) {
+            Some(v) => {
+                let available = self.bucket.v_available(v, k).min(limit);
+                if available >= limit {
+                    return (available, None);
+                }
+                let n = u32::try_from(available + 1).unwrap_or(u32::MAX);
+                (
+                    available,
+                    self.bucket.v_rejection(v, k, into, n).retry_after(),
+                )
+            }
+            None => (limit, None),
+        }
+    }
+
     /// How long `key`'s bucket has been full; `None` while it is not full, and for a key not
     /// stored (which has no history: it would get a full bucket).
     pub fn idle_duration(&self, key: &K) -> Option<Duration> {

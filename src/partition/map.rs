@@ -608,6 +608,23 @@ where
         }
     }
 
+    /// Runs `f` on `resource`'s partition's limiter if it is stored (nothing is created).
+    #[cfg(feature = "http")]
+    pub(crate) fn with_limiter<R: ?Sized, F, T>(
+        &self,
+        resource: &R,
+        f: impl FnOnce(&L) -> T,
+    ) -> Option<T>
+    where
+        P: Fn(&R) -> Partition<K, F>,
+    {
+        let Partition { key, .. } = (self.partitioner)(resource);
+        let hash = self.shards.hash(&key);
+        self.shards
+            .shard(hash)
+            .get(hash, &key, |slot| slot.limiter.get().map(f)).flatten()
+    }
+
     /// Evicts every partition idle for longer than the idle timeout, now. Calls do this lazily
     /// shard by shard; this is for a housekeeping task that wants the memory back at once.
     ///

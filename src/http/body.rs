@@ -1,0 +1,119 @@
+//! The response body: the inner body holding the request's permits until it ends or is
+//! dropped, or the body of a rejection.
+
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use super::policy::Permit;
+
+/// The permits one request holds: the global policy's and the endpoint policy's.
+#[derive(Debug, Default)]
+pub(crate) struct Permits(pub(crate) [Permit; 2]);
+
+impl Permits {
+    pub(crate) fn holds(&self) -> bool {
+        self.0.iter().any(Permit::holds)
+    }
+}
+
+pin_project! {
+    /// The body of a response that went through [`RateLimitLayer`](super::RateLimitLayer).
+    ///
+    /// For an admitted request it is the inner service's body, holding the request's
+    /// concurrency permits until the body has sent its last frame, failed, or been dropped (a
+    /// client that hangs up) — so that a streaming response counts against a concurrency
+    /// policy for as long as it streams. For a rejection it is the rejection's bytes.
+    pub struct LimitedBody<B> {
+        #[pin]
+        inner: Inner<B>,
+    }
+}
+
+pin_project! {
+    #[project = InnerProj]
+    enum Inner<B> {
+        Body { #[pin] body: B, permits: Option<Permits> },
+        Full { data: Option<Bytes> },
+    }
+}
+
+impl<B> LimitedBody<B> {
+    pub(crate) fn new(body: B, permits: Permits) -> Self {
+        let permits = permits.holds().then_some(permits);
+        Self {
+            inner: Inner::Body { body, permits },
+        }
+    }
+
+    /// A body of `data` (empty data: no frame at all).
+    pub fn full(data: Bytes) -> Self {
+        Self {
+            inner: Inner::Full {
+                data: (!data.is_empty()).then_some(data),
+            },
+        }
+    }
+
+    /// Whether this body still holds permits (for tests and metrics).
+    pub fn holds_permits(&self) -> bool {
+        matches!(
+            &self.inner,
+            Inner::Body {
+                permits: Some(_),
+                ..
+            }
+        )
+    }
+}
+
+impl<B> Body for LimitedBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().inner.project() {
+            InnerProj::Body { body, permits } => {
+                let r = body.poll_frame(cx);
+                if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+                    *permits = None; // the body is done: release now, not when it is dropped
+                }
+                r
+            }
+            InnerProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Inner::Body { body, .. } => body.is_end_stream(),
+            Inner::Full { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Inner::Body { body, .. } => body.size_hint(),
+            Inner::Full { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+        }
+    }
+}
+
+impl<B> core::fmt::Debug for LimitedBody<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LimitedBody")
+            .field("holds_permits", &self.holds_permits())
+            .finish_non_exhaustive()
+    }
+}

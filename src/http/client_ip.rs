@@ -1,0 +1,367 @@
+//! The client's IP address: the peer's, or — behind trusted proxies — the rightmost untrusted
+//! address of `X-Forwarded-For` / `Forwarded`.
+
+use core::fmt;
+use core::str::FromStr;
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::{HeaderMap, HeaderName};
+use http::Extensions;
+
+/// A network: an address and a prefix length (`10.0.0.0/8`, `2001:db8::/32`, or a bare address
+/// for a single host).
+///
+/// ```
+/// use tollgate::http::Cidr;
+///
+/// let net: Cidr = "10.0.0.0/8".parse().unwrap();
+/// assert!(net.contains("10.1.2.3".parse().unwrap()));
+/// assert!(!net.contains("11.0.0.1".parse().unwrap()));
+/// assert!("10.0.0.0/33".parse::<Cidr>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+/// Why a [`Cidr`] did not parse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CidrError {
+    /// The address part is not an IPv4 or IPv6 address.
+    Address,
+    /// The prefix is not a number, or longer than the address (32 / 128 bits).
+    Prefix,
+}
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CidrError::Address => "invalid IP address in CIDR",
+            CidrError::Prefix => "invalid prefix length in CIDR",
+        })
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+impl Cidr {
+    /// The network of `addr` with a `prefix`-bit mask; `None` if the prefix is longer than the
+    /// address.
+    pub fn new(addr: IpAddr, prefix: u8) -> Option<Self> {
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        (prefix <= max).then(|| Self {
+            addr: mask(addr, prefix),
+            prefix,
+        })
+    }
+
+    /// Whether `ip` is in this network (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(s: &str) -> Result<Self, CidrError> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a.trim().parse().map_err(|_| CidrError::Address)?;
+        let addr = addr.to_canonical();
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.trim().parse::<u8>().map_err(|_| CidrError::Prefix)?,
+            None => max,
+        };
+        Cidr::new(addr, prefix).ok_or(CidrError::Prefix)
+    }
+}
+
+/// `ip` with all but its first `prefix` bits cleared.
+pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => {
+            let bits = u32::from(v4);
+            let m = if prefix == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(prefix.min(32)))
+            };
+            IpAddr::V4((bits & m).into())
+        }
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            let m = if prefix == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(prefix.min(128)))
+            };
+            IpAddr::V6((bits & m).into())
+        }
+    }
+}
+
+/// Which header a trusted proxy appends the client's address to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the de-facto standard).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for="[2001:db8::1]:4711"` (RFC 7239).
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    fn name(self) -> HeaderName {
+        match self {
+            ForwardedHeader::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
+            ForwardedHeader::Forwarded => http::header::FORWARDED,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Trust {
+    Nobody,
+    Networks(Vec<Cidr>),
+    Hops(usize),
+}
+
+/// How to find the client's address of a request.
+///
+/// - [`ClientIp::peer`] (the default): the TCP peer. Forwarding headers are ignored: anyone can
+///   write them.
+/// - [`ClientIp::trusted_proxies`]: if the peer is one of the trusted networks, walk the
+///   forwarding header from the right (the entry the nearest proxy wrote) past every trusted
+///   address; the first untrusted one is the client. Entries to its left were written by the
+///   client itself and are never read. A peer outside the trusted networks is the client, whatever
+///   its headers say.
+/// - [`ClientIp::hops`]: exactly `n` proxies stand in front of the server; the client is the
+///   `n`-th entry from the right.
+///
+/// An unparseable entry where the client should be (`unknown`, an obfuscated `Forwarded` node, a
+/// too short list) gives no address: the policy's [`MissingKey`](super::MissingKey) decides.
+///
+/// The peer is read from the request's extensions: axum's `ConnectInfo<SocketAddr>` (serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`), or a plain `SocketAddr` (insert it
+/// yourself on a bare hyper server).
+///
+/// ```
+/// use http::HeaderMap;
+/// use tollgate::http::{ClientIp, ForwardedHeader};
+///
+/// let ip = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-forwarded-for", "6.6.6.6, 203.0.113.7, 10.0.0.2".parse().unwrap());
+/// // From the trusted proxy 10.0.0.1: the rightmost untrusted entry (6.6.6.6 is a forgery).
+/// assert_eq!(ip.resolve(Some("10.0.0.1".parse().unwrap()), &headers), Some("203.0.113.7".parse().unwrap()));
+/// // From an untrusted peer the header changes nothing.
+/// assert_eq!(ip.resolve(Some("198.51.100.9".parse().unwrap()), &headers), Some("198.51.100.9".parse().unwrap()));
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClientIp {
+    trust: Trust,
+    header: HeaderName,
+    forwarded: bool,
+}
+
+impl Default for ClientIp {
+    fn default() -> Self {
+        Self::peer()
+    }
+}
+
+impl ClientIp {
+    /// The TCP peer's address; headers ignored.
+    pub fn peer() -> Self {
+        Self {
+            trust: Trust::Nobody,
+            header: ForwardedHeader::XForwardedFor.name(),
+            forwarded: false,
+        }
+    }
+
+    /// The rightmost address of `header` that is not in `networks`, when the peer is in them.
+    pub fn trusted_proxies(
+        networks: impl IntoIterator<Item = Cidr>,
+        header: ForwardedHeader,
+    ) -> Self {
+        Self {
+            trust: Trust::Networks(networks.into_iter().collect()),
+            header: header.name(),
+            forwarded: header == ForwardedHeader::Forwarded,
+        }
+    }
+
+    /// The `n`-th address of `header` from the right: `n` proxies (at least 1) stand in front.
+    pub fn hops(n: usize, header: ForwardedHeader) -> Self {
+        Self {
+            trust: Trust::Hops(n.max(1)),
+            header: header.name(),
+            forwarded: header == ForwardedHeader::Forwarded,
+        }
+    }
+
+    /// The peer address in `extensions`: axum's `ConnectInfo<SocketAddr>`, else a `SocketAddr`.
+    pub fn peer_of(extensions: &Extensions) -> Option<IpAddr> {
+        if let Some(c) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+            return Some(c.0.ip());
+        }
+        extensions.get::<SocketAddr>().map(SocketAddr::ip)
+    }
+
+    /// The client's address, from the peer's and the headers. Allocates nothing.
+    pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
+        let peer = peer?.to_canonical();
+        match &self.trust {
+            Trust::Nobody => Some(peer),
+            Trust::Networks(nets) => {
+                let trusted = |ip: IpAddr| nets.iter().any(|n| n.contains(ip));
+                if !trusted(peer) {
+                    return Some(peer);
+                }
+                let mut last = None;
+                for entry in self.entries(headers) {
+                    let ip = entry?;
+                    if !trusted(ip) {
+                        return Some(ip);
+                    }
+                    last = Some(ip);
+                }
+                // Every entry is a trusted proxy (or there are none): the leftmost proxy, or
+                // the peer itself, is as far as we can see.
+                Some(last.unwrap_or(peer))
+            }
+            Trust::Hops(n) => self.entries(headers).nth(n - 1).flatten(),
+        }
+    }
+
+    /// The header's entries from the right, each parsed (`None`: unparseable).
+    fn entries<'h>(&self, headers: &'h HeaderMap) -> impl Iterator<Item = Option<IpAddr>> + 'h {
+        let forwarded = self.forwarded;
+        headers
+            .get_all(&self.header)
+            .iter()
+            .rev()
+            .flat_map(|v| v.as_bytes().rsplit(|b| *b == b','))
+            .filter(|e| !e.iter().all(u8::is_ascii_whitespace))
+            .map(move |e| {
+                let s = core::str::from_utf8(e).ok()?.trim();
+                if forwarded {
+                    parse_node(forwarded_for(s)?)
+                } else {
+                    parse_node(s)
+                }
+            })
+    }
+}
+
+/// The `for=` parameter of one `Forwarded` element.
+fn forwarded_for(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (k, v) = pair.trim().split_once('=')?;
+        k.trim().eq_ignore_ascii_case("for").then(|| v.trim())
+    })
+}
+
+/// An address with an optional port, quoted or bracketed: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`,
+/// `[2001:db8::1]:443`, `"[2001:db8::1]"`.
+fn parse_node(s: &str) -> Option<IpAddr> {
+    let s = s.trim_matches('"');
+    if let Some(rest) = s.strip_prefix('[') {
+        let (addr, _) = rest.split_once(']')?;
+        return addr.parse::<IpAddr>().ok().map(|ip| ip.to_canonical());
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    // IPv4 with a port.
+    let (addr, port) = s.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    addr.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(name: &'static str, values: &[&str]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for v in values {
+            m.append(name, v.parse().unwrap());
+        }
+        m
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn rightmost_untrusted_across_several_header_lines() {
+        let c = ClientIp::trusted_proxies(
+            ["10.0.0.0/8".parse().unwrap()],
+            ForwardedHeader::XForwardedFor,
+        );
+        let hs = h(
+            "x-forwarded-for",
+            &["1.1.1.1, 2.2.2.2", "10.0.0.5 , 10.0.0.6"],
+        );
+        assert_eq!(c.resolve(Some(ip("10.0.0.7")), &hs), Some(ip("2.2.2.2")));
+        // No header: the trusted peer is as far as we can see.
+        assert_eq!(
+            c.resolve(Some(ip("10.0.0.7")), &HeaderMap::new()),
+            Some(ip("10.0.0.7"))
+        );
+        // Garbage where the client should be: no address.
+        let hs = h("x-forwarded-for", &["1.1.1.1, unknown, 10.0.0.5"]);
+        assert_eq!(c.resolve(Some(ip("10.0.0.7")), &hs), None);
+        assert_eq!(c.resolve(None, &hs), None);
+    }
+
+    #[test]
+    fn hops_count_from_the_right() {
+        let c = ClientIp::hops(2, ForwardedHeader::XForwardedFor);
+        let hs = h("x-forwarded-for", &["6.6.6.6, 3.3.3.3:1234, 10.0.0.1"]);
+        assert_eq!(c.resolve(Some(ip("10.0.0.9")), &hs), Some(ip("3.3.3.3")));
+        let short = h("x-forwarded-for", &["3.3.3.3"]);
+        assert_eq!(c.resolve(Some(ip("10.0.0.9")), &short), None);
+    }
+
+    #[test]
+    fn forwarded_header_nodes() {
+        let c = ClientIp::trusted_proxies(
+            ["192.0.2.0/24".parse().unwrap()],
+            ForwardedHeader::Forwarded,
+        );
+        let hs = h(
+            "forwarded",
+            &[
+                r#"for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https, For=192.0.2.60;by=192.0.2.1"#,
+            ],
+        );
+        assert_eq!(
+            c.resolve(Some(ip("192.0.2.1")), &hs),
+            Some(ip("2001:db8:cafe::17"))
+        );
+        let hs = h("forwarded", &["for=_hidden, for=192.0.2.60"]);
+        assert_eq!(c.resolve(Some(ip("192.0.2.1")), &hs), None);
+    }
+
+    #[test]
+    fn cidr_parse_and_mapped_addresses() {
+        assert_eq!("zz/8".parse::<Cidr>(), Err(CidrError::Address));
+        assert_eq!("::/129".parse::<Cidr>(), Err(CidrError::Prefix));
+        let n: Cidr = "10.0.0.0/8".parse().unwrap();
+        assert!(n.contains(ip("::ffff:10.9.9.9")));
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains(ip("2001:db8:1::1")) && !v6.contains(ip("2001:db9::1")));
+        assert_eq!(mask(ip("2001:db8:1:2:3:4:5:6"), 64), ip("2001:db8:1:2::"));
+    }
+}

@@ -1,0 +1,1006 @@
+//! HTTP middleware (feature `http`): a [`tower`](https://docs.rs/tower) layer for servers and
+//! clients — axum, hyper, tonic, reqwest-over-tower — with the model of ASP.NET Core's
+//! rate-limiting middleware, done for proxies.
+//!
+//! - **One shared state.** [`RateLimiting`] holds every policy's limiter in one `Arc`; every
+//!   service built by its layers shares it (axum calls `layer()` once per route and method).
+//!   Services are `Clone` and decide in `call`, not `poll_ready`.
+//! - **Policies like ASP.NET Core.** A global [`Policy`] that every request goes through first,
+//!   named policies for endpoints (chosen by a selector of the request, or applied to a route
+//!   with [`RateLimiting::policy_layer`]), and [`Endpoint::Disabled`] to exempt a route.
+//! - **Keys.** A policy partitions requests by [`KeyBy`]: the client IP (IPv6 grouped by /64),
+//!   a header, an identity from the request's extensions, any function. Behind proxies the
+//!   client IP is the rightmost untrusted address of `X-Forwarded-For` / `Forwarded`
+//!   ([`ClientIp`]). A request without a key gets its policy's [`MissingKey`] outcome — never a
+//!   500. Per-key state lives in the crate's bounded partitioned limiters: a million IPv6
+//!   clients cannot grow memory past the configured capacity.
+//! - **Rejections.** 429 by default (per policy; 503 for a closed or full queue if you want),
+//!   `Retry-After` in whole seconds rounded up (never 0), an [`on_rejected`] hook that sees the
+//!   [`Rejection`] and the request and builds the response, and opt-in IETF `RateLimit-Policy` /
+//!   `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers) and legacy `X-RateLimit-*`.
+//! - **Concurrency** permits are held by the response body until it ends or is dropped
+//!   ([`LimitedBody`]), so a streaming response counts for as long as it streams.
+//! - **Queueing.** A policy may wait in its limiter's queue ([`Policy::queue`]), bounded by the
+//!   queue limit and an optional maximum delay; a client that disconnects leaves the queue.
+//! - **Clients.** The same layer limits an outgoing tower client, and
+//!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
+//! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
+//!   lock-free decision. The rejected path allocates the response's header map and nothing else
+//!   (the body is a static `Bytes`, `Retry-After` values are cached).
+//! - **Extension point.** Every decision goes through [`PolicyLimiter`], whose waiting half is
+//!   async: a Redis-backed limiter plugs in with [`Policy::custom`].
+//!
+//! [`on_rejected`]: RateLimitingBuilder::on_rejected
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::{routing::get, Router};
+//! use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting};
+//! use tollgate::{ConcurrencyOptions, FixedWindowOptions, TokenBucketOptions};
+//!
+//! let limits = RateLimiting::builder()
+//!     // Every request: 100 per second per client IP.
+//!     .global(
+//!         Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(1)))
+//!             .unwrap()
+//!             .partition_by(KeyBy::CLIENT_IP),
+//!     )
+//!     // Logins: 5 a minute per client IP.
+//!     .policy(
+//!         "login",
+//!         Policy::fixed_window(FixedWindowOptions::new(5, Duration::from_secs(60)))
+//!             .unwrap()
+//!             .partition_by(KeyBy::CLIENT_IP),
+//!     )
+//!     // Reports: 4 at once, whoever asks.
+//!     .policy("reports", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
+//!     .select(|req| match req.uri.path() {
+//!         "/health" => Endpoint::Disabled,
+//!         _ => Endpoint::Default,
+//!     })
+//!     .rate_limit_headers(true)
+//!     .build()
+//!     .unwrap();
+//!
+//! let app: Router = Router::new()
+//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap()))
+//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap()))
+//!     .route("/health", get(|| async { "ok" }))
+//!     .layer(limits.layer());
+//! # let _ = app;
+//! ```
+
+mod body;
+mod client_ip;
+mod policy;
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::{HeaderMap, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::clock::Clock;
+use crate::lease::{Reason, Rejection};
+use crate::options::OptionsError;
+use crate::quota::QuotaState;
+
+pub use body::LimitedBody;
+use body::Permits;
+pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
+pub use policy::{
+    AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
+    PolicyQuota, RequestView, SharedClock, NO_KEY,
+};
+
+/// The endpoint policy a request gets, chosen by the [selector](RateLimitingBuilder::select).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// The global policy only.
+    Default,
+    /// The global policy, then the named one.
+    Policy(&'static str),
+    /// No limit at all, not even the global one (ASP.NET's `[DisableRateLimiting]`).
+    Disabled,
+}
+
+/// Why [`RateLimitingBuilder::build`] failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A policy's limiter options are invalid.
+    Options(OptionsError),
+    /// Two policies have the same name.
+    DuplicatePolicy(String),
+    /// A policy name is empty or has characters a structured-field string cannot carry
+    /// (only printable ASCII, without `"` and `\`).
+    InvalidName(String),
+    /// [`RateLimiting::policy_layer`] named a policy that does not exist.
+    UnknownPolicy(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Options(e) => write!(f, "invalid limiter options: {e:?}"),
+            BuildError::DuplicatePolicy(n) => write!(f, "duplicate policy name {n:?}"),
+            BuildError::InvalidName(n) => write!(f, "invalid policy name {n:?}"),
+            BuildError::UnknownPolicy(n) => write!(f, "no policy named {n:?}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<OptionsError> for BuildError {
+    fn from(e: OptionsError) -> Self {
+        BuildError::Options(e)
+    }
+}
+
+/// A rejected request, as the [`on_rejected`](RateLimitingBuilder::on_rejected) hook sees it.
+#[derive(Debug)]
+pub struct Rejected<'a> {
+    /// The name of the policy that refused (`"global"` for the global policy).
+    pub policy: &'a str,
+    /// Why, and when to retry.
+    pub rejection: Rejection,
+    /// The partition's quota, when headers are on.
+    pub quota: Option<QuotaState>,
+    /// The status the policy would answer with.
+    pub status: StatusCode,
+    /// The request.
+    pub request: RequestView<'a>,
+}
+
+type Selector = dyn Fn(&RequestView<'_>) -> Endpoint + Send + Sync;
+type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
+
+/// The name of the global policy in headers and [`Rejected::policy`].
+pub const GLOBAL: &str = "global";
+
+/// Builds a [`RateLimiting`] (ASP.NET's `AddRateLimiter(options => …)`).
+pub struct RateLimitingBuilder {
+    global: Option<Policy>,
+    policies: Vec<(String, Policy)>,
+    selector: Option<Arc<Selector>>,
+    client_ip: ClientIp,
+    on_rejected: Option<Arc<RejectHook>>,
+    ietf: bool,
+    legacy: bool,
+    clock: Option<SharedClock>,
+    body: Bytes,
+}
+
+impl fmt::Debug for RateLimitingBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitingBuilder")
+            .field("global", &self.global)
+            .field("policies", &self.policies)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimitingBuilder {
+    /// The policy every request goes through first (ASP.NET's `GlobalLimiter`).
+    pub fn global(mut self, policy: Policy) -> Self {
+        self.global = Some(policy);
+        self
+    }
+
+    /// A named endpoint policy (ASP.NET's `AddPolicy(name, …)`).
+    pub fn policy(mut self, name: impl Into<String>, policy: Policy) -> Self {
+        self.policies.push((name.into(), policy));
+        self
+    }
+
+    /// Chooses each request's endpoint policy (for [`RateLimiting::layer`]). Runs after
+    /// routing in axum (`Router::layer` wraps each route), so `MatchedPath` is in the
+    /// request's extensions.
+    pub fn select(
+        mut self,
+        f: impl Fn(&RequestView<'_>) -> Endpoint + Send + Sync + 'static,
+    ) -> Self {
+        self.selector = Some(Arc::new(f));
+        self
+    }
+
+    /// How [`KeyBy::CLIENT_IP`] finds the client (default: the TCP peer, headers ignored).
+    pub fn client_ip(mut self, client_ip: ClientIp) -> Self {
+        self.client_ip = client_ip;
+        self
+    }
+
+    /// Builds the response of a rejected request (ASP.NET's `OnRejected`). The layer then adds
+    /// `Retry-After` and the quota headers, unless the hook set them.
+    pub fn on_rejected(
+        mut self,
+        f: impl Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_rejected = Some(Arc::new(f));
+        self
+    }
+
+    /// The body of a default rejection (default: empty).
+    pub fn rejection_body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// Sends the IETF `RateLimit-Policy` and `RateLimit` headers on admitted and rejected
+    /// responses (default off).
+    pub fn rate_limit_headers(mut self, on: bool) -> Self {
+        self.ietf = on;
+        self
+    }
+
+    /// Sends the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` headers (default off).
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.legacy = on;
+        self
+    }
+
+    /// The clock of the built-in policies (default `StdClock`; a `ManualClock` in tests).
+    pub fn clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Builds every policy's limiter.
+    pub fn build(self) -> Result<RateLimiting, BuildError> {
+        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(crate::StdClock));
+        let mut policies = Vec::new();
+        let mut global = None;
+        if let Some(p) = self.global {
+            global = Some(policies.len());
+            policies.push(Compiled::new(GLOBAL.to_string(), p, &clock)?);
+        }
+        for (name, p) in self.policies {
+            if name == GLOBAL || policies.iter().any(|c: &Compiled| *c.name == *name) {
+                return Err(BuildError::DuplicatePolicy(name));
+            }
+            policies.push(Compiled::new(name, p, &clock)?);
+        }
+        let retry_after = (0..=RETRY_AFTER_CACHE).map(HeaderValue::from).collect();
+        Ok(RateLimiting {
+            shared: Arc::new(Shared {
+                policies,
+                global,
+                selector: self.selector,
+                client_ip: self.client_ip,
+                on_rejected: self.on_rejected,
+                ietf: self.ietf,
+                legacy: self.legacy,
+                clock,
+                retry_after,
+                body: self.body,
+            }),
+        })
+    }
+}
+
+const RETRY_AFTER_CACHE: u64 = 3600;
+
+/// Valid as a structured-field string without escapes.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+struct Compiled {
+    name: Box<str>,
+    policy: Policy,
+    limiter: Arc<dyn PolicyLimiter>,
+    describe: PolicyQuota,
+    policy_header: HeaderValue,
+    pauses: Pauses,
+}
+
+impl Compiled {
+    fn new(name: String, policy: Policy, clock: &SharedClock) -> Result<Self, BuildError> {
+        if !valid_name(&name) {
+            return Err(BuildError::InvalidName(name));
+        }
+        let limiter = policy.build(clock)?;
+        let describe = limiter.describe();
+        let mut w = HeaderBuf::new();
+        let _ = fmt::Write::write_fmt(&mut w, format_args!("\"{name}\";q={}", describe.quota));
+        if describe.concurrent {
+            let _ = fmt::Write::write_str(&mut w, ";qu=\"concurrent-requests\"");
+        }
+        if let Some(window) = describe.window {
+            let _ = fmt::Write::write_fmt(&mut w, format_args!(";w={}", ceil_secs(window).max(1)));
+        }
+        let policy_header = w
+            .value()
+            .ok_or_else(|| BuildError::InvalidName(name.clone()))?;
+        Ok(Self {
+            name: name.into_boxed_str(),
+            policy,
+            limiter,
+            describe,
+            policy_header,
+            pauses: Pauses::default(),
+        })
+    }
+}
+
+/// Partitions paused by an upstream 429 (client side), bounded.
+#[derive(Default)]
+struct Pauses {
+    any: AtomicBool,
+    until: Mutex<HashMap<Key, u64>>,
+}
+
+const MAX_PAUSES: usize = 4096;
+
+impl Pauses {
+    /// How long `key` stays paused at `now`.
+    fn remaining(&self, key: &Key, now: u64) -> Option<Duration> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        let until = *map.get(key)?;
+        (until > now).then(|| Duration::from_nanos(until - now))
+    }
+
+    fn pause(&self, key: Key, now: u64, d: Duration) {
+        let until = now.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let mut map = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_PAUSES {
+            map.retain(|_, u| *u > now);
+        }
+        if map.len() < MAX_PAUSES || map.contains_key(&key) {
+            let e = map.entry(key).or_insert(until);
+            *e = (*e).max(until);
+            self.any.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// The rate-limiting state and configuration: every policy's limiter, in one `Arc`, shared by
+/// every layer and service made from it. Cheap to clone.
+#[derive(Clone)]
+pub struct RateLimiting {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for RateLimiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiting")
+            .field(
+                "policies",
+                &self
+                    .shared
+                    .policies
+                    .iter()
+                    .map(|p| &*p.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    policies: Vec<Compiled>,
+    global: Option<usize>,
+    selector: Option<Arc<Selector>>,
+    client_ip: ClientIp,
+    on_rejected: Option<Arc<RejectHook>>,
+    ietf: bool,
+    legacy: bool,
+    clock: SharedClock,
+    retry_after: Vec<HeaderValue>,
+    body: Bytes,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The global policy, then the selector's endpoint policy.
+    Router,
+    /// One named policy.
+    Policy(usize),
+}
+
+impl RateLimiting {
+    /// Starts a configuration with no policy, headers off, 429 rejections.
+    pub fn builder() -> RateLimitingBuilder {
+        RateLimitingBuilder {
+            global: None,
+            policies: Vec::new(),
+            selector: None,
+            client_ip: ClientIp::peer(),
+            on_rejected: None,
+            ietf: false,
+            legacy: false,
+            clock: None,
+            body: Bytes::new(),
+        }
+    }
+
+    /// The layer for a whole router or server: the global policy, then the endpoint policy the
+    /// selector picks.
+    pub fn layer(&self) -> RateLimitLayer {
+        RateLimitLayer {
+            shared: self.shared.clone(),
+            mode: Mode::Router,
+        }
+    }
+
+    /// A layer applying the named policy only (ASP.NET's `RequireRateLimiting(name)`), for one
+    /// route: `get(handler).layer(limits.policy_layer("login")?)`.
+    pub fn policy_layer(&self, name: &str) -> Result<RateLimitLayer, BuildError> {
+        let i = self
+            .shared
+            .index(name)
+            .ok_or_else(|| BuildError::UnknownPolicy(name.to_string()))?;
+        Ok(RateLimitLayer {
+            shared: self.shared.clone(),
+            mode: Mode::Policy(i),
+        })
+    }
+
+    /// How many partitions the named policy stores now (`None` for an unknown name or an
+    /// unpartitioned policy): bounded by its [`PartitionConfig`](crate::PartitionConfig).
+    pub fn partitions(&self, name: &str) -> Option<usize> {
+        self.shared
+            .index(name)
+            .and_then(|i| self.shared.policies[i].limiter.partitions())
+    }
+
+    /// What `RateLimit-Policy` says of the named policy (`None` for an unknown name).
+    pub fn describe(&self, name: &str) -> Option<PolicyQuota> {
+        self.shared
+            .index(name)
+            .map(|i| self.shared.policies[i].describe)
+    }
+}
+
+impl Shared {
+    fn index(&self, name: &str) -> Option<usize> {
+        self.policies.iter().position(|p| &*p.name == name)
+    }
+
+    /// The policies a request goes through, in order.
+    #[inline]
+    fn plan(&self, mode: Mode, view: &RequestView<'_>) -> [Option<usize>; 2] {
+        match mode {
+            Mode::Policy(i) => [Some(i), None],
+            Mode::Router => {
+                let endpoint = match &self.selector {
+                    Some(s) => s(view),
+                    None => Endpoint::Default,
+                };
+                match endpoint {
+                    Endpoint::Default => [self.global, None],
+                    Endpoint::Disabled => [None, None],
+                    Endpoint::Policy(name) => [self.global, self.index(name)],
+                }
+            }
+        }
+    }
+
+    fn want_quota(&self) -> bool {
+        self.ietf || self.legacy
+    }
+
+    /// One policy's decision for a request.
+    #[inline]
+    fn decide(&self, i: usize, view: &RequestView<'_>) -> Step {
+        let p = &self.policies[i];
+        let key = match p.policy.key.extract(view, &self.client_ip) {
+            Some(k) => k,
+            None => match p.policy.missing {
+                MissingKey::Allow => {
+                    return Step::Granted(Grant {
+                        permit: Permit::none(),
+                        quota: None,
+                    })
+                }
+                MissingKey::Reject => {
+                    return Step::Denied(Denial {
+                        rejection: Rejection::new(NO_KEY),
+                        quota: None,
+                    })
+                }
+                MissingKey::Shared => Key::MISSING,
+            },
+        };
+        if p.policy.pause_on_429 {
+            if let Some(d) = p.pauses.remaining(&key, self.clock.now().as_nanos()) {
+                return Step::Denied(Denial {
+                    rejection: Rejection::with_retry_after(UPSTREAM_PAUSE, d),
+                    quota: None,
+                });
+            }
+        }
+        match p.limiter.try_acquire(key, self.want_quota()) {
+            Decision::Granted(g) => Step::Granted(g),
+            Decision::Denied(d) => Step::Denied(d),
+            Decision::Wait => Step::Wait(key),
+        }
+    }
+
+    /// Waits for policy `i`'s decision for `key`, bounded by its maximum delay.
+    async fn wait(self: &Arc<Self>, i: usize, key: Key) -> Result<Grant, Denial> {
+        let p = &self.policies[i];
+        let fut = p.limiter.clone().acquire(key, self.want_quota());
+        match p.policy.queue.flatten() {
+            None => fut.await,
+            Some(max) => match tokio::time::timeout(max, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(Denial {
+                    rejection: Rejection::new(Reason::TimedOut),
+                    quota: None,
+                }),
+            },
+        }
+    }
+
+    fn retry_after_value(&self, secs: u64) -> HeaderValue {
+        match usize::try_from(secs)
+            .ok()
+            .and_then(|s| self.retry_after.get(s))
+        {
+            Some(v) => v.clone(),
+            None => HeaderValue::from(secs),
+        }
+    }
+
+    /// The response to a request policy `i` refused.
+    fn reject<B>(&self, i: usize, d: Denial, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
+        let p = &self.policies[i];
+        let status = p.policy.status_for(d.rejection.reason());
+        let mut resp = match &self.on_rejected {
+            Some(hook) => hook(&Rejected {
+                policy: &p.name,
+                rejection: d.rejection,
+                quota: d.quota,
+                status,
+                request: *view,
+            }),
+            None => {
+                let mut r = Response::new(self.body.clone());
+                *r.status_mut() = status;
+                r
+            }
+        };
+        let headers = resp.headers_mut();
+        if let Some(ra) = d.rejection.retry_after() {
+            if !headers.contains_key(RETRY_AFTER) {
+                headers.insert(RETRY_AFTER, self.retry_after_value(ceil_secs(ra).max(1)));
+            }
+        }
+        // Unless the hook wrote its own.
+        if let Some(q) = d.quota.filter(|_| {
+            !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
+        }) {
+            self.quota_headers(headers, &[Some((i, q)), None]);
+        }
+        resp.map(LimitedBody::full)
+    }
+
+    /// Adds the quota headers for the policies in `quotas`.
+    fn quota_headers(&self, headers: &mut HeaderMap, quotas: &[Option<(usize, QuotaState)>; 2]) {
+        // Appended: an inner layer (a route's policy) may have added its own already.
+        if self.ietf {
+            for (i, q) in quotas.iter().flatten() {
+                let p = &self.policies[*i];
+                headers.append(RATELIMIT_POLICY, p.policy_header.clone());
+                let mut w = HeaderBuf::new();
+                let _ =
+                    fmt::Write::write_fmt(&mut w, format_args!("\"{}\";r={}", p.name, q.remaining));
+                if let Some(t) = q.reset_after {
+                    let _ = fmt::Write::write_fmt(&mut w, format_args!(";t={}", ceil_secs(t)));
+                }
+                if let Some(v) = w.value() {
+                    headers.append(RATELIMIT, v);
+                }
+            }
+        }
+        if self.legacy {
+            // The most constraining policy: the fewest permits left (counting what an inner
+            // layer already reported).
+            let reported = headers
+                .get(X_RATELIMIT_REMAINING)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.parse::<u64>().ok());
+            let lowest = quotas.iter().flatten().min_by_key(|(_, q)| q.remaining);
+            if let Some((_, q)) = lowest.filter(|(_, q)| reported.is_none_or(|r| q.remaining < r)) {
+                headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(q.limit));
+                headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(q.remaining));
+                let reset = q.reset_after.map_or(0, ceil_secs);
+                headers.insert(X_RATELIMIT_RESET, self.retry_after_value(reset));
+            }
+        }
+    }
+}
+
+/// The reason of a local rejection while an upstream's `Retry-After` lasts.
+pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
+
+/// `RateLimit-Policy`.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `X-RateLimit-Limit`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset` (seconds until the next permit).
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// Whole seconds, rounded up.
+pub fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// A header value formatted on the stack.
+struct HeaderBuf {
+    buf: [u8; 192],
+    len: usize,
+    overflow: bool,
+}
+
+impl HeaderBuf {
+    fn new() -> Self {
+        Self {
+            buf: [0; 192],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    fn value(&self) -> Option<HeaderValue> {
+        if self.overflow {
+            return None;
+        }
+        HeaderValue::from_bytes(&self.buf[..self.len]).ok()
+    }
+}
+
+impl fmt::Write for HeaderBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            self.overflow = true;
+            return Err(fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+enum Step {
+    Granted(Grant),
+    Denied(Denial),
+    Wait(Key),
+}
+
+/// The [`Layer`] of a [`RateLimiting`]: [`RateLimiting::layer`] or
+/// [`RateLimiting::policy_layer`].
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Arc<Shared>,
+    mode: Mode,
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit {
+            inner,
+            shared: self.shared.clone(),
+            mode: self.mode,
+        }
+    }
+}
+
+/// The rate-limiting [`Service`]: decides in `call`, answers a refused request itself, and
+/// passes an admitted one to the inner service.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+    mode: Mode,
+}
+
+impl<S> fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+type Quotas = [Option<(usize, QuotaState)>; 2];
+
+/// What an admitted request carries to its response.
+struct Admitted {
+    permits: Permits,
+    quotas: Quotas,
+    /// Client side: the policy and key to pause on an upstream 429.
+    pause: Option<(usize, Key)>,
+}
+
+impl Admitted {
+    fn new() -> Self {
+        Self {
+            permits: Permits::default(),
+            quotas: [None, None],
+            pause: None,
+        }
+    }
+
+    fn needs_shared(&self) -> bool {
+        self.quotas.iter().any(Option::is_some) || self.pause.is_some()
+    }
+
+    fn finish<B>(self, shared: Option<&Shared>, resp: Response<B>) -> Response<LimitedBody<B>> {
+        let (mut parts, body) = resp.into_parts();
+        if let Some(shared) = shared {
+            shared.quota_headers(&mut parts.headers, &self.quotas);
+            if let Some((i, key)) = self.pause {
+                if parts.status == StatusCode::TOO_MANY_REQUESTS {
+                    if let Some(secs) = parts
+                        .headers
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                    {
+                        let now = shared.clock.now().as_nanos();
+                        shared.policies[i]
+                            .pauses
+                            .pause(key, now, Duration::from_secs(secs));
+                    }
+                }
+            }
+        }
+        Response::from_parts(parts, LimitedBody::new(body, self.permits))
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    ReqB: Send + 'static,
+    ResB: Send + 'static,
+{
+    type Response = Response<LimitedBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResB, S::Error>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let shared = &*self.shared;
+        let view = RequestView::of(&req);
+        let plan = shared.plan(self.mode, &view);
+        let mut admitted = Admitted::new();
+        for (slot, i) in plan.into_iter().enumerate() {
+            let Some(i) = i else { continue };
+            match shared.decide(i, &view) {
+                Step::Granted(g) => admitted.grant(slot, i, g, shared, &view),
+                Step::Denied(d) => return ResponseFuture::rejected(shared.reject(i, d, &view)),
+                Step::Wait(key) => return self.wait(req, plan, slot, key, admitted),
+            }
+        }
+        let shared = admitted.needs_shared().then(|| self.shared.clone());
+        ResponseFuture::admitted(self.inner.call(req), admitted, shared)
+    }
+}
+
+impl Admitted {
+    fn grant(&mut self, slot: usize, i: usize, g: Grant, shared: &Shared, view: &RequestView<'_>) {
+        self.permits.0[slot] = g.permit;
+        self.quotas[slot] = g.quota.map(|q| (i, q));
+        let p = &shared.policies[i];
+        if p.policy.pause_on_429 {
+            if let Some(key) = p.policy.key.extract(view, &shared.client_ip) {
+                self.pause = Some((i, key));
+            }
+        }
+    }
+}
+
+impl<S> RateLimit<S> {
+    /// The slow path: policy `plan[slot]` must wait for `key`. Everything from there on runs in
+    /// one boxed future, with the (ready) inner service moved into it.
+    fn wait<ReqB, ResB>(
+        &mut self,
+        req: Request<ReqB>,
+        plan: [Option<usize>; 2],
+        slot: usize,
+        key: Key,
+        mut admitted: Admitted,
+    ) -> ResponseFuture<S::Future, ResB, S::Error>
+    where
+        S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: 'static,
+        ReqB: Send + 'static,
+        ResB: Send + 'static,
+    {
+        let clone = self.inner.clone();
+        let mut inner = core::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        let fut = async move {
+            let mut pending = Some(key);
+            for (s, i) in plan.into_iter().enumerate().skip(slot) {
+                let Some(i) = i else { continue };
+                let step = match pending.take() {
+                    Some(key) => Step::Wait(key),
+                    None => shared.decide(i, &RequestView::of(&req)),
+                };
+                let outcome = match step {
+                    Step::Granted(g) => Ok(g),
+                    Step::Denied(d) => Err(d),
+                    Step::Wait(key) => shared.wait(i, key).await,
+                };
+                match outcome {
+                    Ok(g) => admitted.grant(s, i, g, &shared, &RequestView::of(&req)),
+                    Err(d) => return Ok(shared.reject(i, d, &RequestView::of(&req))),
+                }
+            }
+            let resp = inner.call(req).await?;
+            let shared = admitted.needs_shared().then_some(&*shared);
+            Ok(admitted.finish(shared, resp))
+        };
+        ResponseFuture::waiting(Box::pin(fut))
+    }
+}
+
+type BoxResponse<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitedBody<B>>, E>> + Send>>;
+
+pin_project! {
+    /// The future of [`RateLimit`]'s response.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        state: State<F, B, E>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, E> {
+        // Admitted: the inner service's response, to wrap.
+        Admitted {
+            #[pin]
+            fut: F,
+            admitted: Option<Admitted>,
+            shared: Option<Arc<Shared>>,
+        },
+        // Refused: the rejection, ready.
+        Rejected { resp: Option<Response<LimitedBody<B>>> },
+        // Waiting in a queue or for an async limiter.
+        Waiting { fut: BoxResponse<B, E> },
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    fn admitted(fut: F, admitted: Admitted, shared: Option<Arc<Shared>>) -> Self {
+        Self {
+            state: State::Admitted {
+                fut,
+                admitted: Some(admitted),
+                shared,
+            },
+        }
+    }
+
+    fn rejected(resp: Response<LimitedBody<B>>) -> Self {
+        Self {
+            state: State::Rejected { resp: Some(resp) },
+        }
+    }
+
+    fn waiting(fut: BoxResponse<B, E>) -> Self {
+        Self {
+            state: State::Waiting { fut },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<LimitedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Admitted {
+                fut,
+                admitted,
+                shared,
+            } => {
+                let resp = core::task::ready!(fut.poll(cx))?;
+                let admitted = admitted.take().unwrap_or_else(Admitted::new);
+                Poll::Ready(Ok(admitted.finish(shared.as_deref(), resp)))
+            }
+            StateProj::Rejected { resp } => Poll::Ready(Ok(resp.take().unwrap_or_else(|| {
+                // Polled again after completion: an empty 500 rather than a panic.
+                let mut r = Response::new(LimitedBody::full(Bytes::new()));
+                *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                r
+            }))),
+            StateProj::Waiting { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match &self.state {
+            State::Admitted { .. } => "ResponseFuture::Admitted",
+            State::Rejected { .. } => "ResponseFuture::Rejected",
+            State::Waiting { .. } => "ResponseFuture::Waiting",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ceil_secs_rounds_up() {
+        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
+        assert_eq!(ceil_secs(Duration::from_nanos(2_000_000_001)), 3);
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn names_must_be_sf_strings() {
+        assert!(valid_name("api-v1 burst"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a\"b"));
+        assert!(!valid_name("é"));
+        let err = RateLimiting::builder()
+            .policy(
+                "bad\\name",
+                Policy::concurrency(crate::ConcurrencyOptions::new(1)).unwrap(),
+            )
+            .build()
+            .unwrap_err();
+        assert_eq!(err, BuildError::InvalidName("bad\\name".into()));
+        let dup = RateLimiting::builder()
+            .global(Policy::concurrency(crate::ConcurrencyOptions::new(1)).unwrap())
+            .policy(
+                GLOBAL,
+                Policy::concurrency(crate::ConcurrencyOptions::new(1)).unwrap(),
+            )
+            .build()
+            .unwrap_err();
+        assert_eq!(dup, BuildError::DuplicatePolicy(GLOBAL.into()));
+    }
+}

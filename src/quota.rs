@@ -1,0 +1,250 @@
+//! What a limiter has left and when it gets more: the numbers behind the IETF `RateLimit`
+//! header and the legacy `X-RateLimit-*` trio.
+//!
+//! [`Quota::quota`] reads a limiter's state without changing it: its limit, the permits it could
+//! grant now, and how long until time alone gives it at least one more (the header's `t`).
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, Quota};
+//!
+//! let clock = ManualClock::new();
+//! let limiter =
+//!     FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, Duration::from_secs(60)), &clock)
+//!         .unwrap();
+//! let _ = limiter.try_acquire(3).unwrap();
+//! clock.advance(Duration::from_secs(15));
+//! let q = limiter.quota();
+//! assert_eq!((q.limit, q.remaining), (10, 7));
+//! assert_eq!(q.reset_after, Some(Duration::from_secs(45))); // the window ends in 45 s
+//! ```
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::limiter::Limiter;
+use crate::partition::{NoLimitPartition, PartitionLimiter};
+use crate::wait::Source;
+use crate::{
+    ConcurrencyLimiter, FixedWindowLimiter, NoopLimiter, SlidingWindowLimiter, TokenBucketLimiter,
+};
+
+/// A limiter's quota at one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QuotaState {
+    /// The most permits the limiter can ever hold available (`u64::MAX`: unlimited).
+    pub limit: u64,
+    /// Permits that could be acquired now (at most `limit`).
+    pub remaining: u64,
+    /// How long until time alone makes at least one more permit available: `None` when the
+    /// limiter is full, or when only releases bring permits back (a concurrency limiter).
+    pub reset_after: Option<Duration>,
+}
+
+impl QuotaState {
+    /// An exhausted quota of `limit` that gets a permit back after `retry_after`, if known: what
+    /// a rejection reports.
+    pub const fn exhausted(limit: u64, retry_after: Option<Duration>) -> Self {
+        Self {
+            limit,
+            remaining: 0,
+            reset_after: retry_after,
+        }
+    }
+}
+
+/// Reports a limiter's [`QuotaState`] without changing it.
+///
+/// Implemented by every built-in limiter; a partitioned
+/// [`KeyedLimiter`](crate::KeyedLimiter) reports each key's with
+/// [`KeyedLimiter::quota`](crate::KeyedLimiter::quota).
+pub trait Quota {
+    /// The limit, the permits available now, and when time brings more.
+    fn quota(&self) -> QuotaState;
+}
+
+fn of_source<S: Source + Limiter + ?Sized>(s: &S) -> QuotaState {
+    let limit = u64::from(s.limit());
+    let remaining = s.available_permits().min(limit);
+    let reset_after = if remaining >= limit {
+        None
+    } else {
+        s.wait_for_permits(remaining + 1)
+    };
+    QuotaState {
+        limit,
+        remaining,
+        reset_after,
+    }
+}
+
+impl<C: Clock + Sync> Quota for ConcurrencyLimiter<C> {
+    fn quota(&self) -> QuotaState {
+        of_source(self)
+    }
+}
+
+impl<C: Clock> Quota for TokenBucketLimiter<C> {
+    fn quota(&self) -> QuotaState {
+        of_source(self)
+    }
+}
+
+impl<C: Clock> Quota for FixedWindowLimiter<C> {
+    fn quota(&self) -> QuotaState {
+        of_source(self)
+    }
+}
+
+impl<C: Clock, const N: usize> Quota for SlidingWindowLimiter<C, N> {
+    fn quota(&self) -> QuotaState {
+        of_source(self)
+    }
+}
+
+impl Quota for NoopLimiter {
+    fn quota(&self) -> QuotaState {
+        QuotaState {
+            limit: u64::MAX,
+            remaining: u64::MAX,
+            reset_after: None,
+        }
+    }
+}
+
+impl<C: Clock> Quota for NoLimitPartition<C> {
+    fn quota(&self) -> QuotaState {
+        NoopLimiter::new().quota()
+    }
+}
+
+impl<C: Clock + Sync> Quota for PartitionLimiter<C> {
+    fn quota(&self) -> QuotaState {
+        match self {
+            PartitionLimiter::NoLimit(l) => l.quota(),
+            PartitionLimiter::Concurrency(l) => l.quota(),
+            PartitionLimiter::TokenBucket(l) => l.quota(),
+            PartitionLimiter::FixedWindow(l) => l.quota(),
+            PartitionLimiter::SlidingWindow(l) => l.quota(),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl<K, C, S> crate::KeyedLimiter<K, C, S>
+where
+    K: core::hash::Hash + ?Sized,
+    C: Clock,
+    S: core::hash::BuildHasher,
+{
+    /// `key`'s quota: the bucket's limit, its tokens now (the limit for a key not stored), and
+    /// how long until it gains one more (`None` when full).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l: KeyedLimiter<str, _> = KeyedLimiter::token_bucket_with_clock(
+    ///     TokenBucketOptions::new(4, 1, Duration::from_secs(2)),
+    ///     PartitionConfig::default(),
+    ///     &clock,
+    /// )
+    /// .unwrap();
+    /// let _ = l.try_acquire("alice", 3).unwrap();
+    /// let q = l.quota("alice");
+    /// assert_eq!((q.limit, q.remaining, q.reset_after), (4, 1, Some(Duration::from_secs(2))));
+    /// assert_eq!(l.quota("bob").remaining, 4);
+    /// ```
+    pub fn quota(&self, key: &K) -> QuotaState {
+        let (remaining, reset_after) = self.quota_parts(key);
+        QuotaState {
+            limit: u64::from(self.limit()),
+            remaining,
+            reset_after,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        ConcurrencyOptions, FixedWindowOptions, ManualClock, SlidingWindowOptions,
+        TokenBucketOptions,
+    };
+
+    #[test]
+    fn token_bucket_reports_the_next_refill() {
+        let clock = ManualClock::new();
+        let l = TokenBucketLimiter::with_clock(
+            TokenBucketOptions::new(5, 2, Duration::from_secs(10)),
+            &clock,
+        )
+        .unwrap();
+        assert_eq!(l.quota().reset_after, None);
+        let _ = l.try_acquire(5).unwrap();
+        clock.advance(Duration::from_secs(4));
+        let q = l.quota();
+        assert_eq!(q.remaining, 0);
+        assert_eq!(q.reset_after, Some(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn fixed_window_full_has_no_reset() {
+        let clock = ManualClock::new();
+        let l = FixedWindowLimiter::with_clock(
+            FixedWindowOptions::new(2, Duration::from_secs(1)),
+            &clock,
+        )
+        .unwrap();
+        assert_eq!(
+            l.quota(),
+            QuotaState {
+                limit: 2,
+                remaining: 2,
+                reset_after: None
+            }
+        );
+    }
+
+    #[test]
+    fn sliding_window_reports_when_a_segment_leaves() {
+        let clock = ManualClock::new();
+        let l = SlidingWindowLimiter::<_, 16>::with_clock(
+            SlidingWindowOptions::new(4, Duration::from_secs(4), 4),
+            &clock,
+        )
+        .unwrap();
+        let _ = l.try_acquire(4).unwrap();
+        let q = l.quota();
+        assert_eq!(q.remaining, 0);
+        assert!(q
+            .reset_after
+            .is_some_and(|d| d > Duration::ZERO && d <= Duration::from_secs(4)));
+    }
+
+    #[test]
+    fn concurrency_has_no_reset_and_partition_limiter_delegates() {
+        let c = ConcurrencyLimiter::new(ConcurrencyOptions::new(3)).unwrap();
+        let lease = c.try_acquire(2).unwrap();
+        assert_eq!(
+            c.quota(),
+            QuotaState {
+                limit: 3,
+                remaining: 1,
+                reset_after: None
+            }
+        );
+        drop(lease);
+        let kind = crate::PartitionKind::concurrency(ConcurrencyOptions::new(3)).unwrap();
+        assert_eq!(kind.limiter(ManualClock::new()).quota().remaining, 3);
+        assert_eq!(
+            crate::PartitionKind::NO_LIMIT
+                .limiter(ManualClock::new())
+                .quota()
+                .limit,
+            u64::MAX
+        );
+    }
+}

@@ -1,0 +1,779 @@
+//! The HTTP layer end to end: a real axum server on 127.0.0.1, a real hyper client over TCP,
+//! time from a `ManualClock` (no timed assertions).
+#![cfg(feature = "http")]
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::MatchedPath;
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tollgate::http::{
+    ClientIp, Endpoint, ForwardedHeader, Key, KeyBy, MissingKey, Policy, RateLimiting,
+};
+use tollgate::{
+    ConcurrencyOptions, FixedWindowOptions, ManualClock, PartitionConfig, QueueOrder,
+    TokenBucketOptions,
+};
+use tower::{Service, ServiceExt};
+
+type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+
+async fn serve(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+struct Got {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl Got {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+    fn all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect()
+    }
+}
+
+async fn get_with(c: &HttpClient, addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {
+    let mut req = Request::get(format!("http://{addr}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = c.request(req.body(Empty::new()).unwrap()).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    Got {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+async fn fetch(c: &HttpClient, addr: SocketAddr, path: &str) -> Got {
+    get_with(c, addr, path, &[]).await
+}
+
+fn fixed(limit: u32, secs: u64) -> Policy {
+    Policy::fixed_window(FixedWindowOptions::new(limit, Duration::from_secs(secs))).unwrap()
+}
+
+#[tokio::test]
+async fn global_and_named_policies_per_route_with_headers() {
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(fixed(5, 60).partition_by(KeyBy::CLIENT_IP))
+        .policy("login", fixed(2, 60).partition_by(KeyBy::CLIENT_IP))
+        .policy("search", fixed(3, 10))
+        .select(
+            |req| match req.extensions.get::<MatchedPath>().map(MatchedPath::as_str) {
+                Some("/search") => Endpoint::Policy("search"),
+                Some("/health") => Endpoint::Disabled,
+                _ => Endpoint::Default,
+            },
+        )
+        .rate_limit_headers(true)
+        .legacy_headers(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/login",
+            get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap()),
+        )
+        .route("/search", get(|| async { "results" }))
+        .route("/health", get(|| async { "ok" }))
+        .route("/", get(|| async { "home" }))
+        .layer(limits.layer());
+    let addr = serve(app).await;
+    let c = client();
+
+    // /login: the global policy (5/min, the router's layer) then "login" (2/min, the route's
+    // layer, inside: its headers come first).
+    let a = fetch(&c, addr, "/login").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.body, "welcome");
+    assert_eq!(
+        a.all("ratelimit-policy"),
+        ["\"login\";q=2;w=60", "\"global\";q=5;w=60"]
+    );
+    assert_eq!(
+        a.all("ratelimit"),
+        ["\"login\";r=1;t=60", "\"global\";r=4;t=60"]
+    );
+    // Legacy headers: the most constraining policy.
+    assert_eq!(a.header("x-ratelimit-limit"), Some("2"));
+    assert_eq!(a.header("x-ratelimit-remaining"), Some("1"));
+    assert_eq!(a.header("x-ratelimit-reset"), Some("60"));
+
+    clock.advance(Duration::from_secs(15));
+    assert_eq!(fetch(&c, addr, "/login").await.status, StatusCode::OK);
+    let denied = fetch(&c, addr, "/login").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.header("retry-after"), Some("45"));
+    // The refusal reports "login", and the global policy (which admitted the request) too.
+    assert_eq!(
+        denied.all("ratelimit-policy"),
+        ["\"login\";q=2;w=60", "\"global\";q=5;w=60"]
+    );
+    assert_eq!(
+        denied.all("ratelimit"),
+        ["\"login\";r=0;t=45", "\"global\";r=2;t=45"]
+    );
+    assert_eq!(denied.header("x-ratelimit-remaining"), Some("0"));
+
+    // Other routes: the global policy only (3 of 5 used by /login: rate tokens are not given
+    // back when a later policy refuses, as in ASP.NET).
+    let home = fetch(&c, addr, "/").await;
+    assert_eq!(home.status, StatusCode::OK);
+    assert_eq!(home.all("ratelimit"), ["\"global\";r=1;t=45"]);
+    // /search: global, then "search" (unpartitioned, 10 s windows from t=0: this one ends at
+    // t=20).
+    let s = fetch(&c, addr, "/search").await;
+    assert_eq!(s.status, StatusCode::OK);
+    assert_eq!(
+        s.all("ratelimit"),
+        ["\"global\";r=0;t=45", "\"search\";r=2;t=5"]
+    );
+    let g = fetch(&c, addr, "/").await;
+    assert_eq!(g.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(g.header("retry-after"), Some("45"));
+    // /health is exempt from everything.
+    for _ in 0..20 {
+        let h = fetch(&c, addr, "/health").await;
+        assert_eq!(h.status, StatusCode::OK);
+        assert!(h.header("ratelimit").is_none());
+    }
+    // A new window: everything comes back.
+    clock.advance(Duration::from_secs(45));
+    assert_eq!(fetch(&c, addr, "/login").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn retry_after_is_whole_seconds_rounded_up_never_zero() {
+    let clock = Arc::new(ManualClock::new());
+    let bucket = TokenBucketOptions::new(1, 1, Duration::from_millis(1500));
+    let limits = RateLimiting::builder()
+        .global(Policy::token_bucket(bucket).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    clock.advance(Duration::from_millis(100));
+    let r = fetch(&c, addr, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("retry-after"), Some("2")); // 1.4 s rounds up
+    assert!(r.header("ratelimit").is_none()); // headers are opt-in
+    clock.advance(Duration::from_millis(1399));
+    let r = fetch(&c, addr, "/").await;
+    assert_eq!(r.header("retry-after"), Some("1")); // 1 ms left: 1, never 0
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn per_key_limits_and_forged_forwarded_for() {
+    let clock = Arc::new(ManualClock::new());
+    // Untrusted peers: 127.0.0.1 is not a proxy, so its X-Forwarded-For is ignored.
+    let untrusted = RateLimiting::builder()
+        .global(fixed(2, 60).partition_by(KeyBy::CLIENT_IP))
+        .client_ip(ClientIp::trusted_proxies(
+            ["10.0.0.0/8".parse().unwrap()],
+            ForwardedHeader::XForwardedFor,
+        ))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(untrusted.layer()),
+    )
+    .await;
+    let c = client();
+    let statuses: Vec<_> = futures_statuses(&c, addr, &["1.1.1.1", "2.2.2.2", "3.3.3.3"]).await;
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ],
+        "a forged X-Forwarded-For from an untrusted peer must not buy a fresh bucket"
+    );
+
+    // Trusting loopback as a proxy: the rightmost untrusted entry is the client; forged
+    // entries to its left change nothing, a different real client gets its own bucket.
+    let trusted = RateLimiting::builder()
+        .global(fixed(2, 60).partition_by(KeyBy::CLIENT_IP))
+        .client_ip(ClientIp::trusted_proxies(
+            [
+                "127.0.0.0/8".parse().unwrap(),
+                "10.0.0.0/8".parse().unwrap(),
+            ],
+            ForwardedHeader::XForwardedFor,
+        ))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(trusted.layer()),
+    )
+    .await;
+    let xff = |forged: &str, client: &str| format!("{forged}, {client}, 10.1.1.1");
+    let mut seen = Vec::new();
+    for forged in ["9.9.9.1", "9.9.9.2", "9.9.9.3"] {
+        let h = xff(forged, "203.0.113.5");
+        seen.push(
+            get_with(&c, addr, "/", &[("x-forwarded-for", &h)])
+                .await
+                .status,
+        );
+    }
+    assert_eq!(
+        seen,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    let other = xff("9.9.9.9", "203.0.113.6");
+    assert_eq!(
+        get_with(&c, addr, "/", &[("x-forwarded-for", &other)])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // IPv6 clients in one /64 share a bucket; another /64 has its own.
+    for (client, want) in [
+        ("2001:db8:1:2::1", StatusCode::OK),
+        ("2001:db8:1:2:ffff::9", StatusCode::OK),
+        ("2001:db8:1:2::abcd", StatusCode::TOO_MANY_REQUESTS),
+        ("2001:db8:1:3::1", StatusCode::OK),
+    ] {
+        let h = xff("::1", client);
+        assert_eq!(
+            get_with(&c, addr, "/", &[("x-forwarded-for", &h)])
+                .await
+                .status,
+            want,
+            "{client}"
+        );
+    }
+    assert_eq!(trusted.partitions("global"), Some(4));
+}
+
+async fn futures_statuses(c: &HttpClient, addr: SocketAddr, forged: &[&str]) -> Vec<StatusCode> {
+    let mut out = Vec::new();
+    for f in forged {
+        out.push(
+            get_with(c, addr, "/", &[("x-forwarded-for", f)])
+                .await
+                .status,
+        );
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_request_without_a_key_gets_the_configured_outcome() {
+    let clock = Arc::new(ManualClock::new());
+    let by_key = |missing| {
+        fixed(1, 60)
+            .partition_by(KeyBy::header(http::HeaderName::from_static("x-api-key")))
+            .when_missing_key(missing)
+    };
+    let limits = RateLimiting::builder()
+        .policy(
+            "reject",
+            by_key(MissingKey::Reject).rejection_status(StatusCode::UNAUTHORIZED),
+        )
+        .policy("allow", by_key(MissingKey::Allow))
+        .policy("shared", by_key(MissingKey::Shared))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/reject",
+            get(|| async { "x" }).layer(limits.policy_layer("reject").unwrap()),
+        )
+        .route(
+            "/allow",
+            get(|| async { "x" }).layer(limits.policy_layer("allow").unwrap()),
+        )
+        .route(
+            "/shared",
+            get(|| async { "x" }).layer(limits.policy_layer("shared").unwrap()),
+        );
+    let addr = serve(app).await;
+    let c = client();
+
+    assert_eq!(
+        fetch(&c, addr, "/reject").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        get_with(&c, addr, "/reject", &[("x-api-key", "k1")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    for _ in 0..3 {
+        assert_eq!(fetch(&c, addr, "/allow").await.status, StatusCode::OK);
+    }
+    assert_eq!(fetch(&c, addr, "/shared").await.status, StatusCode::OK);
+    assert_eq!(
+        fetch(&c, addr, "/shared").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Keyed requests are unaffected by the shared keyless bucket.
+    assert_eq!(
+        get_with(&c, addr, "/shared", &[("x-api-key", "k2")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
+
+/// A response body fed by a channel: it ends when the sender is dropped.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|o| o.map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+/// A route whose handler returns at once with a body that streams until the test says so.
+fn streaming_app(
+    limits: &RateLimiting,
+    feeds: mpsc::UnboundedSender<mpsc::Sender<Bytes>>,
+) -> Router {
+    let handler = move || {
+        let feeds = feeds.clone();
+        async move {
+            let (tx, rx) = mpsc::channel(4);
+            tx.send(Bytes::from_static(b"first chunk;")).await.unwrap();
+            feeds.send(tx).unwrap();
+            axum::body::Body::new(ChannelBody(rx))
+        }
+    };
+    Router::new()
+        .route("/stream", get(handler))
+        .layer(limits.layer())
+}
+
+#[tokio::test]
+async fn a_streaming_body_holds_its_concurrency_permit_until_it_ends() {
+    let limits = RateLimiting::builder()
+        .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
+        .build()
+        .unwrap();
+    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
+    let addr = serve(streaming_app(&limits, feed_tx)).await;
+    let c = client();
+
+    // A: the handler has returned, its headers have arrived, its body still streams.
+    let a = c
+        .request(
+            Request::get(format!("http://{addr}/stream"))
+                .body(Empty::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.status(), StatusCode::OK);
+    let feed = feeds.recv().await.unwrap();
+    // B is refused: A's body holds the only permit.
+    let b = fetch(&c, addr, "/stream").await;
+    assert_eq!(b.status, StatusCode::TOO_MANY_REQUESTS);
+    // A's body ends: the permit comes back.
+    feed.send(Bytes::from_static(b"last chunk")).await.unwrap();
+    drop(feed);
+    let body = a.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "first chunk;last chunk");
+    // The server releases the permit when the body's last frame has been polled; the client
+    // can see the end of the body an instant before that, so wait for the release.
+    let mut status = StatusCode::TOO_MANY_REQUESTS;
+    for _ in 0..1000 {
+        let r = c
+            .request(
+                Request::get(format!("http://{addr}/stream"))
+                    .body(Empty::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        status = r.status();
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_dropped_streaming_response_releases_its_permit() {
+    let limits = RateLimiting::builder()
+        .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
+        .build()
+        .unwrap();
+    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
+    let addr = serve(streaming_app(&limits, feed_tx)).await;
+    // A raw TCP client that reads the headers, then hangs up mid-body.
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let feed = feeds.recv().await.unwrap();
+    let c = client();
+    assert_eq!(
+        fetch(&c, addr, "/stream").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    drop(tcp);
+    // The server notices the hang-up when it next writes; feed it until it does.
+    let mut ok = false;
+    for _ in 0..1000 {
+        let _ = feed.try_send(Bytes::from_static(b"more"));
+        // Only the status: an admitted response's body streams until its feed is dropped.
+        let r = c
+            .request(
+                Request::get(format!("http://{addr}/stream"))
+                    .body(Empty::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        if r.status() == StatusCode::OK {
+            ok = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        ok,
+        "the permit of a response whose client hung up must come back"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_leaves_the_queue() {
+    // One permit, room for one queued request; queue full and closed answer 503.
+    let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::concurrency(opts)
+                .unwrap()
+                .queue(None)
+                .unavailable_status(StatusCode::SERVICE_UNAVAILABLE),
+        )
+        .build()
+        .unwrap();
+    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
+    let addr = serve(streaming_app(&limits, feed_tx)).await;
+    let c = client();
+
+    // A holds the permit (its body streams).
+    let a = c
+        .request(
+            Request::get(format!("http://{addr}/stream"))
+                .body(Empty::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let feed_a = feeds.recv().await.unwrap();
+    // B queues, over raw TCP so that it can hang up.
+    let mut b = tokio::net::TcpStream::connect(addr).await.unwrap();
+    b.write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // C finds the queue full (once B is in it).
+    let mut full = false;
+    for _ in 0..1000 {
+        let r = fetch(&c, addr, "/stream").await;
+        assert_ne!(r.status, StatusCode::OK);
+        if r.status == StatusCode::SERVICE_UNAVAILABLE {
+            full = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(full, "B should occupy the queue");
+    // B hangs up while queued: the server drops its wait, and the queue has room again.
+    drop(b);
+    let d = tokio::spawn({
+        let c = c.clone();
+        async move {
+            // D retries until it is queued instead of refused, then waits for A to finish.
+            loop {
+                let r = c
+                    .request(
+                        Request::get(format!("http://{addr}/stream"))
+                            .body(Empty::new())
+                            .unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                if r.status() != StatusCode::SERVICE_UNAVAILABLE {
+                    return r.status();
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // Let D get into the queue, then finish A: D is served.
+    tokio::task::yield_now().await;
+    drop(feed_a);
+    let body = a.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "first chunk;");
+    let d_status = d.await.unwrap();
+    assert_eq!(d_status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_rejection_hook_builds_the_response() {
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(fixed(1, 30).partition_by(KeyBy::CLIENT_IP))
+        .on_rejected(|r| {
+            let body = format!(
+                "{{\"policy\":\"{}\",\"reason\":\"{}\",\"path\":\"{}\"}}",
+                r.policy,
+                r.rejection.reason().phrase(),
+                r.request.uri.path()
+            );
+            Response::builder()
+                .status(r.status)
+                .header("content-type", "application/json")
+                .body(Bytes::from(body))
+                .unwrap()
+        })
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/a", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    assert_eq!(fetch(&c, addr, "/a").await.status, StatusCode::OK);
+    let r = fetch(&c, addr, "/a").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.header("retry-after"), Some("30"));
+    assert_eq!(
+        r.body,
+        "{\"policy\":\"global\",\"reason\":\"permits exhausted\",\"path\":\"/a\"}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_pauses_a_host_on_an_upstream_429() {
+    // Upstream: answers 429 with Retry-After: 5 the first time, 200 afterwards.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let upstream = Router::new().route(
+        "/",
+        get({
+            let hits = hits.clone();
+            move || {
+                let n = hits.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if n == 0 {
+                        Response::builder()
+                            .status(StatusCode::TOO_MANY_REQUESTS)
+                            .header("retry-after", "5")
+                            .body(axum::body::Body::empty())
+                            .unwrap()
+                    } else {
+                        Response::new(axum::body::Body::from("fine"))
+                    }
+                }
+            }
+        }),
+    );
+    let addr = serve(upstream).await;
+
+    let clock = Arc::new(ManualClock::new());
+    let by_host = KeyBy::with(|req| {
+        req.uri
+            .authority()
+            .map(|a| Key::from_bytes(a.as_str().as_bytes()))
+    });
+    let limits = RateLimiting::builder()
+        .global(fixed(100, 1).partition_by(by_host).pause_on_upstream_429())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut svc = tower::ServiceBuilder::new()
+        .layer(limits.layer())
+        .service(client());
+    let url = format!("http://{addr}/");
+    // The upstream's 429 passes through and pauses the host.
+    assert_eq!(
+        call(&mut svc, &url).await,
+        (StatusCode::TOO_MANY_REQUESTS, Some("5".into()))
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    // Refused locally, without a round trip, with the time left.
+    clock.advance(Duration::from_millis(1500));
+    assert_eq!(
+        call(&mut svc, &url).await,
+        (StatusCode::TOO_MANY_REQUESTS, Some("4".into()))
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    // After the pause: upstream again.
+    clock.advance(Duration::from_millis(3500));
+    assert_eq!(call(&mut svc, &url).await, (StatusCode::OK, None));
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
+
+async fn call(
+    svc: &mut tollgate::http::RateLimit<HttpClient>,
+    url: &str,
+) -> (StatusCode, Option<String>) {
+    let r = svc
+        .ready()
+        .await
+        .unwrap()
+        .call(Request::get(url).body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let ra = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (r.status(), ra)
+}
+
+/// A trivial inner service for in-process runs of the layer.
+#[derive(Clone)]
+struct Ok200;
+
+impl Service<Request<()>> for Ok200 {
+    type Response = Response<Empty<Bytes>>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<Empty<Bytes>>, Infallible>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        std::future::ready(Ok(Response::new(Empty::new())))
+    }
+}
+
+#[tokio::test]
+async fn a_million_ipv6_clients_keep_memory_bounded() {
+    const CAPACITY: usize = 8192;
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1)))
+                .unwrap()
+                .partition_by(KeyBy::CLIENT_IP)
+                .partitions(PartitionConfig::new(CAPACITY)),
+        )
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut svc = limits.layer().layer(Ok200);
+    let mut ok = 0u32;
+    let mut refused = 0u32;
+    for i in 0..1_000_000u64 {
+        // A distinct /64 per client: 2001:db8:<i>::1.
+        let ip = IpAddr::V6(std::net::Ipv6Addr::from(
+            (0x2001_0db8_u128 << 96) | (u128::from(i) << 64) | 1,
+        ));
+        let mut req = Request::new(());
+        req.extensions_mut().insert(SocketAddr::new(ip, 40000));
+        let r = svc.call(req).await.unwrap();
+        match r.status() {
+            StatusCode::OK => ok += 1,
+            _ => refused += 1,
+        }
+        if i % 4096 == 4095 {
+            clock.advance(Duration::from_secs(2)); // the older clients' buckets refill: idle
+            let stored = limits.partitions("global").unwrap();
+            assert!(
+                stored <= CAPACITY,
+                "{stored} partitions stored after {i} clients"
+            );
+        }
+    }
+    // Every client was admitted: idle partitions made room for new ones.
+    assert_eq!((ok, refused), (1_000_000, 0));
+    assert!(limits.partitions("global").unwrap() <= CAPACITY);
+    // Two addresses of one /64 share a partition: the second's request uses the same bucket.
+    let same = |low: u128| {
+        let mut req = Request::new(());
+        let ip = IpAddr::V6(std::net::Ipv6Addr::from(
+            (0x2001_0db8_u128 << 96) | (7u128 << 64) | low,
+        ));
+        req.extensions_mut().insert(SocketAddr::new(ip, 1));
+        req
+    };
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(svc.call(same(1)).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(svc.call(same(2)).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        svc.call(same(3)).await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+use tower::Layer as _;
