@@ -44,7 +44,7 @@
 //! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
 //! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
 //! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
-//! | `critical-section` | no | atomics through `critical-section` on targets without CAS (automatic where there is no CAS at all) |
+//! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for
 //! `thumbv6m-none-eabi`, `thumbv7em-none-eabihf` and `riscv32imc-unknown-none-elf`.
@@ -66,6 +66,9 @@ mod concurrency;
 pub mod config;
 #[cfg(feature = "std")]
 mod driver;
+#[cfg(feature = "embassy-time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
+pub mod embassy;
 mod fixed_window;
 mod lease;
 mod limiter;

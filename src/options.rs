@@ -26,6 +26,12 @@ pub enum OptionsError {
     SegmentTooShort,
     /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
     RateTooHigh,
+    /// A permit limit larger than the limiter's native word holds (a concurrency limiter on a
+    /// 32-bit target holds at most 2^28 - 1 permits).
+    LimitTooLarge {
+        /// The largest limit this target's word holds.
+        max: u32,
+    },
 }
 
 impl fmt::Display for OptionsError {
@@ -53,6 +59,9 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::RateTooHigh => {
                 f.write_str("a keyed limiter allows at most one token per 2 nanoseconds")
+            }
+            OptionsError::LimitTooLarge { max } => {
+                write!(f, "the permit limit must be at most {max} on this target")
             }
         }
     }

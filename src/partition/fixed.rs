@@ -2,8 +2,8 @@
 //! per key) and [`FixedKeyedLimiter`] (a state word per key), both on a `heapless` index map
 //! behind one lock.
 //!
-//! Every call runs under the lock — the wait queues' lock: a critical section with the
-//! `critical-section` feature, a spin lock without it, a mutex with `std` — for a few list and
+//! Every call runs under the lock — the wait queues' lock: a critical section without `std`
+//! (interrupt-safe), a mutex with `std` — for a few list and
 //! word operations. On the single-core MCUs these are for, that is what any shared table costs.
 //! Waiting is not offered: a waiter needs its partition at a fixed address while it waits, which a
 //! table that moves entries (and cannot allocate) does not give.

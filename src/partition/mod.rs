@@ -50,8 +50,6 @@ mod map;
 mod shards;
 #[cfg(feature = "std")]
 mod table;
-#[cfg(feature = "std")]
-mod tally;
 
 use core::time::Duration;
 

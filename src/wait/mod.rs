@@ -23,7 +23,10 @@
 mod future;
 mod list;
 mod lock;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(feature = "embassy-time"), not(loom)))]
+mod timer;
+#[cfg(all(feature = "embassy-time", not(loom)))]
+#[path = "timer_embassy.rs"]
 mod timer;
 
 use core::time::Duration;
