@@ -32,6 +32,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The feature depends on the `redis` crate 1.x (which needs Rust 1.88) and tokio. Code that
+//! glob-imports `tollgate::*` and also uses the `redis` crate names the crate `::redis`.
+//!
 //! ## Same decisions as the local limiters
 //! Each script is the state machine of the matching local limiter, run in Redis: the token
 //! bucket and fixed window follow [`TokenBucketLimiter`](crate::TokenBucketLimiter) and
