@@ -70,11 +70,16 @@ pub fn run(s: &Scenario) {
                 _ => unreachable!("CAPS lists the instantiated capacities"),
             }
         }
+        Shape::Gcra { .. }
+        | Shape::LeakyMeter { .. }
+        | Shape::LeakyShaper { .. }
+        | Shape::SlidingCounter { .. }
+        | Shape::SlidingLog { .. } => crate::harness_algos::run(s),
     }
 }
 
 /// Compares a constructor's result with the options model; `Some` when both accept.
-fn accepted<L, T: PartialEq + core::fmt::Debug>(
+pub(crate) fn accepted<L, T: PartialEq + core::fmt::Debug>(
     what: &str,
     lib: Result<L, tollgate::OptionsError>,
     model: Result<T, tollgate::OptionsError>,
@@ -157,7 +162,7 @@ struct Line {
     what: String,
 }
 
-struct Driver<'a, M: Model> {
+pub(crate) struct Driver<'a, M: Model> {
     clock: &'a ManualClock,
     origin: u64,
     lib: &'a dyn Limiter,
@@ -172,7 +177,7 @@ struct Driver<'a, M: Model> {
 }
 
 impl<'a, M: Model> Driver<'a, M> {
-    fn new(
+    pub(crate) fn new(
         clock: &'a ManualClock,
         origin: u64,
         lib: &'a dyn Limiter,
@@ -217,7 +222,7 @@ impl<'a, M: Model> Driver<'a, M> {
         panic!("{s}");
     }
 
-    fn run(mut self, ops: &[Op]) {
+    pub(crate) fn run(mut self, ops: &[Op]) {
         if let Some(r) = self.replenishing {
             let got = r.replenishment_period().as_nanos();
             let want = self.model.step_ns().expect("rate limiters have a period");

@@ -17,7 +17,11 @@
 
 pub mod concurrency;
 pub mod fixed_window;
+pub mod gcra;
+pub mod leaky_bucket;
 pub mod options;
+pub mod sliding_counter;
+pub mod sliding_log;
 pub mod sliding_window;
 pub mod time;
 pub mod token_bucket;
