@@ -119,12 +119,50 @@ impl fmt::Debug for Instant {
 pub trait Clock {
     /// The current instant.
     fn now(&self) -> Instant;
+
+    /// Whether this clock moves with real time by itself ([`StdClock`], a
+    /// [`CoarseClock`](crate::CoarseClock) with its refresher running), as opposed to one that
+    /// moves only when told to ([`ManualClock`], a tick counter). With feature `std`, the waiters
+    /// of a rate limiter on a clock that advances by itself are woken by the process timer when
+    /// their permits arrive; on any other clock they are served by later acquisitions,
+    /// `replenish()` or a `Driver`. The default is `false`.
+    fn advances_by_itself(&self) -> bool {
+        false
+    }
+
+    /// Whether [`now`](Self::now) costs about as much as an atomic load (the default: `true`).
+    ///
+    /// Limiters read a clock whose reading is cheap even where the reading only dates something
+    /// that may be asked about later; for a clock that says `false` ([`StdClock`]) they skip
+    /// those reads. Today that is the [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)'s
+    /// release: with a cheap clock, the release that makes it fully available reads the clock to
+    /// date its idleness exactly; with an expensive one, it reads nothing and the limiter dates
+    /// its idleness when [`idle_duration`](crate::Limiter::idle_duration) first sees it (see
+    /// there).
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock};
+    /// assert!(ManualClock::new().now_is_cheap());
+    /// # #[cfg(feature = "std")]
+    /// assert!(!tollgate::StdClock.now_is_cheap());
+    /// ```
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        true
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     #[inline]
     fn now(&self) -> Instant {
         (**self).now()
+    }
+    fn advances_by_itself(&self) -> bool {
+        (**self).advances_by_itself()
+    }
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        (**self).now_is_cheap()
     }
 }
 
@@ -133,6 +171,13 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     #[inline]
     fn now(&self) -> Instant {
         (**self).now()
+    }
+    fn advances_by_itself(&self) -> bool {
+        (**self).advances_by_itself()
+    }
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        (**self).now_is_cheap()
     }
 }
 
@@ -248,5 +293,13 @@ impl Clock for StdClock {
         let epoch = EPOCH.get_or_init(std::time::Instant::now);
         let nanos = epoch.elapsed().as_nanos();
         Instant(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+    fn advances_by_itself(&self) -> bool {
+        true
+    }
+    /// `false`: a system call (through the vDSO), 20-70 ns.
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        false
     }
 }

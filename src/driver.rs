@@ -54,6 +54,11 @@ impl DriverHandle {
             shared.notify();
         }
     }
+
+    /// Whether the driver is still running.
+    pub(crate) fn is_live(&self) -> bool {
+        self.shared.strong_count() > 0
+    }
 }
 
 impl core::fmt::Debug for DriverHandle {
@@ -64,8 +69,22 @@ impl core::fmt::Debug for DriverHandle {
 
 /// One background thread serving the wait queues of registered rate limiters.
 ///
-/// Limiters are held weakly: dropping the last `Arc` of a limiter unregisters it. Dropping the
-/// driver stops its thread.
+/// You rarely need one: a waiter on a rate limiter whose clock moves by itself
+/// ([`StdClock`](crate::StdClock), a running [`CoarseClock`](crate::CoarseClock)) is woken by the
+/// process-wide timer when its permits arrive. A driver is for limiters on other clocks that
+/// still follow real time (your own [`Clock`](crate::Clock) whose
+/// [`advances_by_itself`](crate::Clock::advances_by_itself) is `false`), or for a dedicated
+/// thread of your own.
+///
+/// Limiters are held weakly: dropping the last `Arc` of a limiter unregisters it. A limiter may
+/// be registered with several drivers, at once or one after another: each live one is told when
+/// the limiter's next waiter changes.
+///
+/// **Dropping the driver** stops its thread and hands its limiters back: before stopping, it
+/// serves every registered limiter once more, and from then on their waiters are served as if it
+/// had never been registered — by the process timer on a clock that advances by itself, else by
+/// later acquisitions, [`replenish`](crate::Replenishing::replenish) or another driver registered
+/// for them. No waiter is failed or dropped.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -140,6 +159,19 @@ impl Drop for Driver {
         self.shared.wake.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        // Hand the limiters back: serve each once more (waking whoever time has made room for;
+        // the queue nudges its next waiter, which arms the process timer on a clock that
+        // advances by itself).
+        let live: Vec<_> = self
+            .shared
+            .lock()
+            .limiters
+            .drain(..)
+            .filter_map(|w| w.upgrade())
+            .collect();
+        for l in live {
+            l.replenish();
         }
     }
 }

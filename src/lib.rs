@@ -47,7 +47,9 @@
 //! |---|---|---|
 //! | `std` | yes | `StdClock`; implies `alloc` |
 //! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
-//! | `critical-section` | no | atomics through `critical-section` on targets without CAS (automatic where there is no CAS at all) |
+//! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
+//! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
+//! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for
 //! `thumbv6m-none-eabi`, `thumbv7em-none-eabihf` and `riscv32imc-unknown-none-elf`.
@@ -69,6 +71,9 @@ mod concurrency;
 pub mod config;
 #[cfg(feature = "std")]
 mod driver;
+#[cfg(feature = "embassy-time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
+pub mod embassy;
 mod fixed_window;
 mod lease;
 mod limiter;
@@ -76,6 +81,8 @@ mod noop;
 mod options;
 pub mod partition;
 pub mod per;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod sliding_window;
 mod stats;
 mod sync;
@@ -91,9 +98,7 @@ mod sliding_log;
 
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;
-pub use chain::{
-    AcquireAsync, Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks,
-};
+pub use chain::{Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks};
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, Instant, ManualClock};
@@ -108,7 +113,7 @@ pub use lease::OwnedLease;
 pub use lease::{Lease, Reason, Rejection, Release, Statistics};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
-pub use limiter::{Limiter, Replenishing};
+pub use limiter::{AcquireAsync, Limiter, Replenishing};
 pub use noop::NoopLimiter;
 pub use options::{OptionsError, QueueOrder};
 pub use partition::{

@@ -27,7 +27,8 @@ impl Wake for Unpark {
 /// The thread drives itself: while queued it sleeps until it is woken or until time alone could
 /// serve the queue of a rate limiter, whichever comes first, and then serves the queue. So a
 /// blocking waiter needs no `Driver`. Timing out drops the request (nothing leaks) and returns
-/// [`Reason::TimedOut`].
+/// [`Reason::TimedOut`] — unless the request was completed in the meantime (a grant racing the
+/// timeout): then that outcome is returned, and the request is counted once either way.
 pub(crate) fn acquire_blocking<L: Source + ?Sized>(
     limiter: &L,
     permits: u32,
@@ -35,29 +36,52 @@ pub(crate) fn acquire_blocking<L: Source + ?Sized>(
 ) -> Result<Lease<'_>, Rejection> {
     let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = pin!(Acquire::new(limiter, permits));
+    wait_with(
+        limiter,
+        permits,
+        &waker,
+        || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())),
+        |nap| match nap {
+            None => thread::park(),
+            Some(d) => thread::park_timeout(d),
+        },
+    )
+}
+
+/// The blocking loop, with time and sleep as parameters: `left()` is the time left before the
+/// timeout (`None`: no timeout), `park(nap)` sleeps for up to `nap` (`None`: until woken by
+/// `waker`).
+pub(crate) fn wait_with<'a, L: Source + ?Sized>(
+    limiter: &'a L,
+    permits: u32,
+    waker: &Waker,
+    mut left: impl FnMut() -> Option<Duration>,
+    mut park: impl FnMut(Option<Duration>),
+) -> Result<Lease<'a>, Rejection> {
+    let mut cx = Context::from_waker(waker);
+    let mut fut = pin!(Acquire::new(limiter, permits).self_timed());
     loop {
         if let Poll::Ready(result) = fut.as_mut().poll(&mut cx) {
             return result;
         }
-        let mut nap = match deadline {
-            Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
-                Some(left) if !left.is_zero() => left,
-                _ => {
-                    limiter.counters().record_failure();
-                    return Err(Rejection::new(Reason::TimedOut));
-                }
-            },
-            None => Duration::MAX,
+        let mut nap = match left() {
+            Some(d) if d.is_zero() => {
+                // Leave the queue first, then count: a grant that raced the timeout is received
+                // (and counted) instead of counted and given back.
+                return match fut.as_mut().cancel() {
+                    Some(outcome) => outcome,
+                    None => {
+                        limiter.counters().record_failure();
+                        Err(Rejection::new(Reason::TimedOut))
+                    }
+                };
+            }
+            other => other,
         };
         if let Some(service) = next_service(limiter) {
-            nap = nap.min(service.max(Duration::from_micros(1)));
+            let service = service.max(Duration::from_micros(1));
+            nap = Some(nap.map_or(service, |n| n.min(service)));
         }
-        if nap == Duration::MAX {
-            thread::park();
-        } else {
-            thread::park_timeout(nap);
-        }
+        park(nap);
     }
 }

@@ -4,9 +4,9 @@
 
 use core::future::Future;
 use core::pin::Pin;
-use core::task::{Context, Poll};
+use core::task::{Context, Poll, Waker};
 
-use super::list::{Status, Waiter};
+use super::list::{List, Status, Waiter};
 use super::{Source, WakeList};
 use crate::lease::{Lease, Reason, Rejection};
 
@@ -21,13 +21,30 @@ enum Stage {
 ///
 /// Cancellation-safe: dropping it at any point — before its first poll, while queued, or after
 /// its permits were granted but before it completed — frees its queue capacity at once and gives
-/// back any permits it was handed. It holds its queue node inline (it is `!Unpin`; pin it with
-/// `core::pin::pin!` or `Box::pin` to poll by hand, `.await` does that for you).
+/// back any permits it was handed (a waiter dropped after its grant but before it completed is a
+/// cancelled request: the statistics do not count it). It holds its queue node inline (it is
+/// `!Unpin`; pin it with `core::pin::pin!` or `Box::pin` to poll by hand, `.await` does that for
+/// you).
+///
+/// With feature `std`, a waiter on a rate limiter whose clock moves by itself
+/// ([`StdClock`](crate::StdClock), a running [`CoarseClock`](crate::CoarseClock)) is woken by the
+/// process-wide timer when time brings its permits: nothing else needs to run.
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a, L: Source + ?Sized> {
     limiter: &'a L,
     waiter: Waiter,
     stage: Stage,
+    /// Whether this waiter arms the process timer for its service instant.
+    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+    timer: Option<super::timer::Timer>,
+}
+
+/// What a locked step decided for a newcomer.
+enum Decision {
+    Granted,
+    Refused(Rejection),
+    /// Linked; `true` if it is the next to be served.
+    Queued(bool),
 }
 
 impl<'a, L: Source + ?Sized> Acquire<'a, L> {
@@ -36,59 +53,82 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             limiter,
             waiter: Waiter::new(permits),
             stage: Stage::Start,
+            #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+            timer: Some(super::timer::Timer::new()),
         }
     }
 
-    fn project(self: Pin<&mut Self>) -> (&'a L, Pin<&Waiter>, &mut Stage) {
+    /// The same future, for a caller that wakes itself on time (a blocking wait): no timer.
+    #[cfg(feature = "std")]
+    pub(crate) fn self_timed(self) -> Self {
+        #[cfg(not(loom))]
+        {
+            let mut this = self;
+            this.timer = None;
+            this
+        }
+        #[cfg(loom)]
+        self
+    }
+
+    fn project(self: Pin<&mut Self>) -> Projection<'_, 'a, L> {
         // SAFETY: `waiter` is structurally pinned: it is never moved out of `self`, and `Drop`
-        // unlinks it before it is dropped. `limiter` and `stage` are not pinned (plain data).
+        // unlinks it before it is dropped. The other fields are not pinned (plain data).
         unsafe {
             let this = self.get_unchecked_mut();
-            (
-                this.limiter,
-                Pin::new_unchecked(&this.waiter),
-                &mut this.stage,
-            )
+            Projection {
+                limiter: this.limiter,
+                waiter: Pin::new_unchecked(&this.waiter),
+                stage: &mut this.stage,
+                #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+                timer: &mut this.timer,
+            }
         }
     }
 
     /// The first poll: the lock-free attempt, then the slow path under the queue lock.
+    /// `Err(true)`: queued as the next to be served; `Err(false)`: queued behind others.
+    #[allow(clippy::type_complexity)]
     fn start(
         l: &'a L,
         waiter: Pin<&Waiter>,
         cx: &Context<'_>,
-    ) -> Poll<Result<Lease<'a>, Rejection>> {
+    ) -> Result<Result<Lease<'a>, Rejection>, bool> {
         let n = waiter.permits();
         let counters = l.counters();
         if n > l.limit() {
             counters.record_failure();
-            return Poll::Ready(Err(Rejection::new(Reason::ExceedsLimit)));
+            return Ok(Err(Rejection::new(Reason::ExceedsLimit)));
         }
         match l.take_now(n) {
             Ok(()) => {
                 counters.record_success();
-                return Poll::Ready(Ok(l.lease(n)));
+                return Ok(Ok(l.lease(n)));
             }
             Err(r) if r.reason() != Reason::Exhausted => {
                 counters.record_failure();
-                return Poll::Ready(Err(r));
+                return Ok(Err(r));
             }
             Err(_) => {}
         }
         let q = l.queue();
         // Serve first: time may have brought permits for those ahead.
         q.serve(l);
+        // Cloned before locking: no user code runs under the lock.
+        let mut waker = Some(cx.waker().clone());
         let mut wakes = WakeList::new();
-        let (outcome, notify) = q.list.with(|list| {
-            q.serve_locked(l, list, &mut wakes);
+        let decision = q.locked(&mut wakes, |list, wakes| {
+            if q.serve_locked(l, list, wakes) {
+                return None;
+            }
             let queued = list.queued_permits();
             let behind = !list.is_empty() && !q.barging();
             let room = u64::from(q.limit).saturating_sub(queued);
             let can_queue = n == 0 || room >= u64::from(n) || (q.barging() && n <= q.limit);
             if !behind {
                 match l.take_locked(n, can_queue) {
-                    Ok(Some(_)) => return (Some(Ok(())), false),
-                    Err(reason) => return (Some(Err(Rejection::new(reason))), false),
+                    Ok(Some(_)) => return Some(Decision::Granted),
+                    Err(reason) => return Some(Decision::Refused(Rejection::new(reason))),
                     Ok(None) => {}
                 }
             }
@@ -101,85 +141,192 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                     ),
                     None => Rejection::new(Reason::QueueFull),
                 };
-                return (Some(Err(r)), false);
+                return Some(Decision::Refused(r));
             }
-            // Newest-first: evict the oldest until the newcomer fits.
+            // Newest-first: evict the oldest until the newcomer fits (in as many rounds of
+            // wakes as it takes).
             while n > 0 && u64::from(q.limit).saturating_sub(list.queued_permits()) < u64::from(n) {
                 let Some(oldest) = list.front() else { break };
+                if !wakes.has_room() {
+                    q.sync_count(list);
+                    return None;
+                }
                 wakes.push(list.complete(oldest, Status::Rejected(Reason::Evicted)));
                 counters.record_failure();
             }
             let next_to_serve = list.is_empty() || q.barging();
-            list.push_back(waiter, cx.waker());
+            list.push_back(
+                waiter,
+                waker.take().unwrap_or_else(|| Waker::noop().clone()),
+            );
             q.sync_count(list);
-            (None, next_to_serve)
+            wakes.head_changed |= next_to_serve;
+            Some(Decision::Queued(next_to_serve))
         });
-        wakes.wake_all();
-        if notify {
-            q.notify();
-        }
-        match outcome {
-            Some(Ok(())) => {
+        // The clone went unused unless the waiter was linked: dropped here, unlocked.
+        drop(waker);
+        match decision {
+            Decision::Granted => {
                 counters.record_success();
-                Poll::Ready(Ok(l.lease(n)))
+                Ok(Ok(l.lease(n)))
             }
-            Some(Err(r)) => {
+            Decision::Refused(r) => {
                 counters.record_failure();
-                Poll::Ready(Err(r))
+                Ok(Err(r))
             }
-            None => Poll::Pending,
+            Decision::Queued(next) => Err(next),
         }
     }
 
     /// A later poll: completed by a server, or still waiting (serving first, in case time has
-    /// brought permits and nobody else noticed).
-    fn check(
-        l: &'a L,
-        waiter: Pin<&Waiter>,
-        cx: &Context<'_>,
-    ) -> Poll<Result<Lease<'a>, Rejection>> {
+    /// brought permits and nobody else noticed). Returns the status and whether the waiter is the
+    /// next to be served.
+    fn check(l: &'a L, waiter: Pin<&Waiter>, cx: &Context<'_>) -> (Status, bool) {
         let q = l.queue();
+        let mut new_waker = Some(cx.waker().clone());
+        let mut spare: Option<Waker> = None;
         let mut wakes = WakeList::new();
-        let status = q.list.with(|list| {
-            if list.status(waiter) == Status::Queued {
-                q.serve_locked(l, list, &mut wakes);
+        // Serve (every round, until nothing more fits) if the waiter was still queued.
+        let mut serving = None;
+        let out = q.locked(&mut wakes, |list, wakes| {
+            let serve = *serving.get_or_insert_with(|| list.status(waiter) == Status::Queued);
+            if serve && q.serve_locked(l, list, wakes) {
+                return None;
             }
             let status = list.status(waiter);
+            let mut next = false;
             if status == Status::Queued {
-                list.set_waker(waiter, cx.waker());
+                if let Some(w) = new_waker.take() {
+                    spare = list.set_waker(waiter, w);
+                }
+                next = List::is(q.serving_end(list), waiter);
             }
-            status
+            Some((status, next))
         });
-        wakes.wake_all();
-        match status {
-            Status::Granted(_) => Poll::Ready(Ok(l.lease(waiter.permits()))),
-            Status::Rejected(reason) => Poll::Ready(Err(Rejection::new(reason))),
-            Status::Queued | Status::Idle => Poll::Pending,
+        // The replaced (or unused) waker is dropped here, with the lock released.
+        drop(spare);
+        drop(new_waker);
+        out
+    }
+
+    /// The waiter leaves the queue (drop, or a blocking wait's timeout): unlinked if still
+    /// queued, serving those behind it. Returns the status it had.
+    fn leave(l: &'a L, waiter: Pin<&Waiter>) -> Status {
+        let q = l.queue();
+        let mut status = None;
+        let mut old_waker = None;
+        let mut wakes = WakeList::new();
+        q.locked(&mut wakes, |list, wakes| {
+            if status.is_none() {
+                let was_next = List::is(q.serving_end(list), waiter);
+                let (s, w) = list.remove(waiter);
+                status = Some(s);
+                old_waker = w;
+                if s != Status::Queued {
+                    return Some(());
+                }
+                q.sync_count(list);
+                // Its capacity is free now; a smaller waiter behind it may fit, and the next
+                // to be served has a new service instant.
+                wakes.head_changed |= was_next;
+            }
+            (!q.serve_locked(l, list, wakes)).then_some(())
+        });
+        drop(old_waker);
+        status.unwrap_or(Status::Idle)
+    }
+
+    /// Stops waiting now (a blocking wait's timeout): the outcome if the waiter was already
+    /// completed (a grant is received and counted), `None` if it was still queued (it is
+    /// unlinked; the caller counts its own outcome).
+    #[cfg(feature = "std")]
+    pub(crate) fn cancel(self: Pin<&mut Self>) -> Option<Result<Lease<'a>, Rejection>> {
+        let p = self.project();
+        if !matches!(p.stage, Stage::Queued) {
+            return None;
+        }
+        *p.stage = Stage::Done;
+        #[cfg(not(loom))]
+        if let Some(t) = p.timer {
+            t.disarm();
+        }
+        let l = p.limiter;
+        match Self::leave(l, p.waiter) {
+            Status::Granted(_) => {
+                l.counters().record_success();
+                Some(Ok(l.lease(p.waiter.permits())))
+            }
+            Status::Rejected(reason) => Some(Err(Rejection::new(reason))),
+            Status::Queued | Status::Idle => None,
         }
     }
+}
+
+struct Projection<'p, 'a, L: Source + ?Sized> {
+    limiter: &'a L,
+    waiter: Pin<&'p Waiter>,
+    stage: &'p mut Stage,
+    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+    timer: &'p mut Option<super::timer::Timer>,
 }
 
 impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
     type Output = Result<Lease<'a>, Rejection>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (l, waiter, stage) = self.project();
-        let poll = match stage {
-            Stage::Start => Self::start(l, waiter, cx),
-            Stage::Queued => Self::check(l, waiter, cx),
+        let p = self.project();
+        let l = p.limiter;
+        let next = match p.stage {
+            Stage::Start => match Self::start(l, p.waiter, cx) {
+                Err(next) => next,
+                Ok(done) => {
+                    *p.stage = Stage::Done;
+                    return Poll::Ready(done);
+                }
+            },
+            Stage::Queued => match Self::check(l, p.waiter, cx) {
+                (Status::Granted(_), _) => {
+                    *p.stage = Stage::Done;
+                    l.counters().record_success();
+                    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+                    if let Some(t) = p.timer {
+                        t.disarm();
+                    }
+                    return Poll::Ready(Ok(l.lease(p.waiter.permits())));
+                }
+                (Status::Rejected(reason), _) => {
+                    *p.stage = Stage::Done;
+                    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+                    if let Some(t) = p.timer {
+                        t.disarm();
+                    }
+                    return Poll::Ready(Err(Rejection::new(reason)));
+                }
+                (Status::Queued | Status::Idle, next) => next,
+            },
             Stage::Done => return Poll::Ready(Err(Rejection::new(Reason::Closed))),
         };
-        *stage = if poll.is_ready() {
-            Stage::Done
-        } else {
-            Stage::Queued
-        };
-        poll
+        *p.stage = Stage::Queued;
+        #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+        if let Some(t) = p.timer {
+            if next && l.timed() {
+                if let Some(d) = l.wait_for_permits(u64::from(p.waiter.permits())) {
+                    t.arm(d, cx.waker());
+                }
+            }
+        }
+        #[cfg(not(all(any(feature = "std", feature = "embassy-time"), not(loom))))]
+        let _ = next;
+        Poll::Pending
     }
 }
 
 impl<L: Source + ?Sized> Drop for Acquire<'_, L> {
     fn drop(&mut self) {
+        #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+        if let Some(t) = &mut self.timer {
+            t.disarm();
+        }
         if !matches!(self.stage, Stage::Queued) {
             return;
         }
@@ -187,19 +334,9 @@ impl<L: Source + ?Sized> Drop for Acquire<'_, L> {
         // SAFETY: `self` is being dropped in place; the waiter has not moved since it was pinned
         // and is still alive for the duration of this call.
         let waiter = unsafe { Pin::new_unchecked(&self.waiter) };
-        let q = l.queue();
-        let mut wakes = WakeList::new();
-        let status = q.list.with(|list| {
-            let status = list.remove(waiter);
-            if status == Status::Queued {
-                // Its capacity is free now; a smaller waiter behind it may fit.
-                q.serve_locked(l, list, &mut wakes);
-            }
-            status
-        });
-        wakes.wake_all();
-        if let Status::Granted(stamp) = status {
-            // Granted but never received: the permits go back (and on to the next waiter).
+        if let Status::Granted(stamp) = Self::leave(l, waiter) {
+            // Granted but never received: a cancelled request (not counted); the permits go back
+            // (and on to the next waiter).
             l.give_back(waiter.permits(), stamp);
         }
     }

@@ -123,6 +123,16 @@ impl List {
         unsafe { w.as_ref() }.permits
     }
 
+    /// The permits each linked waiter asks for, oldest first.
+    pub(crate) fn requests(&mut self) -> impl Iterator<Item = u32> + '_ {
+        let mut cur = self.head;
+        core::iter::from_fn(move || {
+            let w = cur?;
+            cur = self.links(w).next;
+            Some(self.permits_of(w))
+        })
+    }
+
     fn links(&mut self, w: NonNull<Waiter>) -> &mut Links {
         // SAFETY: `w` is alive (rule 2: linked, or the pinned waiter of the caller's future), and
         // `&mut self` proves the lock is held (rule 1), so no other reference to its links exists
@@ -135,17 +145,31 @@ impl List {
         self.links(NonNull::from(&*w)).status
     }
 
-    /// Sets the waker to wake `w` with, unless it already wakes the same task.
-    pub(crate) fn set_waker(&mut self, w: Pin<&Waiter>, waker: &Waker) {
+    /// Sets the waker to wake `w` with, unless the one it holds already wakes the same task.
+    /// Returns the waker left over (the old one, or the unused new one): the caller drops it
+    /// after unlocking, since dropping a waker runs code that may take this lock.
+    #[must_use = "drop the returned waker after unlocking"]
+    pub(crate) fn set_waker(&mut self, w: Pin<&Waiter>, waker: Waker) -> Option<Waker> {
         let links = self.links(NonNull::from(&*w));
         match &mut links.waker {
-            Some(old) if old.will_wake(waker) => {}
-            slot => *slot = Some(waker.clone()),
+            Some(old) if old.will_wake(&waker) => Some(waker),
+            slot => slot.replace(waker),
         }
     }
 
+    /// Moves the waker out of a linked waiter (to wake it after unlocking). The waiter, once
+    /// polled, sets a new one.
+    pub(crate) fn take_waker(&mut self, w: NonNull<Waiter>) -> Option<Waker> {
+        self.links(w).waker.take()
+    }
+
+    /// Whether the caller's waiter is `w`.
+    pub(crate) fn is(w: Option<NonNull<Waiter>>, mine: Pin<&Waiter>) -> bool {
+        w == Some(NonNull::from(&*mine))
+    }
+
     /// Links the caller's idle waiter at the tail.
-    pub(crate) fn push_back(&mut self, w: Pin<&Waiter>, waker: &Waker) {
+    pub(crate) fn push_back(&mut self, w: Pin<&Waiter>, waker: Waker) {
         let ptr = NonNull::from(&*w);
         let tail = self.tail;
         let links = self.links(ptr);
@@ -153,7 +177,7 @@ impl List {
         links.prev = tail;
         links.next = None;
         links.status = Status::Queued;
-        links.waker = Some(waker.clone());
+        links.waker = Some(waker);
         match tail {
             Some(t) => self.links(t).next = Some(ptr),
             None => self.head = Some(ptr),
@@ -193,8 +217,10 @@ impl List {
         links.waker.take()
     }
 
-    /// The caller's waiter leaves: unlinked if still queued. Returns the status it had.
-    pub(crate) fn remove(&mut self, w: Pin<&Waiter>) -> Status {
+    /// The caller's waiter leaves: unlinked if still queued. Returns the status it had and its
+    /// waker, which the caller drops after unlocking.
+    #[must_use = "drop the returned waker after unlocking"]
+    pub(crate) fn remove(&mut self, w: Pin<&Waiter>) -> (Status, Option<Waker>) {
         let ptr = NonNull::from(&*w);
         let status = self.links(ptr).status;
         if status == Status::Queued {
@@ -202,8 +228,7 @@ impl List {
         }
         let links = self.links(ptr);
         links.status = Status::Idle;
-        links.waker = None;
-        status
+        (status, links.waker.take())
     }
 }
 
@@ -231,13 +256,13 @@ mod tests {
         let b = pin!(Waiter::new(2));
         let c = pin!(Waiter::new(3));
         for w in [a.as_ref(), b.as_ref(), c.as_ref()] {
-            list.push_back(w, &noop());
+            list.push_back(w, noop());
         }
         assert_eq!(list.queued_permits(), 6);
         assert_eq!(list.permits_of(list.front().unwrap()), 1);
         assert_eq!(list.permits_of(list.back().unwrap()), 3);
         // Remove the middle one as its owner would on drop.
-        assert_eq!(list.remove(b.as_ref()), Status::Queued);
+        assert_eq!(list.remove(b.as_ref()).0, Status::Queued);
         assert_eq!(list.queued_permits(), 4);
         // Complete the head, then the tail.
         let head = list.front().unwrap();
@@ -249,7 +274,7 @@ mod tests {
         assert_eq!(list.queued_permits(), 0);
         assert_eq!(list.status(c.as_ref()), Status::Rejected(Reason::Evicted));
         // Removing a completed waiter leaves the list alone.
-        assert_eq!(list.remove(a.as_ref()), Status::Granted(7));
+        assert_eq!(list.remove(a.as_ref()).0, Status::Granted(7));
         assert!(list.is_empty());
     }
 
@@ -257,8 +282,11 @@ mod tests {
     fn wakers_are_replaced_only_when_they_differ() {
         let mut list = List::new();
         let a = pin!(Waiter::new(0));
-        list.push_back(a.as_ref(), &noop());
-        list.set_waker(a.as_ref(), &noop());
-        assert_eq!(list.remove(a.as_ref()), Status::Queued);
+        list.push_back(a.as_ref(), noop());
+        // The same task: the new clone is handed back unused.
+        assert!(list.set_waker(a.as_ref(), noop()).is_some());
+        let (status, waker) = list.remove(a.as_ref());
+        assert_eq!(status, Status::Queued);
+        assert!(waker.is_some());
     }
 }

@@ -23,6 +23,11 @@
 mod future;
 mod list;
 mod lock;
+#[cfg(all(feature = "std", not(feature = "embassy-time"), not(loom)))]
+mod timer;
+#[cfg(all(feature = "embassy-time", not(loom)))]
+#[path = "timer_embassy.rs"]
+mod timer;
 
 use core::time::Duration;
 
@@ -64,6 +69,15 @@ pub trait Source: private::Sealed {
     /// The lease for `n` permits granted by this limiter.
     #[doc(hidden)]
     fn lease(&self, n: u32) -> Lease<'_>;
+    /// Whether time alone serves this limiter's queue on a clock that moves by itself (a rate
+    /// limiter on a [`Clock`](crate::Clock) whose
+    /// [`advances_by_itself`](crate::Clock::advances_by_itself) is true): its waiters then arm
+    /// the process timer (feature `std`). The default, `false`, suits limiters served only by
+    /// releases.
+    #[doc(hidden)]
+    fn timed(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) mod private {
@@ -77,8 +91,10 @@ pub struct WaitQueue {
     queued: AtomicU64,
     limit: u32,
     order: QueueOrder,
+    /// The drivers to tell when the next waiter to be served changes (every live registration:
+    /// a limiter may be registered with several drivers, one after another or at once).
     #[cfg(feature = "std")]
-    hook: std::sync::OnceLock<crate::driver::DriverHandle>,
+    hooks: std::sync::Mutex<alloc::vec::Vec<crate::driver::DriverHandle>>,
 }
 
 impl core::fmt::Debug for WaitQueue {
@@ -91,11 +107,19 @@ impl core::fmt::Debug for WaitQueue {
     }
 }
 
-/// Wakers collected under the lock, woken after it is released. Fixed capacity: a serve that
-/// fills it stops and is resumed by the caller after waking.
+/// Wakers collected under the lock, woken (or dropped) only after it is released: no user code
+/// runs under the queue lock.
+///
+/// Fixed capacity, so it works without a heap; a batch never bounds how much one operation
+/// completes: an operation that fills it unlocks, wakes the batch, takes the lock again and
+/// carries on until nothing more fits (see [`WaitQueue::serve`]). The last slot is kept for the
+/// nudge of the next waiter to be served.
 pub(crate) struct WakeList {
     wakers: [Option<core::task::Waker>; WakeList::CAPACITY],
     len: usize,
+    /// The waiter at the serving end changed (served, cancelled or evicted): time-served queues
+    /// nudge the new one, and registered drivers are told.
+    pub(crate) head_changed: bool,
 }
 
 impl WakeList {
@@ -105,20 +129,29 @@ impl WakeList {
         Self {
             wakers: [const { None }; WakeList::CAPACITY],
             len: 0,
+            head_changed: false,
         }
     }
 
-    fn is_full(&self) -> bool {
-        self.len == Self::CAPACITY
+    /// Room for one more completion (the last slot is kept for the nudge).
+    pub(crate) fn has_room(&self) -> bool {
+        self.len < Self::CAPACITY - 1
     }
 
-    fn push(&mut self, w: Option<core::task::Waker>) {
+    pub(crate) fn push(&mut self, w: Option<core::task::Waker>) {
         if let Some(w) = w {
-            self.wakers[self.len] = Some(w);
-            self.len += 1;
+            debug_assert!(self.len < Self::CAPACITY);
+            if let Some(slot) = self.wakers.get_mut(self.len) {
+                *slot = Some(w);
+                self.len += 1;
+            } else {
+                // Unreachable (callers check `has_room`); never panic: wake it now instead.
+                w.wake();
+            }
         }
     }
 
+    /// Wakes the batch. Call only with the lock released.
     pub(crate) fn wake_all(&mut self) {
         for w in self.wakers[..self.len].iter_mut() {
             if let Some(w) = w.take() {
@@ -126,6 +159,15 @@ impl WakeList {
             }
         }
         self.len = 0;
+    }
+
+    /// Wakes the batch and tells the drivers if the serving end changed. Call only with the
+    /// lock released.
+    pub(crate) fn finish(&mut self, q: &WaitQueue) {
+        self.wake_all();
+        if core::mem::take(&mut self.head_changed) {
+            q.notify();
+        }
     }
 }
 
@@ -137,13 +179,20 @@ impl WaitQueue {
             limit,
             order,
             #[cfg(feature = "std")]
-            hook: std::sync::OnceLock::new(),
+            hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
         }
     }
 
     /// Permits requested by queued waiters (a lock-free snapshot).
     pub(crate) fn queued_permits(&self) -> u64 {
         self.queued.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` under the queue lock over the permits of the queued waiters, oldest first (the
+    /// order an oldest-first queue serves them in): a RetryAfter behind them is exact only with
+    /// each one's size, since the refill cap applies while they are served one by one.
+    pub(crate) fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
+        self.list.with(|list| f(&mut list.requests()))
     }
 
     /// Whether newcomers may take permits ahead of queued waiters.
@@ -155,8 +204,20 @@ impl WaitQueue {
         self.queued.store(list.queued_permits(), Ordering::Release);
     }
 
-    /// Serves what it can under one lock; returns whether it stopped only because the wake list
-    /// filled up.
+    /// The waiter served next: the head for `OldestFirst`, the tail for `NewestFirst`.
+    pub(crate) fn serving_end(&self, list: &List) -> Option<core::ptr::NonNull<list::Waiter>> {
+        match self.order {
+            QueueOrder::OldestFirst => list.front(),
+            QueueOrder::NewestFirst => list.back(),
+        }
+    }
+
+    /// Serves what fits under one lock, into `wakes`; returns `true` if it stopped only because
+    /// `wakes` filled up (the caller then unlocks, wakes them, and calls again).
+    ///
+    /// When the serving end has changed and time serves this queue, the new serving-end waiter
+    /// is nudged (its waker moved into `wakes`), so that it polls again and arms a timer for its
+    /// own service instant.
     fn serve_locked<S: Source + ?Sized>(
         &self,
         src: &S,
@@ -164,43 +225,55 @@ impl WaitQueue {
         wakes: &mut WakeList,
     ) -> bool {
         let mut more = false;
-        loop {
-            let next = match self.order {
-                QueueOrder::OldestFirst => list.front(),
-                QueueOrder::NewestFirst => list.back(),
-            };
-            let Some(w) = next else { break };
-            if wakes.is_full() {
+        while let Some(w) = self.serving_end(list) {
+            if !wakes.has_room() {
                 more = true;
                 break;
             }
             match src.take_locked(list.permits_of(w), false) {
                 Ok(Some(stamp)) => {
+                    // Counted as a success when the waiter receives its lease (a waiter dropped
+                    // before that is a cancellation, not counted).
                     wakes.push(list.complete(w, Status::Granted(stamp)));
-                    src.counters().record_success();
+                    wakes.head_changed = true;
                 }
                 Ok(None) | Err(_) => break,
             }
         }
         if list.is_empty() {
             src.clear_waiters();
+        } else if !more && wakes.head_changed && src.timed() {
+            if let Some(next) = self.serving_end(list) {
+                wakes.push(list.take_waker(next));
+            }
         }
         self.sync_count(list);
         more
     }
 
-    /// Serves the queue until its serving end does not fit, waking the served after unlocking.
-    pub(crate) fn serve<S: Source + ?Sized>(&self, src: &S) {
+    /// Runs `step` under the lock until it returns `Some`, waking what it collected after each
+    /// round with the lock released. `step` returns `None` when its wake list filled up.
+    pub(crate) fn locked<R>(
+        &self,
+        wakes: &mut WakeList,
+        mut step: impl FnMut(&mut List, &mut WakeList) -> Option<R>,
+    ) -> R {
         loop {
-            let mut wakes = WakeList::new();
-            let more = self
-                .list
-                .with(|list| self.serve_locked(src, list, &mut wakes));
+            let done = self.list.with(|list| step(list, wakes));
             wakes.wake_all();
-            if !more {
-                return;
+            if let Some(r) = done {
+                wakes.finish(self);
+                return r;
             }
         }
+    }
+
+    /// Serves the queue until its serving end does not fit, waking the served after unlocking.
+    pub(crate) fn serve<S: Source + ?Sized>(&self, src: &S) {
+        let mut wakes = WakeList::new();
+        self.locked(&mut wakes, |list, wakes| {
+            (!self.serve_locked(src, list, wakes)).then_some(())
+        });
     }
 
     /// Runs `give_back` (a CAS that returns permits) under the queue lock, then serves the queue:
@@ -210,63 +283,67 @@ impl WaitQueue {
         src: &S,
         give_back: impl FnOnce(),
     ) {
+        let mut give_back = Some(give_back);
         let mut wakes = WakeList::new();
-        let more = self.list.with(|list| {
-            give_back();
-            self.serve_locked(src, list, &mut wakes)
+        self.locked(&mut wakes, |list, wakes| {
+            if let Some(g) = give_back.take() {
+                g();
+            }
+            (!self.serve_locked(src, list, wakes)).then_some(())
         });
-        wakes.wake_all();
-        if more {
-            self.serve(src);
-        }
     }
 
     /// Completes every queued waiter with `Closed` (counted as failed).
     pub(crate) fn close<S: Source + ?Sized>(&self, src: &S) {
-        loop {
-            let mut wakes = WakeList::new();
-            let more = self.list.with(|list| {
-                while let Some(w) = list.front() {
-                    if wakes.is_full() {
-                        return true;
-                    }
-                    wakes.push(list.complete(w, Status::Rejected(Reason::Closed)));
-                    src.counters().record_failure();
+        let mut wakes = WakeList::new();
+        self.locked(&mut wakes, |list, wakes| {
+            while let Some(w) = list.front() {
+                if !wakes.has_room() {
+                    self.sync_count(list);
+                    return None;
                 }
-                src.clear_waiters();
-                self.sync_count(list);
-                false
-            });
-            wakes.wake_all();
-            if !more {
-                return;
+                wakes.push(list.complete(w, Status::Rejected(Reason::Closed)));
+                src.counters().record_failure();
             }
-        }
+            src.clear_waiters();
+            self.sync_count(list);
+            Some(())
+        });
     }
 
     /// The permits the next waiter to be served asks for.
     pub(crate) fn next_request(&self) -> Option<u32> {
         self.list.with(|list| {
-            let w = match self.order {
-                QueueOrder::OldestFirst => list.front(),
-                QueueOrder::NewestFirst => list.back(),
-            }?;
+            let w = self.serving_end(list)?;
             Some(list.permits_of(w))
         })
     }
 
-    /// Tells the registered driver, if any, that the next waiter to be served has changed.
-    fn notify(&self) {
+    /// Tells the registered drivers, if any, that the next waiter to be served has changed.
+    pub(crate) fn notify(&self) {
         #[cfg(feature = "std")]
-        if let Some(h) = self.hook.get() {
-            h.notify();
+        {
+            let hooks = self
+                .hooks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for h in hooks.iter() {
+                h.notify();
+            }
         }
     }
 
-    /// Registers the driver to notify (the first registration wins).
+    /// Registers a driver to notify. Every live registration is kept (handles of drivers that
+    /// are gone are dropped here), so a driver registered after an earlier one was dropped is
+    /// notified too.
     #[cfg(feature = "std")]
     pub(crate) fn attach(&self, handle: crate::driver::DriverHandle) {
-        let _ = self.hook.set(handle);
+        let mut hooks = self
+            .hooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        hooks.retain(crate::driver::DriverHandle::is_live);
+        hooks.push(handle);
     }
 }
 
@@ -277,7 +354,7 @@ pub(crate) fn next_service<S: Source + ?Sized>(src: &S) -> Option<Duration> {
 }
 
 #[cfg(feature = "std")]
-mod blocking;
+pub(crate) mod blocking;
 #[cfg(feature = "std")]
 pub(crate) use blocking::acquire_blocking;
 

@@ -111,3 +111,54 @@ fn rate_waiters_across_threads() {
         assert_eq!(waiter.join().unwrap(), Ok(2));
     });
 }
+
+/// Issue 9, item 9: a blocking wait whose timeout races a grant counts the request once. The
+/// grant is made at the worst moment — after the last poll found the waiter queued, while the
+/// wait decides that its time is up — by the `left` hook of the blocking loop.
+#[test]
+fn a_timeout_racing_a_grant_counts_the_request_once() {
+    let l = concurrency(1, 4, QueueOrder::OldestFirst);
+    let held = core::cell::Cell::new(Some(l.try_acquire(1).unwrap()));
+    let waker = Waker::noop();
+    let result = super::blocking::wait_with(
+        &l,
+        1,
+        waker,
+        || {
+            // The release grants the queued waiter; then the timeout is found to have passed.
+            drop(held.take());
+            Some(Duration::ZERO)
+        },
+        |_| panic!("the wait must not sleep"),
+    );
+    // The grant won: the caller receives the lease, and it is counted once.
+    let lease = result.expect("the racing grant is received");
+    let s = l.statistics();
+    assert_eq!((s.total_successful, s.total_failed), (2, 0));
+    assert_eq!(s.queued_permits, 0);
+    drop(lease);
+    assert_eq!(l.available_permits(), 1);
+}
+
+/// The same race lost by the grant: still queued at the timeout, the waiter leaves (nothing
+/// leaks) and the timeout is the one count.
+#[test]
+fn a_timeout_with_no_grant_counts_one_failure() {
+    let l = concurrency(1, 4, QueueOrder::OldestFirst);
+    let held = l.try_acquire(1).unwrap();
+    let r = super::blocking::wait_with(
+        &l,
+        1,
+        Waker::noop(),
+        || Some(Duration::ZERO),
+        |_| panic!("the wait must not sleep"),
+    );
+    assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
+    let s = l.statistics();
+    assert_eq!(
+        (s.total_successful, s.total_failed, s.queued_permits),
+        (1, 1, 0)
+    );
+    drop(held);
+    assert_eq!(l.available_permits(), 1);
+}

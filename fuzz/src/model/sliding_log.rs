@@ -106,6 +106,12 @@ impl Model for SlidingLogModel {
     fn counts(&self) -> (u64, u64) {
         (self.counts.successful, self.counts.failed)
     }
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+    fn give_back(&mut self, _now: u64, _n: u32, _stamp: u128) {
+        unreachable!("no waiting scenario drives this limiter")
+    }
     fn limit(&self) -> u32 {
         self.limit as u32
     }
