@@ -75,6 +75,11 @@ pub fn run(s: &Scenario) {
                 _ => unreachable!("CAPS lists the instantiated capacities"),
             }
         }
+        Shape::Gcra { .. }
+        | Shape::LeakyMeter { .. }
+        | Shape::LeakyShaper { .. }
+        | Shape::SlidingCounter { .. }
+        | Shape::SlidingLog { .. } => crate::harness_algos::run(s),
     }
 }
 
@@ -172,6 +177,12 @@ pub fn run_waiting(s: &WaitScenario) {
                 _ => unreachable!("CAPS lists the instantiated capacities"),
             }
         }
+        // Waiting scenarios decode only the four shapes above (see `WaitScenario::decode`).
+        Shape::Gcra { .. }
+        | Shape::LeakyMeter { .. }
+        | Shape::LeakyShaper { .. }
+        | Shape::SlidingCounter { .. }
+        | Shape::SlidingLog { .. } => {}
     }
 }
 
@@ -209,7 +220,7 @@ fn wait_sliding<const N: usize>(
 }
 
 /// Compares a constructor's result with the options model; `Some` when both accept.
-fn accepted<L, T: PartialEq + core::fmt::Debug>(
+pub(crate) fn accepted<L, T: PartialEq + core::fmt::Debug>(
     what: &str,
     lib: Result<L, tollgate::OptionsError>,
     model: Result<T, tollgate::OptionsError>,
@@ -292,7 +303,7 @@ struct Line {
     what: String,
 }
 
-struct Driver<'a, M: Model> {
+pub(crate) struct Driver<'a, M: Model> {
     clock: &'a ManualClock,
     origin: u64,
     lib: &'a dyn Limiter,
@@ -318,7 +329,7 @@ type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Lease<'a>, Rejection>> + '
 type Enqueue<'a> = dyn Fn(u32) -> Waiting<'a> + 'a;
 
 impl<'a, M: Model> Driver<'a, M> {
-    fn new(
+    pub(crate) fn new(
         clock: &'a ManualClock,
         origin: u64,
         lib: &'a dyn Limiter,
@@ -372,7 +383,7 @@ impl<'a, M: Model> Driver<'a, M> {
         panic!("{s}");
     }
 
-    fn run(mut self, ops: &[Op]) {
+    pub(crate) fn run(mut self, ops: &[Op]) {
         if let Some(r) = self.replenishing {
             let got = r.replenishment_period().as_nanos();
             let want = self.model.step_ns().expect("rate limiters have a period");

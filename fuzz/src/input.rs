@@ -753,6 +753,45 @@ pub enum Shape {
         /// Window.
         window: WindowLen,
     },
+    /// `GcraOptions::with_period(interval).with_burst(burst)`.
+    Gcra {
+        /// Burst.
+        burst: Count,
+        /// Emission interval.
+        interval: Period,
+    },
+    /// `LeakyBucketOptions::new(capacity, leak, interval)`.
+    LeakyMeter {
+        /// Capacity.
+        capacity: Count,
+        /// Units leaked per interval.
+        leak: Count,
+        /// Leak interval.
+        interval: Period,
+    },
+    /// `ShaperOptions::per(interval, 1).with_max_permits(max)`, no queue.
+    LeakyShaper {
+        /// Largest request.
+        max: Count,
+        /// Departure interval.
+        interval: Period,
+    },
+    /// `SlidingCounterOptions::new(limit, window)`.
+    SlidingCounter {
+        /// Permits per window.
+        limit: Count,
+        /// Window.
+        window: Period,
+    },
+    /// `SlidingLogOptions::new(limit, window)` on `SlidingLogLimiter<_, N>`.
+    SlidingLog {
+        /// Index into [`CAPS`] (modulo its length).
+        cap: u8,
+        /// Permits per window.
+        limit: Count,
+        /// Window.
+        window: Period,
+    },
 }
 
 /// Which limiter a scenario drives.
@@ -766,6 +805,16 @@ pub enum Kind {
     FixedWindow,
     /// [`tollgate::SlidingWindowLimiter`].
     SlidingWindow,
+    /// [`tollgate::GcraLimiter`].
+    Gcra,
+    /// [`tollgate::LeakyBucketMeter`].
+    LeakyMeter,
+    /// [`tollgate::LeakyBucketShaper`].
+    LeakyShaper,
+    /// [`tollgate::SlidingCounterLimiter`].
+    SlidingCounter,
+    /// [`tollgate::SlidingLogLimiter`].
+    SlidingLog,
 }
 
 impl Shape {
@@ -788,6 +837,28 @@ impl Shape {
                 limit: Count::decode(r),
                 segments: Segments::decode(r),
                 window: WindowLen::decode(r),
+            },
+            Kind::Gcra => Shape::Gcra {
+                burst: Count::decode(r),
+                interval: Period::decode(r),
+            },
+            Kind::LeakyMeter => Shape::LeakyMeter {
+                capacity: Count::decode(r),
+                leak: Count::decode(r),
+                interval: Period::decode(r),
+            },
+            Kind::LeakyShaper => Shape::LeakyShaper {
+                max: Count::decode(r),
+                interval: Period::decode(r),
+            },
+            Kind::SlidingCounter => Shape::SlidingCounter {
+                limit: Count::decode(r),
+                window: Period::decode(r),
+            },
+            Kind::SlidingLog => Shape::SlidingLog {
+                cap: r.u8(),
+                limit: Count::decode(r),
+                window: Period::decode(r),
             },
         }
     }
@@ -816,6 +887,32 @@ impl Shape {
                 w.u8(cap);
                 limit.encode(w);
                 segments.encode(w);
+                window.encode(w)
+            }
+            Shape::Gcra { burst, interval } => {
+                burst.encode(w);
+                interval.encode(w)
+            }
+            Shape::LeakyMeter {
+                capacity,
+                leak,
+                interval,
+            } => {
+                capacity.encode(w);
+                leak.encode(w);
+                interval.encode(w)
+            }
+            Shape::LeakyShaper { max, interval } => {
+                max.encode(w);
+                interval.encode(w)
+            }
+            Shape::SlidingCounter { limit, window } => {
+                limit.encode(w);
+                window.encode(w)
+            }
+            Shape::SlidingLog { cap, limit, window } => {
+                w.u8(cap);
+                limit.encode(w);
                 window.encode(w)
             }
         }
@@ -894,6 +991,31 @@ scenario_type!(
     /// A sliding-window scenario.
     SlidingWindowInput,
     Kind::SlidingWindow
+);
+scenario_type!(
+    /// A GCRA scenario.
+    GcraInput,
+    Kind::Gcra
+);
+scenario_type!(
+    /// A leaky-bucket meter scenario.
+    LeakyMeterInput,
+    Kind::LeakyMeter
+);
+scenario_type!(
+    /// A leaky-bucket shaper scenario.
+    LeakyShaperInput,
+    Kind::LeakyShaper
+);
+scenario_type!(
+    /// A sliding-window counter scenario.
+    SlidingCounterInput,
+    Kind::SlidingCounter
+);
+scenario_type!(
+    /// A sliding-window log scenario.
+    SlidingLogInput,
+    Kind::SlidingLog
 );
 
 /// A waiting scenario: any limiter with a queue, waiters driven by hand; optionally (the
@@ -982,6 +1104,12 @@ impl WaitScenario {
                 Shape::TokenBucket { .. } => 1,
                 Shape::FixedWindow { .. } => 2,
                 Shape::SlidingWindow { .. } => 3,
+                // Not waiting shapes: never decoded into a waiting scenario.
+                Shape::Gcra { .. }
+                | Shape::LeakyMeter { .. }
+                | Shape::LeakyShaper { .. }
+                | Shape::SlidingCounter { .. }
+                | Shape::SlidingLog { .. } => 255,
             };
             w.u8(kind);
         }

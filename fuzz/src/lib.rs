@@ -10,8 +10,10 @@
 //! See `fuzz/README.md` for the targets and how to run them.
 
 pub mod harness;
+pub mod harness_algos;
 pub mod input;
 pub mod known;
 pub mod model;
 pub mod options_check;
 pub mod seeds;
+pub mod seeds_algos;

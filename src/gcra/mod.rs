@@ -41,11 +41,7 @@ pub(crate) fn params(interval: Duration, burst: u32, shape: bool) -> Result<Para
         Some(ns) => ns,
     };
     match interval.checked_mul(u64::from(burst)) {
-        Some(span) if span <= MAX_SPAN => Ok(Params {
-            interval,
-            burst,
-            shape,
-        }),
+        Some(span) if span <= MAX_SPAN => Ok(Params::new(interval, burst, shape)),
         _ => Err(OptionsError::PeriodTooLong),
     }
 }

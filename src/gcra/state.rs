@@ -45,9 +45,21 @@ pub struct Params {
     /// Shaper: admit only when the request can depart now (tolerance `n · interval`), instead
     /// of a burst tolerance of `burst · interval`.
     pub shape: bool,
+    /// `burst · interval`, computed once.
+    pub window: u64,
 }
 
 impl Params {
+    /// The parameters (`burst · interval ≤ MAX_SPAN` is the caller's to check).
+    pub const fn new(interval: u64, burst: u32, shape: bool) -> Self {
+        Self {
+            interval,
+            burst,
+            shape,
+            window: interval.saturating_mul(burst as u64),
+        }
+    }
+
     /// `n · interval` (never overflows for `n ≤ burst`; saturates for larger totals).
     #[inline]
     pub const fn span(&self, n: u64) -> u64 {
@@ -60,7 +72,7 @@ impl Params {
         if self.shape {
             self.span(n)
         } else {
-            self.span(self.burst as u64)
+            self.window
         }
     }
 }
@@ -166,13 +178,25 @@ impl Gcra {
     /// be admitted (zero if now). Exact: waiting that long is enough.
     pub const fn wait(self, now: u64, n: u64, ahead: u64, p: Params) -> u128 {
         let now = clamp_now(now);
-        let end = (self.start(now) - now) as u128
-            + ahead as u128 * p.interval as u128
-            + n as u128 * p.interval as u128;
+        let lead = self.start(now) - now;
+        // The common case in 64 bits; the same in 128 bits when anything would overflow.
+        if let Some(k) = ahead.checked_add(n) {
+            if let Some(span) = k.checked_mul(p.interval) {
+                if let Some(end) = lead.checked_add(span) {
+                    let tol = if p.shape {
+                        n.saturating_mul(p.interval)
+                    } else {
+                        p.window
+                    };
+                    return end.saturating_sub(tol) as u128;
+                }
+            }
+        }
+        let end = lead as u128 + (ahead as u128 + n as u128) * p.interval as u128;
         let tol = if p.shape {
             n as u128 * p.interval as u128
         } else {
-            p.tolerance(0) as u128
+            p.window as u128
         };
         end.saturating_sub(tol)
     }
@@ -237,16 +261,8 @@ mod tests {
     use super::*;
 
     /// 1 permit per 10 ns, burst 3.
-    const P: Params = Params {
-        interval: 10,
-        burst: 3,
-        shape: false,
-    };
-    const S: Params = Params {
-        interval: 10,
-        burst: 4,
-        shape: true,
-    };
+    const P: Params = Params::new(10, 3, false);
+    const S: Params = Params::new(10, 4, true);
 
     #[test]
     fn pack_round_trips() {
@@ -343,20 +359,12 @@ mod tests {
 
     #[test]
     fn edges_do_not_overflow() {
-        let p = Params {
-            interval: MAX_SPAN,
-            burst: 1,
-            shape: false,
-        };
+        let p = Params::new(MAX_SPAN, 1, false);
         let g = Gcra::FRESH.try_take(u64::MAX, 1, p, false).unwrap();
         assert_eq!(g.tat, MAX_NOW + MAX_SPAN);
         assert_eq!(Gcra::unpack(g.pack()), g);
         assert!(g.wait(0, u64::MAX, u64::MAX, p) > 0);
-        let q = Params {
-            interval: 1,
-            burst: u32::MAX,
-            shape: true,
-        };
+        let q = Params::new(1, u32::MAX, true);
         let g = Gcra::FRESH.try_take(MAX_NOW, u32::MAX, q, false).unwrap();
         assert_eq!(g.available(MAX_NOW, q), 0);
         assert_eq!(g.wait(MAX_NOW, 1, 0, q), u128::from(u32::MAX));

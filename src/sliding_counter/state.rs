@@ -108,6 +108,18 @@ impl Counter {
         }
     }
 
+    /// The window and offset the state acts at: the reading's, or the start of the state's own
+    /// window if the clock reads an earlier one (a clock that steps backwards is no time passing,
+    /// and the previous window then weighs fully: never more lenient).
+    #[inline]
+    pub const fn when(self, k: u64, into: u64) -> (u64, u64) {
+        if k < self.tick {
+            (self.tick, 0)
+        } else {
+            (k, into)
+        }
+    }
+
     /// `estimate · W` for `extra` more permits, `into` ns into the current window.
     #[inline]
     const fn weighted(self, into: u64, extra: u32, s: Shape) -> u128 {
@@ -123,6 +135,7 @@ impl Counter {
         if self.closed {
             return Err(Denied::Closed);
         }
+        let (k, into) = self.when(k, into);
         let now = self.at(k);
         let want = if n == 0 { 1 } else { n };
         if now.weighted(into, want, s) > s.limit as u128 * s.window as u128 {
@@ -139,6 +152,7 @@ impl Counter {
 
     /// Permits that fit now (the room under the limit, rounded down).
     pub const fn available(self, k: u64, into: u64, s: Shape) -> u64 {
+        let (k, into) = self.when(k, into);
         let used = self.at(k).weighted(into, 0, s);
         let cap = s.limit as u128 * s.window as u128;
         if used >= cap {
@@ -150,7 +164,18 @@ impl Counter {
 
     /// Nanoseconds from `into` ns into window `k` until `n` permits (`1 ≤ n ≤ limit`) fit, if
     /// nothing else is taken meanwhile. Exact: the first nanosecond at which they fit.
+    /// Counted from the clock's reading, even when it is behind the state's window.
     pub const fn wait(self, k: u64, into: u64, n: u32, s: Shape) -> u128 {
+        let behind = if k < self.tick {
+            (self.tick - k) as u128 * s.window as u128 - into as u128
+        } else {
+            0
+        };
+        behind + self.wait_from(k, into, n, s)
+    }
+
+    const fn wait_from(self, k: u64, into: u64, n: u32, s: Shape) -> u128 {
+        let (k, into) = self.when(k, into);
         let now = self.at(k);
         let w = s.window;
         let into = if into > w { w } else { into };
@@ -282,9 +307,18 @@ mod tests {
             }
         );
         assert_eq!(c.free_from(), 2);
-        // Backwards: nothing changes.
+        // Backwards: nothing changes, and the state acts at the start of its own window.
         let later = c.at(5);
         assert_eq!(later.at(3), later);
+        let late = Counter::FRESH.try_take(1, 0, 10, S).unwrap();
+        assert_eq!(late.when(0, 123), (1, 0));
+        assert_eq!(late.available(0, MIN / 2, S), 0);
+        // Its wait counts from the reading: half a window back to window 1, then window 1's 10
+        // weigh until the end of window 2.
+        assert_eq!(
+            late.wait(0, MIN / 2, 1, S),
+            u128::from(MIN / 2 + MIN + MIN / 10)
+        );
     }
 
     #[test]

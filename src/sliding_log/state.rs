@@ -83,11 +83,22 @@ impl<const N: usize> Log<N> {
         self.ring[(self.head + i) % N]
     }
 
-    /// Drops the entries that have left the window at `now` (a `now` before an entry: age 0).
+    /// The time the log acts at: `now`, or the newest entry's time if the clock reads earlier (a
+    /// clock that steps backwards is no time passing). Entries are therefore recorded in order,
+    /// and expire from the front.
+    pub fn effective(&self, now: u64) -> u64 {
+        match self.last {
+            Some(t) if t > now => t,
+            _ => now,
+        }
+    }
+
+    /// Drops the entries that have left the window at `now`.
     pub fn expire(&mut self, now: u64, s: Shape) {
+        let now = self.effective(now);
         while self.len > 0 {
             let e = self.ring[self.head];
-            if now.saturating_sub(e.at) < s.window {
+            if now - e.at < s.window {
                 break;
             }
             self.used -= u64::from(e.permits);
@@ -98,21 +109,23 @@ impl<const N: usize> Log<N> {
 
     /// Permits in the window at `now` (without expiring anything).
     pub fn used_at(&self, now: u64, s: Shape) -> u64 {
+        let now = self.effective(now);
         (0..self.len)
             .map(|i| self.nth(i))
-            .filter(|e| now.saturating_sub(e.at) < s.window)
+            .filter(|e| now - e.at < s.window)
             .map(|e| u64::from(e.permits))
             .sum()
     }
 
     /// Takes `n` permits at `now` (`n <= limit` is checked by the caller). A probe (`n == 0`)
     /// succeeds if one permit fits and records nothing.
-    pub fn try_take(&mut self, now: u64, n: u32, s: Shape) -> Result<(), Denied> {
+    pub fn try_take(&mut self, reading: u64, n: u32, s: Shape) -> Result<(), Denied> {
+        let now = self.effective(reading);
         self.expire(now, s);
         let want = u64::from(n.max(1));
         if self.used + want > u64::from(s.limit) {
             return Err(Denied::Exhausted {
-                wait: self.wait(now, want, s).max(1),
+                wait: self.wait(reading, want, s).max(1),
             });
         }
         if n == 0 {
@@ -127,17 +140,16 @@ impl<const N: usize> Log<N> {
             };
             self.len += 1;
             self.used += u64::from(n);
-            self.last = Some(match self.last {
-                Some(t) if t > now => t,
-                _ => now,
-            });
+            self.last = Some(now);
         }
         Ok(())
     }
 
     /// Nanoseconds from `now` until `want` permits fit: until enough of the oldest entries have
     /// left the window. Zero if they fit now.
-    pub fn wait(&self, now: u64, want: u64, s: Shape) -> u64 {
+    /// Counted from the clock's reading, even when it is behind the newest entry.
+    pub fn wait(&self, reading: u64, want: u64, s: Shape) -> u64 {
+        let now = self.effective(reading);
         let limit = u64::from(s.limit);
         let mut used = self.used_at(now, s);
         if used + want <= limit {
@@ -145,14 +157,14 @@ impl<const N: usize> Log<N> {
         }
         for i in 0..self.len {
             let e = self.nth(i);
-            if now.saturating_sub(e.at) >= s.window {
+            if now - e.at >= s.window {
                 continue;
             }
             used -= u64::from(e.permits);
             if used + want <= limit {
                 // It leaves the window at `at + window`.
                 let leaves = u128::from(e.at) + u128::from(s.window);
-                return u64::try_from(leaves - u128::from(now)).unwrap_or(u64::MAX);
+                return u64::try_from(leaves - u128::from(reading)).unwrap_or(u64::MAX);
             }
         }
         // Only reachable for want > limit, which the caller refuses first.
@@ -220,10 +232,14 @@ mod tests {
     #[test]
     fn backwards_clock_keeps_entries() {
         let mut log = Log::<5>::new();
-        log.try_take(100, 5, S).unwrap();
+        log.try_take(100, 4, S).unwrap();
         log.expire(3, S);
-        assert_eq!(log.used(), 5);
+        assert_eq!(log.used(), 4);
+        // Taken at 3 on the clock, recorded at 100: no time passed.
+        log.try_take(3, 1, S).unwrap();
         assert!(log.try_take(3, 1, S).is_err());
+        assert_eq!(log.wait(3, 1, S), 157); // the entry of 100 leaves at 160 on this clock
+        assert_eq!(log.empty_since(160, S), Some(160));
     }
 
     #[test]

@@ -17,8 +17,12 @@
 
 pub mod concurrency;
 pub mod fixed_window;
+pub mod gcra;
+pub mod leaky_bucket;
 pub mod options;
 pub mod queue;
+pub mod sliding_counter;
+pub mod sliding_log;
 pub mod sliding_window;
 pub mod time;
 pub mod token_bucket;
