@@ -83,9 +83,9 @@ mod noop;
 mod options;
 pub mod partition;
 pub mod per;
+mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
-mod quota;
 mod sliding_window;
 mod stats;
 mod ticks;
@@ -94,12 +94,12 @@ mod wait;
 
 // The algorithms of issue 15.
 mod gcra;
-mod leaky_bucket;
-mod sliding_counter;
-mod sliding_log;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
+mod leaky_bucket;
+mod sliding_counter;
+mod sliding_log;
 
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;

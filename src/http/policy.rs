@@ -220,7 +220,7 @@ enum PermitInner {
     #[default]
     None,
     Owned(OwnedLease),
-    Partition(PartitionLease<PartitionLimiter<SharedClock>>),
+    Partition(PartitionLease<Key, PartitionLimiter<SharedClock>>),
 }
 
 impl Permit {
@@ -732,7 +732,7 @@ fn unreachable_wait() -> Result<Grant, Denial> {
 
 type PartitionerFn = dyn Fn(&Key) -> Partition<Key> + Send + Sync;
 type ManyLimiter = Partitioned<Key, PartitionLimiter<SharedClock>, Box<PartitionerFn>, SharedClock>;
-type ManyLease = PartitionLease<PartitionLimiter<SharedClock>>;
+type ManyLease = PartitionLease<Key, PartitionLimiter<SharedClock>>;
 
 /// `limiter.acquire(key)`, boxed where its lifetime is concrete (so that it is provably `Send`).
 fn wait_partition<'a>(

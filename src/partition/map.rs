@@ -622,7 +622,8 @@ where
         let hash = self.shards.hash(&key);
         self.shards
             .shard(hash)
-            .get(hash, &key, |slot| slot.limiter.get().map(f)).flatten()
+            .get(hash, &key, |slot| slot.limiter.get().map(f))
+            .flatten()
     }
 
     /// Evicts every partition idle for longer than the idle timeout, now. Calls do this lazily
