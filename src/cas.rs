@@ -7,7 +7,7 @@
 
 use crossbeam_utils::Backoff;
 
-use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{AtomicU128, AtomicU64, AtomicUsize, Ordering};
 
 /// An atomic word that the driver can run a transition over.
 pub(crate) trait Word {
@@ -25,6 +25,19 @@ impl Word for AtomicU64 {
     }
     #[inline]
     fn cas(&self, current: u64, new: u64) -> Result<u64, u64> {
+        self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+}
+
+/// The target's native word (the concurrency limiter's: 32 bits on 32-bit MCUs).
+impl Word for AtomicUsize {
+    type Value = usize;
+    #[inline]
+    fn load(&self) -> usize {
+        self.load(Ordering::Acquire)
+    }
+    #[inline]
+    fn cas(&self, current: usize, new: usize) -> Result<usize, usize> {
         self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
     }
 }

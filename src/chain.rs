@@ -1,4 +1,4 @@
-//! Chained limiters (reference §12): acquire from each limiter in order, all or nothing.
+//! Chained limiters: acquire from each limiter in order, all or nothing.
 //!
 //! - [`Chain`]: a tuple of 1 to 8 limiters, composed statically — no dynamic dispatch, no
 //!   allocation. Its lease, a [`ChainLease`], holds the inner leases inline.
@@ -6,18 +6,23 @@
 //!   pointer to a limiter, chosen at run time.
 //! - [`PartitionedChain`]: a tuple of [`PartitionedLimiter`]s sharing one resource.
 //!
-//! The rules, as .NET's `ChainedRateLimiter` (reference §12):
+//! The rules, as .NET's `ChainedRateLimiter` (`PartitionedRateLimiter.CreateChained` and, from
+//! .NET 10, `RateLimiter.CreateChained`):
 //! - Each limiter is asked **in order** with the same permit count. If limiter `i` rejects, the
 //!   leases of limiters `0..i` are dropped **in reverse order** and limiter `i`'s rejection is
 //!   returned as it is (its reason and RetryAfter intact).
+//! - **A rollback gives back only what the dropped leases release.** A concurrency limiter's
+//!   permits come back. A rate limiter's (token bucket, fixed or sliding window) do not: its
+//!   leases release nothing, as in .NET, so the tokens or window permits that limiters `0..i`
+//!   granted stay spent when limiter `i` rejects. Put the limiter most likely to reject first.
 //! - The waiting form awaits each limiter before asking the next: limiter `i + 1` is never asked
 //!   while limiter `i` is still waiting.
 //! - A granted chain lease holds every inner lease and drops them in reverse order.
 //! - Statistics: available = the minimum, queued = the sum, failed = the sum, successful = the
 //!   **last** (inner-most) limiter's count.
-//! - Idle duration: `None` if any limiter is in use, else the minimum. This is the .NET 11 rule
-//!   (reference §12 \[net11\]); earlier .NET took the minimum of the idle ones, which calls a chain
-//!   idle while one of its limiters is busy.
+//! - Idle duration: `None` if any limiter is in use, else the minimum. This is the rule of .NET
+//!   11; earlier .NET took the minimum of the idle ones, which calls a chain idle while one of
+//!   its limiters is busy.
 //! - Closing a chain rejects later requests with [`Reason::Closed`] and **does not close the
 //!   limiters in it**: they may be shared, and stay usable on their own.
 //!
@@ -127,7 +132,7 @@ impl<T: Leases> fmt::Debug for ChainLease<T> {
 // ---------------------------------------------------------------------------------------------
 // The statistics and idle rules
 
-/// Folds the limiters' statistics by the §12 rules; `None` for an empty chain.
+/// Folds the limiters' statistics by the chain rules (see the module docs); `None` for an empty chain.
 fn combine(stats: impl IntoIterator<Item = Statistics>) -> Statistics {
     let mut out: Option<Statistics> = None;
     for s in stats {
@@ -144,7 +149,7 @@ fn combine(stats: impl IntoIterator<Item = Statistics>) -> Statistics {
     out.unwrap_or_default()
 }
 
-/// `None` if any is `None`, else the minimum (the \[net11\] rule).
+/// `None` if any is `None`, else the minimum (the rule of .NET 11).
 fn combine_idle(idles: impl IntoIterator<Item = Option<Duration>>) -> Option<Duration> {
     let mut min = Duration::MAX;
     for idle in idles {
@@ -179,7 +184,8 @@ pub trait Links {
     /// Each limiter's statistics, in chain order, folded by the chain rules.
     fn statistics(&self) -> Statistics;
 
-    /// The chain's idle duration by the \[net11\] rule.
+    /// The chain's idle duration: `None` if any limiter is in use, else the minimum (the rule
+    /// of .NET 11).
     fn idle_duration(&self) -> Option<Duration>;
 }
 
@@ -307,9 +313,11 @@ tuple_links!(8; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7; rev h, g
 /// clock.advance(Duration::from_secs(1));
 /// let _b = chain.try_acquire(1).unwrap();
 /// clock.advance(Duration::from_secs(1));
-/// // Now the second rejects; the permit the first granted is given back.
+/// // Now the second rejects. The permit the first window granted is *not* given back: a rate
+/// // limiter's lease releases nothing (as in .NET), so the first window has 1 permit left, not 2.
 /// let r = chain.try_acquire(1).unwrap_err();
 /// assert_eq!(r.retry_after(), Some(Duration::from_secs(58)));
+/// assert_eq!(chain.links().0.available_permits(), 1);
 ///
 /// let s = chain.statistics();
 /// assert_eq!((s.total_successful, s.total_failed), (2, 2)); // successful: the last limiter's
@@ -355,7 +363,7 @@ impl<T> Chain<T> {
     }
 
     /// Closes the chain: later requests are rejected with [`Reason::Closed`]. The limiters in
-    /// it are **not** closed (reference §12): they stay usable on their own.
+    /// it are **not** closed (as in .NET): they stay usable on their own.
     ///
     /// ```
     /// use tollgate::{Chain, Limiter, NoopLimiter, Reason};

@@ -129,6 +129,27 @@ pub trait Clock {
     fn advances_by_itself(&self) -> bool {
         false
     }
+
+    /// Whether [`now`](Self::now) costs about as much as an atomic load (the default: `true`).
+    ///
+    /// Limiters read a clock whose reading is cheap even where the reading only dates something
+    /// that may be asked about later; for a clock that says `false` ([`StdClock`]) they skip
+    /// those reads. Today that is the [`ConcurrencyLimiter`](crate::ConcurrencyLimiter)'s
+    /// release: with a cheap clock, the release that makes it fully available reads the clock to
+    /// date its idleness exactly; with an expensive one, it reads nothing and the limiter dates
+    /// its idleness when [`idle_duration`](crate::Limiter::idle_duration) first sees it (see
+    /// there).
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock};
+    /// assert!(ManualClock::new().now_is_cheap());
+    /// # #[cfg(feature = "std")]
+    /// assert!(!tollgate::StdClock.now_is_cheap());
+    /// ```
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        true
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -138,6 +159,10 @@ impl<C: Clock + ?Sized> Clock for &C {
     }
     fn advances_by_itself(&self) -> bool {
         (**self).advances_by_itself()
+    }
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        (**self).now_is_cheap()
     }
 }
 
@@ -149,6 +174,10 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     }
     fn advances_by_itself(&self) -> bool {
         (**self).advances_by_itself()
+    }
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        (**self).now_is_cheap()
     }
 }
 
@@ -267,5 +296,10 @@ impl Clock for StdClock {
     }
     fn advances_by_itself(&self) -> bool {
         true
+    }
+    /// `false`: a system call (through the vDSO), 20-70 ns.
+    #[inline]
+    fn now_is_cheap(&self) -> bool {
+        false
     }
 }

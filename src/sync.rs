@@ -17,10 +17,10 @@
 pub(crate) use core::sync::atomic::Ordering;
 
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicBool, AtomicU128, AtomicU64};
+pub(crate) use portable_atomic::{AtomicBool, AtomicU128, AtomicU64, AtomicUsize};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 #[cfg(feature = "std")]
 pub(crate) use rwlock::RwLock;

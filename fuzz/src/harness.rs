@@ -14,19 +14,24 @@
 //! does not — RetryAfter means "the exact wait", not just "a wait".
 
 use core::fmt::Write as _;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
-    Lease, Limiter, ManualClock, Release, Replenishing, SlidingWindowLimiter, SlidingWindowOptions,
-    Statistics, TokenBucketLimiter, TokenBucketOptions,
+    Lease, Limiter, ManualClock, QueueOrder, Rejection, Release, Replenishing,
+    SlidingWindowLimiter, SlidingWindowOptions, Statistics, TokenBucketLimiter, TokenBucketOptions,
 };
 
 use crate::input::{
-    Count, Op, Permits, Point, Scenario, Segments, Shape, Span, Start, WindowLen, CAPS, HUGE,
+    Count, Op, Permits, Point, Scenario, Segments, Shape, Span, Start, WaitScenario, WindowLen,
+    CAPS, HUGE,
 };
 use crate::model::concurrency::ConcurrencyModel;
 use crate::model::fixed_window::FixedWindowModel;
+use crate::model::queue::{Polled, QueueModel};
 use crate::model::sliding_window::SlidingWindowModel;
 use crate::model::time::BACKWARDS_FROM;
 use crate::model::token_bucket::TokenBucketModel;
@@ -71,6 +76,136 @@ pub fn run(s: &Scenario) {
             }
         }
     }
+}
+
+/// Runs one waiting scenario (any limiter with a queue, waiters polled by hand); panics with a
+/// trace at the first difference.
+pub fn run_waiting(s: &WaitScenario) {
+    let order = if s.newest_first {
+        QueueOrder::NewestFirst
+    } else {
+        QueueOrder::OldestFirst
+    };
+    match s.shape {
+        Shape::Concurrency { limit } => {
+            let limit = limit.resolve(1);
+            let ql = s.queue_limit.resolve(limit);
+            let origin = s.start.resolve(NOMINAL_PERIOD);
+            let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+            let opts = ConcurrencyOptions::new(limit).with_queue(ql, order);
+            let lib = ConcurrencyLimiter::with_clock(opts, &clock);
+            let Some((lib, ())) = accepted("concurrency", lib, options::concurrency(limit)) else {
+                return;
+            };
+            let model = QueueModel::new(
+                ConcurrencyModel::new(limit, origin),
+                origin,
+                ql,
+                s.newest_first,
+            );
+            let enqueue = |n: u32| -> Waiting<'_> { Box::pin(lib.acquire(n)) };
+            Driver::new(&clock, origin, &lib, None, Some(&lib), model)
+                .waiting(&enqueue, &s.steps)
+                .run(&s.ops);
+        }
+        Shape::TokenBucket {
+            limit,
+            per_period,
+            period,
+        } => {
+            let limit = limit.resolve(1);
+            let per = per_period.resolve(limit);
+            let ql = s.queue_limit.resolve(limit);
+            let period = period.ns();
+            let duration = Duration::from_nanos(period);
+            let opts = TokenBucketOptions::new(limit, per, duration).with_queue(ql, order);
+            let origin = s.start.resolve(period);
+            let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+            let lib = TokenBucketLimiter::with_clock(opts, &clock);
+            let expected = options::token_bucket(limit, per, duration);
+            let Some((lib, period)) = accepted("token bucket", lib, expected) else {
+                return;
+            };
+            let model = TokenBucketModel::new(origin, limit, per, period);
+            let model = QueueModel::new(model, origin, ql, s.newest_first);
+            let enqueue = |n: u32| -> Waiting<'_> { Box::pin(lib.acquire(n)) };
+            Driver::new(&clock, origin, &lib, Some(&lib), None, model)
+                .waiting(&enqueue, &s.steps)
+                .run(&s.ops);
+        }
+        Shape::FixedWindow { limit, window } => {
+            let limit = limit.resolve(1);
+            let ql = s.queue_limit.resolve(limit);
+            let window = window.ns();
+            let duration = Duration::from_nanos(window);
+            let origin = s.start.resolve(window);
+            let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+            let opts = FixedWindowOptions::new(limit, duration).with_queue(ql, order);
+            let lib = FixedWindowLimiter::with_clock(opts, &clock);
+            let expected = options::fixed_window(limit, duration);
+            let Some((lib, window)) = accepted("fixed window", lib, expected) else {
+                return;
+            };
+            let model = FixedWindowModel::new(origin, limit, window);
+            let model = QueueModel::new(model, origin, ql, s.newest_first);
+            let enqueue = |n: u32| -> Waiting<'_> { Box::pin(lib.acquire(n)) };
+            Driver::new(&clock, origin, &lib, Some(&lib), None, model)
+                .waiting(&enqueue, &s.steps)
+                .run(&s.ops);
+        }
+        Shape::SlidingWindow {
+            cap,
+            limit,
+            segments,
+            window,
+        } => {
+            let cap = CAPS[usize::from(cap) % CAPS.len()];
+            let args = (limit, segments, window, s);
+            match cap {
+                1 => wait_sliding::<1>(args, order),
+                2 => wait_sliding::<2>(args, order),
+                3 => wait_sliding::<3>(args, order),
+                4 => wait_sliding::<4>(args, order),
+                8 => wait_sliding::<8>(args, order),
+                16 => wait_sliding::<16>(args, order),
+                64 => wait_sliding::<64>(args, order),
+                _ => unreachable!("CAPS lists the instantiated capacities"),
+            }
+        }
+    }
+}
+
+fn wait_sliding<const N: usize>(
+    (limit, segments, window, s): (Count, Segments, WindowLen, &WaitScenario),
+    order: QueueOrder,
+) {
+    let limit = limit.resolve(1);
+    let ql = s.queue_limit.resolve(limit);
+    let segments = segments.resolve(N);
+    let window_ns = if s.moving() {
+        // Short segments of 1..=8 ns.
+        u64::from(s.seg).saturating_mul(u64::from(segments))
+    } else {
+        match window {
+            WindowLen::Whole(p) => p.ns(),
+            WindowLen::PerSegment(p) => p.ns().saturating_mul(u64::from(segments)),
+        }
+    };
+    let duration = Duration::from_nanos(window_ns);
+    let opts = SlidingWindowOptions::new(limit, duration, segments).with_queue(ql, order);
+    let origin = s.start.resolve(window_ns / u64::from(segments.max(1)));
+    let clock = ManualClock::starting_at(Instant::from_nanos(origin));
+    let lib = SlidingWindowLimiter::<_, N>::with_clock(opts, &clock);
+    let expected = options::sliding_window(limit, duration, segments, N);
+    let Some((lib, segment)) = accepted("sliding window", lib, expected) else {
+        return;
+    };
+    let model = SlidingWindowModel::new(origin, limit, segments, segment);
+    let model = QueueModel::new(model, origin, ql, s.newest_first);
+    let enqueue = |n: u32| -> Waiting<'_> { Box::pin(lib.acquire(n)) };
+    Driver::new(&clock, origin, &lib, Some(&lib), None, model)
+        .waiting(&enqueue, &s.steps)
+        .run(&s.ops);
 }
 
 /// Compares a constructor's result with the options model; `Some` when both accept.
@@ -169,7 +304,18 @@ struct Driver<'a, M: Model> {
     last_n: u32,
     last_retry: Option<u128>,
     trace: Vec<Line>,
+    /// Waiting scenarios: `acquire(n)` on the limiter.
+    enqueue: Option<&'a Enqueue<'a>>,
+    /// Futures not resolved yet, with the model's waiter ids.
+    pending: Vec<(usize, Waiting<'a>)>,
+    /// Moving clock: ns to advance after each operation (`% 4`).
+    steps: &'a [u8],
 }
+
+/// A hand-polled `acquire(n)` future.
+type Waiting<'a> = Pin<Box<dyn Future<Output = Result<Lease<'a>, Rejection>> + 'a>>;
+/// Makes one.
+type Enqueue<'a> = dyn Fn(u32) -> Waiting<'a> + 'a;
 
 impl<'a, M: Model> Driver<'a, M> {
     fn new(
@@ -191,7 +337,16 @@ impl<'a, M: Model> Driver<'a, M> {
             last_n: 1,
             last_retry: None,
             trace: Vec::new(),
+            enqueue: None,
+            pending: Vec::new(),
+            steps: &[],
         }
+    }
+
+    fn waiting(mut self, enqueue: &'a Enqueue<'a>, steps: &'a [u8]) -> Self {
+        self.enqueue = Some(enqueue);
+        self.steps = steps;
+        self
     }
 
     fn now(&self) -> u64 {
@@ -226,11 +381,27 @@ impl<'a, M: Model> Driver<'a, M> {
             }
         }
         self.check_state();
-        for &op in ops {
+        for (i, &op) in ops.iter().enumerate() {
             if self.stop_before(op) {
                 return;
             }
             self.step(op);
+            self.check_state();
+            if let Some(&b) = self.steps.get(i) {
+                let d = u64::from(b % 4);
+                if d > 0 {
+                    self.clock.advance(Duration::from_nanos(d));
+                    self.record(Op::Read, format!("(moving clock) advanced {d} ns"));
+                    self.check_state();
+                }
+            }
+        }
+        // Every future still pending is dropped, one by one, each a cancellation to compare.
+        while !self.pending.is_empty() {
+            if self.model.beyond_limits(self.now()) && crate::known::sliding_beyond_tick_max() {
+                return;
+            }
+            self.step(Op::Cancel(0));
             self.check_state();
         }
     }
@@ -320,6 +491,84 @@ impl<'a, M: Model> Driver<'a, M> {
                 self.record(op, String::new());
             }
             Op::Read => self.record(op, String::new()),
+            Op::Enqueue(p) => {
+                let Some(enqueue) = self.enqueue else {
+                    return self.record(op, "(no queue)".into());
+                };
+                let n = self.permits(p, now);
+                self.last_n = n;
+                let id = self.model.waiter_new(n);
+                self.pending.push((id, enqueue(n)));
+                self.record(op, format!("waiter #{id} for {n}, not polled"));
+            }
+            Op::Poll(k) => {
+                if self.pending.is_empty() {
+                    return self.record(op, "no pending waiter".into());
+                }
+                let i = usize::from(k) % self.pending.len();
+                self.poll(op, i, now);
+            }
+            Op::Cancel(k) => {
+                if self.pending.is_empty() {
+                    return self.record(op, "no pending waiter".into());
+                }
+                let (id, fut) = self.pending.remove(usize::from(k) % self.pending.len());
+                let stage = self.model_waiter_stage(id);
+                drop(fut);
+                self.model.waiter_drop(id, now);
+                self.record(op, format!("dropped waiter #{id} ({stage})"));
+            }
+        }
+    }
+
+    fn model_waiter_stage(&self, id: usize) -> String {
+        format!("{:?}", self.model.waiter(id).state)
+    }
+
+    fn poll(&mut self, op: Op, i: usize, now: u64) {
+        let mut cx = Context::from_waker(Waker::noop());
+        let id = self.pending[i].0;
+        let got = self.pending[i].1.as_mut().poll(&mut cx);
+        let want = self.model.waiter_poll(id, now);
+        let shown = match &got {
+            Poll::Pending => "Pending".to_string(),
+            Poll::Ready(Ok(l)) => format!("Ok({})", l.permits()),
+            Poll::Ready(Err(r)) => format!("Err({:?}, {:?})", r.reason(), r.retry_after()),
+        };
+        self.record(op, format!("waiter #{id}: library {shown}, model {want:?}"));
+        match (got, want) {
+            (Poll::Pending, Polled::Pending) => {}
+            (Poll::Ready(Ok(lease)), Polled::Granted) => {
+                drop(self.pending.remove(i));
+                let n = self.model.waiter(id).n;
+                if lease.permits() != n {
+                    self.fail(&format!("lease holds {} permits", lease.permits()));
+                }
+                let returns = self.releaser.is_some() && n > 0;
+                if lease.returns_permits() != returns {
+                    self.fail(&format!("returns_permits() is {}", lease.returns_permits()));
+                }
+                if self.releaser.is_some() {
+                    self.leases.push((lease, n));
+                }
+            }
+            (Poll::Ready(Err(r)), Polled::Refused(d)) => {
+                drop(self.pending.remove(i));
+                if r.reason() != d.reason {
+                    self.fail("different reasons");
+                }
+                if let Some(ra) = r.retry_after() {
+                    self.last_retry = Some(ra.as_nanos());
+                }
+                if let Expect::Exactly(want) = d.retry_after {
+                    if !same_wait(r.retry_after(), want)
+                        && !crate::known::retry_after_with_queue(true)
+                    {
+                        self.fail("different RetryAfter");
+                    }
+                }
+            }
+            _ => self.fail("the waiter's outcome differs"),
         }
     }
 
@@ -353,10 +602,13 @@ impl<'a, M: Model> Driver<'a, M> {
                     self.last_retry = Some(ra.as_nanos());
                 }
                 if let Expect::Exactly(want) = d.retry_after {
-                    if !same_wait(r.retry_after(), want) {
+                    let queue = !self.model.queue_empty();
+                    if !same_wait(r.retry_after(), want)
+                        && !crate::known::retry_after_with_queue(queue)
+                    {
                         self.fail("different RetryAfter");
                     }
-                    if let Some(wait) = want {
+                    if let (Some(wait), true) = (want, self.model.queue_empty()) {
                         self.check_model_retry(now, n, wait);
                     }
                 }
@@ -374,6 +626,11 @@ impl<'a, M: Model> Driver<'a, M> {
         if self.model.elapsed(now) == 0 && now != self.origin {
             // The clock reads before creation, which counts as the creation instant: the wait is
             // measured from there, and the real clock has farther to go.
+            return;
+        }
+        if self.model.clock_behind(now) {
+            // A reading behind the state (a clock stepped back) waits from the state's own
+            // tick, where real time is at least when the reading is merely stale.
             return;
         }
         if self.model.elapsed(now) + wait >= BACKWARDS_FROM {
@@ -403,7 +660,7 @@ impl<'a, M: Model> Driver<'a, M> {
         let (successful, failed) = self.model.counts();
         let want = Statistics {
             available_permits: available as u64,
-            queued_permits: 0,
+            queued_permits: self.model.queued_permits() as u64,
             total_successful: successful,
             total_failed: failed,
         };

@@ -316,11 +316,27 @@ pub enum Op {
     Close,
     /// Only compare the observable state (done after every operation anyway).
     Read,
+    /// `acquire(n)`: a new waiting future, not polled yet (waiting scenarios only).
+    Enqueue(Permits),
+    /// Poll the `k % len`-th pending future (its first poll, or a later one).
+    Poll(u8),
+    /// Drop the `k % len`-th pending future (cancellation at whatever stage it is).
+    Cancel(u8),
 }
 
-impl Codec for Op {
-    fn decode(r: &mut Reader<'_, '_>) -> Self {
-        match r.tag(20) {
+impl Op {
+    /// An operation of a waiting scenario: the same ones, plus waiter operations.
+    pub fn decode_waiting(r: &mut Reader<'_, '_>) -> Self {
+        match r.tag(30) {
+            t @ 0..=19 => Op::from_tag(t, r),
+            20..=23 => Op::Enqueue(Permits::decode(r)),
+            24..=27 => Op::Poll(r.u8()),
+            _ => Op::Cancel(r.u8()),
+        }
+    }
+
+    fn from_tag(t: u8, r: &mut Reader<'_, '_>) -> Self {
+        match t {
             0..=6 => Op::Acquire(Permits::decode(r)),
             7 => Op::DropLease(r.u8()),
             8 => Op::ForgetLease(r.u8()),
@@ -332,6 +348,13 @@ impl Codec for Op {
             18 => Op::Close,
             _ => Op::Read,
         }
+    }
+}
+
+impl Codec for Op {
+    fn decode(r: &mut Reader<'_, '_>) -> Self {
+        let t = r.tag(20);
+        Op::from_tag(t, r)
     }
     fn encode(&self, w: &mut Writer) {
         match *self {
@@ -366,6 +389,18 @@ impl Codec for Op {
             Op::Replenish => w.u8(16),
             Op::Close => w.u8(18),
             Op::Read => w.u8(19),
+            Op::Enqueue(p) => {
+                w.u8(20);
+                p.encode(w)
+            }
+            Op::Poll(k) => {
+                w.u8(24);
+                w.u8(k)
+            }
+            Op::Cancel(k) => {
+                w.u8(28);
+                w.u8(k)
+            }
         }
     }
 }
@@ -860,6 +895,145 @@ scenario_type!(
     SlidingWindowInput,
     Kind::SlidingWindow
 );
+
+/// A waiting scenario: any limiter with a queue, waiters driven by hand; optionally (the
+/// moving-clock sliding-window target) short segments and the clock advancing a few
+/// nanoseconds after every operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitScenario {
+    /// The limiter and its options.
+    pub shape: Shape,
+    /// Queue limit in permits (`Same` = the permit limit).
+    pub queue_limit: Count,
+    /// `QueueOrder::NewestFirst` (else `OldestFirst`).
+    pub newest_first: bool,
+    /// The clock's reading at creation.
+    pub start: Start,
+    /// Moving clock only: the segment length in ns is `1 + seg % 8`.
+    pub seg: u8,
+    /// What to do.
+    pub ops: Vec<Op>,
+    /// Moving clock only: after operation `i`, the clock advances `steps[i] % 4` ns.
+    pub steps: Vec<u8>,
+}
+
+/// Which waiting target a [`WaitScenario`] belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitKind {
+    /// Any of the four limiters (the first byte chooses), clock moved by operations only.
+    Any,
+    /// The sliding window with 1–8 ns segments, the clock moving after every operation.
+    MovingSliding,
+}
+
+const KINDS: [Kind; 4] = [
+    Kind::Concurrency,
+    Kind::TokenBucket,
+    Kind::FixedWindow,
+    Kind::SlidingWindow,
+];
+
+impl WaitScenario {
+    /// Whether the clock moves after every operation.
+    pub fn moving(&self) -> bool {
+        self.seg > 0
+    }
+
+    /// Decodes a waiting scenario.
+    pub fn decode(which: WaitKind, u: &mut Unstructured<'_>) -> Self {
+        let mut r = Reader::new(u);
+        let kind = match which {
+            WaitKind::Any => KINDS[usize::from(r.tag(4))],
+            WaitKind::MovingSliding => Kind::SlidingWindow,
+        };
+        let shape = Shape::decode(kind, &mut r);
+        let queue_limit = Count::decode(&mut r);
+        let newest_first = r.u8() & 1 == 1;
+        let start = Start::decode(&mut r);
+        let seg = match which {
+            WaitKind::Any => 0,
+            WaitKind::MovingSliding => r.u8() % 8 + 1,
+        };
+        let mut ops = Vec::new();
+        let mut steps = Vec::new();
+        while !r.is_empty() && ops.len() < MAX_OPS {
+            ops.push(Op::decode_waiting(&mut r));
+            if which == WaitKind::MovingSliding {
+                steps.push(r.u8());
+            }
+        }
+        WaitScenario {
+            shape,
+            queue_limit,
+            newest_first,
+            start,
+            seg,
+            ops,
+            steps,
+        }
+    }
+
+    /// The bytes that decode to this scenario.
+    pub fn encode(&self, which: WaitKind) -> Vec<u8> {
+        let mut w = Writer::default();
+        if which == WaitKind::Any {
+            let kind = match self.shape {
+                Shape::Concurrency { .. } => 0,
+                Shape::TokenBucket { .. } => 1,
+                Shape::FixedWindow { .. } => 2,
+                Shape::SlidingWindow { .. } => 3,
+            };
+            w.u8(kind);
+        }
+        self.shape.encode(&mut w);
+        self.queue_limit.encode(&mut w);
+        w.u8(u8::from(self.newest_first));
+        self.start.encode(&mut w);
+        if which == WaitKind::MovingSliding {
+            w.u8(self.seg.saturating_sub(1));
+        }
+        for (i, op) in self.ops.iter().enumerate() {
+            // Tags 0..=19 mean the same under both decoders; 20.. are the waiter operations.
+            op.encode(&mut w);
+            if which == WaitKind::MovingSliding {
+                w.u8(self.steps.get(i).copied().unwrap_or(0));
+            }
+        }
+        w.bytes
+    }
+}
+
+/// The `waiting` target's input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitingInput(pub WaitScenario);
+
+impl<'a> Arbitrary<'a> for WaitingInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(WaitingInput(WaitScenario::decode(WaitKind::Any, u)))
+    }
+    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(WaitingInput(WaitScenario::decode(WaitKind::Any, &mut u)))
+    }
+}
+
+/// The `sliding_window_moving` target's input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovingSlidingInput(pub WaitScenario);
+
+impl<'a> Arbitrary<'a> for MovingSlidingInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(MovingSlidingInput(WaitScenario::decode(
+            WaitKind::MovingSliding,
+            u,
+        )))
+    }
+    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(MovingSlidingInput(WaitScenario::decode(
+            WaitKind::MovingSliding,
+            &mut u,
+        )))
+    }
+}
 
 /// A duration given to the options target: edge values and arbitrary ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use crate::input::Codec;
 use crate::input::{
     Count, Dur, Num, Op, OptionsInput, Period, Permits, Point, Scenario, Segments, Shape, Span,
-    Start, WindowLen, Writer,
+    Start, WaitKind, WaitScenario, WindowLen, Writer,
 };
 
 use Op::*;
@@ -15,6 +15,243 @@ const MINUTE: Period = Period::Listed(8);
 
 fn scenario(shape: Shape, start: Start, ops: Vec<Op>) -> Vec<u8> {
     Scenario { shape, start, ops }.encode()
+}
+
+/// A waiting scenario (queue limit, order) for the `waiting` target.
+fn waiting(shape: Shape, queue_limit: Count, newest_first: bool, ops: Vec<Op>) -> Vec<u8> {
+    WaitScenario {
+        shape,
+        queue_limit,
+        newest_first,
+        start: Start::Zero,
+        seg: 0,
+        ops,
+        steps: Vec::new(),
+    }
+    .encode(WaitKind::Any)
+}
+
+/// A moving-clock sliding-window scenario: segments of `seg` ns, the clock advancing
+/// `steps[i] % 4` ns after operation `i`.
+fn moving(shape: Shape, newest_first: bool, seg: u8, ops: Vec<Op>, steps: Vec<u8>) -> Vec<u8> {
+    WaitScenario {
+        shape,
+        queue_limit: Count::Same,
+        newest_first,
+        start: Start::Zero,
+        seg,
+        ops,
+        steps,
+    }
+    .encode(WaitKind::MovingSliding)
+}
+
+/// Seeds of the waiting targets.
+fn waiting_seeds(v: &mut Vec<(&'static str, &'static str, Vec<u8>)>) {
+    let tb = |limit, per| Shape::TokenBucket {
+        limit,
+        per_period: per,
+        period: SECOND,
+    };
+    let fw = |limit| Shape::FixedWindow {
+        limit,
+        window: SECOND,
+    };
+    let sw = |limit, segments| Shape::SlidingWindow {
+        cap: 3, // N = 4
+        limit,
+        segments,
+        window: WindowLen::Whole(SECOND),
+    };
+    let c = |limit| Shape::Concurrency { limit };
+    // A 0-permit waiter granted on a bucket that refilled, dropped before it saw the grant:
+    // the give-back (of nothing) dates the full bucket by the current period.
+    v.push((
+        "waiting",
+        "give-back-of-nothing-to-a-full-bucket",
+        waiting(
+            tb(Count::One, Count::One),
+            Count::Three,
+            false,
+            vec![
+                Acquire(Permits::One),
+                Enqueue(Permits::Zero),
+                Poll(0),
+                Advance(Span::Periods(3)),
+                Replenish,
+                Advance(Span::Periods(2)),
+                Cancel(0),
+                Advance(Span::Small(5)),
+                Read,
+            ],
+        ),
+    ));
+    // Oldest-first: waiters served in order by refills; a newcomer held back, RetryAfter with
+    // the queue ahead (the refill cap matters: limit 4, 2 per second, waiters of 4 and 3).
+    v.push((
+        "waiting",
+        "oldest-first-retry-after-with-queue-ahead",
+        waiting(
+            tb(Count::Small(4), Count::Two),
+            Count::Small(8),
+            false,
+            vec![
+                Acquire(Permits::Limit),
+                Enqueue(Permits::Small(4)),
+                Poll(0),
+                Enqueue(Permits::Small(3)),
+                Poll(1),
+                Acquire(Permits::One),
+                Advance(Span::RetryAfter),
+                Acquire(Permits::One),
+                Advance(Span::RetryLess1),
+                Replenish,
+                Poll(0),
+                Poll(0),
+                Acquire(Permits::One),
+                Advance(Span::Periods(2)),
+                Poll(0),
+                Acquire(Permits::One),
+            ],
+        ),
+    ));
+    // Newest-first: eviction of more waiters than one wake batch (issue 9 item 5).
+    let mut ops = vec![Acquire(Permits::Limit)];
+    for i in 0..20 {
+        ops.push(Enqueue(Permits::One));
+        ops.push(Poll(i));
+    }
+    ops.extend([Enqueue(Permits::Limit), Poll(20), DropLease(0), Poll(0), Poll(0)]);
+    v.push((
+        "waiting",
+        "newest-first-evicts-twenty",
+        waiting(c(Count::Small(20)), Count::Same, true, ops),
+    ));
+    // A cancelled 100-permit head with 40 one-permit waiters behind it (issue 9 item 1).
+    let mut ops = vec![Acquire(Permits::Small(40))];
+    ops.extend([Enqueue(Permits::Small(100)), Poll(0)]);
+    for i in 1..=40 {
+        ops.push(Enqueue(Permits::One));
+        ops.push(Poll(i));
+    }
+    ops.extend([Cancel(0), Read, Poll(0), Poll(5), Poll(30)]);
+    v.push((
+        "waiting",
+        "cancelled-head-serves-forty",
+        waiting(c(Count::Small(100)), Count::Small(200), false, ops),
+    ));
+    // Close with waiters queued, granted-unobserved and unpolled.
+    v.push((
+        "waiting",
+        "close-with-waiters-at-every-stage",
+        waiting(
+            fw(Count::Three),
+            Count::Small(6),
+            false,
+            vec![
+                Acquire(Permits::Limit),
+                Enqueue(Permits::Two),
+                Enqueue(Permits::One),
+                Enqueue(Permits::Small(3)),
+                Poll(0),
+                Poll(1),
+                Poll(2),
+                Advance(Span::Period),
+                Replenish,
+                Close,
+                Poll(0),
+                Poll(0),
+                Poll(0),
+                Acquire(Permits::One),
+            ],
+        ),
+    ));
+    // Sliding window: a waiter granted in the current segment and dropped gives back.
+    v.push((
+        "waiting",
+        "sliding-give-back-same-segment",
+        waiting(
+            sw(Count::Small(4), Segments::Cap),
+            Count::Small(4),
+            false,
+            vec![
+                Acquire(Permits::Small(4)),
+                Enqueue(Permits::Two),
+                Poll(0),
+                Enqueue(Permits::One),
+                Poll(1),
+                Advance(Span::Window),
+                Replenish,
+                Cancel(0),
+                Acquire(Permits::Two),
+                Cancel(0),
+                Advance(Span::Period),
+                Acquire(Permits::Small(4)),
+            ],
+        ),
+    ));
+    // Queue full: RetryAfter with a queue ahead; newest-first exceeding the queue limit.
+    v.push((
+        "waiting",
+        "queue-full-retry-after",
+        waiting(
+            tb(Count::Small(10), Count::Small(5)),
+            Count::Small(10),
+            false,
+            vec![
+                Acquire(Permits::Limit),
+                Enqueue(Permits::Small(10)),
+                Poll(0),
+                Enqueue(Permits::One),
+                Poll(1),
+                Advance(Span::RetryAfter),
+                Enqueue(Permits::One),
+                Poll(1),
+                Advance(Span::RetryLess1),
+                Enqueue(Permits::One),
+                Poll(2),
+            ],
+        ),
+    ));
+    // Moving clock, 1 ns and 3 ns segments: denials and waiters while segments slide by.
+    let ops = vec![
+        Acquire(Permits::Limit),
+        Acquire(Permits::One),
+        Enqueue(Permits::Two),
+        Poll(0),
+        Acquire(Permits::One),
+        Poll(0),
+        Enqueue(Permits::One),
+        Poll(1),
+        Replenish,
+        Poll(0),
+        Acquire(Permits::Limit),
+        Cancel(0),
+        Acquire(Permits::One),
+        Poll(0),
+    ];
+    let steps = vec![1, 0, 1, 2, 3, 1, 0, 1, 3, 2, 1, 1, 0, 3];
+    for (name, seg, segments) in [
+        ("one-ns-segments", 1, Segments::Cap),
+        ("three-ns-segments", 3, Segments::Within(2)),
+    ] {
+        v.push((
+            "sliding_window_moving",
+            name,
+            moving(
+                sw(Count::Small(4), segments),
+                false,
+                seg,
+                ops.clone(),
+                steps.clone(),
+            ),
+        ));
+    }
+    v.push((
+        "sliding_window_moving",
+        "newest-first-two-ns",
+        moving(sw(Count::Three, Segments::Within(1)), true, 2, ops, steps),
+    ));
 }
 
 /// (target, file name, bytes) for every seed.
@@ -472,5 +709,6 @@ pub fn all() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             ..base
         }),
     ));
+    waiting_seeds(&mut v);
     v
 }

@@ -54,3 +54,24 @@ fn options() {
         tollgate_fuzz::options_check::run(&o);
     }
 }
+
+fn replay_waiting(target: &str, which: tollgate_fuzz::input::WaitKind) {
+    for (name, bytes) in inputs(target) {
+        let s = tollgate_fuzz::input::WaitScenario::decode(which, &mut Unstructured::new(&bytes));
+        println!("{name}: {s:?}");
+        tollgate_fuzz::harness::run_waiting(&s);
+    }
+}
+
+#[test]
+fn waiting() {
+    replay_waiting("waiting", tollgate_fuzz::input::WaitKind::Any);
+}
+
+#[test]
+fn sliding_window_moving() {
+    replay_waiting(
+        "sliding_window_moving",
+        tollgate_fuzz::input::WaitKind::MovingSliding,
+    );
+}

@@ -1,4 +1,5 @@
-//! loom models of `ConcurrencyLimiter`: the 64-bit word's take, give-back and close transitions.
+//! loom models of `ConcurrencyLimiter`: the native word's take, give-back and close transitions,
+//! and the idle dating of both kinds of clock (eager on a cheap clock, lazy on an expensive one).
 #![cfg(loom)]
 
 use std::sync::Arc;
@@ -6,7 +7,8 @@ use std::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use tollgate::{
-    ConcurrencyLimiter, ConcurrencyOptions, Limiter, ManualClock, Reason, Rejection, Release,
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, ManualClock, Reason,
+    Rejection, Release,
 };
 use tollgate_loom_tests::{assert_closed, at, check, ns};
 
@@ -308,5 +310,85 @@ fn idle_duration_races_a_lease() {
             "idle_duration reported {idle:?}, but the limiter was never idle that long"
         );
         assert_eq!(l.idle_duration(), Some(ns(0)));
+    });
+}
+
+/// A manual clock that calls itself expensive, as `StdClock` does: the limiter then reads no clock
+/// on a release and dates idleness when `idle_duration` first sees it.
+#[derive(Clone)]
+struct Expensive(Arc<ManualClock>);
+
+impl Clock for Expensive {
+    fn now(&self) -> Instant {
+        self.0.now()
+    }
+    fn now_is_cheap(&self) -> bool {
+        false
+    }
+}
+
+fn lazy_limiter(limit: u32, clock: &Arc<ManualClock>) -> Arc<ConcurrencyLimiter<Expensive>> {
+    let opts = ConcurrencyOptions::new(limit);
+    Arc::new(ConcurrencyLimiter::with_clock(opts, Expensive(clock.clone())).unwrap())
+}
+
+/// Lazy dating: the last lease ends at 10 ns and the clock then moves to 20 ns, while another
+/// thread asks `idle_duration()`. Idle at most 10 ns by then, so any answer above that
+/// over-reports (the bug lazy dating must not have: a stamp read before the release). Afterwards
+/// the limiter is dated, and 5 ns later reports between 5 and 15 ns.
+#[test]
+fn lazy_idle_duration_races_the_last_release() {
+    check(|| {
+        let clock = Arc::new(ManualClock::starting_at(at(0)));
+        let l = lazy_limiter(1, &clock);
+        l.try_acquire(1).unwrap().forget();
+        clock.set(at(10));
+        let (l1, c1) = (l.clone(), clock.clone());
+        let releaser = thread::spawn(move || {
+            l1.release(1);
+            c1.advance(ns(10));
+        });
+        let seen = l.idle_duration();
+        releaser.join().unwrap();
+        assert!(
+            seen.is_none() || seen <= Some(ns(10)),
+            "idle_duration reported {seen:?}, but the limiter was idle at most 10 ns"
+        );
+        let first = l.idle_duration().unwrap();
+        assert!(first <= ns(10), "{first:?}");
+        clock.advance(ns(5));
+        let later = l.idle_duration().unwrap();
+        assert!(ns(5) <= later && later <= ns(15), "{later:?}");
+    });
+}
+
+/// Lazy dating: two threads date the same idle period at once while a third takes and returns the
+/// only permit. Exactly one dater writes the stamp at a time; nobody over-reports (the limiter is
+/// never idle longer than the clock has run since the last release, 0 ns here, as the clock stands
+/// still); and once everyone is done, a look dates whatever period is current and time counts from
+/// there.
+#[test]
+fn lazy_dating_races_dating_and_a_lease() {
+    check(|| {
+        let clock = Arc::new(ManualClock::starting_at(at(7)));
+        let l = lazy_limiter(1, &clock);
+        drop(l.try_acquire(1).unwrap()); // idle, undated, at 7 ns
+        let pollers: Vec<_> = (0..2)
+            .map(|_| {
+                let l = l.clone();
+                thread::spawn(move || l.idle_duration())
+            })
+            .collect();
+        let l3 = l.clone();
+        let user = thread::spawn(move || drop(l3.try_acquire(1)));
+        user.join().unwrap();
+        for p in pollers {
+            let seen = p.join().unwrap();
+            assert!(seen.is_none() || seen == Some(ns(0)), "{seen:?}");
+        }
+        assert_eq!(l.idle_duration(), Some(ns(0)));
+        clock.advance(ns(3));
+        assert_eq!(l.idle_duration(), Some(ns(3)));
+        assert_eq!(l.available_permits(), 1);
     });
 }

@@ -1,6 +1,7 @@
 //! The concurrency limiter: at most `permit_limit` permits held at once; a lease gives its
 //! permits back when dropped.
 
+mod stamp;
 mod state;
 
 use core::convert::Infallible;
@@ -12,10 +13,13 @@ use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
 use crate::limiter::Limiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::wait::{self, Acquire, Source, WaitQueue};
 
+use stamp::Stamp;
 use state::{Denied, State};
+
+use state::MAX_LIMIT;
 
 /// Options of a [`ConcurrencyLimiter`] (.NET `ConcurrencyLimiterOptions`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,19 +51,46 @@ impl ConcurrencyOptions {
         }
     }
 
-    /// Checks the options: the limit must be at least 1.
+    /// The largest `permit_limit` the limiter's native word holds: `u32::MAX` on 64-bit targets,
+    /// 2^28 - 1 on 32-bit ones.
+    pub const MAX_PERMIT_LIMIT: u32 = MAX_LIMIT;
+
+    /// Checks the options: the limit must be at least 1, and at most
+    /// [`MAX_PERMIT_LIMIT`](Self::MAX_PERMIT_LIMIT).
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyOptions, OptionsError};
+    /// assert_eq!(ConcurrencyOptions::new(0).validate(), Err(OptionsError::ZeroLimit));
+    /// assert_eq!(ConcurrencyOptions::new(1).validate(), Ok(()));
+    /// ```
     pub const fn validate(&self) -> Result<(), OptionsError> {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
+        }
+        // Always false on 64-bit targets, where the word holds any u32.
+        #[allow(clippy::absurd_extreme_comparisons)]
+        if self.permit_limit > MAX_LIMIT {
+            return Err(OptionsError::LimitTooLarge { max: MAX_LIMIT });
         }
         Ok(())
     }
 }
 
 /// At most `permit_limit` permits held at once (.NET `ConcurrencyLimiter`). While nobody waits,
-/// acquire and release are each one compare-and-swap on a 64-bit word; nothing locks or
-/// allocates. [`acquire`](Self::acquire) waits in the queue; permits returned by a lease go to
-/// the queue first (hand-off: nobody barges past an oldest-first queue).
+/// acquire and release are each one compare-and-swap on a native word (`usize`: 32 bits on 32-bit
+/// MCUs); nothing locks or allocates, and a denial writes nothing shared.
+/// [`acquire`](Self::acquire) waits in the queue; permits returned by a lease go to the queue
+/// first (hand-off: nobody barges past an oldest-first queue).
+///
+/// Idleness ([`idle_duration`](Limiter::idle_duration)): on a clock whose reading is cheap
+/// ([`Clock::now_is_cheap`]: `ManualClock`, `CoarseClock`, and any clock by default), the release
+/// that makes the limiter fully available reads the clock and the idle duration is exact, as in
+/// .NET. On an expensive clock (`StdClock`), and on targets without native 64-bit atomics, no
+/// release reads the clock: the release marks the word "idle, undated", and the first
+/// `idle_duration` call that sees it dates it — so `idle_duration` counts from that first call,
+/// and can under-report idleness by the time between the release and that call, never
+/// over-report it. Partitioned limiters poll idleness when they sweep; a partition is then
+/// evicted at most one sweep later than with exact dating.
 ///
 /// ```
 /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Reason};
@@ -73,8 +104,11 @@ impl ConcurrencyOptions {
 /// ```
 #[derive(Debug)]
 pub struct ConcurrencyLimiter<C: Clock> {
-    word: AtomicU64,
-    idle_since: AtomicU64,
+    word: AtomicUsize,
+    /// The idle stamp: raw clock nanoseconds since which the limiter has been idle.
+    idle_since: Stamp,
+    /// Releases date idleness themselves (a cheap clock, and a 64-bit stamp to `fetch_max`).
+    eager: bool,
     counters: Counters,
     queue: WaitQueue,
     options: ConcurrencyOptions,
@@ -83,9 +117,10 @@ pub struct ConcurrencyLimiter<C: Clock> {
 
 #[cfg(feature = "std")]
 impl ConcurrencyLimiter<crate::StdClock> {
-    /// A limiter on the system clock. The clock only dates idleness: it is read when a release
-    /// makes the limiter fully available again. Where that read matters (about 25-40 ns for
-    /// `StdClock`), build it `with_clock(options, CoarseClock::new()?)`: one relaxed load.
+    /// A limiter on the system clock. The clock only dates idleness, and no release reads it
+    /// (see the type's docs): `idle_duration` dates idleness from the first call that sees it.
+    /// For exact dating at a clock read's cost, build it `with_clock(options,
+    /// CoarseClock::new()?)`: one relaxed load.
     pub fn new(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
         Self::with_clock(options, crate::StdClock)
     }
@@ -97,8 +132,9 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         options.validate()?;
         let now = clock.now();
         Ok(Self {
-            word: AtomicU64::new(State::full(options.permit_limit).pack()),
-            idle_since: AtomicU64::new(now.as_nanos()),
+            word: AtomicUsize::new(State::full(options.permit_limit).pack()),
+            idle_since: Stamp::new(now.as_nanos()),
+            eager: Stamp::RAISES && clock.now_is_cheap(),
             counters: Counters::new(),
             queue: WaitQueue::new(options.queue_limit, options.queue_order),
             options,
@@ -166,20 +202,45 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         wait::acquire_blocking(self, permits, timeout)
     }
 
-    /// Called inside a transition, before the CAS that would write `next`: if `next` is fully
-    /// available, stamps the idle start first, so that no reader can see the idle word with an
-    /// older stamp (which would over-report idleness). A stamp left by an attempt whose CAS then
-    /// fails can only under-report. fetch_max keeps the latest of racing stamps.
+    /// Called inside a transition, before the CAS that would write `next`; returns the state to
+    /// write. If `next` is idle: with `eager` dating, stamps the idle start first, so that no
+    /// reader can see the idle word with an older stamp (which would over-report idleness; a
+    /// stamp left by an attempt whose CAS then fails can only under-report, and `fetch_max`
+    /// keeps the latest of racing stamps); otherwise marks it undated, reading no clock.
     #[inline]
-    fn stamp_if_idle(&self, next: State) {
-        if next.available == self.options.permit_limit && !next.waiters {
-            let now = self.clock.now().as_nanos();
-            // Skip the read-modify-write when the stamp would not move (a coarse clock, or
-            // releases within one tick): a plain load is far cheaper.
-            if self.idle_since.load(Ordering::Acquire) < now {
-                self.idle_since.fetch_max(now, Ordering::AcqRel);
-            }
+    fn date_if_idle(&self, next: State) -> State {
+        let limit = self.options.permit_limit;
+        if !self.eager {
+            return next.mark_undated_if_idle(limit);
         }
+        if next.idle(limit) {
+            self.idle_since.raise(self.clock.now().as_nanos());
+        }
+        next
+    }
+
+    /// Dates an undated idle limiter now (the first `idle_duration` call that sees it idle):
+    /// `undated` → `dating` (one caller wins), read the clock — after seeing the word idle, so
+    /// never before the idle period began — write the stamp, `dating` → dated. A release that
+    /// makes the limiter idle again meanwhile marks it undated again; it is dated next time.
+    #[cold]
+    fn date_now(&self) {
+        let limit = self.options.permit_limit;
+        let won = cas::transition(&self.word, |w| {
+            let s = State::unpack(w);
+            if s.undated() && !s.dating() && s.idle(limit) {
+                Ok((s.start_dating().pack(), ()))
+            } else {
+                Err(())
+            }
+        });
+        if won.is_err() {
+            return;
+        }
+        self.idle_since.write_exclusive(self.clock.now().as_nanos());
+        let _ = cas::transition(&self.word, |w| {
+            Ok::<_, Infallible>((State::unpack(w).end_dating().pack(), ()))
+        });
     }
 }
 
@@ -213,12 +274,11 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     fn clear_waiters(&self) {
         let _ = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
-            if !s.waiters {
+            if !s.waiters() {
                 // Already clear (e.g. close() on an empty queue): nothing changes, no new stamp.
                 return Ok::<_, Infallible>((w, ()));
             }
-            let next = s.with_waiters(false);
-            self.stamp_if_idle(next);
+            let next = self.date_if_idle(s.with_waiters(false));
             Ok::<_, Infallible>((next.pack(), ()))
         });
     }
@@ -254,7 +314,7 @@ where
     }
 
     fn available_permits(&self) -> u64 {
-        u64::from(self.state().available)
+        u64::from(self.state().available())
     }
 
     fn statistics(&self) -> Statistics {
@@ -267,13 +327,26 @@ where
     }
 
     fn idle_duration(&self) -> Option<Duration> {
+        let limit = self.options.permit_limit;
+        if self.state().undated() {
+            self.date_now();
+        }
         // Clock first, then the word, then the stamp: a stamp is written before the CAS that
-        // makes the word idle, so an idle word read here comes with its own stamp or a later one.
+        // makes the word idle (eager) or dated (lazy), so an idle, dated word read here comes
+        // with its own stamp or a later one.
         let now = self.clock.now();
         let s = self.state();
-        let since = Instant::from_nanos(self.idle_since.load(Ordering::Acquire));
-        (s.available == self.options.permit_limit && !s.waiters)
-            .then(|| now.saturating_duration_since(since))
+        if !s.idle(limit) {
+            return None;
+        }
+        if s.undated() || s.dating() {
+            // Became idle again just now (after the dating above), or being dated right now.
+            return Some(Duration::ZERO);
+        }
+        Some(match self.idle_since.read() {
+            Some(since) => now.saturating_duration_since(Instant::from_nanos(since)),
+            None => Duration::ZERO, // being rewritten (32-bit stamp): it just became idle
+        })
     }
 
     fn close(&self) {
@@ -284,7 +357,7 @@ where
     }
 
     fn is_closed(&self) -> bool {
-        self.state().closed
+        self.state().closed()
     }
 }
 
@@ -295,12 +368,10 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
         // Fast path: nobody waits, one CAS.
         let fast = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
-            if s.waiters {
+            if s.waiters() {
                 return Err(());
             }
-            let next = s.give_back(permits, limit);
-            self.stamp_if_idle(next);
-            Ok((next.pack(), ()))
+            Ok((self.date_if_idle(s.give_back(permits, limit)).pack(), ()))
         });
         if fast.is_ok() {
             return;
@@ -311,5 +382,151 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
                 Ok::<_, Infallible>((State::unpack(w).give_back(permits, limit).pack(), ()))
             });
         });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::ManualClock;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    /// A manual clock that counts its reads, and says whether it is cheap.
+    struct Counted<'a> {
+        clock: &'a ManualClock,
+        reads: AtomicU32,
+        cheap: bool,
+    }
+
+    impl Clock for Counted<'_> {
+        fn now(&self) -> Instant {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            self.clock.now()
+        }
+        fn now_is_cheap(&self) -> bool {
+            self.cheap
+        }
+    }
+
+    fn limiter(clock: &ManualClock, limit: u32, cheap: bool) -> ConcurrencyLimiter<Counted<'_>> {
+        let counted = Counted {
+            clock,
+            reads: AtomicU32::new(0),
+            cheap,
+        };
+        ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), counted).unwrap()
+    }
+
+    fn reads(l: &ConcurrencyLimiter<Counted<'_>>) -> u32 {
+        l.clock.reads.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn acquire_and_release_read_no_expensive_clock() {
+        let clock = ManualClock::new();
+        let l = limiter(&clock, 2, false);
+        let before = reads(&l);
+        for _ in 0..10 {
+            let a = l.try_acquire(1).unwrap();
+            let b = l.try_acquire(1).unwrap();
+            assert!(l.try_acquire(1).is_err());
+            drop(a);
+            drop(b); // back to full: idle
+        }
+        assert_eq!(reads(&l), before);
+    }
+
+    #[test]
+    fn a_cheap_clock_dates_idleness_on_the_release() {
+        let clock = ManualClock::new();
+        let l = limiter(&clock, 2, true);
+        let a = l.try_acquire(1).unwrap();
+        let before = reads(&l);
+        clock.advance(SEC);
+        drop(a);
+        assert_eq!(reads(&l), before + 1);
+        clock.advance(3 * SEC);
+        assert_eq!(l.idle_duration(), Some(3 * SEC));
+    }
+
+    #[test]
+    fn an_expensive_clock_dates_idleness_at_the_first_look() {
+        let clock = ManualClock::new();
+        let l = limiter(&clock, 2, false);
+        clock.advance(SEC);
+        // Idle since creation (dated at construction).
+        assert_eq!(l.idle_duration(), Some(SEC));
+        let a = l.try_acquire(1).unwrap();
+        let b = l.try_acquire(1).unwrap();
+        assert_eq!(l.idle_duration(), None);
+        drop(a);
+        assert_eq!(l.idle_duration(), None);
+        drop(b); // idle from here (t = 1 s), but nothing read the clock
+        clock.advance(3 * SEC);
+        // First look (t = 4 s): dated now; under-reports, never over-reports.
+        assert_eq!(l.idle_duration(), Some(Duration::ZERO));
+        clock.advance(2 * SEC);
+        assert_eq!(l.idle_duration(), Some(2 * SEC));
+        // A probe takes nothing and keeps the date.
+        drop(l.try_acquire(0).unwrap());
+        assert_eq!(l.idle_duration(), Some(2 * SEC));
+        // In use again, then idle again: dated by the next look.
+        let c = l.try_acquire(2).unwrap();
+        clock.advance(SEC);
+        assert_eq!(l.idle_duration(), None);
+        drop(c);
+        clock.advance(SEC);
+        assert_eq!(l.idle_duration(), Some(Duration::ZERO));
+        clock.advance(SEC);
+        assert_eq!(l.idle_duration(), Some(SEC));
+        // Closing changes nothing about idleness.
+        l.close();
+        assert_eq!(l.idle_duration(), Some(SEC));
+    }
+
+    #[test]
+    fn a_release_while_being_dated_is_dated_again() {
+        let clock = ManualClock::new();
+        let l = limiter(&clock, 1, false);
+        drop(l.try_acquire(1).unwrap());
+        // Someone holds the dating flag (as `date_now` does between its two CASes) ...
+        let dating = State::unpack(l.word.load(Ordering::Acquire)).start_dating();
+        l.word.store(dating.pack(), Ordering::Release);
+        assert_eq!(l.idle_duration(), Some(Duration::ZERO));
+        // ... while the limiter is taken and released again: still dating, now undated too.
+        drop(l.try_acquire(1).unwrap());
+        let s = l.state();
+        assert!(s.dating() && s.undated());
+        // Only the flag's holder writes the stamp; nobody else starts dating meanwhile.
+        clock.advance(SEC);
+        assert_eq!(l.idle_duration(), Some(Duration::ZERO));
+        assert!(l.state().dating());
+        // The holder finishes; the next look dates the newer idle period.
+        l.idle_since.write_exclusive(0);
+        let _ = cas::transition(&l.word, |w| {
+            Ok::<_, Infallible>((State::unpack(w).end_dating().pack(), ()))
+        });
+        clock.advance(SEC);
+        assert_eq!(l.idle_duration(), Some(Duration::ZERO));
+        clock.advance(SEC);
+        assert_eq!(l.idle_duration(), Some(SEC));
+    }
+
+    #[test]
+    fn limits_beyond_the_native_word_are_refused() {
+        let too_big = ConcurrencyOptions::MAX_PERMIT_LIMIT.checked_add(1);
+        if let Some(limit) = too_big {
+            assert_eq!(
+                ConcurrencyOptions::new(limit).validate(),
+                Err(OptionsError::LimitTooLarge {
+                    max: ConcurrencyOptions::MAX_PERMIT_LIMIT
+                })
+            );
+        }
+        let max = ConcurrencyOptions::new(ConcurrencyOptions::MAX_PERMIT_LIMIT);
+        assert_eq!(max.validate(), Ok(()));
     }
 }

@@ -1,28 +1,38 @@
 //! The concurrency limiter's packed word and its pure transitions.
 //!
-//! Layout of the 64-bit word:
+//! The word is a `usize`: 64 bits on 64-bit targets, 32 bits on 32-bit MCUs — a word every
+//! target compares-and-swaps natively, never through a lock. With `W` its width:
 //!
-//! | bits   | field       | meaning                                               |
-//! |--------|-------------|-------------------------------------------------------|
-//! | 0..32  | `available` | permits not held by any lease                          |
-//! | 32     | `closed`    | `close()` was called                                   |
-//! | 33     | `waiters`   | the wait queue is not empty (reserved for waiting)     |
-//! | 34..64 | —           | zero                                                   |
+//! | bits     | field       | meaning                                                       |
+//! |----------|-------------|---------------------------------------------------------------|
+//! | 0..W-4   | `available` | permits not held by any lease (at most [`MAX_LIMIT`])          |
+//! | W-4      | `dating`    | an `idle_duration` call is writing the idle stamp              |
+//! | W-3      | `undated`   | the limiter became idle on a release that read no clock        |
+//! | W-2      | `waiters`   | the wait queue is not empty                                    |
+//! | W-1      | `closed`    | `close()` was called                                           |
+//!
+//! `undated` and `dating` mean something only while the limiter is idle (every permit
+//! available, nobody waiting); taking permits leaves them as they are, and the next release that
+//! makes the limiter idle sets `undated` again.
 
-/// The unpacked state.
+const W: u32 = usize::BITS;
+const CLOSED: usize = 1 << (W - 1);
+const WAITERS: usize = 1 << (W - 2);
+const UNDATED: usize = 1 << (W - 3);
+const DATING: usize = 1 << (W - 4);
+const AVAILABLE: usize = DATING - 1;
+
+/// The largest permit limit the word holds: `u32::MAX` on 64-bit targets, 2^28 - 1 on 32-bit
+/// ones.
+pub const MAX_LIMIT: u32 = if AVAILABLE >= u32::MAX as usize {
+    u32::MAX
+} else {
+    AVAILABLE as u32
+};
+
+/// The state: the packed word itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct State {
-    /// Permits not held by any lease.
-    pub available: u32,
-    /// `close()` was called.
-    pub closed: bool,
-    /// The wait queue is not empty.
-    pub waiters: bool,
-}
-
-const AVAILABLE: u64 = 0xFFFF_FFFF;
-const CLOSED: u64 = 1 << 32;
-const WAITERS: u64 = 1 << 33;
+pub struct State(usize);
 
 /// Why a take was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,31 +44,57 @@ pub enum Denied {
 }
 
 impl State {
-    /// A fresh limiter: all `limit` permits available.
+    /// A fresh limiter: all `limit` (at most [`MAX_LIMIT`]) permits available.
     pub const fn full(limit: u32) -> Self {
-        Self {
-            available: limit,
-            closed: false,
-            waiters: false,
-        }
+        Self(limit as usize)
     }
 
     /// Reads a packed word.
     #[inline]
-    pub const fn unpack(w: u64) -> Self {
-        Self {
-            available: (w & AVAILABLE) as u32,
-            closed: w & CLOSED != 0,
-            waiters: w & WAITERS != 0,
-        }
+    pub const fn unpack(w: usize) -> Self {
+        Self(w)
     }
 
     /// Packs into a word.
     #[inline]
-    pub const fn pack(self) -> u64 {
-        self.available as u64
-            | if self.closed { CLOSED } else { 0 }
-            | if self.waiters { WAITERS } else { 0 }
+    pub const fn pack(self) -> usize {
+        self.0
+    }
+
+    /// Permits not held by any lease.
+    #[inline]
+    pub const fn available(self) -> u32 {
+        (self.0 & AVAILABLE) as u32
+    }
+
+    /// `close()` was called.
+    #[inline]
+    pub const fn closed(self) -> bool {
+        self.0 & CLOSED != 0
+    }
+
+    /// The wait queue is not empty.
+    #[inline]
+    pub const fn waiters(self) -> bool {
+        self.0 & WAITERS != 0
+    }
+
+    /// Became idle on a release that read no clock, and nobody has dated it yet.
+    #[inline]
+    pub const fn undated(self) -> bool {
+        self.0 & UNDATED != 0
+    }
+
+    /// Someone is writing the idle stamp.
+    #[inline]
+    pub const fn dating(self) -> bool {
+        self.0 & DATING != 0
+    }
+
+    /// Every permit available and nobody waiting.
+    #[inline]
+    pub const fn idle(self, limit: u32) -> bool {
+        self.0 & (AVAILABLE | WAITERS) == limit as usize
     }
 
     /// Takes `n` permits (`n <= limit` is checked by the caller). A probe (`n == 0`) succeeds
@@ -67,49 +103,69 @@ impl State {
     /// server taking for the waiter it serves).
     #[inline]
     pub const fn try_take(self, n: u32, barge: bool) -> Result<State, Denied> {
-        if self.closed {
+        let blocking = if barge { CLOSED } else { CLOSED | WAITERS };
+        // The common case first: open, nobody queued ahead, enough permits.
+        if self.0 & blocking == 0 && n != 0 && self.available() >= n {
+            return Ok(State(self.0 - n as usize));
+        }
+        if self.closed() {
             return Err(Denied::Closed);
         }
-        if n == 0 {
-            return if self.available > 0 {
-                Ok(self)
-            } else {
-                Err(Denied::Exhausted)
-            };
+        if n == 0 && self.available() > 0 {
+            return Ok(self);
         }
-        if (self.waiters && !barge) || self.available < n {
-            return Err(Denied::Exhausted);
-        }
-        Ok(State {
-            available: self.available - n,
-            ..self
-        })
+        Err(Denied::Exhausted)
     }
 
     /// The same state with the waiters flag set or cleared.
     #[inline]
     pub const fn with_waiters(self, waiters: bool) -> State {
-        State { waiters, ..self }
+        State(if waiters {
+            self.0 | WAITERS
+        } else {
+            self.0 & !WAITERS
+        })
     }
 
     /// Gives `n` permits back, never above `limit`.
     #[inline]
     pub const fn give_back(self, n: u32, limit: u32) -> State {
-        let sum = self.available as u64 + n as u64;
+        let sum = self.available() as u64 + n as u64;
         let available = if sum > limit as u64 {
             limit
         } else {
             sum as u32
         };
-        State { available, ..self }
+        State((self.0 & !AVAILABLE) | available as usize)
+    }
+
+    /// Marks a state that is idle as idle since an instant nobody read (a release that reads
+    /// no clock); any other state is returned as it is. A `dating` flag stays: its holder still
+    /// writes the stamp, and nobody else may until it is done (the next look dates this period).
+    #[inline]
+    pub const fn mark_undated_if_idle(self, limit: u32) -> State {
+        if self.idle(limit) {
+            State(self.0 | UNDATED)
+        } else {
+            self
+        }
+    }
+
+    /// `undated` → `dating`: the caller now writes the idle stamp.
+    #[inline]
+    pub const fn start_dating(self) -> State {
+        State((self.0 & !UNDATED) | DATING)
+    }
+
+    /// `dating` → dated: the stamp is written.
+    #[inline]
+    pub const fn end_dating(self) -> State {
+        State(self.0 & !DATING)
     }
 
     /// The closed state.
     pub const fn close(self) -> State {
-        State {
-            closed: true,
-            ..self
-        }
+        State(self.0 | CLOSED)
     }
 }
 
@@ -118,22 +174,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pack_round_trips() {
-        for s in [
-            State::full(0),
-            State::full(u32::MAX),
-            State {
-                available: 7,
-                closed: true,
-                waiters: false,
-            },
-            State {
-                available: u32::MAX,
-                closed: true,
-                waiters: true,
-            },
-        ] {
-            assert_eq!(State::unpack(s.pack()), s);
+    fn fields_are_independent() {
+        for limit in [0, 1, 7, MAX_LIMIT] {
+            let s = State::full(limit);
+            assert_eq!(s.available(), limit);
+            assert!(!s.closed() && !s.waiters() && !s.undated() && !s.dating());
+            let t = s.close().with_waiters(true).mark_undated_if_idle(limit);
+            assert_eq!(t.available(), limit);
+            assert!(t.closed() && t.waiters() && !t.undated());
+            let u = s.mark_undated_if_idle(limit);
+            assert!(u.undated() && u.idle(limit));
+            let d = u.start_dating();
+            assert!(!d.undated() && d.dating() && d.idle(limit));
+            assert_eq!(d.end_dating(), s);
+        }
+    }
+
+    #[test]
+    fn max_limit_is_native() {
+        if usize::BITS >= 64 {
+            assert_eq!(MAX_LIMIT, u32::MAX);
+        } else {
+            assert_eq!(MAX_LIMIT, (1 << 28) - 1);
         }
     }
 
@@ -141,11 +203,16 @@ mod tests {
     fn take_and_give_back() {
         let s = State::full(3);
         let s = s.try_take(2, false).unwrap();
-        assert_eq!(s.available, 1);
+        assert_eq!(s.available(), 1);
+        assert!(!s.idle(3));
         assert_eq!(s.try_take(2, false), Err(Denied::Exhausted));
-        assert_eq!(s.give_back(2, 3).available, 3);
+        assert_eq!(s.give_back(2, 3).available(), 3);
+        assert!(s.give_back(2, 3).idle(3));
         // Never above the limit, even for a bogus release.
-        assert_eq!(s.give_back(u32::MAX, 3).available, 3);
+        assert_eq!(s.give_back(u32::MAX, 3).available(), 3);
+        let max = State::full(MAX_LIMIT).try_take(MAX_LIMIT, false).unwrap();
+        assert_eq!(max.available(), 0);
+        assert_eq!(max.give_back(u32::MAX, MAX_LIMIT), State::full(MAX_LIMIT));
     }
 
     #[test]
@@ -154,6 +221,11 @@ mod tests {
         assert_eq!(s.try_take(0, false), Ok(s));
         let empty = s.try_take(1, false).unwrap();
         assert_eq!(empty.try_take(0, false), Err(Denied::Exhausted));
+        // A probe ignores the queue, as before.
+        assert_eq!(
+            s.with_waiters(true).try_take(0, false),
+            Ok(s.with_waiters(true))
+        );
     }
 
     #[test]
@@ -162,9 +234,29 @@ mod tests {
             State::full(5).close().try_take(1, false),
             Err(Denied::Closed)
         );
+        assert_eq!(
+            State::full(5).close().try_take(0, false),
+            Err(Denied::Closed)
+        );
         let queued = State::full(5).with_waiters(true);
         assert_eq!(queued.try_take(1, false), Err(Denied::Exhausted));
         // Newest-first newcomers and queue servers may take ahead of the queue.
-        assert_eq!(queued.try_take(1, true).unwrap().available, 4);
+        assert_eq!(queued.try_take(1, true).unwrap().available(), 4);
+        assert!(!queued.idle(5));
+    }
+
+    #[test]
+    fn taking_keeps_the_date_flags_and_a_busy_state_is_not_marked() {
+        let u = State::full(2).mark_undated_if_idle(2);
+        let taken = u.try_take(1, false).unwrap();
+        assert!(taken.undated() && !taken.idle(2));
+        // A release that leaves a permit out marks nothing new (the flag is stale, unread).
+        assert_eq!(
+            State::full(2)
+                .try_take(1, false)
+                .unwrap()
+                .mark_undated_if_idle(2),
+            State::full(2).try_take(1, false).unwrap()
+        );
     }
 }

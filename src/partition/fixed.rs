@@ -2,8 +2,8 @@
 //! per key) and [`FixedKeyedLimiter`] (a state word per key), both on a `heapless` index map
 //! behind one lock.
 //!
-//! Every call runs under the lock — the wait queues' lock: a critical section with the
-//! `critical-section` feature, a spin lock without it, a mutex with `std` — for a few list and
+//! Every call runs under the lock — the wait queues' lock: a critical section without `std`
+//! (interrupt-safe), a mutex with `std` — for a few list and
 //! word operations. On the single-core MCUs these are for, that is what any shared table costs.
 //! Waiting is not offered: a waiter needs its partition at a fixed address while it waits, which a
 //! table that moves entries (and cannot allocate) does not give.
@@ -192,6 +192,11 @@ where
         }
         let now = self.clock.now().as_nanos();
         let granted = self.table.with(|t| {
+            // Again under the lock, which `close` takes after setting the flag: a key is never
+            // stored after `close` has emptied the table.
+            if self.is_closed() {
+                return Err(Rejection::new(Reason::Closed));
+            }
             let limiter = t
                 .find_or_insert(
                     &self.policy,
@@ -443,6 +448,10 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         let now = self.clock.now();
         let b = &self.bucket;
         self.table.with(|t| {
+            // Again under the lock, which `close` takes after setting the flag.
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Rejection::new(Reason::Closed));
+            }
             if permits == 0 && !t.map.contains_key(key) {
                 return Ok(()); // a fresh bucket is full
             }

@@ -35,7 +35,7 @@ pub struct Acquire<'a, L: Source + ?Sized> {
     waiter: Waiter,
     stage: Stage,
     /// Whether this waiter arms the process timer for its service instant.
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
     timer: Option<super::timer::Timer>,
 }
 
@@ -53,7 +53,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             limiter,
             waiter: Waiter::new(permits),
             stage: Stage::Start,
-            #[cfg(all(feature = "std", not(loom)))]
+            #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
             timer: Some(super::timer::Timer::new()),
         }
     }
@@ -80,7 +80,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 limiter: this.limiter,
                 waiter: Pin::new_unchecked(&this.waiter),
                 stage: &mut this.stage,
-                #[cfg(all(feature = "std", not(loom)))]
+                #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
                 timer: &mut this.timer,
             }
         }
@@ -266,7 +266,7 @@ struct Projection<'p, 'a, L: Source + ?Sized> {
     limiter: &'a L,
     waiter: Pin<&'p Waiter>,
     stage: &'p mut Stage,
-    #[cfg(all(feature = "std", not(loom)))]
+    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
     timer: &'p mut Option<super::timer::Timer>,
 }
 
@@ -288,7 +288,7 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                 (Status::Granted(_), _) => {
                     *p.stage = Stage::Done;
                     l.counters().record_success();
-                    #[cfg(all(feature = "std", not(loom)))]
+                    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
                     if let Some(t) = p.timer {
                         t.disarm();
                     }
@@ -296,7 +296,7 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                 }
                 (Status::Rejected(reason), _) => {
                     *p.stage = Stage::Done;
-                    #[cfg(all(feature = "std", not(loom)))]
+                    #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
                     if let Some(t) = p.timer {
                         t.disarm();
                     }
@@ -307,7 +307,7 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
             Stage::Done => return Poll::Ready(Err(Rejection::new(Reason::Closed))),
         };
         *p.stage = Stage::Queued;
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
         if let Some(t) = p.timer {
             if next && l.timed() {
                 if let Some(d) = l.wait_for_permits(u64::from(p.waiter.permits())) {
@@ -315,7 +315,7 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                 }
             }
         }
-        #[cfg(any(not(feature = "std"), loom))]
+        #[cfg(not(all(any(feature = "std", feature = "embassy-time"), not(loom))))]
         let _ = next;
         Poll::Pending
     }
@@ -323,7 +323,7 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
 
 impl<L: Source + ?Sized> Drop for Acquire<'_, L> {
     fn drop(&mut self) {
-        #[cfg(all(feature = "std", not(loom)))]
+        #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
         if let Some(t) = &mut self.timer {
             t.disarm();
         }

@@ -1,16 +1,19 @@
-//! The lock around a wait list, chosen by feature:
+//! The lock around a wait list (and the fixed partition tables), chosen by build:
 //!
 //! | build | lock |
 //! |---|---|
 //! | `std` | `std::sync::Mutex` (a futex: waiting threads sleep) |
-//! | no `std`, feature `critical-section` | `critical_section::Mutex` (interrupt-safe on a single core) |
-//! | no `std`, no `critical-section` | a spin lock on one atomic flag |
+//! | no `std` | `critical_section::Mutex`: interrupt-safe — an interrupt handler that shares a limiter with thread code can never find the lock held by the code it interrupted |
 //! | `cfg(loom)` | loom's mutex, so the model checker sees every acquisition |
 //!
+//! Without `std` there is no spin lock to choose, on purpose: a spin lock taken by thread code and
+//! wanted by an interrupt handler on the same core deadlocks. The program provides the critical
+//! section implementation, as every embedded HAL does (`cortex-m`'s `critical-section-single-core`
+//! feature, `embassy`, `esp-hal`, `rp2040-hal`'s multi-core one); a program that provides none
+//! fails to link, naming `_critical_section_1_0_acquire`.
+//!
 //! The lock is held only on the slow path (enqueue, serve, cancel, close), for a bounded number
-//! of list operations; it is never held while a waker runs.
-
-#![allow(unsafe_code)]
+//! of list operations; it is never held while a waker runs or is dropped.
 
 /// A lock around a `T`, used through a closure.
 pub(crate) struct Lock<T> {
@@ -18,23 +21,27 @@ pub(crate) struct Lock<T> {
     inner: loom::sync::Mutex<T>,
     #[cfg(all(not(loom), feature = "std"))]
     inner: std::sync::Mutex<T>,
-    #[cfg(all(not(loom), not(feature = "std"), feature = "critical-section"))]
+    #[cfg(all(not(loom), not(feature = "std")))]
     inner: critical_section::Mutex<core::cell::RefCell<T>>,
-    #[cfg(all(not(loom), not(feature = "std"), not(feature = "critical-section")))]
-    inner: spin::SpinLock<T>,
 }
 
 impl<T> Lock<T> {
+    /// A lock around `value` (loom's mutex cannot be built in a constant).
+    #[cfg(loom)]
     pub(crate) fn new(value: T) -> Self {
         Self {
-            #[cfg(loom)]
             inner: loom::sync::Mutex::new(value),
-            #[cfg(all(not(loom), feature = "std"))]
+        }
+    }
+
+    /// A lock around `value`; `const`, so limiters can be `static`.
+    #[cfg(not(loom))]
+    pub(crate) const fn new(value: T) -> Self {
+        Self {
+            #[cfg(feature = "std")]
             inner: std::sync::Mutex::new(value),
-            #[cfg(all(not(loom), not(feature = "std"), feature = "critical-section"))]
+            #[cfg(not(feature = "std"))]
             inner: critical_section::Mutex::new(core::cell::RefCell::new(value)),
-            #[cfg(all(not(loom), not(feature = "std"), not(feature = "critical-section")))]
-            inner: spin::SpinLock::new(value),
         }
     }
 
@@ -54,13 +61,9 @@ impl<T> Lock<T> {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner))
         }
-        #[cfg(all(not(loom), not(feature = "std"), feature = "critical-section"))]
+        #[cfg(all(not(loom), not(feature = "std")))]
         {
             critical_section::with(|cs| f(&mut self.inner.borrow_ref_mut(cs)))
-        }
-        #[cfg(all(not(loom), not(feature = "std"), not(feature = "critical-section")))]
-        {
-            self.inner.with(f)
         }
     }
 }
@@ -68,58 +71,5 @@ impl<T> Lock<T> {
 impl<T> core::fmt::Debug for Lock<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Lock { .. }")
-    }
-}
-
-#[cfg(all(not(loom), not(feature = "std"), not(feature = "critical-section")))]
-mod spin {
-    use core::cell::UnsafeCell;
-
-    use crossbeam_utils::Backoff;
-    use portable_atomic::{AtomicBool, Ordering};
-
-    /// A test-and-test-and-set spin lock.
-    pub(crate) struct SpinLock<T> {
-        locked: AtomicBool,
-        value: UnsafeCell<T>,
-    }
-
-    // SAFETY: the value is only reached through `with`, which holds the lock (an acquire on
-    // `locked` that pairs with the release of the previous holder), so at most one thread
-    // accesses it at a time; moving the lock moves the value, which needs `T: Send`.
-    unsafe impl<T: Send> Sync for SpinLock<T> {}
-    // SAFETY: as above; the lock owns its value.
-    unsafe impl<T: Send> Send for SpinLock<T> {}
-
-    impl<T> SpinLock<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            Self {
-                locked: AtomicBool::new(false),
-                value: UnsafeCell::new(value),
-            }
-        }
-
-        pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-            let backoff = Backoff::new();
-            while self
-                .locked
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                while self.locked.load(Ordering::Relaxed) {
-                    backoff.snooze();
-                }
-            }
-            struct Unlock<'a>(&'a AtomicBool);
-            impl Drop for Unlock<'_> {
-                fn drop(&mut self) {
-                    self.0.store(false, Ordering::Release);
-                }
-            }
-            let _unlock = Unlock(&self.locked);
-            // SAFETY: `locked` was swapped from false to true by this thread, so no other thread
-            // holds a reference to the value until `_unlock` releases it after `f` returns.
-            f(unsafe { &mut *self.value.get() })
-        }
     }
 }

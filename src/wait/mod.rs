@@ -23,7 +23,10 @@
 mod future;
 mod list;
 mod lock;
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(feature = "embassy-time"), not(loom)))]
+mod timer;
+#[cfg(all(feature = "embassy-time", not(loom)))]
+#[path = "timer_embassy.rs"]
 mod timer;
 
 use core::time::Duration;
@@ -183,6 +186,13 @@ impl WaitQueue {
     /// Permits requested by queued waiters (a lock-free snapshot).
     pub(crate) fn queued_permits(&self) -> u64 {
         self.queued.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` under the queue lock over the permits of the queued waiters, oldest first (the
+    /// order an oldest-first queue serves them in): a RetryAfter behind them is exact only with
+    /// each one's size, since the refill cap applies while they are served one by one.
+    pub(crate) fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
+        self.list.with(|list| f(&mut list.requests()))
     }
 
     /// Whether newcomers may take permits ahead of queued waiters.

@@ -94,6 +94,25 @@ impl Model for ConcurrencyModel {
         u128::from(now)
     }
 
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    /// A waiter's unreceived grant comes back like a release.
+    fn give_back(&mut self, now: u64, n: u32, _stamp: u128) {
+        self.release(now, n);
+    }
+
+    fn queue_emptied(&mut self, now: u64) {
+        if self.free == self.limit {
+            self.idle_since = self.idle_since.max(now);
+        }
+    }
+
+    fn release_queued(&mut self, _now: u64, n: u32) {
+        self.free = (self.free + u128::from(n)).min(self.limit);
+    }
+
     fn release(&mut self, now: u64, n: u32) {
         self.free = (self.free + u128::from(n)).min(self.limit);
         if self.free == self.limit {

@@ -78,9 +78,16 @@ impl FixedWindowModel {
             return Ok(());
         }
         let next_boundary = (w + 1) * self.window_ns;
+        // A reading behind the state's window (stale, or a clock stepped back) waits from the
+        // start of that window: real time is at least there.
+        let from = if self.clock_behind(now) {
+            w * self.window_ns
+        } else {
+            elapsed(self.origin, now)
+        };
         Err(Denial {
             reason: Reason::Exhausted,
-            retry_after: Expect::Exactly(Some(next_boundary - elapsed(self.origin, now))),
+            retry_after: Expect::Exactly(Some(next_boundary - from)),
         })
     }
 }
@@ -126,6 +133,20 @@ impl Model for FixedWindowModel {
 
     fn elapsed(&self, now: u64) -> u128 {
         elapsed(self.origin, now)
+    }
+
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    /// Permits a waiter was granted and never received are no longer counted in the current
+    /// window; the window state is then dated by the current window (one that is wholly free
+    /// again became so now).
+    fn give_back(&mut self, now: u64, n: u32, _stamp: u128) {
+        let w = self.current(now);
+        let (_, used) = self.at(w);
+        self.used = used.saturating_sub(u128::from(n));
+        self.window = w;
     }
 
     fn clock_behind(&self, now: u64) -> bool {

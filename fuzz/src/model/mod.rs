@@ -18,6 +18,7 @@
 pub mod concurrency;
 pub mod fixed_window;
 pub mod options;
+pub mod queue;
 pub mod sliding_window;
 pub mod time;
 pub mod token_bucket;
@@ -95,6 +96,54 @@ pub trait Model: Clone + core::fmt::Debug {
     /// Permits given back by hand or by a dropped lease (concurrency limiter).
     fn release(&mut self, _now: u64, _n: u32) {
         unreachable!("rate limiters take nothing back")
+    }
+    /// A release (or give-back) while waiters are queued: the permits are handed on to the
+    /// queue under its lock, and the idle clock is not restarted (the limiter was not left
+    /// wholly free).
+    fn release_queued(&mut self, now: u64, n: u32) {
+        self.release(now, n)
+    }
+    /// The wait queue has just become empty at `now` (its waiters flag is cleared): a
+    /// concurrency limiter left wholly free by it starts its idle clock then.
+    fn queue_emptied(&mut self, _now: u64) {}
+    /// The statistics counters (the queue model counts waiters' outcomes in them).
+    fn counts_mut(&mut self) -> &mut Counts;
+    /// What a grant at `now` is stamped with (the sliding window: the segment it was taken in);
+    /// handed back to [`give_back`](Self::give_back).
+    fn stamp(&self, _now: u64) -> u128 {
+        0
+    }
+    /// A waiter granted `n` permits at `stamp` went away without receiving them: the permits
+    /// go back by the limiter's rule (see each model).
+    fn give_back(&mut self, now: u64, n: u32, stamp: u128);
+    /// Whether an idle-duration comparison is meaningful now (`false` only where the model
+    /// cannot know the library's documented answer).
+    fn idle_known(&self) -> bool {
+        true
+    }
+    /// Permits of the queued waiters (`statistics().queued_permits`).
+    fn queued_permits(&self) -> u128 {
+        0
+    }
+    /// Whether no waiter is queued.
+    fn queue_empty(&self) -> bool {
+        true
+    }
+    /// A new waiter for `n` permits, not polled yet (see [`queue::QueueModel`]); its id.
+    fn waiter_new(&mut self, _n: u32) -> usize {
+        unreachable!("no queue in this scenario")
+    }
+    /// Polls waiter `id` at `now`.
+    fn waiter_poll(&mut self, _id: usize, _now: u64) -> queue::Polled {
+        unreachable!("no queue in this scenario")
+    }
+    /// Waiter `id` as the model sees it.
+    fn waiter(&self, _id: usize) -> queue::Waiter {
+        unreachable!("no queue in this scenario")
+    }
+    /// Drops waiter `id`'s future at `now`.
+    fn waiter_drop(&mut self, _id: usize, _now: u64) {
+        unreachable!("no queue in this scenario")
     }
 }
 

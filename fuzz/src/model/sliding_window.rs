@@ -36,6 +36,11 @@ pub struct SlidingWindowModel {
     counts: Vec<u128>,
     /// The last segment in which permits were taken.
     last_used: Option<u128>,
+    /// A give-back emptied the segment `last_used` named and no other counted segment is left
+    /// in the window: the library then dates idleness by whatever older segment its ring still
+    /// remembers, which this model does not keep. Idle duration is not compared until the next
+    /// take.
+    idle_unknown: bool,
     closed: bool,
     stats: Counts,
 }
@@ -51,6 +56,7 @@ impl SlidingWindowModel {
             current: 0,
             counts: vec![0; segments as usize],
             last_used: None,
+            idle_unknown: false,
             closed: false,
             stats: Counts::default(),
         }
@@ -104,6 +110,7 @@ impl SlidingWindowModel {
                 self.counts = counts;
                 self.current = s;
                 self.last_used = Some(s);
+                self.idle_unknown = false;
             }
             return Ok(());
         }
@@ -125,7 +132,14 @@ impl SlidingWindowModel {
             }
         }
         assert!(freed >= missing, "used permits cover the deficit");
-        let wait = (s + slides) * self.segment_ns - elapsed(self.origin, now);
+        // A reading behind the state's segment (stale, or a clock stepped back) waits from the
+        // start of that segment: real time is at least there.
+        let from = if self.clock_behind(now) {
+            s * self.segment_ns
+        } else {
+            elapsed(self.origin, now)
+        };
+        let wait = (s + slides) * self.segment_ns - from;
         Err(Denial {
             reason: Reason::Exhausted,
             retry_after: Expect::Exactly(Some(wait)),
@@ -193,6 +207,38 @@ impl Model for SlidingWindowModel {
 
     fn beyond_limits(&self, now: u64) -> bool {
         self.stuck(now)
+    }
+
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.stats
+    }
+
+    /// A grant is stamped with its segment.
+    fn stamp(&self, now: u64) -> u128 {
+        self.segment(now)
+    }
+
+    /// Permits a waiter was granted in segment `stamp` and never received come back only while
+    /// the limiter's state is still dated by that segment (nothing slid it since); otherwise
+    /// they stay counted until their segment leaves the window, as if used.
+    fn give_back(&mut self, _now: u64, n: u32, stamp: u128) {
+        let n = u128::from(n);
+        let last = self.counts.len() - 1;
+        if self.current != stamp || self.counts[last] < n {
+            return;
+        }
+        self.counts[last] -= n;
+        if self.counts[last] == 0 && self.last_used == Some(self.current) {
+            // The latest segment with permits counted is now an earlier one, if any.
+            match self.counts.iter().rposition(|c| *c > 0) {
+                Some(i) => self.last_used = Some(self.current - (last - i) as u128),
+                None => self.idle_unknown = true,
+            }
+        }
+    }
+
+    fn idle_known(&self) -> bool {
+        !self.idle_unknown
     }
 
     fn replenish(&mut self, now: u64) -> u128 {

@@ -5,7 +5,8 @@
 //!   bucket holds a token and takes none; otherwise granted iff the bucket holds `n` tokens.
 //! - a denial carries RetryAfter = the exact time until the start of the first period at which
 //!   the bucket holds enough tokens (`n`, or 1 for a probe): waiting exactly that long succeeds,
-//!   1 ns less does not.
+//!   1 ns less does not. A reading behind the state's own tick (stale, or a clock stepped back)
+//!   waits from the start of the state's tick: real time is at least there.
 //! - idle: while the bucket is full, the time since the start of the period in which it became
 //!   full (since creation, for a bucket never touched).
 //!
@@ -86,11 +87,21 @@ impl TokenBucketModel {
         }
         // Not full at t, so the count grows by `per_period` at each tick after t.
         let ready = t + div_ceil(needed - tokens, self.per_period);
-        let wait = ready * self.period - elapsed(self.origin, now);
         Err(Denial {
             reason: Reason::Exhausted,
-            retry_after: Expect::Exactly(Some(wait)),
+            retry_after: Expect::Exactly(Some(self.wait_until(now, t, ready))),
         })
+    }
+
+    /// The wait until tick `ready` starts, seen from `now`, acting at tick `t`: from `now`, or,
+    /// when the clock is behind the state (a stale reading), from the start of `t` — real time
+    /// is at least there, and the staleness must not inflate the wait.
+    fn wait_until(&self, now: u64, t: u128, ready: u128) -> u128 {
+        if self.clock_behind(now) {
+            (ready - t) * self.period
+        } else {
+            ready * self.period - elapsed(self.origin, now)
+        }
     }
 }
 
@@ -139,6 +150,20 @@ impl Model for TokenBucketModel {
 
     fn clock_behind(&self, now: u64) -> bool {
         elapsed(self.origin, now) / self.period < self.as_of
+    }
+
+    fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    /// Tokens a waiter was granted and never received go back into the bucket at the current
+    /// tick, capped at the limit; the bucket is then dated by that tick (a bucket full after a
+    /// give-back became full then — even a give-back of nothing ends a use).
+    fn give_back(&mut self, now: u64, n: u32, _stamp: u128) {
+        let t = self.tick(now);
+        let (tokens, _) = self.at(t);
+        self.tokens = (tokens + u128::from(n)).min(self.limit);
+        self.as_of = t;
     }
 
     fn replenish(&mut self, now: u64) -> u128 {

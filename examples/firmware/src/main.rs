@@ -1,0 +1,184 @@
+//! A SysTick interrupt handler and the main loop share a token bucket and a concurrency limiter.
+//!
+//! Run in QEMU (LM3S6965, Cortex-M3): `cargo run --release` from this directory. The SysTick
+//! handler advances the clock and takes permits from the same two limiters that the main loop
+//! hammers; at the end the program checks that the bucket never admitted more than its limit plus
+//! what time brought, that the concurrency limiter never had more than its limit out, and that every
+//! permit came back. It exits through semihosting with status 0 on success, 1 on failure.
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::time::Duration;
+
+use cortex_m::peripheral::syst::SystClkSource;
+use cortex_m_rt::{entry, exception};
+use cortex_m_semihosting::{debug, hprintln};
+use panic_semihosting as _;
+use tollgate::{
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, TokenBucketLimiter,
+    TokenBucketOptions,
+};
+
+/// SysTick reload value: an interrupt every `PERIOD` core cycles (`FIRMWARE_SYSTICK_PERIOD` at
+/// build time).
+const PERIOD: u32 = parse(option_env!("FIRMWARE_SYSTICK_PERIOD"), 400);
+/// Main-loop iterations (`FIRMWARE_ITERATIONS` at build time).
+const ITERATIONS: u32 = parse(option_env!("FIRMWARE_ITERATIONS"), 200_000);
+
+/// A decimal number from a build-time variable, or `default`.
+const fn parse(text: Option<&str>, default: u32) -> u32 {
+    let Some(text) = text else { return default };
+    let bytes = text.as_bytes();
+    let mut value = 0u32;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(bytes[i].is_ascii_digit(), "not a decimal number");
+        value = value * 10 + (bytes[i] - b'0') as u32;
+        i += 1;
+    }
+    value
+}
+/// One SysTick tick is one millisecond of limiter time.
+const TICK_NS: u64 = 1_000_000;
+const BUCKET_LIMIT: u32 = 50;
+const BUCKET_REFILL: u32 = 5;
+const BUCKET_PERIOD_TICKS: u64 = 10;
+const PERMITS: u32 = 3;
+
+/// Ticks counted by the SysTick handler.
+static TICKS: AtomicU32 = AtomicU32::new(0);
+
+/// The clock: SysTick ticks, in nanoseconds.
+#[derive(Clone, Copy)]
+struct TickClock;
+
+impl Clock for TickClock {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::from(TICKS.load(Ordering::Acquire)) * TICK_NS)
+    }
+}
+
+struct Shared {
+    bucket: TokenBucketLimiter<TickClock>,
+    permits: ConcurrencyLimiter<TickClock>,
+}
+
+static SHARED: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
+/// Tokens taken by either side, permits held right now, the most ever held, and decisions made
+/// in the handler.
+static TAKEN: AtomicU32 = AtomicU32::new(0);
+static HELD: AtomicU32 = AtomicU32::new(0);
+static MAX_HELD: AtomicU32 = AtomicU32::new(0);
+static IRQ_DECISIONS: AtomicU32 = AtomicU32::new(0);
+static IRQ_ADMITTED: AtomicU32 = AtomicU32::new(0);
+
+fn hold(shared: &Shared) -> bool {
+    match shared.permits.try_acquire(1) {
+        Ok(lease) => {
+            let now = HELD.fetch_add(1, Ordering::AcqRel) + 1;
+            MAX_HELD.fetch_max(now, Ordering::AcqRel);
+            HELD.fetch_sub(1, Ordering::AcqRel);
+            drop(lease);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+#[entry]
+fn main() -> ! {
+    let shared = Shared {
+        bucket: TokenBucketLimiter::with_clock(
+            TokenBucketOptions::new(
+                BUCKET_LIMIT,
+                BUCKET_REFILL,
+                Duration::from_nanos(BUCKET_PERIOD_TICKS * TICK_NS),
+            ),
+            TickClock,
+        )
+        .unwrap(),
+        permits: ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(PERMITS), TickClock)
+            .unwrap(),
+    };
+    SHARED.store(&shared as *const Shared as *mut Shared, Ordering::Release);
+
+    let mut cp = cortex_m::Peripherals::take().unwrap();
+    cp.SYST.set_clock_source(SystClkSource::External);
+    cp.SYST.set_reload(PERIOD);
+    cp.SYST.clear_current();
+    cp.SYST.enable_counter();
+    cp.SYST.enable_interrupt();
+
+    let mut main_admitted = 0u32;
+    let mut main_held = 0u32;
+    for _ in 0..ITERATIONS {
+        if let Ok(lease) = shared.bucket.try_acquire(1) {
+            TAKEN.fetch_add(1, Ordering::AcqRel);
+            main_admitted += 1;
+            lease.forget();
+        }
+        if hold(&shared) {
+            main_held += 1;
+        }
+    }
+    cp.SYST.disable_interrupt();
+    let ticks = u64::from(TICKS.load(Ordering::Acquire));
+
+    let taken = TAKEN.load(Ordering::Acquire);
+    let budget = u64::from(BUCKET_LIMIT) + u64::from(BUCKET_REFILL) * (ticks / BUCKET_PERIOD_TICKS);
+    let available = shared.permits.available_permits();
+    hprintln!(
+        "SysTick every {} cycles, {} main-loop iterations",
+        PERIOD,
+        ITERATIONS
+    );
+    hprintln!(
+        "ticks {}, interrupt decisions {} (admitted {}), main admitted {} tokens and held {} permits",
+        ticks,
+        IRQ_DECISIONS.load(Ordering::Acquire),
+        IRQ_ADMITTED.load(Ordering::Acquire),
+        main_admitted,
+        main_held
+    );
+    hprintln!(
+        "tokens taken {} of at most {}; permits held at most {} of {}; {} of {} free at the end",
+        taken,
+        budget,
+        MAX_HELD.load(Ordering::Acquire),
+        PERMITS,
+        available,
+        PERMITS
+    );
+    let ok = u64::from(taken) <= budget
+        && MAX_HELD.load(Ordering::Acquire) <= PERMITS
+        && available == u64::from(PERMITS)
+        && IRQ_DECISIONS.load(Ordering::Acquire) > 0;
+    hprintln!("{}", if ok { "PASS" } else { "FAIL" });
+    debug::exit(if ok {
+        debug::EXIT_SUCCESS
+    } else {
+        debug::EXIT_FAILURE
+    });
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+#[exception]
+fn SysTick() {
+    TICKS.fetch_add(1, Ordering::AcqRel);
+    let shared = SHARED.load(Ordering::Acquire);
+    if shared.is_null() {
+        return;
+    }
+    // SAFETY: `main` never returns, so the `Shared` it published lives for the whole program.
+    let shared = unsafe { &*shared };
+    IRQ_DECISIONS.fetch_add(1, Ordering::AcqRel);
+    if let Ok(lease) = shared.bucket.try_acquire(1) {
+        TAKEN.fetch_add(1, Ordering::AcqRel);
+        IRQ_ADMITTED.fetch_add(1, Ordering::AcqRel);
+        lease.forget();
+    }
+    hold(shared);
+}

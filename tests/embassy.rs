@@ -1,0 +1,64 @@
+//! Feature `embassy-time`: waiters on rate limiters built on `EmbassyClock` are woken by
+//! embassy's timer queue (here embassy-time's std driver) with nothing else running.
+#![cfg(feature = "embassy-time")]
+
+use core::time::Duration;
+
+use embassy_futures::join::join3;
+use embassy_time as _;
+use tollgate::embassy::EmbassyClock;
+use tollgate::{
+    Clock, FixedWindowLimiter, FixedWindowOptions, Limiter, QueueOrder, SlidingWindowLimiter,
+    SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
+};
+
+#[test]
+fn a_queued_token_bucket_waiter_completes_when_its_token_arrives() {
+    let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(10))
+        .with_queue(8, QueueOrder::OldestFirst);
+    let bucket = TokenBucketLimiter::with_clock(opts, EmbassyClock).unwrap();
+    bucket.try_acquire(2).unwrap().forget();
+    // Three waiters behind an empty bucket: each completes as its token arrives, in order.
+    let (a, b, c) = embassy_futures::block_on(join3(
+        bucket.acquire(1),
+        bucket.acquire(1),
+        bucket.acquire(1),
+    ));
+    assert!(a.is_ok() && b.is_ok() && c.is_ok());
+    // The first request (two tokens) and the three waiters served by time alone.
+    assert_eq!(bucket.statistics().total_successful, 4);
+}
+
+#[test]
+fn fixed_and_sliding_window_waiters_complete_on_time() {
+    let fixed = FixedWindowLimiter::with_clock(
+        FixedWindowOptions::new(1, Duration::from_millis(15))
+            .with_queue(1, QueueOrder::OldestFirst),
+        EmbassyClock,
+    )
+    .unwrap();
+    fixed.try_acquire(1).unwrap().forget();
+    assert!(embassy_futures::block_on(fixed.acquire(1)).is_ok());
+
+    let sliding: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(
+        SlidingWindowOptions::new(1, Duration::from_millis(15), 3)
+            .with_queue(1, QueueOrder::OldestFirst),
+        EmbassyClock,
+    )
+    .unwrap();
+    sliding.try_acquire(1).unwrap().forget();
+    assert!(embassy_futures::block_on(sliding.acquire(1)).is_ok());
+}
+
+#[test]
+fn the_clock_reads_the_driver_in_nanoseconds() {
+    let a = EmbassyClock.now();
+    let b = EmbassyClock.now();
+    assert!(b >= a);
+    let driver = embassy_time::Instant::now().as_micros();
+    let ours = EmbassyClock.now().as_nanos() / 1_000;
+    assert!(
+        ours >= driver && ours - driver < 1_000_000,
+        "{ours} vs {driver}"
+    );
+}
