@@ -43,7 +43,14 @@ fn start_cluster() -> (Vec<Node>, Vec<String>) {
         std::fs::create_dir_all(&dir).unwrap();
         let child = Command::new(&bin)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--cluster-enabled", "yes", "--save", "", "--appendonly", "no"])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())
@@ -76,7 +83,11 @@ fn start_cluster() -> (Vec<Node>, Vec<String>) {
         .args(["--cluster-replicas", "0", "--cluster-yes"])
         .output()
         .expect("redis-cli");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // Wait until every node sees the cluster as ok.
     for a in &addrs {
         let port = a.rsplit(':').next().unwrap();
