@@ -578,26 +578,23 @@ where
     /// drop(lease);
     /// assert_eq!((global.available_permits(), per_user.available_permits()), (1, 1));
     /// ```
-    pub fn acquire(
+    pub async fn acquire(
         &self,
         permits: u32,
-    ) -> impl Future<Output = Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection>> + '_ {
-        async move {
-            if self.is_closed() {
-                return Err(Rejection::new(Reason::Closed));
-            }
-            // The chain lease holds what is granted so far: on `?`, or if the future is dropped
-            // mid-way, it gives it back last first.
-            let mut held =
-                ChainLease::new(alloc::vec::Vec::with_capacity(self.links.len()), permits);
-            for link in &self.links {
-                let lease = (**link).acquire(permits).await?;
-                if let Some(leases) = held.leases.as_mut() {
-                    leases.push(lease);
-                }
-            }
-            Ok(held)
+    ) -> Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection> {
+        if self.is_closed() {
+            return Err(Rejection::new(Reason::Closed));
         }
+        // The chain lease holds what is granted so far: on `?`, or if the future is dropped
+        // mid-way, it gives it back last first.
+        let mut held = ChainLease::new(alloc::vec::Vec::with_capacity(self.links.len()), permits);
+        for link in &self.links {
+            let lease = (**link).acquire(permits).await?;
+            if let Some(leases) = held.leases.as_mut() {
+                leases.push(lease);
+            }
+        }
+        Ok(held)
     }
 }
 
