@@ -4,6 +4,7 @@
 //! - `uncontended`: 2 tasks, 2 permits — every acquisition takes the fast path.
 //! - `queued`: 4 tasks, 1 permit — most acquisitions wait in the queue and are handed the permit
 //!   by a release: the slow path (lock, enqueue, hand-off, wake).
+//! - `queued_16x4`: 16 tasks, 4 permits — a deeper queue with several permits in flight.
 //!
 //! Run: `cargo bench --bench waiting`. Compare ratios within one run, not absolute times.
 
@@ -58,7 +59,11 @@ fn waiting(c: &mut Criterion) {
     let mut g = c.benchmark_group("acquire_await_release");
     g.warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    for (name, permits, tasks) in [("uncontended", 2u32, 2u64), ("queued", 1, 4)] {
+    for (name, permits, tasks) in [
+        ("uncontended", 2u32, 2u64),
+        ("queued", 1, 4),
+        ("queued_16x4", 4, 16),
+    ] {
         g.bench_function(BenchmarkId::new("tollgate", name), |b| {
             let l = tollgate_limiter(permits);
             b.iter_custom(|iters| {

@@ -1,4 +1,4 @@
-//! Chained limiters (reference §12): acquire from each limiter in order, all or nothing.
+//! Chained limiters: acquire from each limiter in order, all or nothing.
 //!
 //! - [`Chain`]: a tuple of 1 to 8 limiters, composed statically — no dynamic dispatch, no
 //!   allocation. Its lease, a [`ChainLease`], holds the inner leases inline.
@@ -6,18 +6,23 @@
 //!   pointer to a limiter, chosen at run time.
 //! - [`PartitionedChain`]: a tuple of [`PartitionedLimiter`]s sharing one resource.
 //!
-//! The rules, as .NET's `ChainedRateLimiter` (reference §12):
+//! The rules, as .NET's `ChainedRateLimiter` (`PartitionedRateLimiter.CreateChained` and, from
+//! .NET 10, `RateLimiter.CreateChained`):
 //! - Each limiter is asked **in order** with the same permit count. If limiter `i` rejects, the
 //!   leases of limiters `0..i` are dropped **in reverse order** and limiter `i`'s rejection is
 //!   returned as it is (its reason and RetryAfter intact).
+//! - **A rollback gives back only what the dropped leases release.** A concurrency limiter's
+//!   permits come back. A rate limiter's (token bucket, fixed or sliding window) do not: its
+//!   leases release nothing, as in .NET, so the tokens or window permits that limiters `0..i`
+//!   granted stay spent when limiter `i` rejects. Put the limiter most likely to reject first.
 //! - The waiting form awaits each limiter before asking the next: limiter `i + 1` is never asked
 //!   while limiter `i` is still waiting.
 //! - A granted chain lease holds every inner lease and drops them in reverse order.
 //! - Statistics: available = the minimum, queued = the sum, failed = the sum, successful = the
 //!   **last** (inner-most) limiter's count.
-//! - Idle duration: `None` if any limiter is in use, else the minimum. This is the .NET 11 rule
-//!   (reference §12 \[net11\]); earlier .NET took the minimum of the idle ones, which calls a chain
-//!   idle while one of its limiters is busy.
+//! - Idle duration: `None` if any limiter is in use, else the minimum. This is the rule of .NET
+//!   11; earlier .NET took the minimum of the idle ones, which calls a chain idle while one of
+//!   its limiters is busy.
 //! - Closing a chain rejects later requests with [`Reason::Closed`] and **does not close the
 //!   limiters in it**: they may be shared, and stay usable on their own.
 //!
@@ -30,97 +35,10 @@ use core::fmt;
 use core::future::Future;
 use core::time::Duration;
 
-use crate::clock::Clock;
 use crate::lease::{Lease, Reason, Rejection, Statistics};
-use crate::limiter::Limiter;
+use crate::limiter::{AcquireAsync, Limiter};
 use crate::partition::PartitionedLimiter;
 use crate::sync::{AtomicBool, Ordering};
-use crate::wait::Acquire;
-use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenBucketLimiter};
-
-/// A limiter one can wait on: `acquire(n).await` (.NET `AcquireAsync`).
-///
-/// Implemented by the four built-in limiters (their waits are queued, see
-/// [`Acquire`](crate::Acquire)), by [`NoopLimiter`](crate::NoopLimiter) and
-/// [`PartitionLimiter`](crate::PartitionLimiter), and by references to any of them. Implement it
-/// for your own limiter to chain it in a waiting [`Chain`] or to use it as a waiting partition.
-///
-/// ```
-/// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
-///
-/// async fn with_permit<L: AcquireAsync>(limiter: &L) -> bool {
-///     limiter.acquire(1).await.is_ok()
-/// }
-/// # use core::future::Future;
-/// # let l = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
-/// # let mut f = core::pin::pin!(with_permit(&l));
-/// # let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
-/// # assert_eq!(f.as_mut().poll(&mut cx), core::task::Poll::Ready(true));
-/// ```
-pub trait AcquireAsync: Limiter {
-    /// The future of one waiting acquisition.
-    type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
-    where
-        Self: 'a;
-
-    /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
-}
-
-impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
-    type Acquire<'a>
-        = L::Acquire<'a>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        (**self).acquire(permits)
-    }
-}
-
-impl<C: Clock + Sync> AcquireAsync for ConcurrencyLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for TokenBucketLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for FixedWindowLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Leases
@@ -214,7 +132,7 @@ impl<T: Leases> fmt::Debug for ChainLease<T> {
 // ---------------------------------------------------------------------------------------------
 // The statistics and idle rules
 
-/// Folds the limiters' statistics by the §12 rules; `None` for an empty chain.
+/// Folds the limiters' statistics by the chain rules (see the module docs); `None` for an empty chain.
 fn combine(stats: impl IntoIterator<Item = Statistics>) -> Statistics {
     let mut out: Option<Statistics> = None;
     for s in stats {
@@ -231,7 +149,7 @@ fn combine(stats: impl IntoIterator<Item = Statistics>) -> Statistics {
     out.unwrap_or_default()
 }
 
-/// `None` if any is `None`, else the minimum (the \[net11\] rule).
+/// `None` if any is `None`, else the minimum (the rule of .NET 11).
 fn combine_idle(idles: impl IntoIterator<Item = Option<Duration>>) -> Option<Duration> {
     let mut min = Duration::MAX;
     for idle in idles {
@@ -266,7 +184,8 @@ pub trait Links {
     /// Each limiter's statistics, in chain order, folded by the chain rules.
     fn statistics(&self) -> Statistics;
 
-    /// The chain's idle duration by the \[net11\] rule.
+    /// The chain's idle duration: `None` if any limiter is in use, else the minimum (the rule
+    /// of .NET 11).
     fn idle_duration(&self) -> Option<Duration>;
 }
 
@@ -394,9 +313,11 @@ tuple_links!(8; A a 0, B b 1, C c 2, D d 3, E e 4, F f 5, G g 6, H h 7; rev h, g
 /// clock.advance(Duration::from_secs(1));
 /// let _b = chain.try_acquire(1).unwrap();
 /// clock.advance(Duration::from_secs(1));
-/// // Now the second rejects; the permit the first granted is given back.
+/// // Now the second rejects. The permit the first window granted is *not* given back: a rate
+/// // limiter's lease releases nothing (as in .NET), so the first window has 1 permit left, not 2.
 /// let r = chain.try_acquire(1).unwrap_err();
 /// assert_eq!(r.retry_after(), Some(Duration::from_secs(58)));
+/// assert_eq!(chain.links().0.available_permits(), 1);
 ///
 /// let s = chain.statistics();
 /// assert_eq!((s.total_successful, s.total_failed), (2, 2)); // successful: the last limiter's
@@ -442,7 +363,7 @@ impl<T> Chain<T> {
     }
 
     /// Closes the chain: later requests are rejected with [`Reason::Closed`]. The limiters in
-    /// it are **not** closed (reference §12): they stay usable on their own.
+    /// it are **not** closed (as in .NET): they stay usable on their own.
     ///
     /// ```
     /// use tollgate::{Chain, Limiter, NoopLimiter, Reason};
@@ -472,7 +393,8 @@ impl<T: Links> Chain<T> {
         Ok(ChainLease::new(leases, permits))
     }
 
-    /// Permits that could be acquired now: the minimum over the chain.
+    /// The permits free now: the minimum over the chain (a snapshot; see
+    /// [`Limiter::available_permits`] for what it means behind a queue).
     pub fn available_permits(&self) -> u64 {
         self.links.statistics().available_permits
     }
@@ -598,7 +520,8 @@ where
         Ok(ChainLease::new(leases, permits))
     }
 
-    /// Permits that could be acquired now: the minimum over the chain.
+    /// The permits free now: the minimum over the chain (a snapshot; see
+    /// [`Limiter::available_permits`] for what it means behind a queue).
     pub fn available_permits(&self) -> u64 {
         self.statistics().available_permits
     }
@@ -621,6 +544,60 @@ where
     /// Whether [`close`](Self::close) has been called.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<B> DynChain<B>
+where
+    B: core::ops::Deref,
+    B::Target: AcquireAsync,
+{
+    /// Waits for `permits` from each limiter in order, with [`Chain::acquire`]'s guarantees:
+    /// each wait completes before the next limiter is asked; on a rejection the leases already
+    /// granted are dropped last first and the rejection is returned; dropping the future at any
+    /// point gives back whatever it holds (last first) and leaves the queue it waits in.
+    ///
+    /// For chains of one limiter type (or of pointers to it: `Vec<Arc<TokenBucketLimiter>>`,
+    /// `Vec<&ConcurrencyLimiter>`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = core::pin::pin!(f);
+    /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    /// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+    /// # }
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let global = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let per_user = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let chain = DynChain::new(vec![global.clone(), per_user.clone()]).unwrap();
+    /// let lease = block_on(chain.acquire(1)).unwrap();
+    /// assert_eq!((global.available_permits(), per_user.available_permits()), (0, 0));
+    /// drop(lease);
+    /// assert_eq!((global.available_permits(), per_user.available_permits()), (1, 1));
+    /// ```
+    pub fn acquire(
+        &self,
+        permits: u32,
+    ) -> impl Future<Output = Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection>> + '_ {
+        async move {
+            if self.is_closed() {
+                return Err(Rejection::new(Reason::Closed));
+            }
+            // The chain lease holds what is granted so far: on `?`, or if the future is dropped
+            // mid-way, it gives it back last first.
+            let mut held =
+                ChainLease::new(alloc::vec::Vec::with_capacity(self.links.len()), permits);
+            for link in &self.links {
+                let lease = (**link).acquire(permits).await?;
+                if let Some(leases) = held.leases.as_mut() {
+                    leases.push(lease);
+                }
+            }
+            Ok(held)
+        }
     }
 }
 

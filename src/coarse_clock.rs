@@ -15,11 +15,12 @@
 use core::time::Duration;
 use std::io;
 use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 // Not `crate::sync`: the clock's cell is no part of any limiter's state, and loom does not model
 // it (a loom atomic cannot live in a static). portable-atomic gives a 64-bit atomic even on
 // 32-bit std targets without native 64-bit atomics.
-use portable_atomic::{AtomicU64, Ordering};
+use portable_atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::clock::{Clock, Instant, StdClock};
 
@@ -28,8 +29,10 @@ static NOW: AtomicU64 = AtomicU64::new(0);
 /// The refresher's interval in nanoseconds; 0 while no refresher runs. Written only under
 /// [`REFRESHER`].
 static INTERVAL_NS: AtomicU64 = AtomicU64::new(0);
-/// Whether the refresher thread was spawned (it then runs for the rest of the process).
-static REFRESHER: Mutex<bool> = Mutex::new(false);
+/// The refresher thread, while it runs (until [`CoarseClock::stop`]).
+static REFRESHER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
+/// Tells the refresher to exit. Written only under [`REFRESHER`].
+static STOP: AtomicBool = AtomicBool::new(false);
 
 /// A clock read with one relaxed atomic load: a cached [`StdClock`] reading that one
 /// background thread per process refreshes every `interval` (and that anyone may refresh with
@@ -112,7 +115,7 @@ impl CoarseClock {
     /// The clock, with its refresher running every `interval` or less.
     ///
     /// The first call spawns the process's refresher thread (named `tollgate-coarse-clock`),
-    /// which runs for the rest of the process. A later call with a shorter interval makes the
+    /// which runs until [`stop`](Self::stop) (or the end of the process). A later call with a shorter interval makes the
     /// running refresher wake that much more often (from its next wake-up on); a longer one
     /// changes nothing: the shortest interval asked for wins. `interval` is clamped to
     /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)..=1 hour.
@@ -127,21 +130,51 @@ impl CoarseClock {
         let ns = clamp_interval(interval);
         Self::refresh();
         let mut running = REFRESHER.lock().unwrap_or_else(PoisonError::into_inner);
-        if *running {
+        if running.is_some() {
             // The running refresher reads the interval before every sleep.
             INTERVAL_NS.fetch_min(ns, Ordering::Relaxed);
         } else {
             INTERVAL_NS.store(ns, Ordering::Relaxed);
-            if let Err(e) = std::thread::Builder::new()
+            match std::thread::Builder::new()
                 .name("tollgate-coarse-clock".into())
                 .spawn(refresher)
             {
-                INTERVAL_NS.store(0, Ordering::Relaxed);
-                return Err(e);
+                Ok(handle) => *running = Some(handle),
+                Err(e) => {
+                    INTERVAL_NS.store(0, Ordering::Relaxed);
+                    return Err(e);
+                }
             }
-            *running = true;
         }
         Ok(Self { _private: () })
+    }
+
+    /// Stops the refresher thread, if one runs, and waits for it to exit; returns whether one
+    /// ran. Every `CoarseClock` keeps working but moves only when [`refresh`](Self::refresh) is
+    /// called (as a [`manual`](Self::manual) clock does), until [`start`](Self::start) spawns a
+    /// refresher again. For programs (and test suites) that must end with no thread left behind.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::CoarseClock;
+    ///
+    /// let _clock = CoarseClock::start(Duration::from_millis(1)).unwrap();
+    /// assert!(CoarseClock::interval().is_some());
+    /// assert!(CoarseClock::stop());
+    /// assert_eq!(CoarseClock::interval(), None);
+    /// ```
+    pub fn stop() -> bool {
+        let mut running = REFRESHER.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(handle) = running.take() else {
+            return false;
+        };
+        STOP.store(true, Ordering::SeqCst);
+        handle.thread().unpark();
+        // The refresher never panics; a join error could only carry its panic, and there is none.
+        let _ = handle.join();
+        STOP.store(false, Ordering::SeqCst);
+        INTERVAL_NS.store(0, Ordering::Relaxed);
+        true
     }
 
     /// The clock without starting a refresher: it moves only when [`CoarseClock::refresh`] is
@@ -190,11 +223,11 @@ fn clamp_interval(interval: Duration) -> u64 {
         .clamp(min, max)
 }
 
-/// The refresher thread: refresh, sleep one interval, forever.
+/// The refresher thread: refresh, sleep one interval, until told to stop (the stop unparks it).
 fn refresher() {
-    loop {
+    while !STOP.load(Ordering::SeqCst) {
         CoarseClock::refresh();
-        std::thread::sleep(Duration::from_nanos(INTERVAL_NS.load(Ordering::Relaxed)));
+        std::thread::park_timeout(Duration::from_nanos(INTERVAL_NS.load(Ordering::Relaxed)));
     }
 }
 
@@ -202,6 +235,16 @@ fn refresher() {
 mod tests {
     //! Deterministic properties only: nothing here sleeps or depends on how long anything takes.
     use super::*;
+
+    /// Loop counts scaled down under miri (an interpreter, ~1000x slower): the properties are
+    /// the same, checked over fewer rounds.
+    const fn rounds(n: usize) -> usize {
+        if cfg!(miri) {
+            n / 100
+        } else {
+            n
+        }
+    }
 
     #[test]
     fn zero_sized_and_copy() {
@@ -214,7 +257,7 @@ mod tests {
     #[test]
     fn refresh_brackets_std_clock() {
         let clock = CoarseClock::manual();
-        for _ in 0..1_000 {
+        for _ in 0..rounds(1_000) {
             let lo = StdClock.now();
             CoarseClock::refresh();
             let v = clock.now();
@@ -231,13 +274,13 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..2 {
                 s.spawn(|| {
-                    for _ in 0..10_000 {
+                    for _ in 0..rounds(10_000) {
                         CoarseClock::refresh();
                     }
                 });
             }
             let mut last = clock.now();
-            for _ in 0..100_000 {
+            for _ in 0..rounds(100_000) {
                 let v = clock.now();
                 assert!(v >= last, "{v:?} < {last:?}");
                 last = v;
@@ -259,6 +302,13 @@ mod tests {
         assert_eq!(clamp_interval(Duration::ZERO), 10_000);
         assert_eq!(clamp_interval(Duration::MAX), 3_600_000_000_000);
         assert_eq!(clamp_interval(Duration::from_millis(1)), 1_000_000);
+        // Stopped, the clock keeps its last reading and moves only when refreshed; no thread is
+        // left behind (miri checks that every thread has ended when the suite does).
+        assert!(clock.advances_by_itself());
+        assert!(CoarseClock::stop());
+        assert!(!clock.advances_by_itself());
+        assert_eq!(CoarseClock::interval(), None);
+        assert!(!CoarseClock::stop());
     }
 
     #[test]

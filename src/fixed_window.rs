@@ -7,7 +7,7 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::ticks::nanos_of;
+use crate::ticks::period_nanos;
 
 /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
 /// `AutoReplenishment`: windows are computed from the clock).
@@ -15,7 +15,9 @@ use crate::ticks::nanos_of;
 pub struct FixedWindowOptions {
     /// Permits per window. At least 1.
     pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^64 ns.
+    /// The window. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
+    /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
+    /// never end).
     pub window: Duration,
     /// Permits that may wait in the queue (for waiting acquisitions).
     pub queue_limit: u32,
@@ -48,7 +50,7 @@ impl FixedWindowOptions {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
-        match nanos_of(self.window) {
+        match period_nanos(self.window) {
             None => Err(OptionsError::PeriodTooLong),
             Some(0) => Err(OptionsError::ZeroPeriod),
             Some(ns) => Ok(ns),

@@ -284,11 +284,14 @@ impl core::error::Error for Rejection {}
 
 /// A snapshot of a limiter's counters.
 ///
-/// `total_successful` counts every granted request (0-permit probes included);
-/// `total_failed` counts every rejection returned, whatever its reason.
+/// `total_successful` counts every granted request (0-permit probes included) once its caller
+/// has the lease: a queued waiter granted its permits but dropped before it completed is a
+/// cancelled request, not counted (its permits go back). `total_failed` counts every rejection
+/// returned, whatever its reason, and every waiter failed by eviction or `close()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Statistics {
-    /// Permits that could be acquired now.
+    /// Permits free now (see [`Limiter::available_permits`](crate::Limiter::available_permits):
+    /// behind an oldest-first queue they are the waiters' first).
     pub available_permits: u64,
     /// Permits requested by waiters in the queue.
     pub queued_permits: u64,

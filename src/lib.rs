@@ -9,6 +9,11 @@
 //! | [`TokenBucketLimiter`] | up to `token_limit` stored tokens | `tokens_per_period` each whole period | 128-bit |
 //! | [`FixedWindowLimiter`] | `permit_limit` per window | at each window boundary | 128-bit |
 //! | [`SlidingWindowLimiter`] | `permit_limit` per sliding window | when their segment leaves the window | 128-bit + ring |
+//! | [`GcraLimiter`] | `burst` at once, then one permit per `interval` | one at a time, smoothly | 64-bit |
+//! | [`LeakyBucketMeter`] | what fits under `capacity`; the level drains continuously | as the level drains | 64-bit |
+//! | [`LeakyBucketShaper`] | one permit per `interval`, never two at once; the rest wait for their slot | at each departure slot | 64-bit |
+//! | [`SlidingCounterLimiter`] | `permit_limit` per rolling window, estimated (previous window weighted by overlap) | as the previous window's weight fades | 128-bit |
+//! | [`SlidingLogLimiter`] | `permit_limit` per rolling window, exactly | one window after each request | a locked ring of `N` entries |
 //! | [`NoopLimiter`] | everything | — | none |
 //! | [`Chain`], [`DynChain`], [`PartitionedChain`] | what every limiter in the chain admits | as each limiter's do | theirs |
 //! | [`Partitioned`], [`FixedPartitioned`], [`KeyedLimiter`], [`FixedKeyedLimiter`] | per key, by the key's own limiter ([`partition`]) | as that limiter's do | per key |
@@ -42,6 +47,8 @@
 //! |---|---|---|
 //! | `std` | yes | `StdClock`; implies `alloc` |
 //! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
+//! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
+//! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
 //! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for
@@ -74,6 +81,8 @@ mod noop;
 mod options;
 pub mod partition;
 pub mod per;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod sliding_window;
 mod stats;
 mod sync;
@@ -81,11 +90,15 @@ mod ticks;
 mod token_bucket;
 mod wait;
 
+// The algorithms of issue 15.
+mod gcra;
+mod leaky_bucket;
+mod sliding_counter;
+mod sliding_log;
+
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;
-pub use chain::{
-    AcquireAsync, Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks,
-};
+pub use chain::{Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks};
 #[cfg(feature = "std")]
 pub use clock::StdClock;
 pub use clock::{Clock, Instant, ManualClock};
@@ -100,7 +113,7 @@ pub use lease::OwnedLease;
 pub use lease::{Lease, Reason, Rejection, Release, Statistics};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
-pub use limiter::{Limiter, Replenishing};
+pub use limiter::{AcquireAsync, Limiter, Replenishing};
 pub use noop::NoopLimiter;
 pub use options::{OptionsError, QueueOrder};
 pub use partition::{
@@ -112,6 +125,11 @@ pub use partition::{KeyedLimiter, PartitionLease, Partitioned};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
 pub use wait::{Acquire, Source};
+
+pub use gcra::{GcraLimiter, GcraOptions};
+pub use leaky_bucket::{LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions};
+pub use sliding_counter::{SlidingCounterLimiter, SlidingCounterOptions};
+pub use sliding_log::{SlidingLogLimiter, SlidingLogOptions};
 
 /// The README's examples, compiled and run as doc tests so that the README stays true.
 #[cfg(doctest)]

@@ -1,9 +1,13 @@
 //! The traits every limiter implements. They are open: a user-defined limiter works wherever a
 //! built-in one does.
 
+use core::future::Future;
 use core::time::Duration;
 
+use crate::clock::Clock;
 use crate::lease::{Lease, Rejection, Statistics};
+use crate::wait::Acquire;
+use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenBucketLimiter};
 
 /// A limiter of rate or concurrency: grants leases of permits, or says why not.
 ///
@@ -70,7 +74,15 @@ pub trait Limiter {
     /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection>;
 
-    /// Permits that could be acquired now.
+    /// The permits the limiter holds free now: for a concurrency limiter, the limit minus the
+    /// permits leased; for a rate limiter, the tokens in the bucket or the room left in the
+    /// window as of the clock's present.
+    ///
+    /// It is a snapshot, not a promise: another thread may take them first, and behind a
+    /// [`QueueOrder::OldestFirst`](crate::QueueOrder::OldestFirst) queue they belong to the
+    /// waiters ahead — a newcomer's `try_acquire` is refused (nobody barges past the queue) even
+    /// when this count would cover it, until the queue is served. With `NewestFirst` (or an empty
+    /// queue) a newcomer may take them.
     fn available_permits(&self) -> u64;
 
     /// A snapshot of the limiter's counters.
@@ -141,8 +153,183 @@ impl<L: Limiter + ?Sized> Limiter for &L {
     }
 }
 
+macro_rules! forward_limiter {
+    ($(#[$m:meta])* $ptr:ty) => {
+        $(#[$m])*
+        impl<L: Limiter + ?Sized> Limiter for $ptr {
+            #[inline]
+            fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+                (**self).try_acquire(permits)
+            }
+            fn available_permits(&self) -> u64 {
+                (**self).available_permits()
+            }
+            fn statistics(&self) -> Statistics {
+                (**self).statistics()
+            }
+            fn idle_duration(&self) -> Option<Duration> {
+                (**self).idle_duration()
+            }
+            fn close(&self) {
+                (**self).close()
+            }
+            fn is_closed(&self) -> bool {
+                (**self).is_closed()
+            }
+        }
+
+        $(#[$m])*
+        impl<L: Replenishing + ?Sized> Replenishing for $ptr {
+            fn replenishment_period(&self) -> Duration {
+                (**self).replenishment_period()
+            }
+            fn replenish(&self) -> u64 {
+                (**self).replenish()
+            }
+            fn next_service(&self) -> Option<Duration> {
+                (**self).next_service()
+            }
+            #[cfg(feature = "std")]
+            fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+                (**self).attach_driver(handle)
+            }
+        }
+
+        $(#[$m])*
+        impl<L: AcquireAsync + ?Sized> AcquireAsync for $ptr {
+            type Acquire<'a>
+                = L::Acquire<'a>
+            where
+                Self: 'a;
+
+            fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+                (**self).acquire(permits)
+            }
+        }
+    };
+}
+
+// A limiter behind a shared or owning pointer is the limiter: `Chain::new((arc_a, arc_b))`,
+// `Arc<dyn Limiter + Send + Sync>` and `Box<dyn Limiter>` compose like the limiters themselves.
+forward_limiter!(
+    /// Forwards to the shared limiter (feature `alloc`).
+    #[cfg(feature = "alloc")]
+    alloc::sync::Arc<L>
+);
+forward_limiter!(
+    /// Forwards to the boxed limiter (feature `alloc`).
+    #[cfg(feature = "alloc")]
+    alloc::boxed::Box<L>
+);
+
+/// A limiter one can wait on: `acquire(n).await` (.NET `AcquireAsync`).
+///
+/// Implemented by the four built-in limiters (their waits are queued, see
+/// [`Acquire`](crate::Acquire)), by [`NoopLimiter`](crate::NoopLimiter) and
+/// [`PartitionLimiter`](crate::PartitionLimiter), and by references to any of them. Implement it
+/// for your own limiter to chain it in a waiting [`Chain`](crate::Chain) or to use it as a waiting partition.
+///
+/// ```
+/// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions};
+///
+/// async fn with_permit<L: AcquireAsync>(limiter: &L) -> bool {
+///     limiter.acquire(1).await.is_ok()
+/// }
+/// # use core::future::Future;
+/// # let l = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// # let mut f = core::pin::pin!(with_permit(&l));
+/// # let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+/// # assert_eq!(f.as_mut().poll(&mut cx), core::task::Poll::Ready(true));
+/// ```
+pub trait AcquireAsync: Limiter {
+    /// The future of one waiting acquisition.
+    type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
+    where
+        Self: 'a;
+
+    /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
+}
+
+impl<L: Replenishing + ?Sized> Replenishing for &L {
+    fn replenishment_period(&self) -> Duration {
+        (**self).replenishment_period()
+    }
+    fn replenish(&self) -> u64 {
+        (**self).replenish()
+    }
+    fn next_service(&self) -> Option<Duration> {
+        (**self).next_service()
+    }
+    #[cfg(feature = "std")]
+    fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+        (**self).attach_driver(handle)
+    }
+}
+
+impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
+    type Acquire<'a>
+        = L::Acquire<'a>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        (**self).acquire(permits)
+    }
+}
+
+impl<C: Clock + Sync> AcquireAsync for ConcurrencyLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock> AcquireAsync for TokenBucketLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock> AcquireAsync for FixedWindowLimiter<C> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
+impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
+    type Acquire<'a>
+        = Acquire<'a, Self>
+    where
+        Self: 'a;
+
+    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+        Acquire::new(self, permits)
+    }
+}
+
 /// Owned leases for limiters held in an `Arc` (feature `alloc`): the lease keeps the limiter
 /// alive and can move to another task or thread.
+///
+/// Implemented by every limiter whose leases are plain [`Lease`]s: the four built-in limiters,
+/// [`NoopLimiter`](crate::NoopLimiter), [`PartitionLimiter`](crate::PartitionLimiter), and any
+/// limiter of yours that implements [`Release`](crate::Release). A rate limiter's owned lease
+/// returns nothing (as its plain lease); a concurrency lease gives its permits back when dropped,
+/// wherever it went.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -154,13 +341,56 @@ impl<L: Limiter + ?Sized> Limiter for &L {
 /// std::thread::spawn(move || drop(lease)).join().unwrap();
 /// assert_eq!(l2.available_permits(), 1);
 /// ```
+///
+/// Waiting, with a future that owns its handle (`Send + 'static`, so it can be spawned):
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tollgate::{AcquireOwned, QueueOrder, TokenBucketLimiter, TokenBucketOptions};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let opts = TokenBucketOptions::new(1, 1, Duration::from_millis(20))
+///     .with_queue(4, QueueOrder::OldestFirst);
+/// let bucket = Arc::new(TokenBucketLimiter::new(opts).unwrap());
+/// let _first = bucket.try_acquire_owned(1).unwrap();
+/// // The next token comes in 20 ms; the process timer wakes the waiter then.
+/// let task = tokio::spawn(bucket.acquire_owned(1));
+/// let lease = task.await.unwrap().unwrap();
+/// assert_eq!(lease.permits(), 1);
+/// # });
+/// ```
 #[cfg(feature = "alloc")]
-pub trait AcquireOwned {
+pub trait AcquireOwned: Limiter {
+    /// Turns a lease of this limiter into an owned one holding a handle to it.
+    #[doc(hidden)]
+    fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease;
+
     /// Like [`Limiter::try_acquire`], returning a lease that owns a handle to the limiter.
     fn try_acquire_owned(
         self: &alloc::sync::Arc<Self>,
         permits: u32,
-    ) -> Result<crate::OwnedLease, Rejection>;
+    ) -> Result<crate::OwnedLease, Rejection> {
+        let lease = self.try_acquire(permits)?;
+        Ok(self.own(lease))
+    }
+
+    /// Like [`AcquireAsync::acquire`], with a future that owns a handle to the limiter (it is
+    /// `Send + 'static` when the limiter's own future is `Send`, so it can be spawned) and
+    /// resolves to an owned lease. Cancellation-safe as the limiter's own future is.
+    fn acquire_owned(
+        self: &alloc::sync::Arc<Self>,
+        permits: u32,
+    ) -> impl Future<Output = Result<crate::OwnedLease, Rejection>> + 'static
+    where
+        Self: AcquireAsync + 'static,
+    {
+        let this = self.clone();
+        async move {
+            let lease = this.acquire(permits).await?;
+            Ok(this.own(lease))
+        }
+    }
 }
 
 #[cfg(feature = "alloc")]
@@ -168,17 +398,30 @@ impl<L> AcquireOwned for L
 where
     L: Limiter + crate::Release + Send + Sync + 'static,
 {
-    fn try_acquire_owned(
-        self: &alloc::sync::Arc<Self>,
-        permits: u32,
-    ) -> Result<crate::OwnedLease, Rejection> {
-        let lease = self.try_acquire(permits)?;
+    fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease {
         let returns = lease.returns_permits();
         let permits = lease.forget();
-        Ok(if returns {
+        if returns {
             crate::OwnedLease::releasing(permits, self.clone())
         } else {
             crate::OwnedLease::unreleased(permits)
-        })
+        }
     }
 }
+
+/// Rate limiters: their leases return nothing, so the owned lease holds no handle.
+macro_rules! owned_rate_lease {
+    ($($ty:ty => [$($g:tt)*]),+ $(,)?) => {$(
+        #[cfg(feature = "alloc")]
+        impl<$($g)*> AcquireOwned for $ty {
+            fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease {
+                crate::OwnedLease::unreleased(lease.forget())
+            }
+        }
+    )+};
+}
+owned_rate_lease!(
+    TokenBucketLimiter<C> => [C: Clock],
+    FixedWindowLimiter<C> => [C: Clock],
+    SlidingWindowLimiter<C, N> => [C: Clock, const N: usize],
+);

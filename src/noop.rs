@@ -3,8 +3,8 @@
 use core::future::{ready, Ready};
 use core::time::Duration;
 
-use crate::chain::AcquireAsync;
 use crate::lease::{Lease, Rejection, Release, Statistics};
+use crate::limiter::AcquireAsync;
 use crate::limiter::Limiter;
 use crate::stats::Counters;
 

@@ -13,7 +13,8 @@ pub enum OptionsError {
     ZeroTokensPerPeriod,
     /// The replenishment period or window is zero.
     ZeroPeriod,
-    /// A period or window of 2^64 nanoseconds (584 years) or more.
+    /// A period or window of 2^63 nanoseconds (292 years) or more: a limiter reads its clock as
+    /// stepped back from 2^63 ns after its creation on, so such a period would never end.
     PeriodTooLong,
     /// The sliding window has zero segments.
     ZeroSegments,
@@ -32,6 +33,21 @@ pub enum OptionsError {
         /// The largest limit this target's word holds.
         max: u32,
     },
+    /// A partition capacity larger than the limiter's table can hold.
+    CapacityTooLarge {
+        /// The largest capacity the table can hold on this target.
+        max: usize,
+    },
+    /// The allocator refused the memory the configured capacity needs.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
+    /// A limit above the fixed capacity `max` of the limiter's storage (a sliding log's ring).
+    ExceedsCapacity {
+        /// The capacity (the limiter's `N` parameter).
+        max: usize,
+    },
 }
 
 impl fmt::Display for OptionsError {
@@ -44,9 +60,9 @@ impl fmt::Display for OptionsError {
             OptionsError::ZeroPeriod => {
                 f.write_str("the period or window must be longer than zero")
             }
-            OptionsError::PeriodTooLong => {
-                f.write_str("the period or window must be shorter than 2^64 nanoseconds")
-            }
+            OptionsError::PeriodTooLong => f.write_str(
+                "the period or window must be shorter than 2^63 nanoseconds (292 years)",
+            ),
             OptionsError::ZeroSegments => f.write_str("segments per window must be at least 1"),
             OptionsError::TooManySegments { max } => {
                 write!(
@@ -62,6 +78,21 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::LimitTooLarge { max } => {
                 write!(f, "the permit limit must be at most {max} on this target")
+            }
+            OptionsError::CapacityTooLarge { max } => {
+                write!(f, "the partition capacity must be at most {max}")
+            }
+            OptionsError::OutOfMemory { bytes } => {
+                write!(
+                    f,
+                    "could not allocate {bytes} bytes for the partition capacity"
+                )
+            }
+            OptionsError::ExceedsCapacity { max } => {
+                write!(
+                    f,
+                    "the limit must be at most {max} (the limiter's capacity)"
+                )
             }
         }
     }

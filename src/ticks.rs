@@ -1,13 +1,22 @@
 //! Conversion between a clock's instants and a limiter's tick counts.
 //!
 //! Each rate limiter divides time into ticks of one period (a replenishment period, a window, a
-//! window segment), counted from the instant the limiter was created. Tick counts are 64-bit:
-//! even with 1 ns periods they cannot wrap in the 584 years a 64-bit nanosecond clock covers, so
-//! a limiter left idle for any length of time sees the true number of elapsed ticks.
+//! window segment), counted from the instant the limiter was created.
+//!
+//! **The horizon: 2^63 ns (292 years) after creation.** A limiter reads time as the distance
+//! from its creation instant to the clock's reading, modulo 2^64 (so a 64-bit counter that wraps
+//! past `u64::MAX` is read correctly). A distance of 2^63 ns or more cannot tell a reading 292
+//! years later from one taken *before* creation (a clock stepped backwards), and is read as the
+//! latter: no time passing. Up to the horizon every idle gap reads exactly; past it, the limiter
+//! stops refilling (it only ever limits more, never less). Periods and windows are therefore
+//! refused from [`HORIZON_NS`] up ([`period_nanos`]): a period that long could never complete.
 
 use core::time::Duration;
 
 use crate::clock::Instant;
+
+/// Nanoseconds after creation from which a reading counts as a backwards step (2^63: 292 years).
+pub(crate) const HORIZON_NS: u64 = 1 << 63;
 
 /// A limiter's time scale: its creation instant and its period in nanoseconds (never zero).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +42,7 @@ impl Ticker {
     #[inline]
     pub(crate) fn elapsed(&self, now: Instant) -> u64 {
         let e = now.as_nanos().wrapping_sub(self.origin.as_nanos());
-        if e > i64::MAX as u64 {
+        if e >= HORIZON_NS {
             0
         } else {
             e
@@ -62,11 +71,27 @@ impl Ticker {
         duration_from_nanos_u128(u128::from(self.elapsed(now)).saturating_sub(start))
     }
 
-    /// The wait from `into` nanoseconds into some tick until `ticks` ticks after that tick began;
-    /// `ticks >= 1`, so the result is at least 1 ns. Saturates at `Duration::MAX`-like values.
+    /// The wait from `into` nanoseconds into some tick until `ticks` ticks after that tick began
+    /// (zero for `ticks == 0`; `into` is less than a period, so otherwise at least 1 ns).
     pub(crate) fn wait_for(&self, ticks: u64, into: u64) -> Duration {
+        if ticks == 0 {
+            return Duration::ZERO;
+        }
         let ns = u128::from(ticks) * u128::from(self.period) - u128::from(into);
         duration_from_nanos_u128(ns)
+    }
+
+    /// The wait until tick `target` begins, seen from `into` ns into tick `k` by a limiter whose
+    /// own state is at tick `base` (`target >= base`). A `base` later than `k` means the reading
+    /// is stale (the thread was preempted after reading the clock while others moved the state
+    /// on) or the clock stepped back: real time is at least the start of `base`, so the wait
+    /// counts from there and is not inflated by the staleness.
+    pub(crate) fn wait_until(&self, k: u64, into: u64, base: u64, target: u64) -> Duration {
+        if base > k {
+            self.wait_for(target - base, 0)
+        } else {
+            self.wait_for(target.saturating_sub(k), into)
+        }
     }
 }
 
@@ -83,6 +108,12 @@ pub(crate) fn duration_from_nanos_u128(ns: u128) -> Duration {
 /// A duration in whole nanoseconds, or `None` past `u64::MAX` ns (584 years).
 pub(crate) fn nanos_of(d: Duration) -> Option<u64> {
     u64::try_from(d.as_nanos()).ok()
+}
+
+/// A period or window in whole nanoseconds, or `None` from [`HORIZON_NS`] (2^63 ns, 292 years)
+/// up: such a period would end past the horizon and could never complete.
+pub(crate) fn period_nanos(d: Duration) -> Option<u64> {
+    nanos_of(d).filter(|ns| *ns < HORIZON_NS)
 }
 
 #[cfg(test)]
@@ -102,6 +133,32 @@ mod tests {
     fn clock_wrapping_past_u64_max() {
         let t = Ticker::new(Instant::from_nanos(u64::MAX - 4), 10);
         assert_eq!(t.tick(Instant::from_nanos(15)), (2, 0));
+    }
+
+    #[test]
+    fn the_horizon_is_2_pow_63_ns_and_periods_must_end_before_it() {
+        let t = Ticker::new(Instant::from_nanos(7), 1);
+        assert_eq!(
+            t.elapsed(Instant::from_nanos(7 + HORIZON_NS - 1)),
+            HORIZON_NS - 1
+        );
+        assert_eq!(t.elapsed(Instant::from_nanos(7 + HORIZON_NS)), 0);
+        assert_eq!(
+            period_nanos(Duration::from_nanos(HORIZON_NS - 1)),
+            Some(HORIZON_NS - 1)
+        );
+        assert_eq!(period_nanos(Duration::from_nanos(HORIZON_NS)), None);
+        assert_eq!(period_nanos(Duration::MAX), None);
+    }
+
+    #[test]
+    fn stale_readings_wait_from_the_state_tick() {
+        let t = Ticker::new(Instant::ZERO, 10);
+        // Reading 3 ns into tick 5, state at tick 5: 2 ticks after 5 begins.
+        assert_eq!(t.wait_until(5, 3, 5, 7), Duration::from_nanos(17));
+        // Reading in tick 2 but the state is at tick 5: real time is at least tick 5's start.
+        assert_eq!(t.wait_until(2, 3, 5, 7), Duration::from_nanos(20));
+        assert_eq!(t.wait_until(5, 3, 5, 5), Duration::ZERO);
     }
 
     #[test]

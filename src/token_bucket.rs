@@ -7,7 +7,7 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::ticks::nanos_of;
+use crate::ticks::period_nanos;
 
 /// Options of a [`TokenBucketLimiter`] (.NET `TokenBucketRateLimiterOptions`).
 ///
@@ -19,7 +19,9 @@ pub struct TokenBucketOptions {
     pub token_limit: u32,
     /// Tokens added at the start of every period. At least 1.
     pub tokens_per_period: u32,
-    /// The replenishment period. Longer than zero, shorter than 2^64 ns.
+    /// The replenishment period. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
+    /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
+    /// never end).
     pub replenishment_period: Duration,
     /// Permits that may wait in the queue (for waiting acquisitions).
     pub queue_limit: u32,
@@ -56,7 +58,7 @@ impl TokenBucketOptions {
         if self.tokens_per_period == 0 {
             return Err(OptionsError::ZeroTokensPerPeriod);
         }
-        match nanos_of(self.replenishment_period) {
+        match period_nanos(self.replenishment_period) {
             None => Err(OptionsError::PeriodTooLong),
             Some(0) => Err(OptionsError::ZeroPeriod),
             Some(ns) => Ok(ns),

@@ -1,5 +1,5 @@
-//! Chained and no-op limiters: every rule of reference §10 and §12, on manual clocks and
-//! hand-polled futures.
+//! Chained and no-op limiters: every rule of .NET's chained limiters and its no-op limiter, on
+//! manual clocks and hand-polled futures.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -187,7 +187,7 @@ fn noop_waiting_completes_at_the_first_poll() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §12 Chain: order, all or nothing, rollback
+// Chain: order, all or nothing, rollback
 
 #[test]
 fn each_limiter_is_asked_in_order_and_released_in_reverse() {
@@ -237,6 +237,43 @@ fn a_rejection_rolls_back_in_reverse_and_returns_that_rejection() {
     let r = Chain::new((&c, &a)).try_acquire(3).unwrap_err();
     assert_eq!(r.retry_after(), Some(3 * SEC));
     assert_eq!(take_log(&l), ["+c3", "!c3"]);
+}
+
+/// Issue 9, item 16: a rollback gives a rate limiter nothing back. Its lease releases nothing
+/// (as in .NET), so the window permit the first link granted stays spent when the second link
+/// rejects — the documented behaviour, which the `Chain` example asserts too.
+#[test]
+fn rollback_gives_nothing_back_to_a_rate_limiter() {
+    let clock = ManualClock::new();
+    let window =
+        FixedWindowLimiter::with_clock(FixedWindowOptions::new(2, Duration::from_secs(10)), &clock)
+            .unwrap();
+    let bucket = TokenBucketLimiter::with_clock(
+        TokenBucketOptions::new(2, 1, Duration::from_secs(10)),
+        &clock,
+    )
+    .unwrap();
+    let gate = concurrency(&clock, 1, 0);
+    let held = gate.try_acquire(1).unwrap();
+    let chain = Chain::new((&window, &bucket, &gate));
+    let r = chain.try_acquire(1).unwrap_err();
+    assert_eq!(r.reason(), Reason::Exhausted);
+    assert_eq!(
+        window.available_permits(),
+        1,
+        "the window's permit stays spent"
+    );
+    assert_eq!(
+        bucket.available_permits(),
+        1,
+        "the bucket's token stays spent"
+    );
+    drop(held);
+    assert!(chain.try_acquire(1).is_ok());
+    assert_eq!(
+        (window.available_permits(), bucket.available_permits()),
+        (0, 0)
+    );
 }
 
 #[test]

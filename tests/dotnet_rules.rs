@@ -424,12 +424,12 @@ fn periods_from_one_nanosecond_to_centuries() {
     let t = bucket(&clock, 1, 1, century);
     let _ = t.try_acquire(1).unwrap();
     assert_eq!(t.try_acquire(1).unwrap_err().retry_after(), Some(century));
-    let f = fixed(&clock, 1, Duration::from_nanos(u64::MAX));
+    // The longest window: 2^63 − 1 ns, the last that ends before the horizon of a limiter's
+    // clock reading (2^63 ns after creation; longer ones are refused: they could never end).
+    let longest = Duration::from_nanos(i64::MAX as u64);
+    let f = fixed(&clock, 1, longest);
     let _ = f.try_acquire(1).unwrap();
-    assert_eq!(
-        f.try_acquire(1).unwrap_err().retry_after(),
-        Some(Duration::from_nanos(u64::MAX))
-    );
+    assert_eq!(f.try_acquire(1).unwrap_err().retry_after(), Some(longest));
     let t = bucket(&clock, 1, 1, NS);
     for _ in 0..1000 {
         let _ = t.try_acquire(1).unwrap();

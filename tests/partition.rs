@@ -1,6 +1,6 @@
-//! Partitioned limiters: every rule of reference §11 (and where DESIGN.md improves on it: the
-//! capacity and its policies, lazy eviction without a timer, no insertion on a capacity
-//! rejection), for the four stores, on manual clocks.
+//! Partitioned limiters: every rule of .NET's partitioned rate limiter (and where DESIGN.md
+//! improves on it: the capacity and its policies, lazy eviction without a timer, no insertion on
+//! a capacity rejection), for the four stores, on manual clocks.
 
 use core::time::Duration;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -856,4 +856,227 @@ fn fixed_partitions_are_partitioned_limiters() {
         (keyed.limit(), keyed.period(), keyed.capacity()),
         (1, SEC, 2)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 9: bad capacities, a slow factory, close racing inserts; resetting one key
+
+/// Issue 9, item 11: a capacity no table can hold is a typed error, not an abort.
+#[test]
+fn keyed_limiter_refuses_a_capacity_its_table_cannot_hold() {
+    let opts = TokenBucketOptions::new(5, 1, SEC);
+    let max = KeyedLimiter::<u32>::MAX_CAPACITY;
+    let r = KeyedLimiter::<u32>::token_bucket(opts, PartitionConfig::new(usize::MAX));
+    assert_eq!(r.unwrap_err(), OptionsError::CapacityTooLarge { max });
+    let r = KeyedLimiter::<u32>::token_bucket(opts, PartitionConfig::new(max + 1));
+    assert_eq!(r.unwrap_err(), OptionsError::CapacityTooLarge { max });
+    // The largest accepted capacity asks for more memory than any machine has: the allocator's
+    // refusal is an error too.
+    let wins = FixedWindowOptions::new(5, SEC);
+    let r = KeyedLimiter::<u32>::fixed_window(wins, PartitionConfig::new(max));
+    assert!(
+        matches!(r, Err(OptionsError::OutOfMemory { bytes }) if bytes > max),
+        "{r:?}"
+    );
+    // A sensible one still works.
+    let l = KeyedLimiter::<u32>::token_bucket(opts, PartitionConfig::new(1_000)).unwrap();
+    assert!(l.try_acquire(&1, 5).is_ok());
+}
+
+/// Issue 9, item 12: the capacity of a growable limiter configured with `usize::MAX` does not
+/// overflow, and the limiter works.
+#[test]
+fn partitioned_capacity_of_usize_max_does_not_overflow() {
+    let clock = ManualClock::new();
+    for shards in [0, 1, 7, 64] {
+        let config = PartitionConfig::new(usize::MAX).with_shards(shards);
+        let (limiter, _) = counted(bucket_kind(3, 1, SEC), config, &clock);
+        assert_eq!(limiter.capacity(), usize::MAX, "{shards} shards");
+        assert!(limiter.try_acquire(&1, 3).is_ok());
+        assert_eq!(limiter.len(), 1);
+    }
+}
+
+/// Issue 9, item 15: a factory that blocks (loading a quota from a database, say) delays only
+/// the callers of its own key. Key A's factory blocks until key B — in the same, only shard —
+/// has been served; before the fix it ran under the shard's write lock, B waited for it, and
+/// A's factory gave up waiting (the 30 s bound only keeps a broken build from hanging).
+#[test]
+fn a_blocking_factory_delays_only_its_own_key() {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let kind = bucket_kind(1, 1, SEC);
+    let (entered_tx, entered_rx) = channel::<()>();
+    let (go_tx, go_rx) = channel::<()>();
+    let entered_tx = std::sync::Mutex::new(entered_tx);
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let created = AtomicUsize::new(0);
+    let factory = |key: &u32,
+                   clock: &Arc<ManualClock>|
+     -> Result<PartitionLimiter<Arc<ManualClock>>, ()> {
+        created.fetch_add(1, Ordering::SeqCst);
+        let _ = clock;
+        if *key == 1 {
+            entered_tx.lock().unwrap().send(()).unwrap();
+            match go_rx.lock().unwrap().recv_timeout(Duration::from_secs(30)) {
+                Ok(()) => {}
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return Err(()),
+            }
+        }
+        Ok(kind.limiter(clock.clone()))
+    };
+    let clock = Arc::new(ManualClock::new());
+    let gave_up = std::sync::atomic::AtomicBool::new(false);
+    let limiter = Partitioned::with_clock(
+        |key: &u32| {
+            let factory = &factory;
+            let gave_up = &gave_up;
+            Partition::new(*key, move |k: &u32, c: &Arc<ManualClock>| {
+                factory(k, c).unwrap_or_else(|()| {
+                    gave_up.store(true, Ordering::SeqCst);
+                    kind.limiter(c.clone())
+                })
+            })
+        },
+        one_shard(16),
+        clock,
+    );
+    std::thread::scope(|s| {
+        let a = s.spawn(|| limiter.try_acquire(&1, 1).is_ok());
+        let l = &limiter;
+        let waiter = s.spawn(move || {
+            entered_rx.recv().unwrap();
+            // Key A's factory is running (and blocked): a second caller of A waits for it...
+            l.try_acquire(&1, 1).is_ok()
+        });
+        // ...while key B, same shard, is served at once — and a third key too.
+        while created.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        assert!(limiter.try_acquire(&2, 1).is_ok());
+        assert!(limiter.try_acquire(&3, 1).is_ok());
+        assert!(limiter.statistics(&2).available_permits == 0);
+        go_tx.send(()).unwrap();
+        let (ra, rw) = (a.join().unwrap(), waiter.join().unwrap());
+        // A's one token went to exactly one of its two callers, from the one limiter made.
+        assert!(ra != rw, "{ra} {rw}");
+    });
+    assert!(
+        !gave_up.load(Ordering::SeqCst),
+        "key B waited for key A's factory"
+    );
+    assert_eq!(created.load(Ordering::SeqCst), 3, "once per key");
+    assert_eq!(limiter.len(), 3);
+}
+
+/// A factory that panics leaves no half-made partition behind: the next caller of the key
+/// makes it.
+#[test]
+fn a_panicking_factory_leaves_the_key_to_the_next_caller() {
+    let clock = ManualClock::new();
+    let kind = bucket_kind(2, 1, SEC);
+    let fail = std::sync::atomic::AtomicBool::new(true);
+    let limiter = Partitioned::with_clock(
+        |key: &u32| {
+            let fail = &fail;
+            let clock = &clock;
+            Partition::new(*key, move |_: &u32, _: &&ManualClock| {
+                assert!(
+                    !fail.swap(false, Ordering::SeqCst),
+                    "the quota store is down"
+                );
+                kind.limiter(clock)
+            })
+        },
+        one_shard(4),
+        &clock,
+    );
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| limiter.try_acquire(&1, 1)));
+    assert!(r.is_err());
+    let _ = limiter.try_acquire(&1, 2).unwrap();
+    assert!(limiter.try_acquire(&1, 1).is_err());
+    assert_eq!(limiter.len(), 1);
+}
+
+/// Issue 9, item 14, deterministically: a request that read "open" before `close()` cannot
+/// store its key afterwards (the loom models in loom-tests/tests/partition.rs explore the race).
+#[test]
+fn nothing_is_stored_after_close() {
+    let clock = ManualClock::new();
+    let (limiter, _) = counted(bucket_kind(3, 1, SEC), one_shard(8), &clock);
+    let _ = limiter.try_acquire(&1, 1).unwrap();
+    limiter.close();
+    assert_eq!(
+        limiter.try_acquire(&2, 1).unwrap_err().reason(),
+        Reason::Closed
+    );
+    assert_eq!(limiter.len(), 0);
+    let keyed = KeyedLimiter::<u32, _>::token_bucket_with_clock(
+        TokenBucketOptions::new(3, 1, SEC),
+        one_shard(8),
+        &clock,
+    )
+    .unwrap();
+    let _ = keyed.try_acquire(&1, 1).unwrap();
+    keyed.close();
+    assert_eq!(
+        keyed.try_acquire(&2, 1).unwrap_err().reason(),
+        Reason::Closed
+    );
+    assert_eq!(keyed.len(), 0);
+}
+
+/// Issue 16, item 5: resetting one key starts it afresh; other keys keep their state.
+#[test]
+fn removing_a_key_resets_it_alone() {
+    let clock = ManualClock::new();
+    let (limiter, created) = counted(bucket_kind(3, 1, SEC), one_shard(8), &clock);
+    let _ = limiter.try_acquire(&1, 3).unwrap();
+    let _ = limiter.try_acquire(&2, 3).unwrap();
+    assert!(limiter.remove(&1));
+    assert!(!limiter.remove(&1));
+    assert_eq!(limiter.len(), 1);
+    assert_eq!(limiter.statistics(&1).available_permits, 3);
+    assert!(limiter.try_acquire(&1, 3).is_ok());
+    assert!(limiter.try_acquire(&2, 1).is_err(), "key 2 untouched");
+    // Keys 1 and 2, the statistics of removed key 1 (a fresh limiter, not stored), key 1 again.
+    assert_eq!(created.load(Ordering::SeqCst), 4);
+
+    let keyed = KeyedLimiter::<u32, _>::token_bucket_with_clock(
+        TokenBucketOptions::new(3, 1, SEC),
+        one_shard(8),
+        &clock,
+    )
+    .unwrap();
+    let _ = keyed.try_acquire(&1, 3).unwrap();
+    let _ = keyed.try_acquire(&2, 3).unwrap();
+    assert!(keyed.remove(&1));
+    assert!(!keyed.remove(&1));
+    assert_eq!(
+        (keyed.len(), keyed.statistics(&1).available_permits),
+        (1, 3)
+    );
+    assert!(keyed.try_acquire(&1, 3).is_ok());
+    assert!(keyed.try_acquire(&2, 1).is_err(), "key 2 untouched");
+}
+
+/// Removing a concurrency partition rejects its queued waiters (they retry on the fresh one);
+/// its leases stay valid and give their permits back to the partition that granted them.
+#[test]
+fn removing_a_key_closes_its_queue_and_keeps_its_leases() {
+    let clock = ManualClock::new();
+    let (limiter, _) = counted(concurrency_kind(1, 1), one_shard(8), &clock);
+    let lease = limiter.try_acquire(&1, 1).unwrap();
+    let mut waiter = Task::new(limiter.acquire(&1, 1));
+    waiter.pending();
+    assert!(limiter.remove(&1));
+    assert_eq!(waiter.ready().unwrap_err().reason(), Reason::Closed);
+    let fresh = limiter.try_acquire(&1, 1).unwrap();
+    drop(lease);
+    assert_eq!(
+        limiter.statistics(&1).available_permits,
+        0,
+        "the fresh one is held"
+    );
+    drop(fresh);
+    assert_eq!(limiter.statistics(&1).available_permits, 1);
 }

@@ -628,6 +628,11 @@ impl<'a, M: Model> Driver<'a, M> {
             // measured from there, and the real clock has farther to go.
             return;
         }
+        if self.model.clock_behind(now) {
+            // A reading behind the state (a clock stepped back) waits from the state's own
+            // tick, where real time is at least when the reading is merely stale.
+            return;
+        }
         if self.model.elapsed(now) + wait >= BACKWARDS_FROM {
             return; // past 2^63 ns since creation: the clock reads that as a backwards step
         }

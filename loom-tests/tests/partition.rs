@@ -371,3 +371,113 @@ fn opposite_chains_roll_back_without_leaking() {
         assert_eq!(b.available_permits(), 1 - held);
     });
 }
+
+/// `close()` racing the insertion of a new key (issue 9, item 14): whatever the order, once both
+/// are done no key is stored. (Before the fix the closed flag was read before the insertion
+/// path, not under the shard lock, so a request that read "open" could store its key after
+/// `close()` had emptied the table.)
+#[test]
+fn keyed_close_racing_a_new_key_leaves_nothing_stored() {
+    check(|| {
+        let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+        let limiter = Arc::new(
+            KeyedLimiter::<u32, _>::token_bucket_with_clock(opts, config(), ManualClock::new())
+                .unwrap(),
+        );
+        let taker = {
+            let l = limiter.clone();
+            thread::spawn(move || l.try_acquire(&7, 1).is_ok())
+        };
+        limiter.close();
+        let _granted = taker.join().unwrap();
+        assert!(limiter.is_closed());
+        assert_eq!(limiter.len(), 0, "a key stored after close");
+        assert!(limiter.try_acquire(&7, 1).is_err());
+    });
+}
+
+/// The same race on the growable store: a new partition is never left stored (and open) after
+/// `close()`.
+#[test]
+fn partitioned_close_racing_a_new_key_leaves_nothing_stored() {
+    check(|| {
+        let clock: Clk = Arc::new(ManualClock::new());
+        let kind = concurrency_kind(1);
+        let limiter = Arc::new(Partitioned::with_clock(
+            move |k: &u32| Partition::new(*k, kind),
+            config(),
+            clock,
+        ));
+        let taker = {
+            let l = limiter.clone();
+            thread::spawn(move || l.try_acquire(&7, 1).map(|lease| lease.permits()).ok())
+        };
+        limiter.close();
+        let _granted = taker.join().unwrap();
+        assert_eq!(limiter.len(), 0, "a partition stored after close");
+    });
+}
+
+/// The same race on the fixed-capacity store.
+#[test]
+fn fixed_close_racing_a_new_key_leaves_nothing_stored() {
+    check(|| {
+        let clock: Clk = Arc::new(ManualClock::new());
+        let kind = concurrency_kind(1);
+        let limiter: Arc<FixedPartitioned<u32, _, _, Clk, 4>> = Arc::new(FixedPartitioned::new(
+            move |k: &u32| Partition::new(*k, kind),
+            config(),
+            clock,
+        ));
+        let taker = {
+            let l = limiter.clone();
+            thread::spawn(move || l.try_acquire(&7, 1).map(|l| l.forget_for_test()).is_ok())
+        };
+        limiter.close();
+        let _granted = taker.join().unwrap();
+        assert_eq!(limiter.len(), 0, "a partition stored after close");
+    });
+}
+
+/// A factory runs under no lock (issue 9, item 15): key 1's factory cannot finish until key 2 —
+/// in the same, only shard — has been served by another thread. Before the fix the factory ran
+/// under the shard's write lock, key 2's request waited for that lock, and the model never
+/// finished (loom's branch limit). Key 1's limiter is still made once, and both keys are stored.
+#[test]
+fn a_waiting_factory_does_not_block_other_keys_of_its_shard() {
+    use loom::sync::atomic::AtomicBool;
+    check(|| {
+        let clock: Clk = Arc::new(ManualClock::new());
+        let kind = concurrency_kind(1);
+        let key2_done = Arc::new(AtomicBool::new(false));
+        let created = Arc::new(AtomicUsize::new(0));
+        let limiter = {
+            let (key2_done, created) = (key2_done.clone(), created.clone());
+            Arc::new(Partitioned::with_clock(
+                move |k: &u32| {
+                    let (key2_done, created) = (key2_done.clone(), created.clone());
+                    Partition::new(*k, move |key: &u32, clock: &Clk| {
+                        created.fetch_add(1, Ordering::SeqCst);
+                        if *key == 1 {
+                            while !key2_done.load(Ordering::Acquire) {
+                                thread::yield_now();
+                            }
+                        }
+                        kind.limiter(clock.clone())
+                    })
+                },
+                config(),
+                clock,
+            ))
+        };
+        let maker = {
+            let l = limiter.clone();
+            thread::spawn(move || l.try_acquire(&1, 1).map(|lease| lease.permits()))
+        };
+        assert_eq!(limiter.try_acquire(&2, 1).map(|l| l.permits()), Ok(1));
+        key2_done.store(true, Ordering::Release);
+        assert_eq!(maker.join().unwrap(), Ok(1));
+        assert_eq!(created.load(Ordering::SeqCst), 2);
+        assert_eq!(limiter.len(), 2);
+    });
+}

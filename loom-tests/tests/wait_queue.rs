@@ -148,6 +148,37 @@ fn replenish_races_enqueue() {
     });
 }
 
+/// Issue 9, items 1 and 4: the head waiter is cancelled while a release races it, with a
+/// smaller waiter behind. Whoever serves (the cancel or the release), the waiter behind is
+/// granted and woken (`block_on` would report a deadlock otherwise), and no permit leaks.
+#[test]
+fn cancel_head_races_release_with_a_waiter_behind() {
+    model(|| {
+        let l = limiter(2, 4, QueueOrder::OldestFirst);
+        let held = l.try_acquire(1).unwrap();
+        let held2 = l.try_acquire(1).unwrap();
+        // The head (2 permits) queues on its own thread and is dropped there.
+        let l3 = l.clone();
+        let canceller = thread::spawn(move || {
+            let mut head = Box::pin(l3.acquire(2));
+            let waker = futures_noop_waker();
+            assert!(head
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+            drop(head);
+        });
+        let l2 = l.clone();
+        let behind = thread::spawn(move || block_on(l2.acquire(1)).map(|lease| lease.permits()));
+        drop(held);
+        canceller.join().unwrap();
+        assert_eq!(behind.join().unwrap(), Ok(1));
+        drop(held2);
+        let s = l.statistics();
+        assert_eq!((s.available_permits, s.queued_permits), (2, 0));
+    });
+}
+
 fn futures_noop_waker() -> std::task::Waker {
     std::task::Waker::noop().clone()
 }

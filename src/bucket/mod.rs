@@ -80,18 +80,49 @@ impl<C: Clock> BucketCore<C> {
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted { .. }, w)) => {
                 // From the very instant and word the decision was made on: no second clock read.
-                let ahead = if self.queue.barging() {
-                    0
-                } else {
-                    self.queue.queued_permits()
-                };
-                let wait = self.wait_at(k, into, w, u64::from(n).max(1) + ahead);
+                let wait = self.retry_after(k, into, w, n);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
                     wait.max(Duration::from_nanos(1)),
                 ))
             }
         }
+    }
+
+    /// The exact wait before `n` tokens can be taken, seen from `into` ns into tick `k` by a
+    /// newcomer denied on the word `w`: behind an oldest-first queue, each waiter ahead is
+    /// served in turn (walked under the queue lock, with the word as it is under that lock, since
+    /// the refill cap makes the answer depend on each waiter's size, not just their sum).
+    #[cold]
+    fn retry_after(&self, k: u64, into: u64, w: u128, n: u32) -> Duration {
+        let newcomer = core::iter::once(n.max(1));
+        if Bucket::unpack(w).waiters && !self.queue.barging() {
+            self.queue.with_requests(|ahead| {
+                let w = self.word.load(Ordering::Acquire);
+                self.wait_behind(k, into, w, ahead.chain(newcomer))
+            })
+        } else {
+            self.wait_behind(k, into, w, newcomer)
+        }
+    }
+
+    /// The wait until the last of `requests` is granted (in order, each as soon as it fits),
+    /// seen from `into` ns into tick `k`, with the word `w`. Counted from the word's own tick if
+    /// that is later than `k` (a stale reading: real time is at least there).
+    fn wait_behind(
+        &self,
+        k: u64,
+        into: u64,
+        w: u128,
+        requests: impl IntoIterator<Item = u32>,
+    ) -> Duration {
+        let b = Bucket::unpack(w);
+        let base = k.max(b.tick);
+        let ticks = b
+            .at(base, self.refill)
+            .ticks_to_serve(self.refill, requests);
+        self.ticker
+            .wait_until(k, into, base, base.saturating_add(ticks))
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
@@ -129,24 +160,24 @@ impl<C: Clock> BucketCore<C> {
         Bucket::unpack(before).waiters
     }
 
-    /// How long until the bucket has gained enough to hold `total` tokens (counting from what it
-    /// holds now, refills uncapped: the tokens are taken in order as they arrive). Zero if it
-    /// holds them already.
+    /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
+    /// most the limit; beyond one limit, refills are counted uncapped as the tokens are taken
+    /// in order as they arrive). Zero if it holds them already.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
-        self.wait_at(k, into, self.word.load(Ordering::Acquire), total)
-    }
-
-    /// [`wait_for`](Self::wait_for) seen from `into` ns into tick `k`, with the word `w`.
-    fn wait_at(&self, k: u64, into: u64, w: u128, total: u64) -> Duration {
-        let b = Bucket::unpack(w).at(k, self.refill);
-        let Some(missing) = total.checked_sub(u64::from(b.tokens)).filter(|m| *m > 0) else {
-            return Duration::ZERO;
-        };
-        // The bucket gains at the ticks after `base` (after `k`, unless the clock stepped back
-        // behind the bucket's own tick).
-        let ticks = Bucket::ticks_to_gain(missing, self.refill).saturating_add(b.tick.max(k) - k);
-        self.ticker.wait_for(ticks, into)
+        let w = self.word.load(Ordering::Acquire);
+        if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill.limit)) {
+            if u64::from(n) == total {
+                return self.wait_behind(k, into, w, core::iter::once(n));
+            }
+        }
+        let b = Bucket::unpack(w);
+        let base = k.max(b.tick);
+        let b = b.at(base, self.refill);
+        let missing = total.saturating_sub(u64::from(b.tokens));
+        let ticks = Bucket::ticks_to_gain(missing, self.refill);
+        self.ticker
+            .wait_until(k, into, base, base.saturating_add(ticks))
     }
 
     fn now_state(&self) -> Bucket {

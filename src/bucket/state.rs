@@ -163,6 +163,30 @@ impl Bucket {
         }
     }
 
+    /// Ticks after the tick this state describes until the last of `requests` is granted, when
+    /// they are served in order, each as soon as the bucket holds its tokens, and the refills
+    /// meanwhile are capped at the limit (a refill that would overflow the bucket is lost, as
+    /// one does while a waiter larger than what the bucket holds waits). Zero if all fit now.
+    /// `self` must be the bucket as of its own tick (`at` applied); every request is at most
+    /// `limit` (larger ones are clamped).
+    pub fn ticks_to_serve(self, r: Refill, requests: impl IntoIterator<Item = u32>) -> u64 {
+        let limit = r.limit as u64;
+        let per_tick = r.per_tick as u64;
+        let mut tokens = self.tokens as u64;
+        let mut ticks = 0u64;
+        for n in requests {
+            let n = (n as u64).min(limit);
+            if tokens < n {
+                // `n - tokens < 2^32` and `per_tick < 2^32`: no overflow.
+                let wait = (n - tokens).div_ceil(per_tick);
+                ticks = ticks.saturating_add(wait);
+                tokens = (tokens + wait * per_tick).min(limit);
+            }
+            tokens -= n;
+        }
+        ticks
+    }
+
     /// The tick at which this bucket is (or was) full again, if it is full now or will be by
     /// itself. `None` never happens for a valid refill; it is `Some` for every state.
     pub const fn full_at(self, r: Refill) -> u64 {
@@ -286,6 +310,33 @@ mod tests {
             Err(Denied::Exhausted { missing: 1 })
         );
         assert_eq!(b.try_take(0, 0, TB, false), Ok(b));
+    }
+
+    #[test]
+    fn serving_a_queue_caps_each_refill_at_the_limit() {
+        let empty = Bucket {
+            tokens: 0,
+            tick: 0,
+            closed: false,
+            waiters: false,
+        };
+        let r = Refill {
+            limit: 10,
+            per_tick: 3,
+        };
+        // One waiter of 10: 4 ticks bring 12, capped at 10; then 1 more tick for the newcomer.
+        assert_eq!(empty.ticks_to_serve(r, [10, 1]), 5);
+        // Two of 5: served at ticks 2 and 4 (1 token left over at tick 4 covers the newcomer).
+        assert_eq!(empty.ticks_to_serve(r, [5, 5, 1]), 4);
+        // The uncapped lump estimate would have said ceil(11 / 3) = 4 for the first case.
+        assert_eq!(Bucket::full(10).ticks_to_serve(r, [10]), 0);
+        // A fixed window: each tick restores the limit; requests are packed in order.
+        let fw = Refill {
+            limit: 10,
+            per_tick: 10,
+        };
+        assert_eq!(empty.ticks_to_serve(fw, [6, 6, 5]), 3);
+        assert_eq!(empty.ticks_to_serve(fw, [6, 4, 5]), 2);
     }
 
     #[test]

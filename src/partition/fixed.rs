@@ -192,6 +192,11 @@ where
         }
         let now = self.clock.now().as_nanos();
         let granted = self.table.with(|t| {
+            // Again under the lock, which `close` takes after setting the flag: a key is never
+            // stored after `close` has emptied the table.
+            if self.is_closed() {
+                return Err(Rejection::new(Reason::Closed));
+            }
             let limiter = t
                 .find_or_insert(
                     &self.policy,
@@ -443,6 +448,10 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         let now = self.clock.now();
         let b = &self.bucket;
         self.table.with(|t| {
+            // Again under the lock, which `close` takes after setting the flag.
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Rejection::new(Reason::Closed));
+            }
             if permits == 0 && !t.map.contains_key(key) {
                 return Ok(()); // a fresh bucket is full
             }

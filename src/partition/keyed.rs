@@ -172,7 +172,29 @@ impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
     }
 }
 
+/// Bytes of one table slot.
+const SLOT_BYTES: usize = 16;
+
 impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
+    /// The largest [`PartitionConfig::capacity`] a keyed limiter accepts: its tables (16 bytes
+    /// a slot, `4/3` slot per key, in up to 64 shards) must fit in the address space. A larger
+    /// capacity is refused with [`OptionsError::CapacityTooLarge`]; one the allocator cannot
+    /// satisfy, with [`OptionsError::OutOfMemory`] — never an abort.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = TokenBucketOptions::new(5, 1, Duration::from_secs(1));
+    /// let too_many = PartitionConfig::new(usize::MAX);
+    /// let max = KeyedLimiter::<str>::MAX_CAPACITY;
+    /// assert_eq!(
+    ///     KeyedLimiter::<str>::token_bucket(opts, too_many).unwrap_err(),
+    ///     OptionsError::CapacityTooLarge { max }
+    /// );
+    /// ```
+    pub const MAX_CAPACITY: usize = (isize::MAX as usize / SLOT_BYTES - 256) / 4 * 3;
+
     /// A token bucket per key, reading time from `clock` and fingerprinting keys with `hasher`.
     pub fn with_hasher_token_bucket(
         options: TokenBucketOptions,
@@ -204,6 +226,11 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         if !bucket.fits_64() {
             return Err(OptionsError::RateTooHigh);
         }
+        if config.capacity > Self::MAX_CAPACITY {
+            return Err(OptionsError::CapacityTooLarge {
+                max: Self::MAX_CAPACITY,
+            });
+        }
         let capacity = config.capacity.max(1);
         let n = if config.shards == 0 {
             (capacity / 4096).clamp(1, 64)
@@ -211,20 +238,25 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
             config.shards.clamp(1, 64)
         };
         let cap = capacity.div_ceil(n);
+        // At most 3/4 full: short probes, and always an empty slot to end them.
+        let slots = cap + cap / 3 + 1;
         let policy = Policy::new(&config, (cap / 16).max(1));
         let marks = Marks::new(clock.now().as_nanos(), &policy);
-        let shards = (0..n)
-            .map(|_| {
-                CachePadded::new(Shard {
-                    // At most 3/4 full: short probes, and always an empty slot to end them.
-                    table: Table::new(cap + cap / 3 + 1),
-                    cap,
-                    meta: Lock::new(Meta { len: 0, marks }),
-                    next_sweep: AtomicU64::new(marks.next_sweep),
-                    rejected_full: AtomicU64::new(0),
-                })
-            })
-            .collect();
+        let mut shards = Vec::new();
+        let out_of_memory = OptionsError::OutOfMemory {
+            bytes: n.saturating_mul(slots).saturating_mul(SLOT_BYTES),
+        };
+        shards.try_reserve_exact(n).map_err(|_| out_of_memory)?;
+        for _ in 0..n {
+            shards.push(CachePadded::new(Shard {
+                table: Table::new(slots).ok_or(out_of_memory)?,
+                cap,
+                meta: Lock::new(Meta { len: 0, marks }),
+                next_sweep: AtomicU64::new(marks.next_sweep),
+                rejected_full: AtomicU64::new(0),
+            }));
+        }
+        let shards = shards.into_boxed_slice();
         Ok(Self {
             shards,
             bucket,
@@ -265,7 +297,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
 
     /// Bytes the limiter allocated for its tables: fixed at construction.
     pub fn table_bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.table.len() * 16).sum()
+        self.shards.iter().map(|s| s.table.len() * SLOT_BYTES).sum()
     }
 
     /// Requests refused with [`Reason::PartitionsFull`] so far.
@@ -391,6 +423,11 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         take: &impl Fn(u64) -> Result<u64, ()>,
     ) -> Result<Result<(), ()>, Rejection> {
         shard.meta.with(|m| {
+            // Under the lock: `close` sets the flag before it empties each shard under this
+            // lock, so either it empties the table after this insertion or this sees the flag.
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Rejection::new(Reason::Closed));
+            }
             if shard.table.position(fp).is_none() {
                 let mut view = View {
                     table: &shard.table,
@@ -455,6 +492,39 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             total_successful: ok,
             total_failed: ko,
         }
+    }
+
+    /// Resets `key`: forgets its state, so that its next request finds a full bucket (an
+    /// empty window), exactly as a key never seen. Whether it was stored.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(2, Duration::from_secs(60));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::fixed_window_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 2).unwrap();
+    /// assert!(per_user.try_acquire("alice", 1).is_err());
+    /// assert!(per_user.remove("alice")); // say, alice upgraded her plan
+    /// assert!(per_user.try_acquire("alice", 2).is_ok());
+    /// assert!(!per_user.remove("bob")); // never seen
+    /// ```
+    pub fn remove(&self, key: &K) -> bool {
+        let fp = self.fingerprint(key);
+        let shard = self.shard(fp);
+        shard.meta.with(|m| loop {
+            // Under the lock nothing moves; a reader may change the state between the read and
+            // the removal (which then fails and is retried), but never the tag.
+            let Some(state) = shard.table.read(fp) else {
+                return false;
+            };
+            if shard.table.remove(table::word(fp, state)) {
+                m.len -= 1;
+                return true;
+            }
+        })
     }
 
     /// How long `key`'s bucket has been full; `None` while it is not full, and for a key not

@@ -3,9 +3,9 @@
 
 use core::time::Duration;
 
-use crate::chain::AcquireAsync;
 use crate::clock::{Clock, Instant};
 use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
+use crate::limiter::AcquireAsync;
 use crate::limiter::{Limiter, Replenishing};
 use crate::noop::NoopLimiter;
 use crate::options::{OptionsError, QueueOrder};

@@ -8,31 +8,105 @@ use std::hash::RandomState;
 use std::sync::Arc;
 
 use super::evict::Idle;
-use super::shards::{Owned, Shards};
+use super::shards::{Keyed, Shards};
 use super::{Factory, Partition, PartitionConfig, PartitionedLimiter};
-use crate::chain::AcquireAsync;
 use crate::clock::{Clock, StdClock};
 use crate::lease::{Reason, Rejection, Release, Statistics};
+use crate::limiter::AcquireAsync;
 use crate::limiter::{Limiter, Replenishing};
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
-/// A stored partition: its limiter, and how many waiting acquisitions hold it against eviction
-/// between finding it and joining its queue.
-pub(crate) struct Slot<L> {
-    limiter: L,
-    pins: AtomicU64,
+/// A partition's limiter, made at most once, outside the shard's lock: a caller of the same key
+/// that finds it being made waits for it; callers of other keys never do.
+struct Once<L> {
+    value: std::sync::OnceLock<L>,
+    /// Under loom, a modelled lock serializes the makers, so that the `OnceLock` (which loom does
+    /// not see) never blocks, and orders the readers after them.
+    #[cfg(loom)]
+    init: loom::sync::Mutex<()>,
 }
 
-impl<L: Release> Release for Slot<L> {
-    fn release(&self, permits: u32) {
-        self.limiter.release(permits);
+impl<L> Once<L> {
+    fn new() -> Self {
+        Self {
+            value: std::sync::OnceLock::new(),
+            #[cfg(loom)]
+            init: loom::sync::Mutex::new(()),
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> Option<&L> {
+        // Under loom, readers take the modelled lock too, so that loom sees the maker's writes
+        // happen before their reads (the `OnceLock`'s own synchronization is invisible to it).
+        #[cfg(loom)]
+        let _init = self
+            .init
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.value.get()
+    }
+
+    fn get_or_init(&self, make: impl FnOnce() -> L) -> &L {
+        if let Some(l) = self.value.get() {
+            return l;
+        }
+        #[cfg(loom)]
+        let _init = self
+            .init
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.value.get_or_init(make)
     }
 }
 
-/// Unpins a slot when dropped.
-struct Pin<'a, L>(&'a Slot<L>);
+/// A stored partition: its key, its limiter (made once, by the first caller of the key, outside
+/// the shard's lock), and how many callers hold it against eviction: while its limiter is being
+/// made, and while waiting acquisitions are between finding it and joining its queue.
+pub(crate) struct Slot<K, L> {
+    key: K,
+    limiter: Once<L>,
+    pins: AtomicU64,
+}
 
-impl<L> Drop for Pin<'_, L> {
+impl<K, L> Keyed<K> for Arc<Slot<K, L>> {
+    fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+impl<K, L: Release> Release for Slot<K, L> {
+    fn release(&self, permits: u32) {
+        // Only a made limiter grants leases.
+        if let Some(l) = self.limiter.get() {
+            l.release(permits);
+        }
+    }
+}
+
+/// A pinned slot: unpinned when dropped.
+struct Pinned<K, L>(Arc<Slot<K, L>>);
+
+impl<K, L> Pinned<K, L> {
+    /// Pins `slot` (the caller holds its shard's lock, so no eviction is judging it).
+    fn new(slot: &Arc<Slot<K, L>>) -> Self {
+        slot.pins.fetch_add(1, Ordering::AcqRel);
+        Self(slot.clone())
+    }
+}
+
+impl<K, L> Pinned<K, L> {
+    /// The limiter of a slot pinned by [`Partitioned::pinned`], which returns only slots whose
+    /// limiter is made (and a made limiter is never unmade).
+    fn made(&self) -> &L {
+        self.0
+            .limiter
+            .get()
+            .expect("`pinned` returns only slots whose limiter is made")
+    }
+}
+
+impl<K, L> Drop for Pinned<K, L> {
     fn drop(&mut self) {
         self.0.pins.fetch_sub(1, Ordering::AcqRel);
     }
@@ -54,24 +128,42 @@ impl<L> Drop for Pin<'_, L> {
 /// std::thread::spawn(move || drop(lease)).join().unwrap();
 /// ```
 #[must_use = "dropping a lease releases its permits at once"]
-pub struct PartitionLease<L: Release> {
+pub struct PartitionLease<K, L: Release> {
     permits: u32,
-    slot: Option<Arc<Slot<L>>>,
+    slot: Option<Arc<Slot<K, L>>>,
 }
 
-impl<L: Release> PartitionLease<L> {
+impl<K, L: Release> PartitionLease<K, L> {
     /// The number of permits this lease holds.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(3)).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// assert_eq!(limiter.try_acquire(&7, 2).unwrap().permits(), 2);
+    /// ```
     pub const fn permits(&self) -> u32 {
         self.permits
     }
 
-    /// Whether dropping this lease returns permits to its partition.
+    /// Whether dropping this lease returns permits to its partition (a concurrency partition's
+    /// do; a rate partition's have nothing to return).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(3, Duration::from_secs(1))).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// assert!(!limiter.try_acquire(&7, 1).unwrap().returns_permits());
+    /// ```
     pub const fn returns_permits(&self) -> bool {
         self.slot.is_some()
     }
 }
 
-impl<L: Release> Drop for PartitionLease<L> {
+impl<K, L: Release> Drop for PartitionLease<K, L> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             slot.release(self.permits);
@@ -79,7 +171,7 @@ impl<L: Release> Drop for PartitionLease<L> {
     }
 }
 
-impl<L: Release> fmt::Debug for PartitionLease<L> {
+impl<K, L: Release> fmt::Debug for PartitionLease<K, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PartitionLease")
             .field("permits", &self.permits)
@@ -137,7 +229,7 @@ impl<L: Release> fmt::Debug for PartitionLease<L> {
 /// assert_eq!(limiter.len(), 0);
 /// ```
 pub struct Partitioned<K, L, P, C: Clock = StdClock, S = RandomState> {
-    shards: Shards<K, Arc<Slot<L>>, S>,
+    shards: Shards<Arc<Slot<K, L>>, S>,
     partitioner: P,
     clock: C,
     closed: AtomicBool,
@@ -211,30 +303,43 @@ impl<K, L, P, C: Clock, S> Partitioned<K, L, P, C, S> {
     }
 }
 
-/// How idle a slot is: pinned slots are busy.
-fn idle_of<L: Limiter>(slot: &Arc<Slot<L>>) -> Idle {
+/// How idle a slot is: pinned slots are busy; a slot whose limiter was never made (its factory
+/// panicked) is as idle as can be.
+fn idle_of<K, L: Limiter>(slot: &Arc<Slot<K, L>>) -> Idle {
     if slot.pins.load(Ordering::Acquire) != 0 {
         return Idle::Busy(None);
     }
-    match slot.limiter.idle_duration() {
+    let Some(limiter) = slot.limiter.get() else {
+        return Idle::For(u64::MAX);
+    };
+    match limiter.idle_duration() {
         Some(d) => Idle::For(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         None => Idle::Busy(None),
     }
 }
 
-/// Takes `permits` from a slot: the lease owns a handle to the slot if it gives permits back.
+/// Takes `permits` from a slot's limiter: the lease owns a handle to the slot if it gives
+/// permits back.
 #[inline]
-fn take<L: Limiter + Release>(
-    slot: &Arc<Slot<L>>,
+fn take<K, L: Limiter + Release>(
+    slot: &Arc<Slot<K, L>>,
+    limiter: &L,
     permits: u32,
-) -> Result<PartitionLease<L>, Rejection> {
-    let lease = slot.limiter.try_acquire(permits)?;
+) -> Result<PartitionLease<K, L>, Rejection> {
+    let lease = limiter.try_acquire(permits)?;
     let returns = lease.returns_permits();
     let permits = lease.forget();
     Ok(PartitionLease {
         permits,
         slot: returns.then(|| slot.clone()),
     })
+}
+
+/// What a lookup under the shard's lock found: a made limiter (and `f`'s result on it), or a
+/// slot whose limiter is still to be made, pinned.
+enum Found<R, K, L> {
+    Done(Result<R, Rejection>),
+    Unmade(Pinned<K, L>),
 }
 
 impl<K, L, P, C, S> Partitioned<K, L, P, C, S>
@@ -244,13 +349,15 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    /// Runs `f` on `key`'s slot under its shard's lock, creating the slot with `factory` if the
-    /// key is new and there is room.
+    /// Runs `f` on `key`'s slot and limiter, creating the slot if the key is new and there is
+    /// room. `f` runs under the shard's read lock (so that no eviction or close can come between
+    /// finding the partition and acquiring on it); the factory runs under no lock at all: a slow
+    /// factory delays only the callers of its own key.
     fn with_slot<F, R>(
         &self,
         key: K,
         factory: F,
-        f: impl Fn(&Arc<Slot<L>>) -> Result<R, Rejection>,
+        f: impl Fn(&Arc<Slot<K, L>>, &L) -> Result<R, Rejection>,
     ) -> Result<R, Rejection>
     where
         F: Factory<K, C, Limiter = L>,
@@ -263,38 +370,74 @@ where
         let shard = self.shards.shard(hash);
         let policy = self.shards.policy();
         shard.maybe_sweep(policy, now, idle_of);
-        if let Some(r) = shard.get(hash, &key, &f) {
-            return r;
-        }
-        shard.get_or_insert(
-            policy,
-            now,
-            hash,
-            Owned(key),
-            |key| {
-                Arc::new(Slot {
-                    limiter: factory.create(key, &self.clock),
-                    pins: AtomicU64::new(0),
-                })
-            },
-            idle_of,
-            &f,
-        )?
+        let found = |slot: &Arc<Slot<K, L>>| match slot.limiter.get() {
+            Some(limiter) => Found::Done(f(slot, limiter)),
+            None => Found::Unmade(Pinned::new(slot)),
+        };
+        let found = match shard.get(hash, &key, found) {
+            Some(found) => found,
+            None => shard.get_or_insert(
+                policy,
+                now,
+                hash,
+                key,
+                &self.closed,
+                |key| {
+                    Arc::new(Slot {
+                        key,
+                        limiter: Once::new(),
+                        pins: AtomicU64::new(0),
+                    })
+                },
+                idle_of,
+                found,
+            )?,
+        };
+        let pinned = match found {
+            Found::Done(r) => return r,
+            Found::Unmade(pinned) => pinned,
+        };
+        // No lock held: make the limiter (or wait for the caller of this key already making
+        // it). The pin keeps the slot from eviction meanwhile.
+        let slot = &pinned.0;
+        let limiter = slot
+            .limiter
+            .get_or_init(|| factory.create(&slot.key, &self.clock));
+        // Back under the read lock, ordered against `close`: either its drain comes after this
+        // (and sees the limiter made, and closes it), or this sees the flag.
+        shard.read_locked(|| {
+            if self.is_closed() {
+                limiter.close();
+                return Err(Rejection::new(Reason::Closed));
+            }
+            f(slot, limiter)
+        })
     }
 
     /// Takes `permits` from `resource`'s partition now, without waiting, creating the partition
     /// if it is new (and there is room: else [`Reason::PartitionsFull`], and nothing is stored).
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(1)).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// let lease = limiter.try_acquire(&7, 1).unwrap();
+    /// assert_eq!(limiter.try_acquire(&7, 1).unwrap_err().reason(), Reason::Exhausted);
+    /// drop(lease);
+    /// assert!(limiter.try_acquire(&7, 1).is_ok());
+    /// ```
     pub fn try_acquire<R: ?Sized, F>(
         &self,
         resource: &R,
         permits: u32,
-    ) -> Result<PartitionLease<L>, Rejection>
+    ) -> Result<PartitionLease<K, L>, Rejection>
     where
         P: Fn(&R) -> Partition<K, F>,
         F: Factory<K, C, Limiter = L>,
     {
         let Partition { key, factory } = (self.partitioner)(resource);
-        self.with_slot(key, factory, |slot| take(slot, permits))
+        self.with_slot(key, factory, |slot, limiter| take(slot, limiter, permits))
     }
 
     /// Waits for `permits` in `resource`'s partition's queue (see [`AcquireAsync`]).
@@ -325,7 +468,7 @@ where
         &'s self,
         resource: &R,
         permits: u32,
-    ) -> impl Future<Output = Result<PartitionLease<L>, Rejection>> + 's
+    ) -> impl Future<Output = Result<PartitionLease<K, L>, Rejection>> + 's
     where
         P: Fn(&R) -> Partition<K, F>,
         F: Factory<K, C, Limiter = L> + 's,
@@ -334,14 +477,13 @@ where
     {
         let Partition { key, factory } = (self.partitioner)(resource);
         async move {
-            let slot = self.pinned(key, factory)?;
-            let _pin = Pin(&slot);
-            let lease = slot.limiter.acquire(permits).await?;
+            let pinned = self.pinned(key, factory)?;
+            let lease = pinned.made().acquire(permits).await?;
             let returns = lease.returns_permits();
             let permits = lease.forget();
             Ok(PartitionLease {
                 permits,
-                slot: returns.then(|| slot.clone()),
+                slot: returns.then(|| pinned.0.clone()),
             })
         }
     }
@@ -349,43 +491,63 @@ where
     /// Waits on this thread for `permits` in `resource`'s partition, for up to `timeout`
     /// (`None`: no limit); the thread serves the partition's queue itself as time brings
     /// permits, so no timer is needed.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst)).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// let lease = limiter.acquire_blocking(&7, 1, None).unwrap();
+    /// // Key 7's one permit is held: a second waiter times out.
+    /// let r = limiter.acquire_blocking(&7, 1, Some(Duration::from_millis(1)));
+    /// assert!(r.is_err());
+    /// drop(lease);
+    /// ```
     pub fn acquire_blocking<R: ?Sized, F>(
         &self,
         resource: &R,
         permits: u32,
         timeout: Option<Duration>,
-    ) -> Result<PartitionLease<L>, Rejection>
+    ) -> Result<PartitionLease<K, L>, Rejection>
     where
         P: Fn(&R) -> Partition<K, F>,
         F: Factory<K, C, Limiter = L>,
         L: crate::wait::Source,
     {
         let Partition { key, factory } = (self.partitioner)(resource);
-        let slot = self.pinned(key, factory)?;
-        let _pin = Pin(&slot);
-        let lease = crate::wait::acquire_blocking(&slot.limiter, permits, timeout)?;
+        let pinned = self.pinned(key, factory)?;
+        let lease = crate::wait::acquire_blocking(pinned.made(), permits, timeout)?;
         let returns = lease.returns_permits();
         let permits = lease.forget();
         Ok(PartitionLease {
             permits,
-            slot: returns.then(|| slot.clone()),
+            slot: returns.then(|| pinned.0.clone()),
         })
     }
 
     /// The key's slot, pinned (under the shard lock, so that no eviction can take it between
-    /// finding it and waiting in its queue). The caller unpins it.
-    fn pinned<F>(&self, key: K, factory: F) -> Result<Arc<Slot<L>>, Rejection>
+    /// finding it and waiting in its queue; unpinned when dropped). Its limiter is made.
+    fn pinned<F>(&self, key: K, factory: F) -> Result<Pinned<K, L>, Rejection>
     where
         F: Factory<K, C, Limiter = L>,
     {
-        self.with_slot(key, factory, |slot| {
-            slot.pins.fetch_add(1, Ordering::AcqRel);
-            Ok(slot.clone())
-        })
+        self.with_slot(key, factory, |slot, _| Ok(Pinned::new(slot)))
     }
 
     /// A snapshot of `resource`'s partition's counters. For a key not stored, a fresh
     /// partition's statistics — made by the factory and not stored.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// let _lease = limiter.try_acquire(&7, 1).unwrap();
+    /// assert_eq!(limiter.statistics(&7).available_permits, 1);
+    /// assert_eq!(limiter.statistics(&8).available_permits, 2); // not stored
+    /// assert_eq!(limiter.len(), 1);
+    /// ```
     pub fn statistics<R: ?Sized, F>(&self, resource: &R) -> Statistics
     where
         P: Fn(&R) -> Partition<K, F>,
@@ -394,14 +556,70 @@ where
         let Partition { key, factory } = (self.partitioner)(resource);
         let hash = self.shards.hash(&key);
         let shard = self.shards.shard(hash);
-        match shard.get(hash, &key, |slot| slot.limiter.statistics()) {
+        let stored = shard.get(hash, &key, |slot| {
+            slot.limiter.get().map(|l| l.statistics())
+        });
+        match stored.flatten() {
             Some(s) => s,
             None => factory.create(&key, &self.clock).statistics(),
         }
     }
 
+    /// Resets `resource`'s partition: drops it from the map, so that the key's next request
+    /// starts from a fresh partition (a full bucket, an empty window, every permit), exactly as
+    /// if the key had never been seen. Whether a partition was stored.
+    ///
+    /// The dropped partition is closed: requests queued in it are rejected with
+    /// [`Reason::Closed`] (retrying goes to the fresh partition). Leases it granted stay valid
+    /// and give their permits back to it, not to the fresh one — so after a reset, a concurrency
+    /// partition's key can hold up to twice its permits until those leases are dropped.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limiter = Partitioned::with_clock(move |user: &str| Partition::new(user.to_string(), kind), PartitionConfig::default(), &clock);
+    /// let _ = limiter.try_acquire("alice", 2).unwrap();
+    /// assert!(limiter.try_acquire("alice", 1).is_err());
+    /// assert!(limiter.remove("alice")); // say, alice upgraded her plan
+    /// assert!(limiter.try_acquire("alice", 2).is_ok());
+    /// assert!(!limiter.remove("bob")); // never seen
+    /// ```
+    pub fn remove<R: ?Sized, F>(&self, resource: &R) -> bool
+    where
+        P: Fn(&R) -> Partition<K, F>,
+    {
+        let Partition { key, .. } = (self.partitioner)(resource);
+        let hash = self.shards.hash(&key);
+        // Taken out under the lock, closed after it (closing wakes waiters).
+        let removed = self.shards.shard(hash).remove(hash, &key);
+        match removed {
+            Some(slot) => {
+                if let Some(l) = slot.limiter.get() {
+                    l.close();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Evicts every partition idle for longer than the idle timeout, now. Calls do this lazily
     /// shard by shard; this is for a housekeeping task that wants the memory back at once.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Partitioned::with_clock(|id: &u32| Partition::no_limit(*id), PartitionConfig::default(), &clock);
+    /// drop(limiter.try_acquire(&7, 1).unwrap());
+    /// clock.advance(Duration::from_secs(11)); // past the 10 s idle timeout
+    /// limiter.evict_idle();
+    /// assert!(limiter.is_empty());
+    /// ```
     pub fn evict_idle(&self) {
         self.shards.sweep_all(self.clock.now(), idle_of);
     }
@@ -409,9 +627,23 @@ where
     /// Closes the limiter: every later request is rejected with [`Reason::Closed`], every
     /// partition is closed (their queued waiters are rejected) and dropped from the map. Leases
     /// already granted stay valid.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let limiter = Partitioned::new(|id: &u32| Partition::no_limit(*id), PartitionConfig::default());
+    /// let _ = limiter.try_acquire(&7, 1).unwrap();
+    /// limiter.close();
+    /// assert!(limiter.is_closed() && limiter.is_empty());
+    /// assert_eq!(limiter.try_acquire(&7, 1).unwrap_err().reason(), Reason::Closed);
+    /// ```
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.shards.drain(|slot| slot.limiter.close());
+        self.shards.drain(|slot| {
+            if let Some(l) = slot.limiter.get() {
+                l.close();
+            }
+        });
     }
 }
 
@@ -426,7 +658,9 @@ where
     pub fn replenish(&self) -> usize {
         let mut n = 0;
         self.shards.for_each(|slot| {
-            slot.limiter.replenish();
+            if let Some(l) = slot.limiter.get() {
+                l.replenish();
+            }
             n += 1;
         });
         n
@@ -444,7 +678,7 @@ where
     S: BuildHasher,
 {
     type Lease<'a>
-        = PartitionLease<L>
+        = PartitionLease<K, L>
     where
         Self: 'a;
 

@@ -1,5 +1,5 @@
-//! Partitioned limiters (reference §11): one limiter per key, created on first use, bounded in
-//! number, evicted when idle — without a timer.
+//! Partitioned limiters (.NET's `PartitionedRateLimiter.Create`): one limiter per key, created on
+//! first use, bounded in number, evicted when idle — without a timer.
 //!
 //! A *partition function* maps each request's resource to a [`Partition`]: a key and the
 //! [`Factory`] that makes the key's limiter (a [`PartitionKind`] — concurrency, token bucket,
@@ -176,8 +176,12 @@ impl<K> Partition<K> {
 /// # let _: NoopLimiter = limiter;
 /// ```
 ///
-/// The factory runs while the key's shard of the partition map is locked, so that it runs once
-/// per key; keep it cheap and do not call the partitioned limiter from it.
+/// The factory runs once per key. In a [`Partitioned`] limiter it runs under no lock, as in .NET:
+/// a slow factory (one that loads the key's quota from a database, say) delays only the callers
+/// of its own key, which wait for it; other keys are served meanwhile, and the factory may call
+/// the partitioned limiter for another key. In the heapless [`FixedPartitioned`], whose
+/// partitions live inline in its one locked table, it runs under that lock: keep it cheap there,
+/// and do not call the limiter from it.
 pub trait Factory<K, C> {
     /// The limiter made.
     type Limiter;

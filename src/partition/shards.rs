@@ -1,10 +1,11 @@
-//! The growable concurrent store (feature `std`): shards of `RwLock<HashMap>`, each with its share
+//! The growable concurrent store (feature `std`): shards of `RwLock<HashTable>`, each with its share
 //! of the capacity and its own eviction marks.
 //!
 //! - **One hash per request.** The key is hashed once with the user's `BuildHasher` (SipHash by
-//!   default, which resists hash flooding); the hash picks the shard and is stored beside the key,
-//!   and the shard's map hashes by that stored hash (a pass-through hasher). Lookups borrow the
-//!   key: the map's `Borrow` goes through a small trait object.
+//!   default, which resists hash flooding); the hash picks the shard and is stored beside the
+//!   value in the shard's `hashbrown::HashTable`, which never hashes anything itself. The key
+//!   lives in the value ([`Keyed`]), so a lookup borrows the key and a value can be used — its
+//!   key included — outside the lock.
 //! - **Acquire under the read lock.** A request runs its partition's transition while holding the
 //!   shard's read lock; eviction holds the write lock and evicts only idle partitions. So an
 //!   acquisition and an eviction of the same key are ordered: either the acquisition sees no
@@ -15,153 +16,42 @@
 //!   twice the smallest's keys) double at different moments, and the store's memory per key stays
 //!   near the average, `8/7 / ln 2 ≈ 1.65` slots per key, whatever the number of keys.
 
-use core::borrow::Borrow;
-use core::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
-use std::collections::HashMap;
+use core::hash::{BuildHasher, Hash};
 use std::vec::Vec;
 
 use crossbeam_utils::CachePadded;
+use hashbrown::HashTable;
 
 use super::evict::{Idle, Marks, Policy, Table};
 use super::PartitionConfig;
 use crate::clock::Instant;
 use crate::lease::{Reason, Rejection};
-use crate::sync::{AtomicU64, Ordering, RwLock};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, RwLock};
 
-/// A key with its hash.
-pub(crate) struct Hashed<K> {
-    hash: u64,
-    key: K,
-}
-
-/// What the map compares: a hash and a key, stored ([`Hashed`]) or borrowed ([`Probe`]).
-pub(crate) trait Lookup<K> {
-    fn hash(&self) -> u64;
+/// A stored value that carries its key.
+pub(crate) trait Keyed<K: ?Sized> {
     fn key(&self) -> &K;
 }
 
-impl<K> Lookup<K> for Hashed<K> {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn key(&self) -> &K {
-        &self.key
-    }
-}
+/// A shard's map: each value beside its key's hash.
+type Map<V> = HashTable<(u64, V)>;
 
-/// A borrowed key and its hash, to look up without owning the key.
-struct Probe<'a, K> {
-    hash: u64,
-    key: &'a K,
-}
-
-impl<K> Lookup<K> for Probe<'_, K> {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn key(&self) -> &K {
-        self.key
-    }
-}
-
-impl<K: Eq> PartialEq for dyn Lookup<K> + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash() == other.hash() && self.key() == other.key()
-    }
-}
-
-impl<K: Eq> Eq for dyn Lookup<K> + '_ {}
-
-impl<K> Hash for dyn Lookup<K> + '_ {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(Lookup::hash(self));
-    }
-}
-
-impl<K: Eq> PartialEq for Hashed<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key
-    }
-}
-
-impl<K: Eq> Eq for Hashed<K> {}
-
-impl<K> Hash for Hashed<K> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
-impl<'a, K: 'a> Borrow<dyn Lookup<K> + 'a> for Hashed<K> {
-    fn borrow(&self) -> &(dyn Lookup<K> + 'a) {
-        self
-    }
-}
-
-/// Hands the stored hash to the map unchanged.
-#[derive(Default)]
-pub(crate) struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is ever called (by `Hashed` and `Lookup`); fold anything else.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type Map<K, V> = HashMap<Hashed<K>, V, BuildHasherDefault<PassThrough>>;
-
-impl<K, V> Table for Map<K, V> {
+impl<V> Table for Map<V> {
     type Value = V;
     fn len(&self) -> usize {
-        HashMap::len(self)
+        HashTable::len(self)
     }
     fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
-        HashMap::retain(self, |_, v| keep(v));
+        HashTable::retain(self, |e| keep(&e.1));
     }
-    fn for_each(&self, f: impl FnMut(&V)) {
-        self.values().for_each(f);
-    }
-}
-
-/// A key given by value or by reference: looked up by reference, owned only to insert.
-pub(crate) trait KeySource<K> {
-    fn key(&self) -> &K;
-    fn into_key(self) -> K;
-}
-
-/// An owned key, moved into the map on insertion.
-pub(crate) struct Owned<K>(pub(crate) K);
-
-impl<K> KeySource<K> for Owned<K> {
-    fn key(&self) -> &K {
-        &self.0
-    }
-    fn into_key(self) -> K {
-        self.0
-    }
-}
-
-impl<K: Clone> KeySource<K> for &K {
-    fn key(&self) -> &K {
-        self
-    }
-    fn into_key(self) -> K {
-        self.clone()
+    fn for_each(&self, mut f: impl FnMut(&V)) {
+        self.iter().for_each(|e| f(&e.1));
     }
 }
 
 /// One shard: its map, its share of the capacity, its eviction marks and counters.
-pub(crate) struct Shard<K, V> {
-    map: RwLock<Map<K, V>>,
+pub(crate) struct Shard<V> {
+    map: RwLock<Map<V>>,
     cap: usize,
     next_sweep: AtomicU64,
     next_idle: AtomicU64,
@@ -177,8 +67,8 @@ const ROUTE: usize = 1024;
 const ROUTE_SHIFT: u32 = 40;
 
 /// The shards of a store.
-pub(crate) struct Shards<K, V, S> {
-    shards: Box<[CachePadded<Shard<K, V>>]>,
+pub(crate) struct Shards<V, S> {
+    shards: Box<[CachePadded<Shard<V>>]>,
     route: Box<[u8; ROUTE]>,
     hasher: S,
     policy: Policy,
@@ -208,7 +98,7 @@ fn graded(n: usize) -> Vec<usize> {
     slots
 }
 
-impl<K, V, S> Shards<K, V, S> {
+impl<V, S> Shards<V, S> {
     pub(crate) fn new(config: &PartitionConfig, hasher: S, now: Instant) -> Self {
         let capacity = config.capacity.max(1);
         let n = if config.shards == 0 {
@@ -235,12 +125,12 @@ impl<K, V, S> Shards<K, V, S> {
         let per_shard_batch = |cap: usize| (cap / 16).max(1);
         let policy_template = Policy::new(config, 1);
         let marks = Marks::new(now.as_nanos(), &policy_template);
-        let shards: Vec<CachePadded<Shard<K, V>>> = slots
+        let shards: Vec<CachePadded<Shard<V>>> = slots
             .iter()
             .map(|&count| {
                 let cap = (capacity as u128 * count as u128).div_ceil(ROUTE as u128) as usize;
                 CachePadded::new(Shard {
-                    map: RwLock::new(Map::default()),
+                    map: RwLock::new(Map::new()),
                     cap: cap.max(1),
                     next_sweep: AtomicU64::new(marks.next_sweep),
                     next_idle: AtomicU64::new(0),
@@ -258,12 +148,12 @@ impl<K, V, S> Shards<K, V, S> {
     }
 
     #[inline]
-    pub(crate) fn shard(&self, hash: u64) -> &Shard<K, V> {
+    pub(crate) fn shard(&self, hash: u64) -> &Shard<V> {
         let slot = (hash >> ROUTE_SHIFT) as usize % ROUTE;
         &self.shards[usize::from(self.route[slot])]
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Shard<K, V>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Shard<V>> {
         self.shards.iter().map(|s| &**s)
     }
 
@@ -276,9 +166,10 @@ impl<K, V, S> Shards<K, V, S> {
         self.iter().map(|s| s.map.read().len()).sum()
     }
 
-    /// The most partitions the shards hold together.
+    /// The most partitions the shards hold together (saturating: each shard's share is rounded
+    /// up, so a capacity near `usize::MAX` would overflow the sum).
     pub(crate) fn capacity(&self) -> usize {
-        self.iter().map(|s| s.cap).sum()
+        self.iter().fold(0, |sum, s| sum.saturating_add(s.cap))
     }
 
     /// New keys refused for capacity.
@@ -291,23 +182,23 @@ impl<K, V, S> Shards<K, V, S> {
     /// Runs `f` on every stored value, shard by shard under the read lock.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&V)) {
         for s in self.iter() {
-            s.map.read().values().for_each(&mut f);
+            s.map.read().iter().for_each(|e| f(&e.1));
         }
     }
 
-    /// Runs `f` on every value, then empties every shard.
+    /// Empties every shard, then runs `f` on every value taken out (after unlocking: `f` may
+    /// wake waiters, whose wakers may call back into the store).
     pub(crate) fn drain(&self, mut f: impl FnMut(&V)) {
         for s in self.iter() {
-            let mut map = s.map.write();
-            map.values().for_each(&mut f);
-            *map = Map::default();
+            let taken = core::mem::take(&mut *s.map.write());
+            taken.iter().for_each(|e| f(&e.1));
         }
     }
 }
 
-impl<K: Hash + Eq, V, S: BuildHasher> Shards<K, V, S> {
+impl<V, S: BuildHasher> Shards<V, S> {
     #[inline]
-    pub(crate) fn hash(&self, key: &K) -> u64 {
+    pub(crate) fn hash<K: Hash + ?Sized>(&self, key: &K) -> u64 {
         self.hasher.hash_one(key)
     }
 
@@ -319,7 +210,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> Shards<K, V, S> {
     }
 }
 
-impl<K: Eq, V> Shard<K, V> {
+impl<V> Shard<V> {
     /// Sweeps the shard if some partition can have passed the idle timeout by `now`.
     #[inline]
     pub(crate) fn maybe_sweep(&self, policy: &Policy, now: Instant, idle: impl Fn(&V) -> Idle) {
@@ -352,57 +243,83 @@ impl<K: Eq, V> Shard<K, V> {
         // Give memory back after a large eviction (maps never shrink by themselves).
         let len = map.len();
         if map.capacity() > 64 && map.capacity() / 4 > len {
-            map.shrink_to(len * 2);
+            map.shrink_to(len * 2, |e| e.0);
         }
     }
-}
 
-impl<K: Eq, V> Shard<K, V> {
+    /// Runs `f` under the shard's read lock: ordered against every insertion, eviction and
+    /// drain of the shard.
+    pub(crate) fn read_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _map = self.map.read();
+        f()
+    }
+
     /// Runs `f` on `key`'s value under the read lock, if it is stored.
     #[inline]
-    pub(crate) fn get<R>(&self, hash: u64, key: &K, f: impl FnOnce(&V) -> R) -> Option<R> {
+    pub(crate) fn get<K: Eq + ?Sized, R>(
+        &self,
+        hash: u64,
+        key: &K,
+        f: impl FnOnce(&V) -> R,
+    ) -> Option<R>
+    where
+        V: Keyed<K>,
+    {
         let map = self.map.read();
-        let probe = Probe { hash, key };
-        map.get(&probe as &dyn Lookup<K>).map(f)
+        map.find(hash, |e| e.0 == hash && e.1.key() == key)
+            .map(|e| f(&e.1))
+    }
+
+    /// Removes `key`'s value, if stored, and returns it.
+    pub(crate) fn remove<K: Eq + ?Sized>(&self, hash: u64, key: &K) -> Option<V>
+    where
+        V: Keyed<K>,
+    {
+        let mut map = self.map.write();
+        let entry = map
+            .find_entry(hash, |e| e.0 == hash && e.1.key() == key)
+            .ok()?;
+        Some(entry.remove().0 .1)
     }
 
     /// Runs `f` on `key`'s value under the write lock, inserting the value `create` makes first
-    /// if the key is not stored and there is room (by the eviction policy). A key refused for
-    /// capacity is not inserted: the result is a [`Reason::PartitionsFull`] rejection.
+    /// from the key if it is not stored, `closed` is not set, and there is room (by the eviction policy,
+    /// and in memory). A key refused is not inserted: the result is a [`Reason::Closed`] or
+    /// [`Reason::PartitionsFull`] rejection. `create` runs under the lock: keep it cheap.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn get_or_insert<R>(
+    pub(crate) fn get_or_insert<K: Eq, R>(
         &self,
         policy: &Policy,
         now: Instant,
         hash: u64,
-        key: impl KeySource<K>,
-        create: impl FnOnce(&K) -> V,
+        key: K,
+        closed: &AtomicBool,
+        create: impl FnOnce(K) -> V,
         idle: impl Fn(&V) -> Idle,
         f: impl FnOnce(&V) -> R,
-    ) -> Result<R, Rejection> {
+    ) -> Result<R, Rejection>
+    where
+        V: Keyed<K>,
+    {
         let mut map = self.map.write();
-        let probe = Probe {
-            hash,
-            key: key.key(),
-        };
-        if let Some(v) = map.get(&probe as &dyn Lookup<K>) {
-            return Ok(f(v)); // inserted by another thread meanwhile
+        if let Some(e) = map.find(hash, |e| e.0 == hash && *e.1.key() == key) {
+            return Ok(f(&e.1)); // inserted by another thread meanwhile
+        }
+        // Under the lock: `close` sets the flag before it drains each shard under this lock, so
+        // either the drain comes after this insertion or this sees the flag.
+        if closed.load(Ordering::Acquire) {
+            return Err(Rejection::new(Reason::Closed));
         }
         let mut marks = self.marks();
         let room = policy.make_room(&mut *map, self.cap, now.as_nanos(), &mut marks, idle);
         self.set_marks(marks);
-        if !room {
+        // The capacity is the user's: grow the map fallibly, never abort on it.
+        if !room || map.try_reserve(1, |e| e.0).is_err() {
             self.rejected_full.fetch_add(1, Ordering::Relaxed);
             return Err(Rejection::new(Reason::PartitionsFull));
         }
-        let value = create(key.key());
-        let v = map
-            .entry(Hashed {
-                hash,
-                key: key.into_key(),
-            })
-            .or_insert(value);
-        Ok(f(v))
+        let e = map.insert_unique(hash, (hash, create(key)), |e| e.0);
+        Ok(f(&e.get().1))
     }
 }
 
@@ -420,21 +337,49 @@ mod tests {
         }
     }
 
+    struct Entry(String, u32);
+
+    impl Keyed<String> for Entry {
+        fn key(&self) -> &String {
+            &self.0
+        }
+    }
+
     #[test]
     fn lookups_by_reference_find_stored_keys() {
         let config = PartitionConfig::new(100).with_shards(4);
-        let shards: Shards<String, u32, std::hash::RandomState> =
+        let shards: Shards<Entry, std::hash::RandomState> =
             Shards::new(&config, Default::default(), Instant::ZERO);
-        let key = "alpha".to_string();
-        let h = shards.hash(&key);
+        let key = &"alpha".to_string();
+        let h = shards.hash(key);
         let s = shards.shard(h);
-        assert_eq!(s.get(h, &key, |v| *v), None);
+        assert_eq!(s.get(h, key, |v| v.1), None);
         let p = *shards.policy();
-        let idle = |_: &u32| Idle::Busy(None);
-        let got = s.get_or_insert(&p, Instant::ZERO, h, &key, |_| 7, idle, |v| *v);
+        let idle = |_: &Entry| Idle::Busy(None);
+        let open = AtomicBool::new(false);
+        let make = |k| Entry(k, 7);
+        let got = s.get_or_insert(&p, Instant::ZERO, h, key.clone(), &open, make, idle, |v| {
+            v.1
+        });
         assert_eq!(got, Ok(7));
-        assert_eq!(s.get(h, &key, |v| *v), Some(7));
+        assert_eq!(s.get(h, key, |v| v.1), Some(7));
         assert_eq!(shards.len(), 1);
         assert!(shards.capacity() >= 100);
+        assert_eq!(s.remove(h, key).map(|v| v.1), Some(7));
+        assert_eq!(shards.len(), 0);
+        let closed = AtomicBool::new(true);
+        let make = |k| Entry(k, 8);
+        let got = s.get_or_insert(
+            &p,
+            Instant::ZERO,
+            h,
+            key.clone(),
+            &closed,
+            make,
+            idle,
+            |v| v.1,
+        );
+        assert_eq!(got.unwrap_err().reason(), Reason::Closed);
+        assert_eq!(shards.len(), 0, "nothing inserted once closed");
     }
 }

@@ -52,11 +52,16 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    pub(crate) fn new(len: usize) -> Self {
+    /// A table of `len` empty slots (at least 2), or `None` if the allocator refuses them.
+    pub(crate) fn new(len: usize) -> Option<Self> {
         let len = len.max(2);
-        Self {
-            slots: (0..len).map(|_| AtomicU128::new(EMPTY)).collect(),
-        }
+        let mut slots = Vec::new();
+        // The length comes from the user's capacity: allocate fallibly, never abort.
+        slots.try_reserve_exact(len).ok()?;
+        slots.extend((0..len).map(|_| AtomicU128::new(EMPTY)));
+        Some(Self {
+            slots: slots.into_boxed_slice(),
+        })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -250,7 +255,7 @@ mod tests {
 
     #[test]
     fn insert_find_update_and_remove_with_backward_shift() {
-        let t = Table::new(8);
+        let t = Table::new(8).unwrap();
         let a = fp_at(&t, 3, 1);
         let b = fp_at(&t, 3, 2);
         let c = fp_at(&t, 4, 3);
@@ -283,7 +288,7 @@ mod tests {
 
     #[test]
     fn probing_wraps_around_the_end() {
-        let t = Table::new(4);
+        let t = Table::new(4).unwrap();
         let x = fp_at(&t, 3, 5);
         let y = fp_at(&t, 3, 6);
         t.insert(x, 1);

@@ -13,10 +13,10 @@ use crate::limiter::{Limiter, Replenishing};
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, Ordering};
-use crate::ticks::{nanos_of, Ticker};
+use crate::ticks::{period_nanos, Ticker};
 use crate::wait::{self, Acquire, Source, WaitQueue};
 
-use state::{Denied, Header, Shape};
+use state::{Denied, Header, Shape, TICK_MAX};
 
 /// Options of a [`SlidingWindowLimiter`] (.NET `SlidingWindowRateLimiterOptions`, without
 /// `AutoReplenishment`: the window slides with the clock).
@@ -25,7 +25,8 @@ pub struct SlidingWindowOptions {
     /// Permits per window. At least 1.
     pub permit_limit: u32,
     /// The window. Its segment is `window / segments_per_window`, in whole nanoseconds (as .NET
-    /// divides ticks); at least 1 ns.
+    /// divides ticks); at least 1 ns. The window is shorter than 2^63 ns (292 years: a limiter
+    /// reads its clock as stepped back from 2^63 ns after its creation on).
     pub window: Duration,
     /// Segments per window: at least 1 and at most the limiter's capacity `N`.
     pub segments_per_window: u32,
@@ -68,7 +69,7 @@ impl SlidingWindowOptions {
         if self.segments_per_window as usize > max_segments {
             return Err(OptionsError::TooManySegments { max: max_segments });
         }
-        match nanos_of(self.window) {
+        match period_nanos(self.window) {
             None => Err(OptionsError::PeriodTooLong),
             Some(0) => Err(OptionsError::ZeroPeriod),
             Some(ns) if ns / u64::from(self.segments_per_window) == 0 => {
@@ -229,12 +230,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted { .. }, h)) => {
-                let ahead = if barge {
-                    0
-                } else {
-                    self.queue.queued_permits()
-                };
-                let wait = self.wait_at(k, into, h, u64::from(n).max(1) + ahead);
+                let wait = self.retry_after(k, into, h, n, barge);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
                     wait.max(Duration::from_nanos(1)),
@@ -243,50 +239,97 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         }
     }
 
-    /// How long until `total` permits are free, if nothing else is taken: the oldest segments
-    /// leave the window one by one; beyond one window's worth, whole windows (the waiters ahead
-    /// are granted in order as room appears). Zero if they are free now.
-    fn wait_for(&self, total: u64) -> Duration {
-        let (k, into) = self.ticker.tick(self.clock.now());
-        self.wait_at(
-            k,
-            into,
-            Header::unpack(self.header.load(Ordering::Acquire)),
-            total,
-        )
+    /// The exact wait before `n` permits can be taken, seen from `into` ns into segment `k` by a
+    /// newcomer denied on the header `h`; behind an oldest-first queue, each waiter ahead is
+    /// served in turn (walked under the queue lock).
+    #[cold]
+    fn retry_after(&self, k: u64, into: u64, h: Header, n: u32, barge: bool) -> Duration {
+        let newcomer = core::iter::once(n.max(1));
+        if h.waiters && !barge {
+            self.queue.with_requests(|ahead| {
+                let h = Header::unpack(self.header.load(Ordering::Acquire));
+                self.wait_behind(k, into, h, ahead.chain(newcomer))
+            })
+        } else {
+            self.wait_behind(k, into, h, newcomer)
+        }
     }
 
-    /// [`wait_for`](Self::wait_for) seen from `into` ns into segment `k`, with the header `h`:
-    /// on a denial, the very instant and header the decision was made on.
-    fn wait_at(&self, k: u64, into: u64, h: Header, total: u64) -> Duration {
-        let s = self.shape;
-        let now = h.at(k, s, |j| self.frozen(j));
-        let free = u64::from(s.limit).saturating_sub(now.used());
-        let Some(missing) = total.checked_sub(free).filter(|m| *m > 0) else {
-            return Duration::ZERO;
-        };
-        let count = |j: u64| {
-            if j == now.tick {
-                now.cur
-            } else if j == h.tick {
-                h.cur
-            } else if j < h.tick {
-                self.frozen(j)
-            } else {
-                0
+    /// How long until time alone lets the window grant `total` permits (in requests of at most
+    /// the limit, each counted in the segment it is granted in). Zero if they are free now.
+    fn wait_for(&self, total: u64) -> Duration {
+        let (k, into) = self.ticker.tick(self.clock.now());
+        let h = Header::unpack(self.header.load(Ordering::Acquire));
+        let limit = self.shape.limit;
+        // Whole windows for all but the last `limit` (a bounded walk for any `total`).
+        let whole = total.saturating_sub(1) / u64::from(limit);
+        let last = (total - whole * u64::from(limit)) as u32;
+        let first = if whole > 0 { Some(limit) } else { None };
+        let wait = self.wait_behind(k, into, h, first.into_iter().chain(core::iter::once(last)));
+        let windows = whole.saturating_sub(1);
+        let extra = u128::from(windows)
+            * u128::from(self.shape.segments)
+            * u128::from(self.ticker.period_ns());
+        wait.saturating_add(crate::ticks::duration_from_nanos_u128(extra))
+    }
+
+    /// The wait until the last of `requests` is granted (in order, each as soon as the window
+    /// has room), seen from `into` ns into segment `k`, starting from the header `h`.
+    ///
+    /// The window's counts come from one consistent snapshot: the frozen slots are read and the
+    /// header re-read; if it has not moved to another segment meanwhile, no slot of its window
+    /// can have been reused (a slot is overwritten only by the segment `segments` later, which
+    /// is frozen only after the header reached it). Otherwise the walk starts again from the
+    /// newer header. Counted from the header's own segment if that is later than `k` (a stale
+    /// reading: real time is at least there).
+    fn wait_behind(
+        &self,
+        k: u64,
+        into: u64,
+        mut h: Header,
+        requests: impl IntoIterator<Item = u32>,
+    ) -> Duration {
+        let segments = self.shape.segments;
+        let mut window = [0u64; N];
+        let window = &mut window[..segments as usize];
+        for _ in 0..8 {
+            let base = k.min(TICK_MAX).max(h.tick);
+            self.read_window(base, h, window);
+            let again = Header::unpack(self.header.load(Ordering::Acquire));
+            if again.tick == h.tick {
+                // Same segment: the slots read are those of `h`'s window. Its current count may
+                // have changed since (takes, gives back): use the latest.
+                if let Some(i) = (h.tick + segments).checked_sub(base + 1) {
+                    window[i as usize] = u64::from(again.cur);
+                }
+                let slides = Header::slides_to_serve(self.shape, window, requests);
+                return self
+                    .ticker
+                    .wait_until(k, into, base, base.saturating_add(slides));
             }
-        };
-        let slides = match now.slides_to_free(missing, s, count) {
-            Some(m) => m,
-            None => {
-                let beyond = total - u64::from(s.limit);
-                let windows = 1 + beyond.div_ceil(u64::from(s.limit));
-                windows.saturating_mul(s.segments)
-            }
-        };
-        // Slides count from `now.tick`, which is past `k` only if the clock stepped backwards.
+            h = again;
+        }
+        // The window slid under every attempt (segments of a few nanoseconds): answer as if the
+        // whole limit had just been taken in the current segment, which can only wait longer.
+        let base = k.min(TICK_MAX).max(h.tick);
+        window.fill(0);
+        window[segments as usize - 1] = u64::from(self.shape.limit);
+        let slides = Header::slides_to_serve(self.shape, window, requests);
         self.ticker
-            .wait_for(slides.saturating_add(now.tick.saturating_sub(k)), into)
+            .wait_until(k, into, base, base.saturating_add(slides))
+    }
+
+    /// The counts of the window ending at segment `base >= h.tick`, oldest first: segments
+    /// before `h.tick` from the ring, `h.tick` itself from the header, later ones empty.
+    fn read_window(&self, base: u64, h: Header, window: &mut [u64]) {
+        let segments = self.shape.segments;
+        for (i, c) in window.iter_mut().enumerate() {
+            *c = match (base + 1 + i as u64).checked_sub(segments) {
+                Some(j) if j < h.tick => u64::from(self.frozen(j)),
+                Some(j) if j == h.tick => u64::from(h.cur),
+                _ => 0,
+            };
+        }
     }
 
     /// Waits for `permits` in the queue (see [`Acquire`]). Queued waiters are served as
@@ -456,5 +499,47 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
     #[cfg(feature = "std")]
     fn attach_driver(&self, handle: crate::driver::DriverHandle) {
         self.queue.attach(handle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    fn at(clock: &ManualClock, ns: u64) {
+        clock.set(crate::Instant::from_nanos(ns));
+    }
+
+    /// Issue 9, item 2: a denied thread computes its RetryAfter after the header has moved on
+    /// three segments, so every ring slot of the window it decided on now holds a later
+    /// segment. Reading those slots against the stale header found no permit coming back and
+    /// underflowed (a panic in debug builds, ~292,000 years in release). The RetryAfter must come
+    /// from one consistent snapshot — here the newer header's — counted from its segment.
+    #[test]
+    fn retry_after_from_a_header_the_window_has_slid_past() {
+        let clock = ManualClock::new();
+        let opts = SlidingWindowOptions::new(2, Duration::from_nanos(30), 3);
+        let l: SlidingWindowLimiter<_, 3> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+        let _ = l.try_acquire(2).unwrap();
+        at(&clock, 10);
+        l.replenish(); // header at segment 1, nothing taken there; segment 0 frozen: 2
+        let decided = Header::unpack(l.header.load(Ordering::Acquire));
+        assert_eq!((decided.tick, decided.cur, decided.prev), (1, 0, 2));
+        assert!(l.try_acquire(1).is_err()); // what the preempted thread decided
+                                            // Meanwhile: 1 permit in segment 3, and segment 4 freezes it into segment 0's slot.
+        at(&clock, 30);
+        let _ = l.try_acquire(1).unwrap();
+        at(&clock, 40);
+        let _ = l.try_acquire(1).unwrap();
+        // The thread resumes with its reading (segment 1, 0 ns in) and its header: the window
+        // (segments 2..=4 holding 0, 1, 1) has room for 1 when segment 3 leaves, at segment 6,
+        // two segments after the start of segment 4 (where real time is at least).
+        let wait = l.retry_after(1, 0, decided, 1, false);
+        assert_eq!(wait, Duration::from_nanos(20));
+        at(&clock, 59);
+        assert!(l.try_acquire(1).is_err());
+        at(&clock, 60);
+        assert!(l.try_acquire(1).is_ok());
     }
 }

@@ -168,22 +168,37 @@ impl Header {
         })
     }
 
-    /// Segments after `self.tick` until `missing` permits have come back, if they ever do
-    /// (`missing <= used`); `count(j)` is the count of segment `j <= self.tick`.
-    pub fn slides_to_free(self, missing: u64, s: Shape, count: impl Fn(u64) -> u32) -> Option<u64> {
-        let mut freed = 0u64;
-        let mut m = 1;
-        while m <= s.segments {
-            // At segment tick + m, segment tick + m - segments leaves the window.
-            if let Some(j) = (self.tick + m).checked_sub(s.segments) {
-                freed += count(j) as u64;
-            }
-            if freed >= missing {
-                return Some(m);
-            }
-            m += 1;
+    /// Slides until the last of `requests` is granted, when they are served in order, each as
+    /// soon as the window has room for it and each counted in the segment it is granted in.
+    /// `window` holds the counts of the window's segments as of the base segment, oldest first
+    /// (`window.len()` is the number of segments; the last is the current one); it is used as
+    /// scratch. Requests larger than the limit are clamped. Zero if all fit now.
+    pub fn slides_to_serve(
+        s: Shape,
+        window: &mut [u64],
+        requests: impl IntoIterator<Item = u32>,
+    ) -> u64 {
+        let len = window.len();
+        if len == 0 {
+            return 0;
         }
-        None
+        let limit = s.limit as u64;
+        let mut used: u64 = window.iter().sum();
+        let mut oldest = 0usize;
+        let mut slides = 0u64;
+        for n in requests {
+            let n = (n as u64).min(limit);
+            // At most `len` slides empty the window, and `n <= limit` then fits.
+            while limit.saturating_sub(used) < n {
+                used -= window[oldest];
+                window[oldest] = 0; // it becomes the new current segment
+                oldest = (oldest + 1) % len;
+                slides += 1;
+            }
+            window[(oldest + len - 1) % len] += n;
+            used += n;
+        }
+        slides
     }
 
     /// Gives back `n` permits taken in segment `j` but never used (a waiter granted them and went
@@ -288,18 +303,23 @@ mod tests {
     }
 
     #[test]
-    fn slides_to_free_walks_the_oldest_segments_first() {
-        let h = Header {
-            cur: 3,
-            prev: 7,
-            tick: 2,
-            closed: false,
-            waiters: false,
-        };
-        let counts = ring(&[(0, 3), (1, 4), (2, 3)]);
-        assert_eq!(h.slides_to_free(1, S3, &counts), Some(1));
-        assert_eq!(h.slides_to_free(4, S3, &counts), Some(2));
-        assert_eq!(h.slides_to_free(10, S3, &counts), Some(3));
-        assert_eq!(h.slides_to_free(11, S3, &counts), None);
+    fn serving_a_queue_counts_each_grant_in_its_own_segment() {
+        // Counts [3][4][3] (full): 1 permit needs 1 slide.
+        assert_eq!(Header::slides_to_serve(S3, &mut [3, 4, 3], [1]), 1);
+        // A waiter of 5 ahead: served after 2 slides (7 free), counted in that segment; the
+        // newcomer's 4 then waits 1 slide more, for the last [3] to leave (free 2 + 3 = 5).
+        assert_eq!(Header::slides_to_serve(S3, &mut [3, 4, 3], [5, 4]), 3);
+        // Two full windows ahead: each waits for the previous grant to leave the window.
+        assert_eq!(Header::slides_to_serve(S3, &mut [0, 0, 0], [10, 10, 1]), 6);
+        assert_eq!(Header::slides_to_serve(S3, &mut [0, 0, 0], [4]), 0);
+    }
+
+    #[test]
+    fn slides_to_serve_walks_the_oldest_segments_first() {
+        // Counts [3][4][3]: the oldest leaves first.
+        let w = || [3u64, 4, 3];
+        assert_eq!(Header::slides_to_serve(S3, &mut w(), [1]), 1);
+        assert_eq!(Header::slides_to_serve(S3, &mut w(), [4]), 2);
+        assert_eq!(Header::slides_to_serve(S3, &mut w(), [10]), 3);
     }
 }

@@ -123,6 +123,16 @@ impl List {
         unsafe { w.as_ref() }.permits
     }
 
+    /// The permits each linked waiter asks for, oldest first.
+    pub(crate) fn requests(&mut self) -> impl Iterator<Item = u32> + '_ {
+        let mut cur = self.head;
+        core::iter::from_fn(move || {
+            let w = cur?;
+            cur = self.links(w).next;
+            Some(self.permits_of(w))
+        })
+    }
+
     fn links(&mut self, w: NonNull<Waiter>) -> &mut Links {
         // SAFETY: `w` is alive (rule 2: linked, or the pinned waiter of the caller's future), and
         // `&mut self` proves the lock is held (rule 1), so no other reference to its links exists

@@ -188,6 +188,13 @@ impl WaitQueue {
         self.queued.load(Ordering::Acquire)
     }
 
+    /// Runs `f` under the queue lock over the permits of the queued waiters, oldest first (the
+    /// order an oldest-first queue serves them in): a RetryAfter behind them is exact only with
+    /// each one's size, since the refill cap applies while they are served one by one.
+    pub(crate) fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
+        self.list.with(|list| f(&mut list.requests()))
+    }
+
     /// Whether newcomers may take permits ahead of queued waiters.
     pub(crate) fn barging(&self) -> bool {
         self.order == QueueOrder::NewestFirst

@@ -78,9 +78,16 @@ impl FixedWindowModel {
             return Ok(());
         }
         let next_boundary = (w + 1) * self.window_ns;
+        // A reading behind the state's window (stale, or a clock stepped back) waits from the
+        // start of that window: real time is at least there.
+        let from = if self.clock_behind(now) {
+            w * self.window_ns
+        } else {
+            elapsed(self.origin, now)
+        };
         Err(Denial {
             reason: Reason::Exhausted,
-            retry_after: Expect::Exactly(Some(next_boundary - elapsed(self.origin, now))),
+            retry_after: Expect::Exactly(Some(next_boundary - from)),
         })
     }
 }

@@ -2,9 +2,9 @@
 //!
 //! Written from the field docs of each options type and the variants of `OptionsError`:
 //! - a limit of 0 → `ZeroLimit`; tokens per period of 0 → `ZeroTokensPerPeriod`;
-//! - a period or window of 0 → `ZeroPeriod`; longer than `u64::MAX` ns → `PeriodTooLong`
-//!   (the docs say "at most 2^64 ns"; the library's bound is 2^64 − 1 ns, the largest tick
-//!   length a `u64` holds — see the report);
+//! - a period or window of 0 → `ZeroPeriod`; 2^63 ns or longer → `PeriodTooLong` (a limiter
+//!   reads its clock as stepped back from 2^63 ns after creation on, so such a period would
+//!   never end);
 //! - sliding window: 0 segments → `ZeroSegments`; more than the ring capacity `N` →
 //!   `TooManySegments { max: N }`; a segment (window / segments, whole ns) of 0 ns →
 //!   `SegmentTooShort`.
@@ -20,7 +20,7 @@ use tollgate::OptionsError;
 /// The period in nanoseconds, or why it is refused.
 pub fn period_ns(d: Duration) -> Result<u64, OptionsError> {
     let ns: u128 = d.as_nanos();
-    if ns > u128::from(u64::MAX) {
+    if ns >= 1 << 63 {
         Err(OptionsError::PeriodTooLong)
     } else if ns == 0 {
         Err(OptionsError::ZeroPeriod)

@@ -132,7 +132,14 @@ impl SlidingWindowModel {
             }
         }
         assert!(freed >= missing, "used permits cover the deficit");
-        let wait = (s + slides) * self.segment_ns - elapsed(self.origin, now);
+        // A reading behind the state's segment (stale, or a clock stepped back) waits from the
+        // start of that segment: real time is at least there.
+        let from = if self.clock_behind(now) {
+            s * self.segment_ns
+        } else {
+            elapsed(self.origin, now)
+        };
+        let wait = (s + slides) * self.segment_ns - from;
         Err(Denial {
             reason: Reason::Exhausted,
             retry_after: Expect::Exactly(Some(wait)),

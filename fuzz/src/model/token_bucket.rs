@@ -5,7 +5,8 @@
 //!   bucket holds a token and takes none; otherwise granted iff the bucket holds `n` tokens.
 //! - a denial carries RetryAfter = the exact time until the start of the first period at which
 //!   the bucket holds enough tokens (`n`, or 1 for a probe): waiting exactly that long succeeds,
-//!   1 ns less does not.
+//!   1 ns less does not. A reading behind the state's own tick (stale, or a clock stepped back)
+//!   waits from the start of the state's tick: real time is at least there.
 //! - idle: while the bucket is full, the time since the start of the period in which it became
 //!   full (since creation, for a bucket never touched).
 //!
@@ -86,11 +87,21 @@ impl TokenBucketModel {
         }
         // Not full at t, so the count grows by `per_period` at each tick after t.
         let ready = t + div_ceil(needed - tokens, self.per_period);
-        let wait = ready * self.period - elapsed(self.origin, now);
         Err(Denial {
             reason: Reason::Exhausted,
-            retry_after: Expect::Exactly(Some(wait)),
+            retry_after: Expect::Exactly(Some(self.wait_until(now, t, ready))),
         })
+    }
+
+    /// The wait until tick `ready` starts, seen from `now`, acting at tick `t`: from `now`, or,
+    /// when the clock is behind the state (a stale reading), from the start of `t` — real time
+    /// is at least there, and the staleness must not inflate the wait.
+    fn wait_until(&self, now: u64, t: u128, ready: u128) -> u128 {
+        if self.clock_behind(now) {
+            (ready - t) * self.period
+        } else {
+            ready * self.period - elapsed(self.origin, now)
+        }
     }
 }
 

@@ -1,0 +1,401 @@
+//! The leaky bucket, both ways the literature uses the name:
+//!
+//! - [`LeakyBucketMeter`] — **as a meter**: a water level that drains continuously at the leak
+//!   rate; a request pours in its permits and is admitted if they fit under the capacity. It
+//!   admits bursts up to the capacity and then the leak rate.
+//! - [`LeakyBucketShaper`] — **as a queue**: requests leave the bucket at a constant rate, one
+//!   permit every `1 / rate`; a request that cannot leave now waits in the queue for its
+//!   departure slot. It turns any burst into a steady outflow.
+//!
+//! Both run on GCRA's one-word core ([`GcraLimiter`](crate::GcraLimiter)): the meter's level is
+//! `(tat - now) / interval`, which is why the meter and GCRA admit exactly the same requests; the
+//! shaper is the same word with the tolerance of a single departure.
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::gcra::{gcra_limiter, interval_of, params, GcraCore};
+use crate::options::{OptionsError, QueueOrder};
+use crate::wait::WaitQueue;
+
+/// Options of a [`LeakyBucketMeter`], shaped like article 002's `LeakyBucketRateLimiter`
+/// (`outflowTokens` per `leakIntervalMs`, `bucketLimit`).
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::LeakyBucketOptions;
+///
+/// // A bucket of 10 that leaks 2 units a second: one unit every 500 ms.
+/// let opts = LeakyBucketOptions::new(10, 2, Duration::from_secs(1));
+/// assert_eq!(opts.validate(), Ok(500_000_000));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeakyBucketOptions {
+    /// How much water the bucket holds (permits). At least 1.
+    pub capacity: u32,
+    /// Units that leak out every `leak_interval`. At least 1.
+    pub leak: u32,
+    /// The interval over which `leak` units drain, continuously (one unit every
+    /// `leak_interval / leak`, rounded up to the ns). Longer than zero.
+    pub leak_interval: Duration,
+    /// Permits that may wait in the queue (for waiting acquisitions).
+    pub queue_limit: u32,
+    /// The order queued requests are served in.
+    pub queue_order: QueueOrder,
+}
+
+impl LeakyBucketOptions {
+    /// A bucket of `capacity` units that drains `leak` units every `leak_interval`; no queue.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::LeakyBucketOptions;
+    ///
+    /// let opts = LeakyBucketOptions::new(5, 1, Duration::from_millis(200));
+    /// assert_eq!(opts.capacity, 5);
+    /// ```
+    pub const fn new(capacity: u32, leak: u32, leak_interval: Duration) -> Self {
+        Self {
+            capacity,
+            leak,
+            leak_interval,
+            queue_limit: 0,
+            queue_order: QueueOrder::OldestFirst,
+        }
+    }
+
+    /// The same options with a queue of `limit` permits served in `order`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketOptions, QueueOrder};
+    ///
+    /// let opts = LeakyBucketOptions::new(5, 1, Duration::from_millis(200))
+    ///     .with_queue(3, QueueOrder::NewestFirst);
+    /// assert_eq!(opts.queue_limit, 3);
+    /// ```
+    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
+        Self {
+            queue_limit: limit,
+            queue_order: order,
+            ..self
+        }
+    }
+
+    /// Checks every option; returns the nanoseconds one unit takes to drain.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketOptions, OptionsError};
+    ///
+    /// let no_leak = LeakyBucketOptions::new(5, 0, Duration::from_secs(1));
+    /// assert_eq!(no_leak.validate(), Err(OptionsError::ZeroTokensPerPeriod));
+    /// ```
+    pub fn validate(&self) -> Result<u64, OptionsError> {
+        if self.leak == 0 {
+            return Err(OptionsError::ZeroTokensPerPeriod);
+        }
+        if self.leak_interval.is_zero() {
+            return Err(OptionsError::ZeroPeriod);
+        }
+        params(
+            interval_of(self.leak_interval, self.leak),
+            self.capacity,
+            false,
+        )
+        .map(|p| p.interval)
+    }
+}
+
+/// The leaky bucket as a meter: a level that drains continuously, `leak` units every
+/// `leak_interval`; a request of `n` permits is admitted if the level plus `n` fits under the
+/// capacity, and raises the level by `n`.
+///
+/// Its level is kept as the instant the bucket will be empty, exact to the nanosecond (no floating
+/// point: article 002's `double` level, without the rounding), in one 64-bit word updated by one
+/// compare-and-swap. [`available_permits`](crate::Limiter::available_permits) is the room under
+/// the capacity, rounded down. The meter admits exactly what a [`GcraLimiter`](crate::GcraLimiter)
+/// with `burst = capacity` and `interval = leak_interval / leak` admits: it is the same algorithm
+/// seen from the bucket.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, Limiter, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// // Capacity 4, leaking 1 unit every 250 ms.
+/// let meter =
+///     LeakyBucketMeter::with_clock(LeakyBucketOptions::new(4, 1, Duration::from_millis(250)), &clock)
+///         .unwrap();
+/// let _burst = meter.try_acquire(4).unwrap(); // fills it
+/// assert_eq!(meter.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_millis(250)));
+/// clock.advance(Duration::from_millis(600)); // 2.4 units drained
+/// assert_eq!(meter.available_permits(), 2);
+/// ```
+#[derive(Debug)]
+pub struct LeakyBucketMeter<C: Clock> {
+    core: GcraCore<C>,
+    options: LeakyBucketOptions,
+}
+
+#[cfg(feature = "std")]
+impl LeakyBucketMeter<crate::StdClock> {
+    /// A meter on the system clock.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, Limiter};
+    ///
+    /// let meter = LeakyBucketMeter::new(LeakyBucketOptions::new(3, 1, Duration::from_secs(1))).unwrap();
+    /// assert!(meter.try_acquire(3).is_ok());
+    /// ```
+    pub fn new(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
+        Self::with_clock(options, crate::StdClock)
+    }
+}
+
+impl<C: Clock> LeakyBucketMeter<C> {
+    /// A meter reading time from `clock`; it starts empty (the whole capacity available).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, ManualClock, OptionsError};
+    ///
+    /// let bad = LeakyBucketOptions::new(0, 1, Duration::from_secs(1));
+    /// assert_eq!(LeakyBucketMeter::with_clock(bad, ManualClock::new()).unwrap_err(), OptionsError::ZeroLimit);
+    /// ```
+    pub fn with_clock(options: LeakyBucketOptions, clock: C) -> Result<Self, OptionsError> {
+        options.validate()?;
+        let params = params(
+            interval_of(options.leak_interval, options.leak),
+            options.capacity,
+            false,
+        )?;
+        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        Ok(Self {
+            core: GcraCore::new(params, queue, clock),
+            options,
+        })
+    }
+
+    /// The options the meter was built with.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, ManualClock};
+    ///
+    /// let opts = LeakyBucketOptions::new(3, 1, Duration::from_secs(1));
+    /// let meter = LeakyBucketMeter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(meter.options(), &opts);
+    /// ```
+    pub fn options(&self) -> &LeakyBucketOptions {
+        &self.options
+    }
+}
+
+gcra_limiter!(LeakyBucketMeter);
+
+/// Options of a [`LeakyBucketShaper`].
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::ShaperOptions;
+///
+/// let opts = ShaperOptions::per_second(20); // one departure every 50 ms
+/// assert_eq!(opts.interval, Duration::from_millis(50));
+/// assert_eq!((opts.max_permits, opts.queue_limit), (1, 20));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShaperOptions {
+    /// One permit departs every `interval`. Longer than zero.
+    pub interval: Duration,
+    /// The largest request, in permits (a request of `n` holds `n` consecutive slots). At
+    /// least 1; `max_permits · interval` must be under 2^61 ns.
+    pub max_permits: u32,
+    /// Permits that may wait for their departure slot: the bucket's size.
+    pub queue_limit: u32,
+    /// The order queued requests are served in.
+    pub queue_order: QueueOrder,
+}
+
+impl ShaperOptions {
+    /// `n` departures per `period`, one every `period / n` (rounded up); requests of one permit;
+    /// a queue of `n` permits (one period of backlog), oldest first.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::ShaperOptions;
+    ///
+    /// let opts = ShaperOptions::per(Duration::from_secs(1), 4);
+    /// assert_eq!((opts.interval, opts.queue_limit), (Duration::from_millis(250), 4));
+    /// ```
+    pub const fn per(period: Duration, n: u32) -> Self {
+        Self {
+            interval: interval_of(period, n),
+            // `per(_, 0)` is refused as a zero limit, not as the zero interval it implies.
+            max_permits: if n == 0 { 0 } else { 1 },
+            queue_limit: n,
+            queue_order: QueueOrder::OldestFirst,
+        }
+    }
+
+    /// `n` departures a second.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::ShaperOptions;
+    ///
+    /// assert_eq!(ShaperOptions::per_second(10).interval, Duration::from_millis(100));
+    /// ```
+    pub const fn per_second(n: u32) -> Self {
+        Self::per(Duration::from_secs(1), n)
+    }
+
+    /// `n` departures a minute.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::ShaperOptions;
+    ///
+    /// assert_eq!(ShaperOptions::per_minute(2).interval, Duration::from_secs(30));
+    /// ```
+    pub const fn per_minute(n: u32) -> Self {
+        Self::per(Duration::from_secs(60), n)
+    }
+
+    /// The same options allowing requests of up to `max` permits.
+    ///
+    /// ```
+    /// use tollgate::ShaperOptions;
+    ///
+    /// assert_eq!(ShaperOptions::per_second(10).with_max_permits(5).max_permits, 5);
+    /// ```
+    pub const fn with_max_permits(self, max: u32) -> Self {
+        Self {
+            max_permits: max,
+            ..self
+        }
+    }
+
+    /// The same options with a queue of `limit` permits served in `order` (0: no waiting, the
+    /// shaper then only spaces requests out).
+    ///
+    /// ```
+    /// use tollgate::{QueueOrder, ShaperOptions};
+    ///
+    /// assert_eq!(ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst).queue_limit, 0);
+    /// ```
+    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
+        Self {
+            queue_limit: limit,
+            queue_order: order,
+            ..self
+        }
+    }
+
+    /// Checks every option; returns the interval in nanoseconds.
+    ///
+    /// ```
+    /// use tollgate::{OptionsError, ShaperOptions};
+    ///
+    /// assert_eq!(ShaperOptions::per_second(0).validate(), Err(OptionsError::ZeroLimit));
+    /// assert_eq!(ShaperOptions::per_second(1).validate(), Ok(1_000_000_000));
+    /// ```
+    pub fn validate(&self) -> Result<u64, OptionsError> {
+        params(self.interval, self.max_permits, true).map(|p| p.interval)
+    }
+}
+
+/// The leaky bucket as a queue — a traffic shaper: permits depart at a constant rate, one every
+/// `interval`, never two at once, whatever arrives.
+///
+/// - [`try_acquire`](crate::Limiter::try_acquire) succeeds only if the request can depart **now**
+///   (the previous departures' slots are over); otherwise its RetryAfter is the time to its slot,
+///   behind everyone queued.
+/// - [`acquire(n).await`](Self::acquire) joins the queue (bounded by `queue_limit` permits, the
+///   bucket's size; beyond it the request is rejected with `QueueFull`) and completes at the
+///   request's departure slot — as soon as someone serves the queue then: a `Driver` (feature
+///   `std`), [`replenish`](crate::Replenishing::replenish) at
+///   [`next_service`](crate::Replenishing::next_service), or any later acquisition.
+///   [`acquire_blocking`](Self::acquire_blocking) wakes itself.
+///
+/// An idle spell banks nothing: after any pause the next request departs at once and the one
+/// after it waits a full interval. The state is GCRA's 64-bit word (the next free slot).
+///
+/// ```
+/// use core::future::Future;
+/// use core::pin::pin;
+/// use core::task::{Context, Poll, Waker};
+/// use core::time::Duration;
+/// use tollgate::{LeakyBucketShaper, Limiter, ManualClock, Replenishing, ShaperOptions};
+///
+/// let clock = ManualClock::new();
+/// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(10), &clock).unwrap();
+/// let _first = shaper.try_acquire(1).unwrap(); // departs now
+/// let refused = shaper.try_acquire(1).unwrap_err();
+/// assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+///
+/// // Queued instead: it completes at its slot, 100 ms in.
+/// let mut cx = Context::from_waker(Waker::noop());
+/// let mut second = pin!(shaper.acquire(1));
+/// assert!(second.as_mut().poll(&mut cx).is_pending());
+/// assert_eq!(shaper.next_service(), Some(Duration::from_millis(100)));
+/// clock.advance(Duration::from_millis(100));
+/// shaper.replenish();
+/// assert!(matches!(second.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+/// ```
+#[derive(Debug)]
+pub struct LeakyBucketShaper<C: Clock> {
+    core: GcraCore<C>,
+    options: ShaperOptions,
+}
+
+#[cfg(feature = "std")]
+impl LeakyBucketShaper<crate::StdClock> {
+    /// A shaper on the system clock.
+    ///
+    /// ```
+    /// use tollgate::{LeakyBucketShaper, Limiter, ShaperOptions};
+    ///
+    /// let shaper = LeakyBucketShaper::new(ShaperOptions::per_second(1)).unwrap();
+    /// assert!(shaper.try_acquire(1).is_ok());
+    /// assert!(shaper.try_acquire(1).is_err());
+    /// ```
+    pub fn new(options: ShaperOptions) -> Result<Self, OptionsError> {
+        Self::with_clock(options, crate::StdClock)
+    }
+}
+
+impl<C: Clock> LeakyBucketShaper<C> {
+    /// A shaper reading time from `clock`; its first request departs at once.
+    ///
+    /// ```
+    /// use tollgate::{LeakyBucketShaper, ManualClock, OptionsError, ShaperOptions};
+    ///
+    /// let bad = ShaperOptions::per_second(10).with_max_permits(0);
+    /// assert_eq!(LeakyBucketShaper::with_clock(bad, ManualClock::new()).unwrap_err(), OptionsError::ZeroLimit);
+    /// ```
+    pub fn with_clock(options: ShaperOptions, clock: C) -> Result<Self, OptionsError> {
+        options.validate()?;
+        let params = params(options.interval, options.max_permits, true)?;
+        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        Ok(Self {
+            core: GcraCore::new(params, queue, clock),
+            options,
+        })
+    }
+
+    /// The options the shaper was built with.
+    ///
+    /// ```
+    /// use tollgate::{LeakyBucketShaper, ManualClock, ShaperOptions};
+    ///
+    /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(3), ManualClock::new()).unwrap();
+    /// assert_eq!(shaper.options().queue_limit, 3);
+    /// ```
+    pub fn options(&self) -> &ShaperOptions {
+        &self.options
+    }
+}
+
+gcra_limiter!(LeakyBucketShaper);

@@ -1,0 +1,933 @@
+//! Limits shared across machines, kept in Redis (feature `redis`): token bucket, fixed window,
+//! sliding window and GCRA, one round trip per decision, with a failure policy you choose.
+//!
+//! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, reloaded by the
+//! `redis` crate's [`Script`] after `NOSCRIPT`, e.g. after a restart or
+//! `SCRIPT FLUSH`). The script reads the time from Redis `TIME` (integer microseconds), so
+//! machines whose clocks disagree still agree on every decision, and returns integers only:
+//! allowed, remaining, RetryAfter and reset. The key of a partition is `prefix:{partition}` —
+//! the braces are a hash tag, so on a cluster the key lives on the slot of its partition — and
+//! every write sets a TTL, so an idle key vanishes once its absence means the same as its content.
+//!
+//! ```no_run
+//! use core::time::Duration;
+//! use tollgate::redis::{Algorithm, FailurePolicy, RedisLimiter};
+//! use tollgate::FixedWindowOptions;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let connection = client.get_connection_manager().await?;
+//! let limiter = RedisLimiter::builder(
+//!     connection,
+//!     "api",
+//!     Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(60))),
+//!     FailurePolicy::FailOpen,
+//! )
+//! .timeout(Duration::from_millis(20))
+//! .build()?;
+//! match limiter.acquire("customer-42", 1).await {
+//!     Ok(_lease) => { /* serve */ }
+//!     Err(rejection) => println!("429, retry after {:?}", rejection.retry_after()),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Same decisions as the local limiters
+//! Each script is the state machine of the matching local limiter, run in Redis: the token
+//! bucket and fixed window follow [`TokenBucketLimiter`](crate::TokenBucketLimiter) and
+//! [`FixedWindowLimiter`](crate::FixedWindowLimiter) (whole periods, tokens arrive at period
+//! boundaries), the sliding window follows
+//! [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) segment for segment. Given the same
+//! requests at the same instants, a Redis limiter and a local limiter created at a multiple of the
+//! period since the Unix epoch make the same decisions with the same RetryAfter (to the
+//! microsecond); the test suite checks it on the .NET documentation's worked examples. Where
+//! they differ:
+//! - **Time**: periods, windows and segments count from the Unix epoch on the Redis server's
+//!   clock (a local limiter counts from its creation), at microsecond resolution: periods,
+//!   windows and segments must be whole microseconds.
+//! - **No queue**: a request is granted or rejected at once; options with a `queue_limit` are
+//!   refused ([`RedisConfigError::QueueNotSupported`]). Wait by retrying after the RetryAfter.
+//! - **Sliding window granularity**: the window is kept per segment, as locally, in a hash of at
+//!   most `segments_per_window` fields (at most [`MAX_SEGMENTS`]); each decision reads them all.
+//! - **GCRA** ([`GcraOptions`]) has no local counterpart; its fallback is a local token bucket of
+//!   the same burst and rate.
+//! - **Leases** return nothing (as every rate limiter's), and there is no `close` on the server:
+//!   [`RedisLimiter::close`] closes this client only.
+//!
+//! ## When Redis fails
+//! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
+//! [`FailClosed`](FailurePolicy::FailClosed), or [`Fallback`](FailurePolicy::Fallback) to a local
+//! limiter holding a share of the quota. A call that errors or takes longer than the
+//! [timeout](RedisLimiterBuilder::timeout) (default 50 ms) is decided by the policy; after a few
+//! consecutive failures the [`CircuitBreaker`] stops calling Redis and lets one request probe it
+//! now and then. [`RedisLimiter::health`] says which is in force.
+//!
+//! **No decision is counted twice**: a call that failed or timed out is never retried — its
+//! request is decided by the failure policy. A timed-out script may still have run on the server
+//! (its permits are then counted there once, and the request got the policy's answer); retrying
+//! it could count it twice, and an idempotency token would cost a write on every decision. The
+//! only retry is the `redis` crate's reload after `NOSCRIPT`, an error that means the script did
+//! not run. The connection manager does not resend failed commands: it reconnects in the
+//! background, and a later request finds the new connection.
+//!
+//! ## Chains and partitions
+//! The partition *is* the key: `acquire("user-7", 1)` limits `user-7` on every machine. To shed
+//! load before a round trip, put a local limiter in front with
+//! [`acquire_behind`](RedisLimiter::acquire_behind): the local limiter decides first, and Redis is
+//! asked only if it grants (the pattern of .NET's chained limiter, where the first rejection
+//! wins). For a partitioned local front, do the same by hand: `front.try_acquire(&key, n)?`,
+//! then `redis.acquire(&key, n).await?`, holding both leases (the test suite does both).
+//!
+//! There is no synchronous `try_acquire`: a decision needs I/O, and blocking on it would starve
+//! an async runtime. [`RedisLimiter`] is therefore not a [`Limiter`].
+
+mod breaker;
+mod cache;
+mod scripts;
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use ::redis::aio::ConnectionLike;
+use ::redis::{RedisError, Script};
+
+pub use breaker::{Circuit, CircuitBreaker};
+
+use crate::clock::{Clock, StdClock};
+use crate::lease::{Lease, Reason, Rejection, Statistics};
+use crate::limiter::Limiter;
+use crate::options::OptionsError;
+use crate::partition::{Partition, PartitionConfig, PartitionKind, PartitionLimiter, Partitioned};
+use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
+
+/// The most segments a Redis sliding window may have (each decision reads them all).
+pub const MAX_SEGMENTS: u32 = 1024;
+
+static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
+static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::GCRA));
+
+/// Options of the GCRA (generic cell rate algorithm, as redis-cell and redis_rate): one permit
+/// every `emission_interval`, with bursts of up to `burst` permits.
+///
+/// A GCRA of burst `B` and interval `T` admits `B` permits at once, then one every `T`, and is
+/// back to `B` after `B × T` of quiet. Its state is one timestamp per key.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::redis::GcraOptions;
+///
+/// // 100 a second, bursts of 10.
+/// let gcra = GcraOptions::new(10, Duration::from_millis(10));
+/// assert_eq!(GcraOptions::per_period(100, Duration::from_secs(1), 10), Ok(gcra));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GcraOptions {
+    /// Permits that may be taken at once (at least 1).
+    pub burst: u32,
+    /// The time one permit takes to come back: whole microseconds, at least 1.
+    pub emission_interval: Duration,
+}
+
+impl GcraOptions {
+    /// Bursts of `burst`, one permit back every `emission_interval`.
+    pub const fn new(burst: u32, emission_interval: Duration) -> Self {
+        Self {
+            burst,
+            emission_interval,
+        }
+    }
+
+    /// `limit` permits per `period` (the interval is `period / limit`, which must be whole
+    /// microseconds), bursts of `burst`.
+    pub fn per_period(limit: u32, period: Duration, burst: u32) -> Result<Self, RedisConfigError> {
+        if limit == 0 {
+            return Err(OptionsError::ZeroLimit.into());
+        }
+        let us = whole_micros(period)?;
+        if us % u64::from(limit) != 0 {
+            return Err(RedisConfigError::NotWholeMicros);
+        }
+        Ok(Self::new(
+            burst,
+            Duration::from_micros(us / u64::from(limit)),
+        ))
+    }
+}
+
+/// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// A token bucket, as [`TokenBucketLimiter`](crate::TokenBucketLimiter).
+    TokenBucket(TokenBucketOptions),
+    /// A fixed window, as [`FixedWindowLimiter`](crate::FixedWindowLimiter).
+    FixedWindow(FixedWindowOptions),
+    /// A sliding window, as [`SlidingWindowLimiter`](crate::SlidingWindowLimiter).
+    SlidingWindow(SlidingWindowOptions),
+    /// GCRA, as redis-cell's `CL.THROTTLE`.
+    Gcra(GcraOptions),
+}
+
+/// Why a [`RedisLimiter`] could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RedisConfigError {
+    /// The algorithm's options are invalid (as the local limiter would say).
+    Options(OptionsError),
+    /// A period, window, segment or emission interval is not a whole number of microseconds
+    /// (the scripts' resolution), or is longer than 2^53 µs.
+    NotWholeMicros,
+    /// The options ask for a queue: a Redis limiter has none (it grants or rejects at once).
+    QueueNotSupported,
+    /// The prefix contains `{` or `}`, which would take the hash tag from the partition.
+    PrefixBraces,
+    /// The fallback share is not in (0, 1].
+    Share,
+    /// The timeout is zero.
+    ZeroTimeout,
+    /// The circuit breaker opens after zero failures.
+    ZeroFailures,
+}
+
+impl From<OptionsError> for RedisConfigError {
+    fn from(e: OptionsError) -> Self {
+        Self::Options(e)
+    }
+}
+
+impl fmt::Display for RedisConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Options(e) => write!(f, "invalid limiter options: {e:?}"),
+            Self::NotWholeMicros => f.write_str("durations must be whole microseconds below 2^53"),
+            Self::QueueNotSupported => f.write_str("a Redis limiter has no queue (queue_limit 0)"),
+            Self::PrefixBraces => f.write_str("the key prefix must not contain '{' or '}'"),
+            Self::Share => f.write_str("the fallback share must be in (0, 1]"),
+            Self::ZeroTimeout => f.write_str("the timeout must be longer than zero"),
+            Self::ZeroFailures => f.write_str("the circuit breaker needs at least one failure"),
+        }
+    }
+}
+
+impl std::error::Error for RedisConfigError {}
+
+fn whole_micros(d: Duration) -> Result<u64, RedisConfigError> {
+    if d.subsec_nanos() % 1_000 != 0 || d.is_zero() {
+        return Err(RedisConfigError::NotWholeMicros);
+    }
+    let us = u64::try_from(d.as_micros()).map_err(|_| RedisConfigError::NotWholeMicros)?;
+    if us >= 1 << 53 {
+        return Err(RedisConfigError::NotWholeMicros);
+    }
+    Ok(us)
+}
+
+/// The script, its arguments (after the permit count), and the limit.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    script: &'static LazyLock<Script>,
+    args: [u64; 3],
+    nargs: usize,
+    limit: u32,
+}
+
+impl Algorithm {
+    fn plan(&self) -> Result<Plan, RedisConfigError> {
+        match *self {
+            Algorithm::TokenBucket(o) => {
+                o.validate()?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let p = whole_micros(o.replenishment_period)?;
+                Ok(Plan {
+                    script: &BUCKET,
+                    args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
+                    nargs: 3,
+                    limit: o.token_limit,
+                })
+            }
+            Algorithm::FixedWindow(o) => {
+                o.validate()?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let w = whole_micros(o.window)?;
+                let l = u64::from(o.permit_limit);
+                Ok(Plan {
+                    script: &BUCKET,
+                    args: [l, l, w],
+                    nargs: 3,
+                    limit: o.permit_limit,
+                })
+            }
+            Algorithm::SlidingWindow(o) => {
+                o.validate(MAX_SEGMENTS as usize)?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let w = whole_micros(o.window)?;
+                let n = u64::from(o.segments_per_window);
+                if w % n != 0 {
+                    return Err(RedisConfigError::NotWholeMicros);
+                }
+                Ok(Plan {
+                    script: &SLIDING,
+                    args: [u64::from(o.permit_limit), n, w / n],
+                    nargs: 3,
+                    limit: o.permit_limit,
+                })
+            }
+            Algorithm::Gcra(o) => {
+                if o.burst == 0 {
+                    return Err(OptionsError::ZeroLimit.into());
+                }
+                let t = whole_micros(o.emission_interval)?;
+                if u64::from(o.burst).saturating_mul(t) >= 1 << 53 {
+                    return Err(RedisConfigError::NotWholeMicros);
+                }
+                Ok(Plan {
+                    script: &GCRA,
+                    args: [u64::from(o.burst), t, 0],
+                    nargs: 2,
+                    limit: o.burst,
+                })
+            }
+        }
+    }
+
+    /// The same algorithm with `share` of the quota, as a local partition kind.
+    fn local_share(&self, share: f64) -> Result<PartitionKind, RedisConfigError> {
+        let scale = |n: u32| -> u32 { ((f64::from(n) * share).ceil() as u32).max(1) };
+        Ok(match *self {
+            Algorithm::TokenBucket(o) => PartitionKind::token_bucket(TokenBucketOptions::new(
+                scale(o.token_limit),
+                scale(o.tokens_per_period),
+                o.replenishment_period,
+            ))?,
+            Algorithm::FixedWindow(o) => PartitionKind::fixed_window(FixedWindowOptions::new(
+                scale(o.permit_limit),
+                o.window,
+            ))?,
+            Algorithm::SlidingWindow(o) => PartitionKind::sliding_window(
+                SlidingWindowOptions::new(scale(o.permit_limit), o.window, o.segments_per_window),
+            )?,
+            Algorithm::Gcra(o) => {
+                // One token every T / share, bursts of B × share.
+                let t = o.emission_interval.as_secs_f64() / share;
+                PartitionKind::token_bucket(TokenBucketOptions::new(
+                    scale(o.burst),
+                    1,
+                    Duration::from_secs_f64(t),
+                ))?
+            }
+        })
+    }
+}
+
+/// What a [`RedisLimiter`] does when Redis cannot decide: chosen at construction, no default.
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Grant every request (availability over the limit). The lease is granted; nothing counts
+    /// it anywhere.
+    FailOpen,
+    /// Reject every request with [`REDIS_UNAVAILABLE`] (the limit over availability). The
+    /// RetryAfter is the time until the circuit breaker probes Redis again, if it is open.
+    FailClosed,
+    /// Decide locally: each partition gets a local limiter of the same algorithm holding `share`
+    /// of the quota (with 4 replicas, `0.25` keeps the total near the limit). GCRA falls back to
+    /// a token bucket of the same burst and rate.
+    Fallback {
+        /// The share of the quota each machine keeps, in (0, 1]; limits are rounded up, to at
+        /// least 1.
+        share: f64,
+        /// The bounds of the local partition map.
+        partitions: PartitionConfig,
+    },
+}
+
+impl FailurePolicy {
+    /// A local fallback holding `share` of the quota, for up to 100,000 partitions.
+    pub const fn fallback(share: f64) -> Self {
+        Self::Fallback {
+            share,
+            partitions: PartitionConfig::new(PartitionConfig::DEFAULT_CAPACITY),
+        }
+    }
+
+    fn kind(&self) -> PolicyKind {
+        match self {
+            Self::FailOpen => PolicyKind::FailOpen,
+            Self::FailClosed => PolicyKind::FailClosed,
+            Self::Fallback { .. } => PolicyKind::Fallback,
+        }
+    }
+}
+
+impl fmt::Debug for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::FailOpen => f.write_str("FailOpen"),
+            Self::FailClosed => f.write_str("FailClosed"),
+            Self::Fallback { share, partitions } => f
+                .debug_struct("Fallback")
+                .field("share", share)
+                .field("partitions", partitions)
+                .finish(),
+        }
+    }
+}
+
+/// The reason of a [`FailurePolicy::FailClosed`] rejection.
+pub const REDIS_UNAVAILABLE: Reason = Reason::Custom("rate-limit store unavailable");
+
+/// Which failure policy a limiter was built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    /// [`FailurePolicy::FailOpen`].
+    FailOpen,
+    /// [`FailurePolicy::FailClosed`].
+    FailClosed,
+    /// [`FailurePolicy::Fallback`].
+    Fallback,
+}
+
+/// What decides requests now.
+///
+/// ```
+/// use tollgate::redis::{Health, PolicyKind};
+/// assert_eq!(Health::Degraded(PolicyKind::FailOpen).policy_in_force(), Some(PolicyKind::FailOpen));
+/// assert_eq!(Health::Redis.policy_in_force(), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Health {
+    /// Redis decides (the circuit is closed).
+    Redis,
+    /// The circuit is half open: one request probes Redis, the failure policy decides the rest.
+    Probing(PolicyKind),
+    /// The circuit is open: the failure policy decides every request.
+    Degraded(PolicyKind),
+}
+
+impl Health {
+    /// The failure policy deciding (some) requests now, or `None` when Redis decides them all.
+    pub const fn policy_in_force(&self) -> Option<PolicyKind> {
+        match self {
+            Health::Redis => None,
+            Health::Probing(p) | Health::Degraded(p) => Some(*p),
+        }
+    }
+}
+
+/// Who made a [`Decision`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecidedBy {
+    /// The Redis script.
+    Redis,
+    /// A cached Redis denial (see [`RedisLimiterBuilder::cache_denials`]).
+    CachedDenial,
+    /// The failure policy: [`FailurePolicy::FailOpen`].
+    FailOpen,
+    /// The failure policy: [`FailurePolicy::FailClosed`].
+    FailClosed,
+    /// The failure policy: the local fallback limiter.
+    Fallback,
+    /// This client: the limiter is closed, or the request exceeds the limit.
+    Client,
+}
+
+/// A decision with everything the scripts return (for headers such as `RateLimit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// The request's permits.
+    pub permits: u32,
+    /// Granted or not (with the reason and RetryAfter).
+    pub outcome: Result<(), Rejection>,
+    /// Permits left after this decision (as Redis counted them; 0 if unknown).
+    pub remaining: u64,
+    /// Time until the limiter is idle again: bucket full, window empty (zero if unknown).
+    pub reset: Duration,
+    /// Redis's clock at the decision, in microseconds since the Unix epoch (`None` if Redis did
+    /// not decide).
+    pub server_time_us: Option<u64>,
+    /// Who decided.
+    pub decided_by: DecidedBy,
+}
+
+impl Decision {
+    /// Whether the request was granted.
+    pub const fn allowed(&self) -> bool {
+        self.outcome.is_ok()
+    }
+}
+
+/// Counters beyond [`Statistics`], for observability.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RedisStatistics {
+    /// Requests granted (by anyone).
+    pub total_successful: u64,
+    /// Requests rejected (by anyone, for any reason).
+    pub total_failed: u64,
+    /// Script calls sent to Redis.
+    pub calls: u64,
+    /// Calls that failed with an error.
+    pub errors: u64,
+    /// Calls that timed out.
+    pub timeouts: u64,
+    /// Requests decided by the failure policy.
+    pub by_policy: u64,
+    /// Requests rejected from the denial cache, without a call.
+    pub cached_denials: u64,
+    /// Times the circuit breaker opened.
+    pub circuit_opened: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    calls: AtomicU64,
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+    by_policy: AtomicU64,
+    cached: AtomicU64,
+    remaining: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+type FallbackPartitioner = Box<dyn Fn(&str) -> Partition<String, PartitionKind> + Send + Sync>;
+type FallbackMap = Partitioned<String, PartitionLimiter<StdClock>, FallbackPartitioner>;
+
+/// How [`RedisLimiter::builder`] is configured further.
+pub struct RedisLimiterBuilder<C> {
+    conn: C,
+    prefix: String,
+    algorithm: Algorithm,
+    policy: FailurePolicy,
+    timeout: Duration,
+    breaker: CircuitBreaker,
+    cache: Option<usize>,
+}
+
+impl<C> fmt::Debug for RedisLimiterBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiterBuilder")
+            .field("prefix", &self.prefix)
+            .field("algorithm", &self.algorithm)
+            .field("policy", &self.policy)
+            .field("timeout", &self.timeout)
+            .field("breaker", &self.breaker)
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
+    /// The per-call timeout (default 50 ms): a call slower than this is decided by the failure
+    /// policy and counts as a failure for the circuit breaker.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The circuit breaker (default: open after 3 consecutive failures, for 1 s).
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// Caches Redis denials locally until their RetryAfter, for up to `capacity` keys: a cached
+    /// denial answers requests of at least as many permits on its key without a round trip.
+    /// Allows are never cached. Off by default.
+    pub fn cache_denials(mut self, capacity: usize) -> Self {
+        self.cache = Some(capacity);
+        self
+    }
+
+    /// Checks everything and makes the limiter.
+    pub fn build(self) -> Result<RedisLimiter<C>, RedisConfigError> {
+        let plan = self.algorithm.plan()?;
+        if self.prefix.contains(['{', '}']) {
+            return Err(RedisConfigError::PrefixBraces);
+        }
+        if self.timeout.is_zero() {
+            return Err(RedisConfigError::ZeroTimeout);
+        }
+        if self.breaker.failures == 0 {
+            return Err(RedisConfigError::ZeroFailures);
+        }
+        let policy_kind = self.policy.kind();
+        let fallback = match self.policy {
+            FailurePolicy::Fallback { share, partitions } => {
+                if !(share > 0.0 && share <= 1.0) {
+                    return Err(RedisConfigError::Share);
+                }
+                let kind = self.algorithm.local_share(share)?;
+                let partitioner: FallbackPartitioner =
+                    Box::new(move |key: &str| Partition::new(key.to_owned(), kind));
+                Some(Partitioned::new(partitioner, partitions))
+            }
+            _ => None,
+        };
+        Ok(RedisLimiter {
+            inner: Arc::new(Inner {
+                conn: self.conn,
+                prefix: self.prefix,
+                algorithm: self.algorithm,
+                plan,
+                policy: policy_kind,
+                fallback,
+                timeout: self.timeout,
+                breaker: breaker::Breaker::new(self.breaker),
+                cache: self.cache.map(cache::DenialCache::new),
+                counts: Counts::default(),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+}
+
+struct Inner<C> {
+    conn: C,
+    prefix: String,
+    algorithm: Algorithm,
+    plan: Plan,
+    policy: PolicyKind,
+    fallback: Option<FallbackMap>,
+    timeout: Duration,
+    breaker: breaker::Breaker,
+    cache: Option<cache::DenialCache>,
+    counts: Counts,
+    closed: AtomicBool,
+}
+
+/// A rate limiter whose state lives in Redis, shared by every client that uses the same prefix
+/// (see the [module docs](self)). Cheap to clone: clones share the connection, the breaker, the
+/// cache and the counters.
+pub struct RedisLimiter<C = ::redis::aio::ConnectionManager> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C> Clone for RedisLimiter<C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for RedisLimiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("prefix", &self.inner.prefix)
+            .field("algorithm", &self.inner.algorithm)
+            .field("policy", &self.inner.policy)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A lease from a local limiter in front of a Redis limiter
+/// ([`RedisLimiter::acquire_behind`]): it holds both; dropping it drops the Redis lease, then the
+/// local one (whose permits go back, for a concurrency limiter).
+#[derive(Debug)]
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct ChainedLease<'a> {
+    redis: Lease<'static>,
+    front: Lease<'a>,
+}
+
+impl ChainedLease<'_> {
+    /// The permits held.
+    pub fn permits(&self) -> u32 {
+        self.redis.permits()
+    }
+
+    /// The local limiter's lease.
+    pub fn front(&self) -> &Lease<'_> {
+        &self.front
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
+    /// Starts building a limiter of `algorithm` on connection `conn` (a
+    /// [`ConnectionManager`](::redis::aio::ConnectionManager), a multiplexed connection, or with
+    /// feature `redis-cluster` a cluster connection), keys `prefix:{partition}`, with the
+    /// failure policy `policy`.
+    ///
+    /// ```no_run
+    /// use core::time::Duration;
+    /// use tollgate::redis::{Algorithm, CircuitBreaker, FailurePolicy, RedisLimiter};
+    /// use tollgate::TokenBucketOptions;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let limiter = RedisLimiter::builder(
+    ///     conn,
+    ///     "uploads",
+    ///     Algorithm::TokenBucket(TokenBucketOptions::new(10, 2, Duration::from_secs(60))),
+    ///     FailurePolicy::fallback(0.25), // 4 replicas
+    /// )
+    /// .timeout(Duration::from_millis(30))
+    /// .circuit_breaker(CircuitBreaker::new(5, Duration::from_millis(500)))
+    /// .cache_denials(10_000)
+    /// .build()?;
+    /// # let _ = limiter; Ok(()) }
+    /// ```
+    pub fn builder(
+        conn: C,
+        prefix: impl Into<String>,
+        algorithm: Algorithm,
+        policy: FailurePolicy,
+    ) -> RedisLimiterBuilder<C> {
+        RedisLimiterBuilder {
+            conn,
+            prefix: prefix.into(),
+            algorithm,
+            policy,
+            timeout: Duration::from_millis(50),
+            breaker: CircuitBreaker::default(),
+            cache: None,
+        }
+    }
+
+    /// The Redis key of `partition`: `prefix:{partition}`.
+    pub fn key(&self, partition: &str) -> String {
+        let mut k = String::with_capacity(self.inner.prefix.len() + partition.len() + 3);
+        k.push_str(&self.inner.prefix);
+        k.push_str(":{");
+        k.push_str(partition);
+        k.push('}');
+        k
+    }
+
+    /// Takes `permits` from `partition`'s limit, shared by every client of this prefix: a lease
+    /// (which returns nothing when dropped) or a rejection with its RetryAfter.
+    pub async fn acquire(
+        &self,
+        partition: &str,
+        permits: u32,
+    ) -> Result<Lease<'static>, Rejection> {
+        self.decide(partition, permits)
+            .await
+            .outcome
+            .map(|()| Lease::unreleased(permits))
+    }
+
+    /// Asks `front` (a local limiter) first; only if it grants is Redis asked. Returns the
+    /// first rejection, or a lease holding both (see [`ChainedLease`]). A front that rejects
+    /// costs no round trip.
+    pub async fn acquire_behind<'a, L: Limiter + ?Sized>(
+        &self,
+        front: &'a L,
+        partition: &str,
+        permits: u32,
+    ) -> Result<ChainedLease<'a>, Rejection> {
+        let front = front.try_acquire(permits)?;
+        let redis = self.acquire(partition, permits).await?;
+        Ok(ChainedLease { redis, front })
+    }
+
+    /// Like [`acquire`](Self::acquire), with everything known about the decision.
+    pub async fn decide(&self, partition: &str, permits: u32) -> Decision {
+        let d = self.decide_uncounted(partition, permits).await;
+        let c = &self.inner.counts;
+        bump(if d.allowed() { &c.ok } else { &c.failed });
+        d
+    }
+
+    async fn decide_uncounted(&self, partition: &str, permits: u32) -> Decision {
+        let inner = &*self.inner;
+        let client = |r: Reason| Decision {
+            permits,
+            outcome: Err(Rejection::new(r)),
+            remaining: 0,
+            reset: Duration::ZERO,
+            server_time_us: None,
+            decided_by: DecidedBy::Client,
+        };
+        if inner.closed.load(Ordering::Acquire) {
+            return client(Reason::Closed);
+        }
+        if permits > inner.plan.limit {
+            return client(Reason::ExceedsLimit);
+        }
+        let key = self.key(partition);
+        let now = StdClock.now();
+        if let Some(cache) = &inner.cache {
+            if let Some(left) = cache.get(&key, permits, now) {
+                bump(&inner.counts.cached);
+                return Decision {
+                    permits,
+                    outcome: Err(Rejection::with_retry_after(Reason::Exhausted, left)),
+                    remaining: 0,
+                    reset: Duration::ZERO,
+                    server_time_us: None,
+                    decided_by: DecidedBy::CachedDenial,
+                };
+            }
+        }
+        let skip = match inner.breaker.admit(now) {
+            breaker::Admit::Call | breaker::Admit::Probe => None,
+            breaker::Admit::Skip(d) => Some(d),
+        };
+        if let Some(left) = skip {
+            return self.by_policy(partition, permits, Some(left));
+        }
+        bump(&inner.counts.calls);
+        match self.call(&key, permits).await {
+            Ok(d) => {
+                inner.breaker.success();
+                if let (Some(cache), Err(r)) = (&inner.cache, &d.outcome) {
+                    if let Some(ra) = r.retry_after() {
+                        cache.put(&key, permits, now, ra);
+                    }
+                }
+                inner.counts.remaining.store(d.remaining, Ordering::Relaxed);
+                d
+            }
+            Err(timed_out) => {
+                bump(if timed_out {
+                    &inner.counts.timeouts
+                } else {
+                    &inner.counts.errors
+                });
+                inner.breaker.failure(StdClock.now());
+                self.by_policy(partition, permits, None)
+            }
+        }
+    }
+
+    /// One script call, bounded by the timeout. `Err(true)`: timed out; `Err(false)`: an error.
+    async fn call(&self, key: &str, permits: u32) -> Result<Decision, bool> {
+        let inner = &*self.inner;
+        let plan = &inner.plan;
+        let mut inv = plan.script.key(key);
+        inv.arg(permits);
+        for a in &plan.args[..plan.nargs] {
+            inv.arg(*a);
+        }
+        let mut conn = inner.conn.clone();
+        let reply: Result<Result<Vec<i64>, RedisError>, _> =
+            tokio::time::timeout(inner.timeout, inv.invoke_async(&mut conn)).await;
+        let v = match reply {
+            Err(_) => return Err(true),
+            Ok(Err(_)) => return Err(false),
+            Ok(Ok(v)) => v,
+        };
+        let [allowed, remaining, retry_us, reset_us, now_us] = v[..] else {
+            return Err(false);
+        };
+        let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
+        let outcome = if allowed == 1 {
+            Ok(())
+        } else {
+            Err(Rejection::with_retry_after(
+                Reason::Exhausted,
+                micros(retry_us).max(Duration::from_micros(1)),
+            ))
+        };
+        Ok(Decision {
+            permits,
+            outcome,
+            remaining: u64::try_from(remaining).unwrap_or(0),
+            reset: micros(reset_us),
+            server_time_us: u64::try_from(now_us).ok(),
+            decided_by: DecidedBy::Redis,
+        })
+    }
+
+    fn by_policy(&self, partition: &str, permits: u32, open_for: Option<Duration>) -> Decision {
+        let inner = &*self.inner;
+        bump(&inner.counts.by_policy);
+        let (outcome, decided_by) = match (inner.policy, &inner.fallback) {
+            (PolicyKind::Fallback, Some(local)) => (
+                local.try_acquire(partition, permits).map(drop),
+                DecidedBy::Fallback,
+            ),
+            (PolicyKind::FailOpen, _) => (Ok(()), DecidedBy::FailOpen),
+            _ => (
+                Err(match open_for {
+                    Some(d) if !d.is_zero() => Rejection::with_retry_after(REDIS_UNAVAILABLE, d),
+                    _ => Rejection::new(REDIS_UNAVAILABLE),
+                }),
+                DecidedBy::FailClosed,
+            ),
+        };
+        let remaining = match (&inner.fallback, decided_by) {
+            (Some(local), DecidedBy::Fallback) => local.statistics(partition).available_permits,
+            _ => 0,
+        };
+        Decision {
+            permits,
+            outcome,
+            remaining,
+            reset: Duration::ZERO,
+            server_time_us: None,
+            decided_by,
+        }
+    }
+
+    /// Which policy decides requests now.
+    pub fn health(&self) -> Health {
+        match self.inner.breaker.circuit() {
+            Circuit::Closed => Health::Redis,
+            Circuit::HalfOpen => Health::Probing(self.inner.policy),
+            Circuit::Open => Health::Degraded(self.inner.policy),
+        }
+    }
+
+    /// The counters, as every limiter's: `available_permits` is the `remaining` of the last
+    /// decision Redis made (any partition), `queued_permits` is always 0.
+    pub fn statistics(&self) -> Statistics {
+        let c = &self.inner.counts;
+        Statistics {
+            available_permits: c.remaining.load(Ordering::Relaxed),
+            queued_permits: 0,
+            total_successful: c.ok.load(Ordering::Relaxed),
+            total_failed: c.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every counter, for observability.
+    pub fn redis_statistics(&self) -> RedisStatistics {
+        let c = &self.inner.counts;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RedisStatistics {
+            total_successful: l(&c.ok),
+            total_failed: l(&c.failed),
+            calls: l(&c.calls),
+            errors: l(&c.errors),
+            timeouts: l(&c.timeouts),
+            by_policy: l(&c.by_policy),
+            cached_denials: l(&c.cached),
+            circuit_opened: self.inner.breaker.opened(),
+        }
+    }
+
+    /// The algorithm and its options.
+    pub fn algorithm(&self) -> &Algorithm {
+        &self.inner.algorithm
+    }
+
+    /// The most permits one request may take.
+    pub fn limit(&self) -> u32 {
+        self.inner.plan.limit
+    }
+
+    /// Closes this client: later requests are rejected with [`Reason::Closed`] without a call.
+    /// Other clients of the same keys are not affected.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,310 @@
+//! The sliding-window log: exact counts over a rolling window, one entry per admitted request in
+//! a fixed ring (no allocation).
+
+pub(crate) mod state;
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::lease::{Lease, Reason, Rejection, Statistics};
+use crate::limiter::{Limiter, Replenishing};
+use crate::options::OptionsError;
+use crate::stats::Counters;
+use crate::sync::{AtomicBool, Ordering};
+use crate::ticks::{nanos_of, Ticker};
+use crate::wait::Lock;
+
+use state::{Denied, Log, Shape};
+
+/// Options of a [`SlidingLogLimiter`].
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::SlidingLogOptions;
+///
+/// // Article 002's "max 5 failed login attempts per minute".
+/// let logins = SlidingLogOptions::per_minute(5);
+/// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlidingLogOptions {
+    /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
+    pub permit_limit: u32,
+    /// The window. Longer than zero, shorter than 2^64 ns.
+    pub window: Duration,
+}
+
+impl SlidingLogOptions {
+    /// `permit_limit` permits in any rolling `window`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingLogOptions;
+    ///
+    /// assert_eq!(SlidingLogOptions::new(3, Duration::from_secs(1)).permit_limit, 3);
+    /// ```
+    pub const fn new(permit_limit: u32, window: Duration) -> Self {
+        Self {
+            permit_limit,
+            window,
+        }
+    }
+
+    /// `n` permits in any rolling `period`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingLogOptions;
+    ///
+    /// assert_eq!(SlidingLogOptions::per(Duration::from_secs(86_400), 10).permit_limit, 10);
+    /// ```
+    pub const fn per(period: Duration, n: u32) -> Self {
+        Self::new(n, period)
+    }
+
+    /// `n` permits in any rolling second.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingLogOptions;
+    ///
+    /// assert_eq!(SlidingLogOptions::per_second(2).window, Duration::from_secs(1));
+    /// ```
+    pub const fn per_second(n: u32) -> Self {
+        Self::new(n, Duration::from_secs(1))
+    }
+
+    /// `n` permits in any rolling minute.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingLogOptions;
+    ///
+    /// assert_eq!(SlidingLogOptions::per_minute(2).window, Duration::from_secs(60));
+    /// ```
+    pub const fn per_minute(n: u32) -> Self {
+        Self::new(n, Duration::from_secs(60))
+    }
+
+    /// Checks every option against a ring of `capacity` entries; returns the window in ns.
+    ///
+    /// ```
+    /// use tollgate::{OptionsError, SlidingLogOptions};
+    ///
+    /// assert_eq!(
+    ///     SlidingLogOptions::per_minute(100).validate(16),
+    ///     Err(OptionsError::ExceedsCapacity { max: 16 })
+    /// );
+    /// ```
+    pub fn validate(&self, capacity: usize) -> Result<u64, OptionsError> {
+        if self.permit_limit == 0 {
+            return Err(OptionsError::ZeroLimit);
+        }
+        if self.permit_limit as usize > capacity {
+            return Err(OptionsError::ExceedsCapacity { max: capacity });
+        }
+        match nanos_of(self.window) {
+            None => Err(OptionsError::PeriodTooLong),
+            Some(0) => Err(OptionsError::ZeroPeriod),
+            Some(ns) => Ok(ns),
+        }
+    }
+}
+
+/// The sliding-window log (article 002): the exact count of permits admitted in the last
+/// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no
+/// estimate.
+///
+/// **Memory is O(limit), and honest about it:** the log keeps one entry (a 64-bit time and a
+/// 32-bit count: 16 bytes) per admitted request in a ring of `N` entries fixed at compile time
+/// (`N` ≥ `permit_limit`, checked at construction; no allocation, works without a heap).
+/// `SlidingLogLimiter<_, 64>` holds 1 KiB. Use it for low-volume, must-be-exact rules (logins,
+/// one-time passwords); for large limits the [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)
+/// (one word, approximate) or the [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (segments)
+/// cost less.
+///
+/// **Not lock-free:** the ring cannot fit a word, so it is guarded by the crate's wait-queue lock
+/// (a futex mutex with `std`, `critical-section` or a spin lock without). The lock is held for
+/// one pass over the expired entries, at most `N` steps, and never while user code runs.
+///
+/// RetryAfter is exact: the instant enough of the oldest entries leave the window. There is no
+/// waiting queue.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
+///
+/// let clock = ManualClock::new();
+/// let logins: SlidingLogLimiter<_, 5> =
+///     SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(5), &clock).unwrap();
+/// for _ in 0..5 {
+///     let _ = logins.try_acquire(1).unwrap();
+///     clock.advance(Duration::from_secs(10));
+/// }
+/// // 50 s in: the first attempt (at 0 s) leaves the window at 60 s.
+/// let denied = logins.try_acquire(1).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+/// clock.advance(Duration::from_secs(10));
+/// assert!(logins.try_acquire(1).is_ok());
+/// ```
+pub struct SlidingLogLimiter<C: Clock, const N: usize = 16> {
+    log: Lock<Log<N>>,
+    closed: AtomicBool,
+    ticker: Ticker,
+    shape: Shape,
+    counters: Counters,
+    clock: C,
+    options: SlidingLogOptions,
+}
+
+impl<C: Clock, const N: usize> core::fmt::Debug for SlidingLogLimiter<C, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SlidingLogLimiter")
+            .field("options", &self.options)
+            .field("capacity", &N)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<const N: usize> SlidingLogLimiter<crate::StdClock, N> {
+    /// A sliding log on the system clock.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log: SlidingLogLimiter<_, 8> = SlidingLogLimiter::new(SlidingLogOptions::per_second(8)).unwrap();
+    /// assert!(log.try_acquire(8).is_ok());
+    /// ```
+    pub fn new(options: SlidingLogOptions) -> Result<Self, OptionsError> {
+        Self::with_clock(options, crate::StdClock)
+    }
+}
+
+impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
+    /// A sliding log reading time from `clock`, with a ring of `N` entries.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let too_many = SlidingLogLimiter::<_, 4>::with_clock(SlidingLogOptions::per_second(5), ManualClock::new());
+    /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
+    /// ```
+    pub fn with_clock(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
+        let window = options.validate(N)?;
+        Ok(Self {
+            log: Lock::new(Log::new()),
+            closed: AtomicBool::new(false),
+            ticker: Ticker::new(clock.now(), 1),
+            shape: Shape {
+                limit: options.permit_limit,
+                window,
+            },
+            counters: Counters::new(),
+            clock,
+            options,
+        })
+    }
+
+    /// The options the limiter was built with.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log = SlidingLogLimiter::<_, 4>::with_clock(SlidingLogOptions::per_second(4), ManualClock::new()).unwrap();
+    /// assert_eq!(log.options().permit_limit, 4);
+    /// ```
+    pub fn options(&self) -> &SlidingLogOptions {
+        &self.options
+    }
+
+    /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log = SlidingLogLimiter::<_, 64>::with_clock(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
+    /// assert_eq!(log.ring_bytes(), 1024);
+    /// ```
+    pub const fn ring_bytes(&self) -> usize {
+        N * core::mem::size_of::<state::Entry>()
+    }
+
+    fn now(&self) -> u64 {
+        self.ticker.elapsed(self.clock.now())
+    }
+
+    fn take(&self, n: u32) -> Result<(), Rejection> {
+        if n > self.shape.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let now = self.now();
+        let s = self.shape;
+        self.log.with(|log| {
+            // Checked under the lock: nothing is admitted after `close` returns.
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Rejection::new(Reason::Closed));
+            }
+            log.try_take(now, n, s)
+                .map_err(|Denied::Exhausted { wait }| {
+                    Rejection::with_retry_after(Reason::Exhausted, Duration::from_nanos(wait))
+                })
+        })
+    }
+}
+
+impl<C: Clock, const N: usize> Limiter for SlidingLogLimiter<C, N> {
+    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+        self.counters
+            .count(self.take(permits))
+            .map(|()| Lease::unreleased(permits))
+    }
+
+    fn available_permits(&self) -> u64 {
+        let now = self.now();
+        let used = self.log.with(|log| log.used_at(now, self.shape));
+        u64::from(self.shape.limit).saturating_sub(used)
+    }
+
+    fn statistics(&self) -> Statistics {
+        Statistics {
+            available_permits: self.available_permits(),
+            queued_permits: 0,
+            total_successful: self.counters.successful(),
+            total_failed: self.counters.failed(),
+        }
+    }
+
+    /// Idle since the newest entry left the window (since creation if none was ever taken).
+    fn idle_duration(&self) -> Option<Duration> {
+        let now = self.now();
+        let since = self.log.with(|log| log.empty_since(now, self.shape))?;
+        Some(Duration::from_nanos(now.saturating_sub(since)))
+    }
+
+    fn close(&self) {
+        self.log
+            .with(|_| self.closed.store(true, Ordering::Release));
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<C: Clock, const N: usize> Replenishing for SlidingLogLimiter<C, N> {
+    /// The window: an entry comes back exactly one window after it was taken.
+    fn replenishment_period(&self) -> Duration {
+        Duration::from_nanos(self.shape.window)
+    }
+
+    /// Drops the entries that have left the window; returns the permits available.
+    fn replenish(&self) -> u64 {
+        let now = self.now();
+        let used = self.log.with(|log| {
+            log.expire(now, self.shape);
+            log.used()
+        });
+        u64::from(self.shape.limit).saturating_sub(used)
+    }
+}

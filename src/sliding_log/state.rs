@@ -1,0 +1,244 @@
+//! The sliding-window log's ring and its pure transitions.
+//!
+//! The log keeps one entry per admitted request — its time and its permits — in a fixed ring of
+//! `N` entries, oldest first. Every entry holds at least one permit, so a log whose permits never
+//! exceed `limit ≤ N` never needs more than `N` entries: the ring cannot overflow. An entry counts
+//! while its age is below the window (`now - t < window`).
+
+/// The limiter's constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Permits per rolling window, at least 1 and at most the ring's `N`.
+    pub limit: u32,
+    /// The window in nanoseconds, at least 1.
+    pub window: u64,
+}
+
+/// One admitted request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// When it was admitted, ns since the limiter's creation.
+    pub at: u64,
+    /// Its permits (at least 1).
+    pub permits: u32,
+}
+
+/// The log: a ring of entries, oldest first, and the sum of their permits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log<const N: usize> {
+    ring: [Entry; N],
+    head: usize,
+    len: usize,
+    used: u64,
+    /// The time of the newest entry ever admitted (kept after it expires, to date idleness).
+    pub last: Option<u64>,
+}
+
+/// Why a take was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// The permits do not fit; the nanoseconds until they would (at least 1).
+    Exhausted {
+        /// Exact wait until enough entries have expired.
+        wait: u64,
+    },
+}
+
+impl<const N: usize> Default for Log<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> Log<N> {
+    /// An empty log.
+    pub const fn new() -> Self {
+        Self {
+            ring: [Entry { at: 0, permits: 0 }; N],
+            head: 0,
+            len: 0,
+            used: 0,
+            last: None,
+        }
+    }
+
+    /// Entries held.
+    #[cfg(test)]
+    pub const fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no entry is held.
+    #[cfg(test)]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Permits held (as of the last [`expire`](Self::expire)).
+    pub const fn used(&self) -> u64 {
+        self.used
+    }
+
+    fn nth(&self, i: usize) -> Entry {
+        self.ring[(self.head + i) % N]
+    }
+
+    /// Drops the entries that have left the window at `now` (a `now` before an entry: age 0).
+    pub fn expire(&mut self, now: u64, s: Shape) {
+        while self.len > 0 {
+            let e = self.ring[self.head];
+            if now.saturating_sub(e.at) < s.window {
+                break;
+            }
+            self.used -= u64::from(e.permits);
+            self.head = (self.head + 1) % N;
+            self.len -= 1;
+        }
+    }
+
+    /// Permits in the window at `now` (without expiring anything).
+    pub fn used_at(&self, now: u64, s: Shape) -> u64 {
+        (0..self.len)
+            .map(|i| self.nth(i))
+            .filter(|e| now.saturating_sub(e.at) < s.window)
+            .map(|e| u64::from(e.permits))
+            .sum()
+    }
+
+    /// Takes `n` permits at `now` (`n <= limit` is checked by the caller). A probe (`n == 0`)
+    /// succeeds if one permit fits and records nothing.
+    pub fn try_take(&mut self, now: u64, n: u32, s: Shape) -> Result<(), Denied> {
+        self.expire(now, s);
+        let want = u64::from(n.max(1));
+        if self.used + want > u64::from(s.limit) {
+            return Err(Denied::Exhausted {
+                wait: self.wait(now, want, s).max(1),
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // used + n ≤ limit ≤ N, and every entry holds ≥ 1 permit: there is a free slot.
+        if self.len < N {
+            let tail = (self.head + self.len) % N;
+            self.ring[tail] = Entry {
+                at: now,
+                permits: n,
+            };
+            self.len += 1;
+            self.used += u64::from(n);
+            self.last = Some(match self.last {
+                Some(t) if t > now => t,
+                _ => now,
+            });
+        }
+        Ok(())
+    }
+
+    /// Nanoseconds from `now` until `want` permits fit: until enough of the oldest entries have
+    /// left the window. Zero if they fit now.
+    pub fn wait(&self, now: u64, want: u64, s: Shape) -> u64 {
+        let limit = u64::from(s.limit);
+        let mut used = self.used_at(now, s);
+        if used + want <= limit {
+            return 0;
+        }
+        for i in 0..self.len {
+            let e = self.nth(i);
+            if now.saturating_sub(e.at) >= s.window {
+                continue;
+            }
+            used -= u64::from(e.permits);
+            if used + want <= limit {
+                // It leaves the window at `at + window`.
+                let leaves = u128::from(e.at) + u128::from(s.window);
+                return u64::try_from(leaves - u128::from(now)).unwrap_or(u64::MAX);
+            }
+        }
+        // Only reachable for want > limit, which the caller refuses first.
+        u64::MAX
+    }
+
+    /// Since when the log has been empty at `now`, if it is: the newest entry's expiry, or 0.
+    pub fn empty_since(&self, now: u64, s: Shape) -> Option<u64> {
+        if self.used_at(now, s) > 0 {
+            return None;
+        }
+        Some(self.last.map_or(0, |t| t.saturating_add(s.window)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Shape = Shape {
+        limit: 5,
+        window: 60,
+    };
+
+    /// Article 002's login rule: at most 5 per minute, exactly, over any rolling minute.
+    #[test]
+    fn exact_over_any_rolling_window() {
+        let mut log = Log::<5>::new();
+        for t in [0, 10, 20, 30, 40] {
+            log.try_take(t, 1, S).unwrap();
+        }
+        assert_eq!(log.try_take(59, 1, S), Err(Denied::Exhausted { wait: 1 }));
+        // At 60 the entry of 0 leaves: exactly one more.
+        log.try_take(60, 1, S).unwrap();
+        assert_eq!(log.try_take(60, 1, S), Err(Denied::Exhausted { wait: 10 }));
+        assert_eq!(log.used(), 5);
+        assert_eq!(log.len(), 5);
+    }
+
+    #[test]
+    fn multi_permit_entries_and_waits() {
+        let mut log = Log::<5>::new();
+        log.try_take(0, 3, S).unwrap();
+        log.try_take(5, 2, S).unwrap();
+        assert_eq!(log.len(), 2);
+        // 3 more: both entries must go (the 3 at 60 are not enough alone: 2 + 3 = 5, fits).
+        assert_eq!(log.wait(6, 3, S), 54);
+        assert_eq!(log.wait(6, 4, S), 59);
+        assert!(log.try_take(59, 3, S).is_err());
+        assert!(log.try_take(60, 3, S).is_ok());
+    }
+
+    #[test]
+    fn probe_records_nothing_and_idleness_is_dated() {
+        let mut log = Log::<5>::new();
+        assert_eq!(log.try_take(0, 0, S), Ok(()));
+        assert!(log.is_empty());
+        assert_eq!(log.empty_since(0, S), Some(0));
+        log.try_take(7, 5, S).unwrap();
+        assert_eq!(log.try_take(8, 0, S), Err(Denied::Exhausted { wait: 59 }));
+        assert_eq!(log.empty_since(66, S), None);
+        assert_eq!(log.empty_since(1_000, S), Some(67));
+    }
+
+    #[test]
+    fn backwards_clock_keeps_entries() {
+        let mut log = Log::<5>::new();
+        log.try_take(100, 5, S).unwrap();
+        log.expire(3, S);
+        assert_eq!(log.used(), 5);
+        assert!(log.try_take(3, 1, S).is_err());
+    }
+
+    #[test]
+    fn the_ring_wraps_many_times() {
+        let mut log = Log::<5>::new();
+        for i in 0..1_000u64 {
+            log.try_take(i * 13, 1, S).unwrap();
+            assert!(log.used() <= 5);
+        }
+        let s = Shape {
+            limit: 5,
+            window: u64::MAX,
+        };
+        let mut log = Log::<5>::new();
+        log.try_take(u64::MAX, 5, s).unwrap();
+        assert_eq!(log.wait(u64::MAX, 1, s), u64::MAX);
+    }
+}

@@ -1,0 +1,789 @@
+//! The Redis limiter against a real `redis-server` (feature `redis`).
+//!
+//! Run with `bash .ci/redis.sh`: it starts a fresh server and sets `TOLLGATE_REDIS_URL`; the tests
+//! that kill and restart a server start their own (`TOLLGATE_REDIS_SERVER`, else `redis-server`
+//! on the PATH). Redis `TIME` is real time, so no test asserts on timing: schedules are replayed
+//! against a local limiter on a [`ManualClock`] set to the very instants Redis decided at, and
+//! exactness is counted per window of the server's own clock.
+
+use core::time::Duration;
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ::redis::aio::ConnectionManager;
+use ::redis::AsyncCommands;
+use tollgate::redis::{
+    Algorithm, CircuitBreaker, DecidedBy, FailurePolicy, GcraOptions, Health, PolicyKind,
+    RedisConfigError, RedisLimiter, REDIS_UNAVAILABLE,
+};
+use tollgate::*;
+
+fn url() -> String {
+    std::env::var("TOLLGATE_REDIS_URL").expect(
+        "TOLLGATE_REDIS_URL is not set: run the Redis suite with `bash .ci/redis.sh`, which starts \
+         a redis-server of its own",
+    )
+}
+
+async fn manager(url: &str) -> ConnectionManager {
+    ::redis::Client::open(url)
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap()
+}
+
+/// A prefix no other test (or earlier run) uses.
+fn prefix(name: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "t:{name}:{}:{nanos}:{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn limiter(
+    conn: ConnectionManager,
+    name: &str,
+    algorithm: Algorithm,
+    policy: FailurePolicy,
+) -> RedisLimiter {
+    RedisLimiter::builder(conn, prefix(name), algorithm, policy)
+        .timeout(Duration::from_millis(200)) // a loaded CI machine; the failure tests use less
+        .build()
+        .unwrap()
+}
+
+async fn server_time_us(conn: &mut ConnectionManager) -> u64 {
+    let (s, us): (u64, u64) = ::redis::cmd("TIME").query_async(conn).await.unwrap();
+    s * 1_000_000 + us
+}
+
+/// Sleeps until just after the next multiple of `period` on the server's clock; returns it (µs).
+async fn align(conn: &mut ConnectionManager, period: Duration) -> u64 {
+    let p = period.as_micros() as u64;
+    let now = server_time_us(conn).await;
+    let boundary = (now / p + 1) * p;
+    tokio::time::sleep(Duration::from_micros(boundary - now + 3_000)).await;
+    boundary
+}
+
+// ---------------------------------------------------------------------------------------------
+// Same decisions as the local limiters.
+
+/// One step of a schedule: at `at` after the origin, ask for `permits`, `times` times.
+struct Step {
+    at: Duration,
+    permits: u32,
+    times: u32,
+}
+
+const fn step(at: Duration, permits: u32, times: u32) -> Step {
+    Step { at, permits, times }
+}
+
+/// Replays `steps` against Redis (sleeping until each step's time, roughly) and checks that a
+/// local `local` limiter on a manual clock set to the instant of each Redis decision decides the
+/// same, with the same RetryAfter. Returns the decisions (granted?) for the caller's own checks.
+async fn replay(
+    redis: &RedisLimiter,
+    origin_us: u64,
+    clock: &ManualClock,
+    local: &dyn Limiter,
+    steps: &[Step],
+) -> Vec<bool> {
+    let start = std::time::Instant::now();
+    let mut seen = Vec::new();
+    for s in steps {
+        if let Some(wait) = s.at.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        for _ in 0..s.times {
+            let d = redis.decide("k", s.permits).await;
+            assert_eq!(d.decided_by, DecidedBy::Redis);
+            let at_us = d.server_time_us.unwrap() - origin_us;
+            clock.set(Instant::from_nanos(at_us * 1_000));
+            let l = local.try_acquire(s.permits).map(Lease::forget);
+            assert_eq!(
+                d.outcome.map_err(|r| r.retry_after()),
+                l.map(drop).map_err(|r| r.retry_after()),
+                "Redis and the local limiter disagree at {at_us} µs after the origin"
+            );
+            if d.allowed() {
+                assert_eq!(d.remaining, local.available_permits(), "at {at_us} µs");
+            }
+            seen.push(d.allowed());
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_bucket_worked_example_matches_the_local_bucket() {
+    // "the bucket can hold 10 tokens and every minute 2 tokens are added", a minute being 200 ms.
+    let u = Duration::from_millis(200);
+    let mut conn = manager(&url()).await;
+    let opts = TokenBucketOptions::new(10, 2, u);
+    let redis = limiter(
+        conn.clone(),
+        "tb",
+        Algorithm::TokenBucket(opts),
+        FailurePolicy::FailClosed,
+    );
+    let origin = align(&mut conn, u).await;
+    let clock = ManualClock::new();
+    let local = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    let seen = replay(
+        &redis,
+        origin,
+        &clock,
+        &local,
+        &[
+            step(Duration::ZERO, 1, 11), // 10 granted, then denied until the next "minute"
+            step(u + u / 2, 1, 3),       // 2 came back: 2 granted, 1 denied
+            step(7 * u + u / 2, 4, 3),   // full again after 5 idle "minutes": 4 + 4, then 2 short
+            step(7 * u + u / 2, 2, 2),
+        ],
+    )
+    .await;
+    assert!(seen.contains(&true) && seen.contains(&false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_window_design_doc_example_matches_the_local_window() {
+    // Window 3 s in 3 segments, limit 10; counts [3] [4] [3] then [1] — a second being 150 ms.
+    let u = Duration::from_millis(150);
+    let mut conn = manager(&url()).await;
+    let opts = SlidingWindowOptions::new(10, 3 * u, 3);
+    let redis = limiter(
+        conn.clone(),
+        "sw",
+        Algorithm::SlidingWindow(opts),
+        FailurePolicy::FailClosed,
+    );
+    let origin = align(&mut conn, 3 * u).await;
+    let clock = ManualClock::new();
+    let local: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let seen = replay(
+        &redis,
+        origin,
+        &clock,
+        &local,
+        &[
+            step(Duration::ZERO, 3, 1),
+            step(u + u / 3, 4, 1),
+            step(2 * u + u / 3, 3, 1),
+            step(2 * u + u / 2, 1, 1), // exhausted; the [3] leaves at the 4th "second"
+            step(2 * u + u / 2, 4, 1), // 4 need the [3] and the [4] gone: the 5th "second"
+            step(3 * u + u / 3, 1, 1),
+            step(3 * u + u / 2, 3, 1), // 8 in use: 2 free
+            step(3 * u + u / 2, 2, 1),
+            step(3 * u + u / 2, 0, 1), // a probe of a full window
+        ],
+    )
+    .await;
+    assert!(seen.contains(&true) && seen.contains(&false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_and_sliding_windows_under_a_boundary_burst_match_the_local_ones() {
+    // 100 per "minute" (1.2 s): 100 requests at 0:59 and 100 at 1:00.
+    let sec = Duration::from_millis(20);
+    let min = 60 * sec;
+    let mut conn = manager(&url()).await;
+    let fixed_opts = FixedWindowOptions::new(100, min);
+    let sliding_opts = SlidingWindowOptions::new(100, min, 6);
+    let fixed = limiter(
+        conn.clone(),
+        "fw",
+        Algorithm::FixedWindow(fixed_opts),
+        FailurePolicy::FailClosed,
+    );
+    let sliding = limiter(
+        conn.clone(),
+        "sw2",
+        Algorithm::SlidingWindow(sliding_opts),
+        FailurePolicy::FailClosed,
+    );
+    let origin = align(&mut conn, min).await;
+    let (c1, c2) = (ManualClock::new(), ManualClock::new());
+    let local_fixed = FixedWindowLimiter::with_clock(fixed_opts, &c1).unwrap();
+    let local_sliding: SlidingWindowLimiter<_> =
+        SlidingWindowLimiter::with_clock(sliding_opts, &c2).unwrap();
+    let steps = [
+        step(Duration::ZERO, 30, 1),
+        step(59 * sec, 1, 100),
+        step(60 * sec + sec / 2, 1, 100),
+    ];
+    let (f, s) = tokio::join!(
+        replay(&fixed, origin, &c1, &local_fixed, &steps),
+        replay(&sliding, origin, &c2, &local_sliding, &steps),
+    );
+    assert!(f.contains(&false) && s.contains(&false));
+}
+
+/// GCRA has no local counterpart: check it against the algorithm written out here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcra_matches_the_reference_algorithm() {
+    let t_us = 40_000u64; // one permit per 40 ms, bursts of 5
+    let burst = 5u64;
+    let conn = manager(&url()).await;
+    let redis = limiter(
+        conn,
+        "gcra",
+        Algorithm::Gcra(GcraOptions::new(5, Duration::from_micros(t_us))),
+        FailurePolicy::FailClosed,
+    );
+    let mut tat = 0u64;
+    let mut seen = Vec::new();
+    for (i, n) in [1u32, 2, 2, 1, 0, 3, 1, 1, 2, 5, 0].into_iter().enumerate() {
+        if i % 3 == 2 {
+            tokio::time::sleep(Duration::from_millis(45)).await;
+        }
+        let d = redis.decide("k", n).await;
+        let now = d.server_time_us.unwrap();
+        let base = tat.max(now);
+        let allow_at = (base + u64::from(n.max(1)) * t_us).saturating_sub(burst * t_us);
+        let expect_ok = allow_at <= now;
+        assert_eq!(d.allowed(), expect_ok, "request {i} of {n}");
+        if expect_ok {
+            if n > 0 {
+                tat = base + u64::from(n) * t_us;
+            }
+            assert_eq!(d.remaining, (burst * t_us - (tat.max(now) - now)) / t_us);
+        } else {
+            let r = d.outcome.unwrap_err().retry_after().unwrap();
+            assert_eq!(r, Duration::from_micros(allow_at - now));
+        }
+        seen.push(expect_ok);
+    }
+    assert!(seen.contains(&true) && seen.contains(&false));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exactness: M connections (machines) × N tasks on one key.
+
+/// Hammers one key from `machines` connections × `tasks` tasks, `each` requests per task; returns
+/// (server time, granted) for every decision.
+async fn hammer(
+    algorithm: Algorithm,
+    name: &str,
+    machines: usize,
+    tasks: usize,
+    each: usize,
+) -> Vec<(u64, bool)> {
+    let url = url();
+    let prefix = prefix(name);
+    let mut handles = Vec::new();
+    for _ in 0..machines {
+        let conn = manager(&url).await;
+        let l = RedisLimiter::builder(conn, prefix.clone(), algorithm, FailurePolicy::FailClosed)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        for _ in 0..tasks {
+            let l = l.clone();
+            handles.push(tokio::spawn(async move {
+                let mut out = Vec::with_capacity(each);
+                for _ in 0..each {
+                    let d = l.decide("hot", 1).await;
+                    assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
+                    out.push((d.server_time_us.unwrap(), d.allowed()));
+                }
+                out
+            }));
+        }
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    all
+}
+
+/// Granted decisions per window of `window_us` of server time.
+fn per_window(decisions: &[(u64, bool)], window_us: u64) -> BTreeMap<u64, (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for &(t, ok) in decisions {
+        let e = m.entry(t / window_us).or_insert((0, 0));
+        if ok {
+            e.0 += 1;
+        } else {
+            e.1 += 1;
+        }
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactness_fixed_window_many_machines_one_key() {
+    let window = Duration::from_millis(500);
+    let d = hammer(
+        Algorithm::FixedWindow(FixedWindowOptions::new(50, window)),
+        "exact-fw",
+        4,
+        8,
+        60,
+    )
+    .await;
+    let windows = per_window(&d, window.as_micros() as u64);
+    // Every window that turned anyone away admitted exactly the limit; none admitted more.
+    let mut full = 0;
+    for (w, (granted, denied)) in &windows {
+        assert!(*granted <= 50, "window {w}: {granted} granted");
+        if *denied > 0 {
+            assert_eq!(
+                *granted, 50,
+                "window {w}: {granted} granted, {denied} denied"
+            );
+            full += 1;
+        }
+    }
+    assert!(full >= 1, "{windows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactness_token_bucket_and_gcra_many_machines_one_key() {
+    // Long periods: the run gets the burst plus whatever whole periods of server time add.
+    let period = Duration::from_secs(30);
+    for (algorithm, burst, per) in [
+        (
+            Algorithm::TokenBucket(TokenBucketOptions::new(40, 5, period)),
+            40u64,
+            5u64,
+        ),
+        (Algorithm::Gcra(GcraOptions::new(40, period)), 40, 1),
+    ] {
+        let d = hammer(algorithm, "exact-tb", 4, 6, 30).await;
+        let first = d.iter().map(|x| x.0).min().unwrap();
+        let last = d.iter().map(|x| x.0).max().unwrap();
+        let p = period.as_micros() as u64;
+        let granted = d.iter().filter(|x| x.1).count() as u64;
+        // Token bucket: periods count from the epoch; GCRA: from the first grant.
+        let refills = match algorithm {
+            Algorithm::TokenBucket(_) => last / p - first / p,
+            _ => (last - first) / p,
+        };
+        assert_eq!(granted, burst + refills * per, "{algorithm:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactness_sliding_window_many_machines_one_key() {
+    let window = Duration::from_secs(60);
+    let d = hammer(
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(60, window, 4)),
+        "exact-sw",
+        3,
+        8,
+        40,
+    )
+    .await;
+    let first = d.iter().map(|x| x.0).min().unwrap();
+    let last = d.iter().map(|x| x.0).max().unwrap();
+    let seg = window.as_micros() as u64 / 4;
+    // Nothing leaves the window during the run (it lasts far less than a window).
+    assert!(last / seg - first / seg < 4);
+    assert_eq!(d.iter().filter(|x| x.1).count(), 60);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expiry, SCRIPT FLUSH, the denial cache, chains, configuration.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
+    let mut conn = manager(&url()).await;
+    let cases = [
+        (
+            Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_millis(100))),
+            500u64,
+        ),
+        (
+            Algorithm::FixedWindow(FixedWindowOptions::new(5, Duration::from_millis(300))),
+            300,
+        ),
+        (
+            Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_millis(300), 3)),
+            300,
+        ),
+        (
+            Algorithm::Gcra(GcraOptions::new(5, Duration::from_millis(60))),
+            300,
+        ),
+    ];
+    for (algorithm, max_ttl_ms) in cases {
+        let l = limiter(conn.clone(), "ttl", algorithm, FailurePolicy::FailClosed);
+        let key = l.key("p");
+        let _ = l.acquire("p", 5).await.unwrap();
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!(
+            ttl > 0 && ttl <= max_ttl_ms as i64,
+            "{algorithm:?}: PTTL {ttl}"
+        );
+        // A denial writes nothing and keeps the TTL.
+        assert!(l.acquire("p", 5).await.is_err());
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!(ttl > 0, "{algorithm:?}: PTTL {ttl} after a denial");
+        // Idle: the key is gone once its TTL has passed, and the limiter is fresh again.
+        tokio::time::sleep(Duration::from_millis(max_ttl_ms + 50)).await;
+        let exists: bool = conn.exists(&key).await.unwrap();
+        assert!(!exists, "{algorithm:?}: key still there");
+        assert!(l.acquire("p", 5).await.is_ok());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_is_recovered() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "flush",
+        Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(60))),
+        FailurePolicy::FailClosed,
+    );
+    let mut granted = 0;
+    for i in 0..40 {
+        if i % 10 == 5 {
+            let () = ::redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let d = l.decide("k", 1).await;
+        assert_eq!(d.decided_by, DecidedBy::Redis, "call {i}: {d:?}");
+        granted += u32::from(d.allowed());
+    }
+    assert_eq!(granted, 40);
+    let s = l.redis_statistics();
+    assert_eq!((s.calls, s.errors, s.timeouts, s.by_policy), (40, 0, 0, 0));
+    // Server-side count agrees: 40 taken from the window.
+    assert_eq!(l.decide("k", 1).await.remaining, 1_000 - 41);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denial_cache_answers_until_retry_after_without_a_round_trip() {
+    let conn = manager(&url()).await;
+    let l = RedisLimiter::builder(
+        conn,
+        prefix("cache"),
+        Algorithm::FixedWindow(FixedWindowOptions::new(2, Duration::from_secs(60))),
+        FailurePolicy::FailClosed,
+    )
+    .cache_denials(100)
+    .build()
+    .unwrap();
+    let _ = l.acquire("k", 2).await.unwrap();
+    let first = l.decide("k", 1).await;
+    assert_eq!(first.decided_by, DecidedBy::Redis);
+    assert!(!first.allowed());
+    let cached = l.decide("k", 2).await; // at least as many permits: covered
+    assert_eq!(cached.decided_by, DecidedBy::CachedDenial);
+    let r = cached.outcome.unwrap_err();
+    assert_eq!(r.reason(), Reason::Exhausted);
+    assert!(r.retry_after().unwrap() <= first.outcome.unwrap_err().retry_after().unwrap());
+    // Another key, or an allow, is never answered from the cache.
+    assert_eq!(l.decide("other", 1).await.decided_by, DecidedBy::Redis);
+    assert_eq!(l.decide("other", 1).await.decided_by, DecidedBy::Redis);
+    let s = l.redis_statistics();
+    assert_eq!((s.calls, s.cached_denials), (4, 1));
+    assert_eq!(l.statistics().total_failed, 2);
+    assert_eq!(l.statistics().total_successful, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_limiter_in_front_sheds_load_before_the_round_trip() {
+    let conn = manager(&url()).await;
+    let redis = limiter(
+        conn,
+        "chain",
+        Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60))),
+        FailurePolicy::FailClosed,
+    );
+    // A local concurrency limiter of 2 in front: its permits are held by the chained lease.
+    let front = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    let a = redis.acquire_behind(&front, "k", 1).await.unwrap();
+    let b = redis.acquire_behind(&front, "k", 1).await.unwrap();
+    assert_eq!(front.available_permits(), 0);
+    for _ in 0..5 {
+        let r = redis.acquire_behind(&front, "k", 1).await.unwrap_err();
+        assert_eq!(r.reason(), Reason::Exhausted); // the front's rejection, as it is
+    }
+    assert_eq!(
+        redis.redis_statistics().calls,
+        2,
+        "no round trip for a shed request"
+    );
+    drop((a, b));
+    assert_eq!(front.available_permits(), 2);
+
+    // A partitioned front, by hand: per-key local buckets, then Redis.
+    let per_key: KeyedLimiter<str> = KeyedLimiter::fixed_window(
+        FixedWindowOptions::new(1, Duration::from_secs(60)),
+        PartitionConfig::default(),
+    )
+    .unwrap();
+    let mut shed = 0;
+    for key in ["x", "x", "y", "x"] {
+        match per_key.try_acquire(key, 1) {
+            Ok(_local) => {
+                let _remote = redis.acquire(key, 1).await.unwrap();
+            }
+            Err(_) => shed += 1,
+        }
+    }
+    assert_eq!(shed, 2);
+    assert_eq!(redis.redis_statistics().calls, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_over_the_limit_and_closed_limiters_never_call_redis() {
+    let conn = manager(&url()).await;
+    let l = limiter(
+        conn,
+        "client",
+        Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_secs(1))),
+        FailurePolicy::FailOpen,
+    );
+    let d = l.decide("k", 6).await;
+    assert_eq!(d.outcome.unwrap_err().reason(), Reason::ExceedsLimit);
+    l.close();
+    assert!(l.is_closed());
+    assert_eq!(
+        l.acquire("k", 1).await.unwrap_err().reason(),
+        Reason::Closed
+    );
+    assert_eq!(l.redis_statistics().calls, 0);
+}
+
+#[tokio::test]
+async fn configuration_errors_are_typed() {
+    // A lazy manager: nothing connects, nothing is needed from a server.
+    let client = ::redis::Client::open("redis://127.0.0.1:1/").unwrap();
+    let conn = ConnectionManager::new_lazy_with_config(client, Default::default()).unwrap();
+    let sec = Duration::from_secs(1);
+    let build = |a: Algorithm, p: FailurePolicy, prefix: &str| {
+        RedisLimiter::builder(conn.clone(), prefix, a, p)
+            .build()
+            .map(drop)
+    };
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(5, sec));
+    assert_eq!(
+        build(
+            Algorithm::FixedWindow(
+                FixedWindowOptions::new(5, sec).with_queue(1, QueueOrder::OldestFirst)
+            ),
+            FailurePolicy::FailOpen,
+            "p"
+        ),
+        Err(RedisConfigError::QueueNotSupported)
+    );
+    assert_eq!(
+        build(
+            Algorithm::FixedWindow(FixedWindowOptions::new(0, sec)),
+            FailurePolicy::FailOpen,
+            "p"
+        ),
+        Err(RedisConfigError::Options(OptionsError::ZeroLimit))
+    );
+    assert_eq!(
+        build(
+            Algorithm::FixedWindow(FixedWindowOptions::new(5, Duration::from_nanos(1_500))),
+            FailurePolicy::FailOpen,
+            "p"
+        ),
+        Err(RedisConfigError::NotWholeMicros)
+    );
+    assert_eq!(
+        build(
+            Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_micros(10), 3)),
+            FailurePolicy::FailOpen,
+            "p"
+        ),
+        Err(RedisConfigError::NotWholeMicros)
+    );
+    assert_eq!(
+        build(fw, FailurePolicy::FailOpen, "a{b"),
+        Err(RedisConfigError::PrefixBraces)
+    );
+    for share in [0.0, -1.0, 1.5, f64::NAN] {
+        assert_eq!(
+            build(fw, FailurePolicy::fallback(share), "p"),
+            Err(RedisConfigError::Share)
+        );
+    }
+    assert_eq!(
+        RedisLimiter::builder(conn.clone(), "p", fw, FailurePolicy::FailOpen)
+            .timeout(Duration::ZERO)
+            .build()
+            .map(drop),
+        Err(RedisConfigError::ZeroTimeout)
+    );
+    assert_eq!(
+        RedisLimiter::builder(conn.clone(), "p", fw, FailurePolicy::FailOpen)
+            .circuit_breaker(CircuitBreaker::new(0, sec))
+            .build()
+            .map(drop),
+        Err(RedisConfigError::ZeroFailures)
+    );
+    assert_eq!(
+        GcraOptions::per_period(3, Duration::from_micros(10), 1),
+        Err(RedisConfigError::NotWholeMicros)
+    );
+    let l = RedisLimiter::builder(conn, "p", fw, FailurePolicy::FailOpen)
+        .build()
+        .unwrap();
+    assert_eq!(l.key("user-7"), "p:{user-7}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A server killed mid-run, then restarted.
+
+/// A redis-server of this test's own, on a port of its own.
+struct OwnServer {
+    port: u16,
+    child: Child,
+}
+
+impl OwnServer {
+    fn start_on(port: u16) -> Self {
+        let bin = std::env::var("TOLLGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let child = Command::new(bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server: run the suite with `bash .ci/redis.sh`, which installs it");
+        let s = Self { port, child };
+        for _ in 0..200 {
+            if let Ok(c) = ::redis::Client::open(s.url()) {
+                if let Ok(mut c) = c.get_connection() {
+                    if ::redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                        return s;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("redis-server did not start on port {port}");
+    }
+
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::start_on(port)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_killed_then_restarted_each_policy_as_documented() {
+    let mut server = OwnServer::start();
+    let port = server.port;
+    let conn = manager(&server.url()).await;
+    let opts = FixedWindowOptions::new(10, Duration::from_secs(60));
+    let breaker = CircuitBreaker::new(2, Duration::from_secs(1));
+    let make = |policy| {
+        RedisLimiter::builder(
+            conn.clone(),
+            prefix("kill"),
+            Algorithm::FixedWindow(opts),
+            policy,
+        )
+        .timeout(Duration::from_millis(50))
+        .circuit_breaker(breaker)
+        .build()
+        .unwrap()
+    };
+    let open = make(FailurePolicy::FailOpen);
+    let closed = make(FailurePolicy::FailClosed);
+    let fallback = make(FailurePolicy::fallback(0.5));
+    for l in [&open, &closed, &fallback] {
+        assert_eq!(l.decide("k", 1).await.decided_by, DecidedBy::Redis);
+        assert_eq!(l.health(), Health::Redis);
+    }
+
+    server.kill();
+
+    // Fail open: every request granted, by the policy.
+    for _ in 0..5 {
+        let d = open.decide("k", 1).await;
+        assert_eq!((d.allowed(), d.decided_by), (true, DecidedBy::FailOpen));
+    }
+    assert_eq!(open.health(), Health::Degraded(PolicyKind::FailOpen));
+    // Fail closed: every request rejected with REDIS_UNAVAILABLE; once the circuit is open, with
+    // the time until the next probe as RetryAfter.
+    for i in 0..5 {
+        let d = closed.decide("k", 1).await;
+        assert_eq!(d.decided_by, DecidedBy::FailClosed);
+        let r = d.outcome.unwrap_err();
+        assert_eq!(r.reason(), REDIS_UNAVAILABLE);
+        if i >= 2 {
+            assert!(r.retry_after().unwrap() <= Duration::from_secs(1));
+        }
+    }
+    assert_eq!(closed.health(), Health::Degraded(PolicyKind::FailClosed));
+    // Fallback: a local fixed window with half the quota, per partition.
+    let granted = {
+        let mut n = 0;
+        for _ in 0..10 {
+            let d = fallback.decide("k", 1).await;
+            assert_eq!(d.decided_by, DecidedBy::Fallback);
+            n += u32::from(d.allowed());
+        }
+        n
+    };
+    assert_eq!(granted, 5);
+    assert!(fallback.decide("other", 1).await.allowed());
+    assert_eq!(fallback.health(), Health::Degraded(PolicyKind::Fallback));
+    // The breaker stopped the calls: 2 failures each opened it.
+    for l in [&open, &closed, &fallback] {
+        let s = l.redis_statistics();
+        assert_eq!(s.circuit_opened, 1, "{s:?}");
+        assert!(s.calls <= 1 + 2 + 2, "{s:?}"); // 1 healthy + 2 failures + probes
+    }
+
+    // Restart on the same port: the same limiters recover, without a new client.
+    let _server = OwnServer::start_on(port);
+    for l in [&open, &closed, &fallback] {
+        let mut recovered = false;
+        for _ in 0..200 {
+            if l.decide("k", 1).await.decided_by == DecidedBy::Redis {
+                recovered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(recovered, "{:?}", l.redis_statistics());
+        assert_eq!(l.health(), Health::Redis);
+        // The restarted server has no scripts and no keys: NOSCRIPT reloaded, a fresh window.
+        let d = l.decide("k", 1).await;
+        assert_eq!(d.decided_by, DecidedBy::Redis);
+        assert!(d.allowed());
+    }
+}
