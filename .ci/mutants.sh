@@ -44,7 +44,10 @@ EOF
 chmod +x "$work/cargo"
 
 outdir="${MUTANTS_OUT:-$root/target}"
-args=(--no-shuffle --jobs "$jobs" --baseline "${MUTANTS_BASELINE:-run}" --output "$outdir" --test-tool cargo)
+# A mutant that breaks a waiter's wake-up makes a threaded test hang: cap each test run (the
+# unmutated run takes ~80 s on a loaded 2-core machine); a timeout counts as detected.
+args=(--no-shuffle --jobs "$jobs" --baseline "${MUTANTS_BASELINE:-run}" --output "$outdir"
+    --test-tool cargo --timeout "${MUTANTS_TIMEOUT:-240}")
 for f in "${files[@]}"; do
     args+=(--file "$f")
 done
