@@ -3,7 +3,8 @@
 # the CAS loop must be caught by the library's unit tests or by the fuzz seed replay (the
 # differential harness run over fuzz/corpus on stable, plus a few hundred pseudo-random
 # waiting scenarios). Survivors that cannot be caught because they are equivalent are listed,
-# with the reason, in fuzz/MUTANTS.md; this script fails on any other survivor.
+# with the reason, in fuzz/MUTANTS.md; this script fails on any other survivor. Results:
+# target/mutants.out/{caught,missed,unviable,timeout}.txt.
 #
 #   .ci/mutants.sh                        # all five files (see fuzz/MUTANTS.md for the time)
 #   MUTANTS_FILES="src/ticks.rs" .ci/mutants.sh
@@ -24,6 +25,10 @@ if ! command -v cargo-mutants >/dev/null 2>&1; then
 fi
 
 real_cargo="$(command -v cargo)"
+# Build in the tree's own target directories (not in each scratch copy): what is built already
+# is reused, and later runs rebuild only the mutated crate.
+root="$PWD"
+export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$root/target}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cat >"$work/cargo" <<EOF
@@ -33,12 +38,16 @@ set -e
 "$real_cargo" "\$@"
 if [ "\${1:-}" = test ] && ! printf '%s\n' "\$@" | grep -qx -- --no-run; then
     cd fuzz
-    TOLLGATE_FUZZ_RANDOM="\${TOLLGATE_FUZZ_RANDOM:-300}" "$real_cargo" test --quiet --test replay --test random
+    CARGO_TARGET_DIR="$root/fuzz/target" TOLLGATE_FUZZ_RANDOM="\${TOLLGATE_FUZZ_RANDOM:-300}" "$real_cargo" test --quiet --test replay --test random
 fi
 EOF
 chmod +x "$work/cargo"
 
-args=(--no-shuffle --jobs "$jobs" --output "$work" --test-tool cargo)
+outdir="${MUTANTS_OUT:-$root/target}"
+# A mutant that breaks a waiter's wake-up makes a threaded test hang: cap each test run (the
+# unmutated run takes ~80 s on a loaded 2-core machine); a timeout counts as detected.
+args=(--no-shuffle --jobs "$jobs" --baseline "${MUTANTS_BASELINE:-run}" --output "$outdir"
+    --test-tool cargo --timeout "${MUTANTS_TIMEOUT:-240}")
 for f in "${files[@]}"; do
     args+=(--file "$f")
 done
@@ -46,7 +55,7 @@ done
 # Called as `cargo-mutants mutants`, not `cargo mutants`: cargo would set $CARGO to itself.
 status=0
 CARGO="$work/cargo" cargo-mutants mutants "${args[@]}" -- --lib || status=$?
-out="$work/mutants.out"
+out="$outdir/mutants.out"
 echo "--- summary"
 for k in caught missed unviable timeout; do
     printf '%-9s %s\n' "$k" "$(wc -l <"$out/$k.txt" 2>/dev/null || echo 0)"

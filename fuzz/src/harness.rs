@@ -572,9 +572,7 @@ impl<'a, M: Model> Driver<'a, M> {
                     self.last_retry = Some(ra.as_nanos());
                 }
                 if let Expect::Exactly(want) = d.retry_after {
-                    if !same_wait(r.retry_after(), want)
-                        && !crate::known::retry_after_with_queue(true)
-                    {
+                    if !same_wait(r.retry_after(), want) {
                         self.fail("different RetryAfter");
                     }
                 }
@@ -613,10 +611,7 @@ impl<'a, M: Model> Driver<'a, M> {
                     self.last_retry = Some(ra.as_nanos());
                 }
                 if let Expect::Exactly(want) = d.retry_after {
-                    let queue = !self.model.queue_empty();
-                    if !same_wait(r.retry_after(), want)
-                        && !crate::known::retry_after_with_queue(queue)
-                    {
+                    if !same_wait(r.retry_after(), want) {
                         self.fail("different RetryAfter");
                     }
                     if let (Some(wait), true) = (want, self.model.queue_empty()) {

@@ -60,13 +60,3 @@ pub fn idle_none_behind_clock() -> bool {
 pub fn sliding_beyond_tick_max() -> bool {
     !strict()
 }
-
-/// KNOWN ISSUE 5 (issue 9 item 3, being fixed by the "core" change): a rate limiter's RetryAfter
-/// with waiters queued ahead (a `try_acquire` held back by an oldest-first queue, or a first
-/// poll refused QueueFull) ignores the refill cap while the queue ahead is served (token bucket,
-/// fixed window: too short) or uses a whole-window estimate (sliding window: too long). The
-/// queue model computes the exact wait. Returns whether to accept a different RetryAfter when
-/// `queue` (waiters were queued ahead).
-pub fn retry_after_with_queue(queue: bool) -> bool {
-    queue && !strict()
-}

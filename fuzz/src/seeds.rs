@@ -121,7 +121,13 @@ fn waiting_seeds(v: &mut Vec<(&'static str, &'static str, Vec<u8>)>) {
         ops.push(Enqueue(Permits::One));
         ops.push(Poll(i));
     }
-    ops.extend([Enqueue(Permits::Limit), Poll(20), DropLease(0), Poll(0), Poll(0)]);
+    ops.extend([
+        Enqueue(Permits::Limit),
+        Poll(20),
+        DropLease(0),
+        Poll(0),
+        Poll(0),
+    ]);
     v.push((
         "waiting",
         "newest-first-evicts-twenty",

@@ -212,7 +212,9 @@ impl<M: Model> QueueModel<M> {
         }
         if !can_queue {
             let retry_after = if self.rate() {
-                self.retry_after(now, n, true)
+                // As for `try_acquire`: when the request would be granted at once (the queue
+                // ahead served), not merely let into the queue.
+                self.retry_after(now, n)
             } else {
                 Expect::Exactly(None)
             };
@@ -258,11 +260,11 @@ impl<M: Model> QueueModel<M> {
         }
     }
 
-    /// The exact wait after which a newcomer for `n` permits is let in if nothing else
-    /// arrives, while the waiters ahead are served as soon as their permits come: granted
-    /// (`queue_full == false`: a `try_acquire`), or no longer refused QueueFull (a first poll).
-    /// Found by stepping through the ticks at which the limiter's state can change.
-    fn retry_after(&self, now: u64, n: u32, queue_full: bool) -> Expect<Option<u128>> {
+    /// The exact wait after which a newcomer for `n` permits is granted at once if nothing else
+    /// arrives, while the waiters ahead are served as soon as their permits come (RetryAfter of
+    /// a `try_acquire` held back by the queue, and of a first poll refused QueueFull). Found by
+    /// stepping through the ticks at which the limiter's state can change.
+    fn retry_after(&self, now: u64, n: u32) -> Expect<Option<u128>> {
         if self.newest_first && !self.queue.is_empty() {
             return Expect::Unspecified("newest-first: whether the waiters are served first");
         }
@@ -270,6 +272,9 @@ impl<M: Model> QueueModel<M> {
         let e = self.inner.elapsed(now);
         if e == 0 && now != self.origin {
             return Expect::Unspecified("clock before creation");
+        }
+        if self.inner.clock_behind(now) {
+            return Expect::Unspecified("a reading behind the state's tick");
         }
         let mut t = e / step;
         for _ in 0..SEARCH_TICKS {
@@ -284,13 +289,7 @@ impl<M: Model> QueueModel<M> {
             }
             let mut m = self.clone();
             m.serve(then);
-            let admitted = if queue_full {
-                let room = u128::from(m.limit).saturating_sub(m.queued());
-                (m.queue.is_empty() && m.would_grant(then, n)) || room >= u128::from(n)
-            } else {
-                m.queue.is_empty() && m.would_grant(then, n)
-            };
-            if admitted {
+            if m.queue.is_empty() && m.would_grant(then, n) {
                 return Expect::Exactly(Some(at - e));
             }
         }
@@ -313,7 +312,7 @@ impl<M: Model> Model for QueueModel<M> {
                     if self.queue.is_empty() {
                         return self.inner.acquire(now, 0);
                     }
-                    let ra = self.retry_after(now, 0, false);
+                    let ra = self.retry_after(now, 0);
                     return self.fail_try(ra);
                 }
             }
@@ -321,7 +320,7 @@ impl<M: Model> Model for QueueModel<M> {
             return match r {
                 Err(d) if d.reason == Reason::Exhausted && !self.queue.is_empty() => {
                     let ra = if self.rate() && !self.newest_first {
-                        self.retry_after(now, n, false)
+                        self.retry_after(now, n)
                     } else if self.rate() {
                         d.retry_after
                     } else {
@@ -341,7 +340,7 @@ impl<M: Model> Model for QueueModel<M> {
             if !held_back(self) {
                 return self.inner.acquire(now, n);
             }
-            let ra = self.retry_after(now, n, false);
+            let ra = self.retry_after(now, n);
             return self.fail_try(ra);
         }
         let ra = Expect::Exactly(None);
