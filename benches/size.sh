@@ -4,7 +4,8 @@
 # literal pools followed transitively) and checks the firmware budgets and that portable-atomic's
 # global lock fallback (a spin lock an interrupt handler can deadlock on) is not linked in.
 #
-#   bash benches/size.sh          # prints the table; exits 1 if a budget is exceeded
+#   bash benches/size.sh          # prints the table; exits 1 if the lock table is linked in
+#   SIZE_STRICT=1 bash benches/size.sh  # also exits 1 if a code-size budget is exceeded
 #   VERBOSE=1 bash benches/size.sh  # also lists the largest functions of each entry point
 set -euo pipefail
 cd "$(dirname "$0")/size-probe"

@@ -46,7 +46,7 @@ impl FixedWindowOptions {
     }
 
     /// Checks every option; returns the window in nanoseconds.
-    pub fn validate(&self) -> Result<u64, OptionsError> {
+    pub const fn validate(&self) -> Result<u64, OptionsError> {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
@@ -103,6 +103,42 @@ impl<C: Clock> FixedWindowLimiter<C> {
             core: BucketCore::new(refill, window, queue, clock),
             options,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A fixed window built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its windows count from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// stop the build (a `const` panic); at run time use `with_clock`.
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+        ///
+        /// static WINDOW: FixedWindowLimiter<ManualClock> = FixedWindowLimiter::at_epoch(
+        ///     FixedWindowOptions::new(2, Duration::from_secs(1)),
+        ///     ManualClock::new(),
+        /// );
+        ///
+        /// assert!(WINDOW.try_acquire(2).is_ok());
+        /// assert!(WINDOW.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: FixedWindowOptions, clock: C) -> Self {
+            let window = match options.validate() {
+                Ok(window) => window,
+                Err(e) => e.panic_in_const(),
+            };
+            let refill = Refill {
+                limit: options.permit_limit,
+                per_tick: options.permit_limit,
+            };
+            let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
+            Self {
+                core: BucketCore::at(refill, window, queue, clock, crate::Instant::ZERO),
+                options,
+            }
+        }
     }
 
     /// The options the limiter was built with.

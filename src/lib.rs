@@ -78,6 +78,9 @@ mod driver;
 #[cfg(feature = "embassy-time")]
 #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
 pub mod embassy;
+// The lib's own tests link embassy-time's std driver (a program must link one time driver).
+#[cfg(all(test, feature = "embassy-time"))]
+use embassy_time as _;
 mod fixed_window;
 mod lease;
 mod limiter;

@@ -106,14 +106,22 @@ pub(crate) fn duration_from_nanos_u128(ns: u128) -> Duration {
 }
 
 /// A duration in whole nanoseconds, or `None` past `u64::MAX` ns (584 years).
-pub(crate) fn nanos_of(d: Duration) -> Option<u64> {
-    u64::try_from(d.as_nanos()).ok()
+pub(crate) const fn nanos_of(d: Duration) -> Option<u64> {
+    let ns = d.as_nanos();
+    if ns > u64::MAX as u128 {
+        None
+    } else {
+        Some(ns as u64)
+    }
 }
 
 /// A period or window in whole nanoseconds, or `None` from [`HORIZON_NS`] (2^63 ns, 292 years)
 /// up: such a period would end past the horizon and could never complete.
-pub(crate) fn period_nanos(d: Duration) -> Option<u64> {
-    nanos_of(d).filter(|ns| *ns < HORIZON_NS)
+pub(crate) const fn period_nanos(d: Duration) -> Option<u64> {
+    match nanos_of(d) {
+        Some(ns) if ns < HORIZON_NS => Some(ns),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

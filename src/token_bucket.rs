@@ -51,7 +51,7 @@ impl TokenBucketOptions {
     }
 
     /// Checks every option; returns the period in nanoseconds.
-    pub fn validate(&self) -> Result<u64, OptionsError> {
+    pub const fn validate(&self) -> Result<u64, OptionsError> {
         if self.token_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
@@ -117,6 +117,51 @@ impl<C: Clock> TokenBucketLimiter<C> {
             core: BucketCore::new(refill, period, queue, clock),
             options,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A token bucket built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). It starts full, and its periods count from the clock's
+        /// epoch ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading
+        /// at creation — the only difference from [`with_clock`](Self::with_clock).
+        ///
+        /// Meant for constants: invalid options stop the build there (a `const` panic is a
+        /// compile error). At run time use `with_clock`, which returns an [`OptionsError`].
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{Clock, Instant, Limiter, TokenBucketLimiter, TokenBucketOptions};
+        ///
+        /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds since boot
+        /// impl Clock for Uptime {
+        ///     fn now(&self) -> Instant {
+        ///         Instant::from_nanos(5_000_000)
+        ///     }
+        /// }
+        ///
+        /// static BUCKET: TokenBucketLimiter<Uptime> = TokenBucketLimiter::at_epoch(
+        ///     TokenBucketOptions::new(10, 1, Duration::from_millis(100)),
+        ///     Uptime,
+        /// );
+        ///
+        /// assert!(BUCKET.try_acquire(10).is_ok());
+        /// assert!(BUCKET.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: TokenBucketOptions, clock: C) -> Self {
+            let period = match options.validate() {
+                Ok(period) => period,
+                Err(e) => e.panic_in_const(),
+            };
+            let refill = Refill {
+                limit: options.token_limit,
+                per_tick: options.tokens_per_period,
+            };
+            let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
+            Self {
+                core: BucketCore::at(refill, period, queue, clock, crate::Instant::ZERO),
+                options,
+            }
+        }
     }
 
     /// The options the limiter was built with.

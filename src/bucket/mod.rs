@@ -30,13 +30,15 @@ enum StateWord {
 }
 
 impl StateWord {
-    fn new(b: Bucket, shift: Option<u32>) -> Self {
-        match shift {
-            Some(shift) => StateWord::Narrow {
-                word: AtomicU64::new(b.pack64(shift)),
-                shift,
-            },
-            None => StateWord::Wide(AtomicU128::new(b.pack())),
+    crate::sync::const_unless_loom! {
+        fn new(b: Bucket, shift: Option<u32>) -> Self {
+            match shift {
+                Some(shift) => StateWord::Narrow {
+                    word: AtomicU64::new(b.pack64(shift)),
+                    shift,
+                },
+                None => StateWord::Wide(AtomicU128::new(b.pack())),
+            }
         }
     }
 
@@ -85,17 +87,30 @@ pub(crate) struct BucketCore<C> {
 
 impl<C: Clock> BucketCore<C> {
     pub(crate) fn new(refill: Refill, period_ns: u64, queue: WaitQueue, clock: C) -> Self {
-        let ticker = Ticker::new(clock.now(), period_ns);
-        Self {
-            word: StateWord::new(
-                Bucket::full(refill.limit),
-                Bucket::narrow_shift(refill.limit, period_ns),
-            ),
-            ticker,
-            refill,
-            counters: Counters::new(),
-            queue,
-            clock,
+        let origin = clock.now();
+        Self::at(refill, period_ns, queue, clock, origin)
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A full bucket whose ticks count from `origin`.
+        pub(crate) fn at(
+            refill: Refill,
+            period_ns: u64,
+            queue: WaitQueue,
+            clock: C,
+            origin: crate::clock::Instant,
+        ) -> Self {
+            Self {
+                word: StateWord::new(
+                    Bucket::full(refill.limit),
+                    Bucket::narrow_shift(refill.limit, period_ns),
+                ),
+                ticker: Ticker::new(origin, period_ns),
+                refill,
+                counters: Counters::new(),
+                queue,
+                clock,
+            }
         }
     }
 

@@ -59,7 +59,7 @@ impl SlidingWindowOptions {
 
     /// Checks every option against a ring of `max_segments` slots; returns the segment in
     /// nanoseconds.
-    pub fn validate(&self, max_segments: usize) -> Result<u64, OptionsError> {
+    pub const fn validate(&self, max_segments: usize) -> Result<u64, OptionsError> {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
@@ -72,12 +72,24 @@ impl SlidingWindowOptions {
         match period_nanos(self.window) {
             None => Err(OptionsError::PeriodTooLong),
             Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) if ns / u64::from(self.segments_per_window) == 0 => {
+            Some(ns) if ns / self.segments_per_window as u64 == 0 => {
                 Err(OptionsError::SegmentTooShort)
             }
-            Some(ns) => Ok(ns / u64::from(self.segments_per_window)),
+            Some(ns) => Ok(ns / self.segments_per_window as u64),
         }
     }
+}
+
+/// A ring of empty slots, built in a constant where the atomics allow it.
+#[cfg(not(loom))]
+const fn empty_ring<const N: usize>() -> [AtomicU128; N] {
+    [const { AtomicU128::new(0) }; N]
+}
+
+/// A ring of empty slots (loom's atomics cannot be built in a constant).
+#[cfg(loom)]
+fn empty_ring<const N: usize>() -> [AtomicU128; N] {
+    core::array::from_fn(|_| AtomicU128::new(0))
 }
 
 /// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
@@ -143,6 +155,46 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             options,
             clock,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A sliding window built in a constant, so it can be a `static` shared by thread code
+        /// and interrupt handlers (firmware). Its segments count from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// stop the build (a `const` panic); at run time use `with_clock`.
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+        ///
+        /// static WINDOW: SlidingWindowLimiter<ManualClock, 4> = SlidingWindowLimiter::at_epoch(
+        ///     SlidingWindowOptions::new(3, Duration::from_secs(4), 4),
+        ///     ManualClock::new(),
+        /// );
+        ///
+        /// assert!(WINDOW.try_acquire(3).is_ok());
+        /// assert!(WINDOW.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: SlidingWindowOptions, clock: C) -> Self {
+            let segment = match options.validate(N) {
+                Ok(segment) => segment,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                header: AtomicU128::new(Header::EMPTY.pack()),
+                ring: empty_ring(),
+                ticker: Ticker::new(crate::Instant::ZERO, segment),
+                shape: Shape {
+                    limit: options.permit_limit,
+                    segments: options.segments_per_window as u64,
+                },
+                counters: Counters::new(),
+                queue: WaitQueue::new(options.queue_limit, options.queue_order),
+                options,
+                clock,
+            }
+        }
     }
 
     /// The options the limiter was built with.

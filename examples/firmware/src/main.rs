@@ -1,4 +1,5 @@
-//! A SysTick interrupt handler and the main loop share a token bucket and a concurrency limiter.
+//! A SysTick interrupt handler and the main loop share a `static` token bucket and a `static`
+//! concurrency limiter, built in constants with `at_epoch`.
 //!
 //! Run in QEMU (LM3S6965, Cortex-M3): `cargo run --release` from this directory. The SysTick
 //! handler advances the clock and takes permits from the same two limiters that the main loop
@@ -8,7 +9,7 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
 use cortex_m::peripheral::syst::SystClkSource;
@@ -59,12 +60,18 @@ impl Clock for TickClock {
     }
 }
 
-struct Shared {
-    bucket: TokenBucketLimiter<TickClock>,
-    permits: ConcurrencyLimiter<TickClock>,
-}
+/// The two limiters, `static`s shared by the main loop and the SysTick handler.
+static BUCKET: TokenBucketLimiter<TickClock> = TokenBucketLimiter::at_epoch(
+    TokenBucketOptions::new(
+        BUCKET_LIMIT,
+        BUCKET_REFILL,
+        Duration::from_nanos(BUCKET_PERIOD_TICKS * TICK_NS),
+    ),
+    TickClock,
+);
+static PERMITS_LIMITER: ConcurrencyLimiter<TickClock> =
+    ConcurrencyLimiter::at_epoch(ConcurrencyOptions::new(PERMITS), TickClock);
 
-static SHARED: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 /// Tokens taken by either side, permits held right now, the most ever held, and decisions made
 /// in the handler.
 static TAKEN: AtomicU32 = AtomicU32::new(0);
@@ -73,8 +80,8 @@ static MAX_HELD: AtomicU32 = AtomicU32::new(0);
 static IRQ_DECISIONS: AtomicU32 = AtomicU32::new(0);
 static IRQ_ADMITTED: AtomicU32 = AtomicU32::new(0);
 
-fn hold(shared: &Shared) -> bool {
-    match shared.permits.try_acquire(1) {
+fn hold() -> bool {
+    match PERMITS_LIMITER.try_acquire(1) {
         Ok(lease) => {
             let now = HELD.fetch_add(1, Ordering::AcqRel) + 1;
             MAX_HELD.fetch_max(now, Ordering::AcqRel);
@@ -88,21 +95,6 @@ fn hold(shared: &Shared) -> bool {
 
 #[entry]
 fn main() -> ! {
-    let shared = Shared {
-        bucket: TokenBucketLimiter::with_clock(
-            TokenBucketOptions::new(
-                BUCKET_LIMIT,
-                BUCKET_REFILL,
-                Duration::from_nanos(BUCKET_PERIOD_TICKS * TICK_NS),
-            ),
-            TickClock,
-        )
-        .unwrap(),
-        permits: ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(PERMITS), TickClock)
-            .unwrap(),
-    };
-    SHARED.store(&shared as *const Shared as *mut Shared, Ordering::Release);
-
     let mut cp = cortex_m::Peripherals::take().unwrap();
     cp.SYST.set_clock_source(SystClkSource::External);
     cp.SYST.set_reload(PERIOD);
@@ -113,12 +105,12 @@ fn main() -> ! {
     let mut main_admitted = 0u32;
     let mut main_held = 0u32;
     for _ in 0..ITERATIONS {
-        if let Ok(lease) = shared.bucket.try_acquire(1) {
+        if let Ok(lease) = BUCKET.try_acquire(1) {
             TAKEN.fetch_add(1, Ordering::AcqRel);
             main_admitted += 1;
             lease.forget();
         }
-        if hold(&shared) {
+        if hold() {
             main_held += 1;
         }
     }
@@ -127,7 +119,7 @@ fn main() -> ! {
 
     let taken = TAKEN.load(Ordering::Acquire);
     let budget = u64::from(BUCKET_LIMIT) + u64::from(BUCKET_REFILL) * (ticks / BUCKET_PERIOD_TICKS);
-    let available = shared.permits.available_permits();
+    let available = PERMITS_LIMITER.available_permits();
     hprintln!(
         "SysTick every {} cycles, {} main-loop iterations",
         PERIOD,
@@ -168,17 +160,11 @@ fn main() -> ! {
 #[exception]
 fn SysTick() {
     TICKS.fetch_add(1, Ordering::AcqRel);
-    let shared = SHARED.load(Ordering::Acquire);
-    if shared.is_null() {
-        return;
-    }
-    // SAFETY: `main` never returns, so the `Shared` it published lives for the whole program.
-    let shared = unsafe { &*shared };
     IRQ_DECISIONS.fetch_add(1, Ordering::AcqRel);
-    if let Ok(lease) = shared.bucket.try_acquire(1) {
+    if let Ok(lease) = BUCKET.try_acquire(1) {
         TAKEN.fetch_add(1, Ordering::AcqRel);
         IRQ_ADMITTED.fetch_add(1, Ordering::AcqRel);
         lease.forget();
     }
-    hold(shared);
+    hold();
 }
