@@ -166,6 +166,7 @@ impl fmt::Debug for OwnedLease {
 
 /// Why a request was not granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Reason {
     /// Not enough permits now; a rate limiter says when there will be
@@ -282,6 +283,22 @@ impl fmt::Display for Rejection {
 
 impl core::error::Error for Rejection {}
 
+/// With the `defmt` feature: the reason, and RetryAfter in nanoseconds when there is one.
+#[cfg(feature = "defmt")]
+impl defmt::Format for Rejection {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        match self.retry_after {
+            Some(d) => defmt::write!(
+                f,
+                "Rejection {{ reason: {}, retry_after_ns: {=u64} }}",
+                self.reason,
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+            ),
+            None => defmt::write!(f, "Rejection {{ reason: {} }}", self.reason),
+        }
+    }
+}
+
 /// A snapshot of a limiter's counters.
 ///
 /// `total_successful` counts every granted request (0-permit probes included) once its caller
@@ -289,6 +306,7 @@ impl core::error::Error for Rejection {}
 /// cancelled request, not counted (its permits go back). `total_failed` counts every rejection
 /// returned, whatever its reason, and every waiter failed by eviction or `close()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Statistics {
     /// Permits free now (see [`Limiter::available_permits`](crate::Limiter::available_permits):
     /// behind an oldest-first queue they are the waiters' first).

@@ -50,6 +50,8 @@
 //! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
 //! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
 //! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
+//! | `tracing` | no | an event (target `tollgate`) per rejection at `DEBUG`, with fields `reason` and `retry_after_ns`, and per wait queued / granted at `TRACE`: a proxy can leave `DEBUG` on and see each refused request, no event per granted one; `no_std` |
+//! | `defmt` | no | `defmt::Format` for [`Reason`], [`Rejection`] (RetryAfter as nanoseconds), [`OptionsError`], [`Statistics`], [`QueueOrder`]; `no_std` |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for
 //! `thumbv6m-none-eabi`, `thumbv7em-none-eabihf` and `riscv32imc-unknown-none-elf`.

@@ -5,6 +5,7 @@ use core::fmt;
 /// Why a limiter's options were refused. Every limiter validates its options once, at
 /// construction; a limiter that exists has valid options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum OptionsError {
     /// The permit (or token) limit is zero.
@@ -137,6 +138,7 @@ impl OptionsError {
 
 /// The order in which queued requests are served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum QueueOrder {
     /// First come, first served; a non-empty queue blocks newcomers.
     #[default]

@@ -18,6 +18,50 @@
 #[cfg(all(feature = "std", not(loom)))]
 pub(crate) mod tally;
 
+use crate::Rejection;
+
+/// The `tracing` feature's events, all with target `tollgate`, emitted where requests are
+/// counted (so every limiter and partition emits them, and nothing else does):
+///
+/// | event | level | fields |
+/// |---|---|---|
+/// | `"rejected"`: a rejection returned, by `try_acquire` or by a failed wait | `DEBUG` | `reason` (its [`Display`](core::fmt::Display)), `retry_after_ns` when the rejection has one |
+/// | `"granted"`: a wait granted its permits | `TRACE` | none |
+/// | `"queued"`: a request joined a wait queue | `TRACE` | `permits` |
+///
+/// Rejections are `DEBUG` so that a proxy can leave them on (one event per refused request,
+/// which is the traffic it wants to see) without paying for an event per granted request; the
+/// per-wait events are `TRACE`. Successful `try_acquire` calls emit nothing. Without the
+/// feature, none of this is compiled.
+#[cfg(feature = "tracing")]
+pub(crate) mod trace {
+    use crate::Reason;
+    use core::time::Duration;
+
+    #[cold]
+    pub(crate) fn rejected(reason: Reason, retry_after: Option<Duration>) {
+        match retry_after {
+            Some(d) => tracing::debug!(
+                target: "tollgate",
+                reason = %reason,
+                retry_after_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                "rejected"
+            ),
+            None => tracing::debug!(target: "tollgate", reason = %reason, "rejected"),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn granted() {
+        tracing::trace!(target: "tollgate", "granted");
+    }
+
+    #[inline]
+    pub(crate) fn queued(permits: u32) {
+        tracing::trace!(target: "tollgate", permits, "queued");
+    }
+}
+
 /// Granted and refused counts of one limiter.
 pub struct Counters {
     #[cfg(all(feature = "std", not(loom)))]
@@ -64,23 +108,62 @@ impl Counters {
         }
     }
 
-    /// Counts `result` and hands it back.
+    /// Counts `result` and hands it back. With the `tracing` feature, a rejection is also a
+    /// `DEBUG` event (see [`trace`]).
     #[inline]
-    pub(crate) fn count<T, E>(&self, result: Result<T, E>) -> Result<T, E> {
+    pub(crate) fn count<T>(&self, result: Result<T, Rejection>) -> Result<T, Rejection> {
         self.inner.bump(usize::from(result.is_err()));
+        if let Err(r) = &result {
+            self.note_rejected(r);
+        }
         result
     }
 
-    /// Counts a granted request.
+    /// Counts a granted request (a wait's, or a limiter's that has no `try_acquire` of its
+    /// own). With the `tracing` feature, also a `TRACE` event.
     #[inline]
     pub(crate) fn record_success(&self) {
         self.inner.bump(0);
+        #[cfg(feature = "tracing")]
+        trace::granted();
     }
 
-    /// Counts a refused request.
+    /// Counts the refused request `r` (an acquisition that waited or would have: refused
+    /// outright, queue full, timed out). With the `tracing` feature, also a `DEBUG` event, as
+    /// from [`count`](Self::count). Never call it under a queue lock (the event runs the
+    /// subscriber's code): there, [`record_dequeued`](Self::record_dequeued).
     #[inline]
-    pub(crate) fn record_failure(&self) {
+    pub(crate) fn record_failure(&self, r: &Rejection) {
         self.inner.bump(1);
+        self.note_rejected(r);
+    }
+
+    /// Counts a queued waiter failed by someone else under the queue lock (evicted, closed):
+    /// no event here, the waiter emits it when it sees its rejection
+    /// ([`note_rejected`](Self::note_rejected)).
+    #[inline]
+    pub(crate) fn record_dequeued(&self) {
+        self.inner.bump(1);
+    }
+
+    /// Not a count: with the `tracing` feature, the `DEBUG` event of a rejection counted
+    /// elsewhere; without it, nothing.
+    #[inline]
+    pub(crate) fn note_rejected(&self, r: &Rejection) {
+        #[cfg(feature = "tracing")]
+        trace::rejected(r.reason(), r.retry_after());
+        #[cfg(not(feature = "tracing"))]
+        let _ = r;
+    }
+
+    /// Notes that a request joined the wait queue (not a count). With the `tracing` feature, a
+    /// `TRACE` event; without it, nothing.
+    #[inline]
+    pub(crate) fn note_queued(&self, permits: u32) {
+        #[cfg(feature = "tracing")]
+        trace::queued(permits);
+        #[cfg(not(feature = "tracing"))]
+        let _ = permits;
     }
 
     /// (granted, refused) so far.
@@ -213,11 +296,12 @@ mod tests {
     #[test]
     fn counters_count_both_sides() {
         let c = Counters::new();
-        let _ = c.count::<(), ()>(Ok(()));
-        let _ = c.count::<(), ()>(Err(()));
-        let _ = c.count::<(), ()>(Err(()));
+        let no = crate::Rejection::new(crate::Reason::Exhausted);
+        let _ = c.count(Ok(()));
+        let _ = c.count::<()>(Err(no));
+        let _ = c.count::<()>(Err(no));
         c.record_success();
-        c.record_failure();
+        c.record_failure(&no);
         assert_eq!(c.totals(), (2, 3));
         assert_eq!((c.successful(), c.failed()), (2, 3));
     }

@@ -97,8 +97,9 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         let n = waiter.permits();
         let counters = l.counters();
         if n > l.limit() {
-            counters.record_failure();
-            return Ok(Err(Rejection::new(Reason::ExceedsLimit)));
+            let r = Rejection::new(Reason::ExceedsLimit);
+            counters.record_failure(&r);
+            return Ok(Err(r));
         }
         match l.take_now(n) {
             Ok(()) => {
@@ -106,7 +107,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 return Ok(Ok(l.lease(n)));
             }
             Err(r) if r.reason() != Reason::Exhausted => {
-                counters.record_failure();
+                counters.record_failure(&r);
                 return Ok(Err(r));
             }
             Err(_) => {}
@@ -152,7 +153,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                     return None;
                 }
                 wakes.push(list.complete(oldest, Status::Rejected(Reason::Evicted)));
-                counters.record_failure();
+                counters.record_dequeued();
             }
             let next_to_serve = list.is_empty() || q.barging();
             list.push_back(
@@ -171,10 +172,13 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 Ok(Ok(l.lease(n)))
             }
             Decision::Refused(r) => {
-                counters.record_failure();
+                counters.record_failure(&r);
                 Ok(Err(r))
             }
-            Decision::Queued(next) => Err(next),
+            Decision::Queued(next) => {
+                counters.note_queued(n);
+                Err(next)
+            }
         }
     }
 
@@ -256,7 +260,11 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 l.counters().record_success();
                 Some(Ok(l.lease(p.waiter.permits())))
             }
-            Status::Rejected(reason) => Some(Err(Rejection::new(reason))),
+            Status::Rejected(reason) => {
+                let r = Rejection::new(reason);
+                l.counters().note_rejected(&r);
+                Some(Err(r))
+            }
             Status::Queued | Status::Idle => None,
         }
     }
@@ -300,7 +308,9 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                     if let Some(t) = p.timer {
                         t.disarm();
                     }
-                    return Poll::Ready(Err(Rejection::new(reason)));
+                    let r = Rejection::new(reason);
+                    l.counters().note_rejected(&r);
+                    return Poll::Ready(Err(r));
                 }
                 (Status::Queued | Status::Idle, next) => next,
             },

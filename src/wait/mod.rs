@@ -305,7 +305,7 @@ impl WaitQueue {
                     return None;
                 }
                 wakes.push(list.complete(w, Status::Rejected(Reason::Closed)));
-                src.counters().record_failure();
+                src.counters().record_dequeued();
             }
             src.clear_waiters();
             self.sync_count(list);
