@@ -36,7 +36,7 @@ fn app(mode: &str) -> Router {
     let base = Router::new().route("/", get(|| async { "hello" }));
     match mode {
         "plain" => base,
-        "tollgate-allow" => base.layer(tollgate(u32::MAX / 2, Duration::from_millis(1)).layer()),
+        "tollgate-allow" => base.layer(tollgate(1_000_000_000, Duration::from_secs(10)).layer()),
         "tollgate-reject" => base.layer(tollgate(1, Duration::from_secs(3600)).layer()),
         "governor-allow" => {
             let config = GovernorConfigBuilder::default()
