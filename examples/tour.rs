@@ -25,9 +25,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tollgate::{
-    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
-    Lease, Limiter, ManualClock, Reason, Rejection, SlidingWindowLimiter, SlidingWindowOptions,
-    Statistics, TokenBucketLimiter, TokenBucketOptions,
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+    GcraLimiter, GcraOptions, Instant, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper,
+    Lease, Limiter, ManualClock, QueueOrder, Reason, Rejection, Replenishing, ShaperOptions,
+    SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter, SlidingLogOptions,
+    SlidingWindowLimiter, SlidingWindowOptions, Statistics, TokenBucketLimiter, TokenBucketOptions,
 };
 
 use traffic_chart::Panel;
@@ -306,6 +308,17 @@ fn traffic_over_four_minutes() -> Result<PathBuf, Box<dyn Error>> {
     let opts = SlidingWindowOptions::new(60, MIN, 6);
     let sliding: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let concurrency = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(5), &clock).unwrap();
+    let gcra = GcraLimiter::with_clock(GcraOptions::per_minute(60).with_burst(10), &clock).unwrap();
+    let meter = LeakyBucketMeter::with_clock(LeakyBucketOptions::new(20, 1, SEC), &clock).unwrap();
+    let counter =
+        SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(60), &clock).unwrap();
+    let log: SlidingLogLimiter<_, 60> =
+        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(60), &clock).unwrap();
+    let shaper = LeakyBucketShaper::with_clock(
+        ShaperOptions::per_second(1).with_queue(10, QueueOrder::OldestFirst),
+        &clock,
+    )
+    .unwrap();
     let contenders = [
         Contender::new("Token bucket: 20 tokens, 1 added every second", &bucket, 20),
         Contender::new("Fixed window: 60 per minute", &fixed, 60),
@@ -319,46 +332,171 @@ fn traffic_over_four_minutes() -> Result<PathBuf, Box<dyn Error>> {
             &concurrency,
             5,
         ),
+        Contender::new("GCRA: 60 per minute (one per second), burst 10", &gcra, 10),
+        Contender::new(
+            "Leaky bucket meter: capacity 20, draining 1 per second",
+            &meter,
+            20,
+        ),
+        Contender::new(
+            "Sliding-window counter: 60 per minute, estimated (one word)",
+            &counter,
+            60,
+        ),
+        Contender::new(
+            "Sliding-window log: 60 per rolling minute, exact (a ring of 60 entries, 960 bytes)",
+            &log,
+            60,
+        ),
     ];
     println!("  traffic: {TRAFFIC}");
     println!(
         "  every admitted request keeps its lease {HOLD:?} (only the concurrency limiter cares)"
     );
 
-    let traffic = simulate(&clock, &contenders);
+    let mut traffic = simulate(&clock, &contenders);
+    let shaped = simulate_shaper(&clock, &shaper);
 
-    println!("  {:<54} {:>8} {:>9}", "limiter", "admitted", "rejected");
+    println!("  {:<84} {:>8} {:>9}", "limiter", "admitted", "rejected");
     for (c, t) in contenders.iter().zip(&traffic) {
-        println!("  {:<54} {:>8} {:>9}", c.name, t.admitted(), t.rejected());
+        println!("  {:<84} {:>8} {:>9}", c.name, t.admitted(), t.rejected());
         assert_eq!(t.admitted() + t.rejected(), offered_total());
     }
+    println!(
+        "  {:<84} {:>8} {:>9}",
+        SHAPER,
+        shaped.admitted(),
+        shaped.rejected()
+    );
+    assert_eq!(
+        shaped.admitted() + shaped.rejected() + shaped.queued_at_end,
+        offered_total()
+    );
+    println!(
+        "  (the shaper still has {} queued at the end)",
+        shaped.queued_at_end
+    );
     // Worked out by hand in the documentation of `offered`.
-    let admitted: Vec<u32> = traffic.iter().map(Traffic::admitted).collect();
+    let admitted: Vec<u32> = traffic.iter().take(4).map(Traffic::admitted).collect();
     assert_eq!(admitted, [228, 230, 190, 196]);
     check_limits(&traffic);
+    check_new_limits(&traffic[4..], &shaped);
 
-    draw_chart(&contenders, &traffic)
+    let mut panels: Vec<(&str, u64, &str)> = contenders
+        .iter()
+        .map(|c| (c.name, c.limit, "available permits"))
+        .collect();
+    panels.push((SHAPER, 10, "queued requests"));
+    traffic.push(shaped);
+    draw_chart(&panels, &traffic)
 }
 
-/// Writes `target/tour/traffic.svg` and returns its path.
+const SHAPER: &str =
+    "Leaky bucket shaper: one departure per second, a queue of 10 (acquire().await)";
+
+/// The shaper is driven through its queue: every request calls `acquire(1)`; it departs at its
+/// slot (the clock is moved to each slot the shaper names through `next_service`), or is
+/// rejected at once when 10 are already waiting. The level line is the queue.
+fn simulate_shaper(clock: &ManualClock, shaper: &LeakyBucketShaper<&ManualClock>) -> Traffic {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+
+    type Waiting<'s> = Pin<Box<tollgate::Acquire<'s, LeakyBucketShaper<&'s ManualClock>>>>;
+    let mut t = Traffic::new();
+    let mut waiting: Vec<Waiting<'_>> = Vec::new();
+    let mut cx = Context::from_waker(Waker::noop());
+    // Polls every waiter once, counting the departures and refusals of second `s`.
+    let mut poll_all = |waiting: &mut Vec<Waiting<'_>>, t: &mut Traffic, s: usize| {
+        waiting.retain_mut(|w| match w.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(_)) => {
+                t.admitted[s] += 1;
+                false
+            }
+            Poll::Ready(Err(_)) => {
+                t.rejected[s] += 1;
+                false
+            }
+            Poll::Pending => true,
+        });
+    };
+    // Serves every departure slot up to `until` at its own instant.
+    let serve_until =
+        |until: Instant,
+         waiting: &mut Vec<Waiting<'_>>,
+         t: &mut Traffic,
+         s: usize,
+         poll_all: &mut dyn FnMut(&mut Vec<Waiting<'_>>, &mut Traffic, usize)| {
+            while let Some(d) = shaper.next_service() {
+                let slot = clock.now() + d;
+                if slot > until {
+                    break;
+                }
+                clock.set(slot);
+                shaper.replenish();
+                poll_all(waiting, t, s);
+            }
+        };
+    for s in 0..SECONDS as usize {
+        for arrival in arrivals(s as u32) {
+            serve_until(arrival, &mut waiting, &mut t, s, &mut poll_all);
+            clock.set(arrival);
+            waiting.push(Box::pin(shaper.acquire(1)));
+            poll_all(&mut waiting, &mut t, s);
+        }
+        let last_instant = Instant::ZERO + ((s as u32 + 1) * SEC - Duration::from_nanos(1));
+        serve_until(last_instant, &mut waiting, &mut t, s, &mut poll_all);
+        clock.set(last_instant);
+        t.available[s] = shaper.statistics().queued_permits;
+    }
+    // What is still queued at the end departs after the chart: counted as neither.
+    t.queued_at_end = waiting.len() as u32;
+    t
+}
+
+/// What the limiters of issue 15 promise, checked on the simulated traffic.
+fn check_new_limits(traffic: &[Traffic], shaped: &Traffic) {
+    let [gcra, meter, counter, log] = traffic else {
+        unreachable!("four limiters")
+    };
+    for from in 0..SECONDS {
+        for to in from + 1..=SECONDS {
+            // GCRA: its burst of 10 plus one per second; the meter: 20 plus one per second.
+            assert!(gcra.admitted_between(from, to) <= 10 + (to - from));
+            assert!(meter.admitted_between(from, to) <= 20 + (to - from));
+            // The shaper: never more than one departure per second.
+            assert!(shaped.admitted_between(from, to) <= to - from);
+        }
+        // The log: at most 60 in any 60 s, exactly; the counter: below twice that.
+        assert!(log.admitted_between(from, from + 60) <= 60, "log, {from} s");
+        assert!(
+            counter.admitted_between(from, from + 60) < 120,
+            "counter, {from} s"
+        );
+    }
+}
+
+/// Writes `target/tour/traffic.svg` and returns its path. `panels`: each limiter's name, the top
+/// of its level scale, and what the level is.
 fn draw_chart(
-    contenders: &[Contender<'_>],
+    panels: &[(&str, u64, &str)],
     traffic: &[Traffic],
 ) -> Result<PathBuf, Box<dyn Error>> {
-    let panels: Vec<Panel> = contenders
+    let panels: Vec<Panel> = panels
         .iter()
         .zip(traffic)
-        .map(|(c, t)| Panel {
+        .map(|(&(name, limit, level_name), t)| Panel {
             title: format!(
                 "{}: {} admitted, {} rejected",
-                c.name,
+                name,
                 t.admitted(),
                 t.rejected()
             ),
             admitted: &t.admitted,
             rejected: &t.rejected,
-            available: &t.available,
-            capacity: c.limit,
+            level: &t.available,
+            level_max: limit,
+            level_name,
         })
         .collect();
     let dir = chart_dir();
@@ -427,6 +565,8 @@ struct Traffic {
     rejected: Vec<u32>,
     /// Permits available at the end of each second.
     available: Vec<u64>,
+    /// Requests still waiting when the simulation ends (the shaper's queue).
+    queued_at_end: u32,
 }
 
 impl Traffic {
@@ -436,6 +576,7 @@ impl Traffic {
             admitted: zeros.clone(),
             rejected: zeros,
             available: vec![0; SECONDS as usize],
+            queued_at_end: 0,
         }
     }
 
@@ -499,8 +640,8 @@ fn end_leases(held: &mut VecDeque<(Instant, Lease<'_>)>, now: Instant) {
 
 /// What each limiter promises, checked on the simulated traffic.
 fn check_limits(traffic: &[Traffic]) {
-    let [bucket, fixed, sliding, _] = traffic else {
-        unreachable!("four limiters")
+    let [bucket, fixed, sliding, _, ..] = traffic else {
+        unreachable!("the four .NET limiters first")
     };
     // The fixed window: at most 60 in each calendar minute.
     for from in (0..SECONDS).step_by(60) {

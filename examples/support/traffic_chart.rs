@@ -1,6 +1,9 @@
-//! The tour's chart, drawn with `plotters` into an SVG: one panel per limiter, the requests of
-//! each second as a stacked bar (admitted below, rejected above), and the permits available at
-//! the end of each second as a step line on the right-hand axis.
+//! The tour's chart, drawn with `plotters` into an SVG. One panel per limiter: above, the
+//! requests of each second as a stacked bar (admitted below, rejected above) on the scale shared
+//! by all panels (every limiter sees the same traffic); below it, in a strip of its own, the
+//! limiter's level at the end of each second — its available permits (or, for the shaper, its
+//! queue) — on its own axis, from 0 to exactly the limiter's capacity, so it is never read as
+//! traffic.
 
 use std::error::Error;
 use std::path::Path;
@@ -13,17 +16,21 @@ pub struct Panel<'a> {
     pub title: String,
     pub admitted: &'a [u32],
     pub rejected: &'a [u32],
-    pub available: &'a [u64],
-    /// The top of the "available permits" axis: the limiter's limit.
-    pub capacity: u64,
+    /// The level sampled at the end of each second.
+    pub level: &'a [u64],
+    /// The top of the level's axis: the limiter's capacity (its limit, burst or queue).
+    pub level_max: u64,
+    /// What the level is ("available permits", "queued requests").
+    pub level_name: &'a str,
 }
 
 const ADMITTED: RGBColor = RGBColor(46, 160, 67);
 const REJECTED: RGBColor = RGBColor(214, 39, 40);
-const AVAILABLE: RGBColor = RGBColor(31, 119, 180);
+const LEVEL: RGBColor = RGBColor(31, 119, 180);
 
 const WIDTH: u32 = 1280;
-const PANEL_HEIGHT: u32 = 250;
+const BARS_HEIGHT: u32 = 210;
+const STRIP_HEIGHT: u32 = 95;
 const HEADER_HEIGHT: u32 = 80;
 
 type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
@@ -35,20 +42,23 @@ pub fn draw(
     subtitle: &str,
     panels: &[Panel<'_>],
 ) -> Result<(), Box<dyn Error>> {
-    let height = HEADER_HEIGHT + PANEL_HEIGHT * panels.len() as u32;
+    let panel_height = BARS_HEIGHT + STRIP_HEIGHT;
+    let height = HEADER_HEIGHT + panel_height * panels.len() as u32;
     let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
     root.fill(&WHITE)?;
     let (header, body) = root.split_vertically(HEADER_HEIGHT);
     draw_header(&header, title, subtitle)?;
 
-    // Every panel sees the same traffic, so they share the left-hand scale.
+    // Every panel sees the same traffic, so they share the requests scale.
     let peak = panels
         .iter()
         .flat_map(|p| p.admitted.iter().zip(p.rejected).map(|(a, r)| a + r))
         .max()
         .unwrap_or(1);
     for (area, panel) in body.split_evenly((panels.len(), 1)).iter().zip(panels) {
-        draw_panel(area, panel, peak)?;
+        let (bars, strip) = area.split_vertically(BARS_HEIGHT);
+        draw_bars(&bars, panel, peak)?;
+        draw_level(&strip, panel)?;
     }
     root.present()?;
     Ok(())
@@ -61,7 +71,7 @@ fn draw_header(area: &Area<'_>, title: &str, subtitle: &str) -> Result<(), Box<d
     area.draw(&Text::new(subtitle, (20, 44), ("sans-serif", 15)))?;
 
     let legend = ("sans-serif", 15);
-    let mut x = WIDTH as i32 - 520;
+    let mut x = WIDTH as i32 - 560;
     for (color, label) in [(ADMITTED, "admitted"), (REJECTED, "rejected")] {
         area.draw(&Rectangle::new([(x, 46), (x + 14, 60)], color.filled()))?;
         area.draw(&Text::new(label, (x + 20, 45), legend))?;
@@ -69,55 +79,49 @@ fn draw_header(area: &Area<'_>, title: &str, subtitle: &str) -> Result<(), Box<d
     }
     area.draw(&PathElement::new(
         [(x, 53), (x + 24, 53)],
-        AVAILABLE.stroke_width(3),
+        LEVEL.stroke_width(3),
     ))?;
     area.draw(&Text::new(
-        "available permits (right axis)",
+        "the limiter's level, on its own scale (strip under each panel)",
         (x + 30, 45),
         legend,
     ))?;
     Ok(())
 }
 
-fn draw_panel(area: &Area<'_>, panel: &Panel<'_>, peak: u32) -> Result<(), Box<dyn Error>> {
-    // Time runs along x in minutes, so that the labels fall on whole and half minutes.
-    let minutes = panel.admitted.len() as f64 / 60.0;
-    let x = |second: usize, fraction: f64| (second as f64 + fraction) / 60.0;
+/// Time runs along x in minutes, so that the labels fall on whole and half minutes.
+fn minutes(panel: &Panel<'_>) -> f64 {
+    panel.admitted.len() as f64 / 60.0
+}
+
+fn x(second: usize, fraction: f64) -> f64 {
+    (second as f64 + fraction) / 60.0
+}
+
+fn time_label(m: &f64) -> String {
+    let s = (m * 60.0).round() as u32;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+fn draw_bars(area: &Area<'_>, panel: &Panel<'_>, peak: u32) -> Result<(), Box<dyn Error>> {
     // f64 axes: plotters' u32 key-point search can loop forever on some u32 ranges.
     let requests = 0.0..f64::from(peak + peak / 20 + 1);
-    let permits = 0.0..(panel.capacity + panel.capacity / 20 + 1) as f64;
-
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, ("sans-serif", 17))
         .margin_left(10)
-        .margin_right(10)
-        .margin_bottom(5)
-        .x_label_area_size(28)
+        .margin_right(20)
+        .x_label_area_size(0)
         .y_label_area_size(55)
-        .right_y_label_area_size(55)
-        .build_cartesian_2d(0.0..minutes, requests)?
-        .set_secondary_coord(0.0..minutes, permits);
-
+        .build_cartesian_2d(0.0..minutes(panel), requests)?;
     chart
         .configure_mesh()
         .x_labels(9)
-        .x_label_formatter(&|m| {
-            let s = (m * 60.0).round() as u32;
-            format!("{}:{:02}", s / 60, s % 60)
-        })
+        .x_label_formatter(&time_label)
         .y_desc("requests / s")
         .y_labels(7)
         .y_label_formatter(&|n| format!("{n:.0}"))
         .max_light_lines(0)
         .bold_line_style(BLACK.mix(0.15))
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 14))
-        .draw()?;
-    chart
-        .configure_secondary_axes()
-        .y_desc("available permits")
-        .y_labels(6)
-        .y_label_formatter(&|n| format!("{n:.0}"))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()?;
@@ -140,14 +144,45 @@ fn draw_panel(area: &Area<'_>, panel: &Panel<'_>, peak: u32) -> Result<(), Box<d
             .filter(|(_, (_, r))| **r > 0)
             .map(|(t, (a, r))| bar(t, *a, a + r, REJECTED)),
     )?;
-    // A step line: the count sampled at the end of second t holds across that second.
-    chart.draw_secondary_series(LineSeries::new(
+    Ok(())
+}
+
+/// The level strip: its axis ends exactly at the capacity (5 for a concurrency limit of 5).
+fn draw_level(area: &Area<'_>, panel: &Panel<'_>) -> Result<(), Box<dyn Error>> {
+    let top = panel.level_max.max(1) as f64;
+    // Whole-number ticks: every value for a small capacity, about four steps otherwise.
+    let ticks = if panel.level_max <= 10 {
+        panel.level_max as usize + 1
+    } else {
+        5
+    };
+    let mut chart = ChartBuilder::on(area)
+        .margin_left(10)
+        .margin_right(20)
+        .margin_bottom(8)
+        .x_label_area_size(24)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0.0..minutes(panel), 0.0..top)?;
+    chart
+        .configure_mesh()
+        .x_labels(9)
+        .x_label_formatter(&time_label)
+        .y_desc(format!("{} (of {})", panel.level_name, panel.level_max))
+        .y_labels(ticks)
+        .y_label_formatter(&|n| format!("{n:.0}"))
+        .max_light_lines(0)
+        .bold_line_style(BLACK.mix(0.1))
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 11))
+        .draw()?;
+    // A step line: the level sampled at the end of second t holds across that second.
+    chart.draw_series(LineSeries::new(
         panel
-            .available
+            .level
             .iter()
             .enumerate()
             .flat_map(|(t, v)| [(x(t, 0.0), *v as f64), (x(t, 1.0), *v as f64)]),
-        AVAILABLE.stroke_width(2),
+        LEVEL.stroke_width(2),
     ))?;
     Ok(())
 }
