@@ -47,7 +47,7 @@
 //! |---|---|---|
 //! | `std` | yes | `StdClock`; implies `alloc` |
 //! | `alloc` | via `std` | [`OwnedLease`] and [`AcquireOwned`] |
-//! | `redis` | no | [`redis`]: limits shared across machines through Redis (async, tokio) |
+//! | `redis` | no | `tollgate::redis`: limits shared across machines through Redis (async, tokio) |
 //! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
 //! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
 //! | `tracing` | no | an event (target `tollgate`) per rejection at `DEBUG`, with fields `reason` and `retry_after_ns`, and per wait queued / granted at `TRACE`: a proxy can leave `DEBUG` on and see each refused request, no event per granted one; `no_std` |
