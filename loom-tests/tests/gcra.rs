@@ -90,7 +90,11 @@ fn takes_race_the_clock() {
                         "refused at 15 ns with nobody else admitted: {e:?}"
                     )
                 }
-                Err(e) => assert_eq!(e.retry_after(), Some(ns(10))),
+                // Read at 0 ns: 10 ns, or 25 ns if the other took the permit at 15 ns first.
+                Err(e) => assert!(
+                    [Some(ns(10)), Some(ns(25))].contains(&e.retry_after()),
+                    "{e:?}"
+                ),
             }
         }
     });
