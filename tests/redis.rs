@@ -788,3 +788,40 @@ async fn server_killed_then_restarted_each_policy_as_documented() {
         assert!(d.allowed());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_call_is_decided_by_the_policy_and_counted_once_on_the_server() {
+    // A server of its own: pausing it must not slow the other tests down.
+    let server = OwnServer::start();
+    let mut conn = manager(&server.url()).await;
+    let l = RedisLimiter::builder(
+        conn.clone(),
+        prefix("timeout"),
+        Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60))),
+        FailurePolicy::FailClosed,
+    )
+    .timeout(Duration::from_millis(100))
+    .build()
+    .unwrap();
+    assert_eq!(l.decide("k", 1).await.remaining, 9);
+    // The server holds every client's commands for 800 ms: the next call times out on our side,
+    // and its script still runs on the server when the pause ends.
+    let () = ::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(800)
+        .arg("ALL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let d = l.decide("k", 1).await;
+    assert_eq!(d.decided_by, DecidedBy::FailClosed);
+    assert_eq!(d.outcome.unwrap_err().reason(), REDIS_UNAVAILABLE);
+    assert_eq!(l.redis_statistics().timeouts, 1);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // Taken so far on the server: the first call, the timed-out one (once: never resent), this.
+    let d = l.decide("k", 1).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis);
+    assert_eq!(d.remaining, 7);
+    assert_eq!(l.redis_statistics().calls, 3);
+    assert_eq!(l.health(), Health::Redis);
+}
