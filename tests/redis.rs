@@ -818,10 +818,15 @@ async fn a_timed_out_call_is_decided_by_the_policy_and_counted_once_on_the_serve
     assert_eq!(d.outcome.unwrap_err().reason(), REDIS_UNAVAILABLE);
     assert_eq!(l.redis_statistics().timeouts, 1);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    // Taken so far on the server: the first call, the timed-out one (once: never resent), this.
+    // Taken so far on the server: the first call, this one, and the timed-out one at most once
+    // (never resent). Whether the timed-out script ran at all depends on whether the command had
+    // reached the socket when its future was dropped: 7 or 8 left, never 6.
     let d = l.decide("k", 1).await;
     assert_eq!(d.decided_by, DecidedBy::Redis);
-    assert_eq!(d.remaining, 7);
+    assert!(
+        d.remaining >= 7,
+        "the timed-out call was counted twice: {d:?}"
+    );
     assert_eq!(l.redis_statistics().calls, 3);
     assert_eq!(l.health(), Health::Redis);
 }
