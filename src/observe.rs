@@ -3,7 +3,7 @@
 //! A [`Registry`] holds named limiters — plain ones, chains, and partitioned limiters, whose
 //! partitions are reported one by one — and reads them all in one pass:
 //! [`for_each`](Registry::for_each) for your own exporter, [`snapshot`](Registry::snapshot) for
-//! owned values, and, with the `metrics` feature, [`export_metrics`](Registry::export_metrics)
+//! owned values, and, with the `metrics` feature, `Registry::export_metrics`
 //! into the [`metrics`](https://docs.rs/metrics) facade (Prometheus, StatsD, ... through its
 //! exporters). Call one of them from your scrape handler or a periodic task.
 //!
