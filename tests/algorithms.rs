@@ -404,3 +404,31 @@ fn clock_edges() {
         assert!(l.try_acquire(2).is_ok(), "146 years later");
     }
 }
+
+/// fuzz reproducer `sliding_log-horizon-edge` (formerly `fuzz/known-failures/`): 5 taken at
+/// creation, a probe at 2^63 − 1 ns (the last forward instant: the entries have left the window),
+/// then a reading before creation (`u64::MAX` for a limiter created at 0: past the horizon, a
+/// step back). Probes, denials, reads and `replenish` date nothing, so the log acts at its newest
+/// entry's time, where the 5 still count: the step back limits more, never less. The library
+/// used to expire the entries at the probe and report 5 free (and admit 5 more at time 0).
+#[test]
+fn sliding_log_a_probe_past_the_window_does_not_date_the_log() {
+    let clock = ManualClock::new();
+    let log: SlidingLogLimiter<_, 8> =
+        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(5), &clock).unwrap();
+    assert!(take(&log, 5));
+    clock.set(tollgate::Instant::from_nanos((1 << 63) - 1));
+    assert_eq!(log.available_permits(), 5);
+    assert!(log.try_acquire(0).is_ok());
+    assert_eq!(log.replenish(), 5);
+    clock.set(tollgate::Instant::from_nanos(u64::MAX));
+    assert_eq!(log.available_permits(), 0);
+    let denied = log.try_acquire(5).unwrap_err();
+    assert_eq!(denied.reason(), Reason::Exhausted);
+    assert_eq!(denied.retry_after(), Some(MIN));
+    // An admission at the last forward instant dates the log there: a step back then acts at it.
+    clock.set(tollgate::Instant::from_nanos((1 << 63) - 1));
+    assert!(take(&log, 5));
+    clock.set(tollgate::Instant::from_nanos(u64::MAX));
+    assert_eq!(log.available_permits(), 0);
+}

@@ -298,12 +298,14 @@ impl<C: Clock, const N: usize> Replenishing for SlidingLogLimiter<C, N> {
         Duration::from_nanos(self.shape.window)
     }
 
-    /// Drops the entries that have left the window; returns the permits available.
+    /// Drops the entries that can never count again (those that left the window by the newest
+    /// entry's time) and returns the permits available now. It dates nothing: only an admission
+    /// does, so a clock stepped back afterwards sees the log as the last admission left it.
     fn replenish(&self) -> u64 {
         let now = self.now();
         let used = self.log.with(|log| {
-            log.expire(now, self.shape);
-            log.used()
+            log.expire(self.shape);
+            log.used_at(now, self.shape)
         });
         u64::from(self.shape.limit).saturating_sub(used)
     }
