@@ -11,7 +11,7 @@ use crate::limiter::{Limiter, Replenishing};
 use crate::options::OptionsError;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, Ordering};
-use crate::ticks::{nanos_of, Ticker};
+use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
 use crate::wait::Lock;
 
 use state::{Denied, Log, Shape};
@@ -247,7 +247,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
             }
             log.try_take(now, n, s)
                 .map_err(|Denied::Exhausted { wait }| {
-                    Rejection::with_retry_after(Reason::Exhausted, Duration::from_nanos(wait))
+                    Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
                 })
         })
     }

@@ -39,8 +39,9 @@ pub struct Log<const N: usize> {
 pub enum Denied {
     /// The permits do not fit; the nanoseconds until they would (at least 1).
     Exhausted {
-        /// Exact wait until enough entries have expired.
-        wait: u64,
+        /// Exact wait until enough entries have expired (up to 2^64 ns: an entry taken just
+        /// before the horizon with a window past it leaves after `u64::MAX` ns).
+        wait: u128,
     },
 }
 
@@ -172,7 +173,7 @@ impl<const N: usize> Log<N> {
     /// Nanoseconds from `now` until `want` permits fit: until enough of the oldest entries have
     /// left the window. Zero if they fit now.
     /// Counted from the clock's reading, even when it is behind the newest entry.
-    pub fn wait(&self, reading: u64, want: u64, s: Shape) -> u64 {
+    pub fn wait(&self, reading: u64, want: u64, s: Shape) -> u128 {
         let now = self.effective(reading);
         let limit = u64::from(s.limit);
         let mut used = self.used_at(now, s);
@@ -188,11 +189,11 @@ impl<const N: usize> Log<N> {
             if used + want <= limit {
                 // It leaves the window at `at + window`.
                 let leaves = u128::from(e.at) + u128::from(s.window);
-                return u64::try_from(leaves - u128::from(reading)).unwrap_or(u64::MAX);
+                return leaves - u128::from(reading);
             }
         }
         // Only reachable for want > limit, which the caller refuses first.
-        u64::MAX
+        u128::from(u64::MAX)
     }
 
     /// Since when the log has been empty at `now`, if it is: the newest entry's expiry, or 0.
@@ -280,7 +281,19 @@ mod tests {
         };
         let mut log = Log::<5>::new();
         log.try_take(u64::MAX, 5, s).unwrap();
-        assert_eq!(log.wait(u64::MAX, 1, s), u64::MAX);
+        assert_eq!(log.wait(u64::MAX, 1, s), u128::from(u64::MAX));
+        // fuzz: an entry dated just before the horizon, a window just past it, a clock read as 0
+        // (stepped back): the entry leaves 2^64 ns from the reading, not u64::MAX.
+        let s = Shape {
+            limit: 5,
+            window: (1 << 63) + 1,
+        };
+        let mut log = Log::<5>::new();
+        log.try_take((1 << 63) - 1, 5, s).unwrap();
+        assert_eq!(
+            log.try_take(0, 5, s),
+            Err(Denied::Exhausted { wait: 1 << 64 })
+        );
     }
 
     /// fuzz: `sliding_log-horizon-edge`. 5 taken at 0; the clock reads 2^63 − 1 ns (the entry has
