@@ -85,6 +85,9 @@ mod fixed_window;
 mod lease;
 mod limiter;
 mod noop;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+pub mod observe;
 mod options;
 pub mod partition;
 pub mod per;

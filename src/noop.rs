@@ -1,4 +1,4 @@
-//! The no-op limiter: always grants (.NET `RateLimitPartition.GetNoLimiter`, reference §10).
+//! The no-op limiter: always grants (.NET `RateLimitPartition.GetNoLimiter`).
 
 use core::future::{ready, Ready};
 use core::time::Duration;
@@ -10,7 +10,7 @@ use crate::stats::Counters;
 
 /// A limiter that grants every request, for any number of permits, and never waits.
 ///
-/// As .NET's `NoopLimiter` (reference §10): no upper bound on a request (even `u32::MAX`), leases
+/// As .NET's `NoopLimiter`: no upper bound on a request (even `u32::MAX`), leases
 /// carry nothing and return nothing, closing it changes nothing (it stays usable, and
 /// [`is_closed`](Limiter::is_closed) stays `false`), and it is never idle
 /// ([`idle_duration`](Limiter::idle_duration) is always `None`). Its statistics count the

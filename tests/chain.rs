@@ -152,7 +152,7 @@ fn concurrency(clock: &ManualClock, permits: u32, queue: u32) -> ConcurrencyLimi
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 NoopLimiter
+// NoopLimiter (.NET behaviour reference, section 10)
 
 #[test]
 fn noop_grants_everything_even_after_close_and_counts_successes() {
@@ -318,7 +318,7 @@ fn oversized_and_zero_permit_requests_follow_the_first_limiter_that_decides() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §12 statistics, idle duration, close
+// statistics, idle duration, close
 
 #[test]
 fn statistics_are_min_sum_sum_and_the_last_limiters_successes() {
@@ -379,7 +379,7 @@ fn closing_a_chain_does_not_close_its_limiters() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §12 waiting
+// waiting
 
 #[test]
 fn waiting_awaits_each_limiter_before_asking_the_next() {

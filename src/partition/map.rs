@@ -667,6 +667,21 @@ where
     }
 }
 
+impl<K, L, P, C: Clock, S> Partitioned<K, L, P, C, S> {
+    /// Runs `f` on every stored partition whose limiter is made: its key and its limiter. The
+    /// partitions are collected under each shard's read lock and visited after it is released,
+    /// so `f` may call back into this limiter.
+    pub(crate) fn for_each_partition(&self, mut f: impl FnMut(&K, &L)) {
+        let mut slots = Vec::with_capacity(self.shards.len());
+        self.shards.for_each(|slot| slots.push(Arc::clone(slot)));
+        for slot in &slots {
+            if let Some(limiter) = slot.limiter.get() {
+                f(&slot.key, limiter);
+            }
+        }
+    }
+}
+
 impl<K, L, P, C, S> Partitioned<K, L, P, C, S>
 where
     L: Replenishing,

@@ -1,7 +1,7 @@
 //! A tour of tollgate: every limiter on a manual clock, step by step.
 //!
 //! ```text
-//! cargo run --release --example tour
+//! cargo run --release -p tollgate-tour
 //! ```
 //!
 //! Each section replays a worked example from the .NET documentation (the announcement of
@@ -16,7 +16,6 @@
 //! Time never passes by itself here: a [`ManualClock`] moves only when the tour advances it, so
 //! the output is the same on every run and on every machine.
 
-#[path = "support/traffic_chart.rs"]
 mod traffic_chart;
 
 use std::collections::VecDeque;
@@ -673,7 +672,15 @@ fn check_limits(traffic: &[Traffic]) {
 fn chart_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .unwrap_or_else(|| {
+            // This package lives in `examples/tour` of the workspace.
+            let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .ancestors()
+                .nth(2)
+                .unwrap_or(manifest)
+                .join("target")
+        });
     target.join("tour")
 }
 
