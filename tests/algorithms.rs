@@ -432,3 +432,46 @@ fn sliding_log_a_probe_past_the_window_does_not_date_the_log() {
     clock.set(tollgate::Instant::from_nanos(u64::MAX));
     assert_eq!(log.available_permits(), 0);
 }
+
+/// Issue 15's limiters as `static`s (firmware: shared by thread code and interrupt handlers),
+/// built by their `at_epoch` constant constructors: time counts from the clock's epoch, not from
+/// a reading at creation.
+#[test]
+fn static_limiters_count_from_the_epoch() {
+    use tollgate::Instant;
+
+    static CLOCK: ManualClock = ManualClock::new();
+    static GCRA: GcraLimiter<&ManualClock> =
+        GcraLimiter::at_epoch(GcraOptions::per_second(2), &CLOCK);
+    static METER: LeakyBucketMeter<&ManualClock> =
+        LeakyBucketMeter::at_epoch(LeakyBucketOptions::new(2, 2, SEC), &CLOCK);
+    static SHAPER: LeakyBucketShaper<&ManualClock> =
+        LeakyBucketShaper::at_epoch(ShaperOptions::per_second(2), &CLOCK);
+    static COUNTER: SlidingCounterLimiter<&ManualClock> =
+        SlidingCounterLimiter::at_epoch(SlidingCounterOptions::per_second(2), &CLOCK);
+    static LOG: SlidingLogLimiter<&ManualClock, 2> =
+        SlidingLogLimiter::at_epoch(SlidingLogOptions::per_second(2), &CLOCK);
+
+    // Each is built as if at the epoch: 10 s after it, whatever was idle is full.
+    CLOCK.set(Instant::from_nanos(10_000_000_000));
+    let rate: [&dyn Limiter; 4] = [&GCRA, &METER, &COUNTER, &LOG];
+    for l in rate {
+        assert!(l.try_acquire(2).is_ok());
+        let no = l.try_acquire(1).unwrap_err();
+        assert_eq!(no.reason(), Reason::Exhausted);
+        assert!(no.retry_after().is_some());
+        assert_eq!(l.idle_duration(), None);
+    }
+    assert!(take(&SHAPER, 1));
+    assert_eq!(
+        SHAPER.try_acquire(1).unwrap_err().retry_after(),
+        Some(Duration::from_millis(500))
+    );
+    // The sliding counter's windows are aligned to the epoch: at 11.5 s, the 2 permits of the
+    // window from 10 s to 11 s weigh half: 1.
+    CLOCK.advance(Duration::from_millis(1_500));
+    assert_eq!(COUNTER.available_permits(), 1);
+    assert_eq!(LOG.available_permits(), 2);
+    assert_eq!(GCRA.available_permits(), 2);
+    assert_eq!(METER.options().capacity, 2);
+}

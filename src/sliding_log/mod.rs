@@ -96,7 +96,7 @@ impl SlidingLogOptions {
     ///     Err(OptionsError::ExceedsCapacity { max: 16 })
     /// );
     /// ```
-    pub fn validate(&self, capacity: usize) -> Result<u64, OptionsError> {
+    pub const fn validate(&self, capacity: usize) -> Result<u64, OptionsError> {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
@@ -204,6 +204,43 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
             clock,
             options,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A sliding log built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its time counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// (a limit above the ring's `N` too) stop the build (a `const` panic); at run time use
+        /// `with_clock`.
+        ///
+        /// ```
+        /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
+        ///
+        /// static LOGINS: SlidingLogLimiter<ManualClock, 5> =
+        ///     SlidingLogLimiter::at_epoch(SlidingLogOptions::per_minute(5), ManualClock::new());
+        ///
+        /// assert!(LOGINS.try_acquire(5).is_ok());
+        /// assert!(LOGINS.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: SlidingLogOptions, clock: C) -> Self {
+            let window = match options.validate(N) {
+                Ok(window) => window,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                log: Lock::new(Log::new()),
+                closed: AtomicBool::new(false),
+                ticker: Ticker::new(crate::Instant::ZERO, 1),
+                shape: Shape {
+                    limit: options.permit_limit,
+                    window,
+                },
+                counters: Counters::new(),
+                clock,
+                options,
+            }
+        }
     }
 
     /// The options the limiter was built with.
