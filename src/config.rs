@@ -25,6 +25,20 @@
 //!     r#"{"token_limit":100,"tokens_per_period":10,"replenishment_period":"250ms","queue_limit":20,"queue_order":"newest_first"}"#
 //! );
 //! ```
+//!
+//! The algorithms of article 001/002 the same way (GCRA, leaky bucket meter and shaper, sliding
+//! counter, sliding log):
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::{GcraOptions, SlidingLogOptions};
+//!
+//! let gcra: GcraOptions = serde_json::from_str(r#"{ "interval": "20ms", "burst": 50 }"#).unwrap();
+//! assert_eq!(gcra, GcraOptions::per_second(50));
+//! let logins: SlidingLogOptions =
+//!     serde_json::from_str(r#"{ "permit_limit": 5, "window": "1min" }"#).unwrap();
+//! assert_eq!(logins, SlidingLogOptions::per_minute(5));
+//! ```
 
 use core::fmt;
 use core::time::Duration;
@@ -35,7 +49,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::concurrency::ConcurrencyOptions;
 use crate::fixed_window::FixedWindowOptions;
+use crate::gcra::GcraOptions;
+use crate::leaky_bucket::{LeakyBucketOptions, ShaperOptions};
 use crate::options::QueueOrder;
+use crate::sliding_counter::SlidingCounterOptions;
+use crate::sliding_log::SlidingLogOptions;
 use crate::sliding_window::SlidingWindowOptions;
 use crate::token_bucket::TokenBucketOptions;
 
@@ -94,6 +112,59 @@ struct SlidingWindowOptionsDef {
     queue_order: QueueOrder,
 }
 
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "GcraOptions", deny_unknown_fields)]
+struct GcraOptionsDef {
+    #[serde(with = "human_duration")]
+    interval: Duration,
+    burst: u32,
+    #[serde(default)]
+    queue_limit: u32,
+    #[serde(default, with = "QueueOrderDef")]
+    queue_order: QueueOrder,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "LeakyBucketOptions", deny_unknown_fields)]
+struct LeakyBucketOptionsDef {
+    capacity: u32,
+    leak: u32,
+    #[serde(with = "human_duration")]
+    leak_interval: Duration,
+    #[serde(default)]
+    queue_limit: u32,
+    #[serde(default, with = "QueueOrderDef")]
+    queue_order: QueueOrder,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ShaperOptions", deny_unknown_fields)]
+struct ShaperOptionsDef {
+    #[serde(with = "human_duration")]
+    interval: Duration,
+    max_permits: u32,
+    #[serde(default)]
+    queue_limit: u32,
+    #[serde(default, with = "QueueOrderDef")]
+    queue_order: QueueOrder,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "SlidingCounterOptions", deny_unknown_fields)]
+struct SlidingCounterOptionsDef {
+    permit_limit: u32,
+    #[serde(with = "human_duration")]
+    window: Duration,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "SlidingLogOptions", deny_unknown_fields)]
+struct SlidingLogOptionsDef {
+    permit_limit: u32,
+    #[serde(with = "human_duration")]
+    window: Duration,
+}
+
 /// Implements `Serialize` and `Deserialize` for a public type through its remote definition.
 macro_rules! through_remote {
     ($($ty:ty => $def:ty),* $(,)?) => {$(
@@ -117,6 +188,11 @@ through_remote! {
     TokenBucketOptions => TokenBucketOptionsDef,
     FixedWindowOptions => FixedWindowOptionsDef,
     SlidingWindowOptions => SlidingWindowOptionsDef,
+    GcraOptions => GcraOptionsDef,
+    LeakyBucketOptions => LeakyBucketOptionsDef,
+    ShaperOptions => ShaperOptionsDef,
+    SlidingCounterOptions => SlidingCounterOptionsDef,
+    SlidingLogOptions => SlidingLogOptionsDef,
 }
 
 /// Durations as human-readable text (`"1m30s"`) in human-readable formats, as serde's
@@ -360,5 +436,56 @@ mod tests {
             serde_json::from_str::<FixedWindowOptions>(r#"{"permit_limit": 5, "window": "10"}"#)
                 .unwrap_err();
         assert!(err.to_string().contains("unit"), "{err}");
+    }
+
+    /// Round trip through `text` (JSON) and back, checking the text too.
+    fn round_trip<T>(opts: T, text: &str)
+    where
+        T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+    {
+        let json = serde_json::to_string(&opts).unwrap();
+        assert_eq!(json, text);
+        assert_eq!(serde_json::from_str::<T>(&json).unwrap(), opts);
+    }
+
+    #[test]
+    fn the_algorithms_of_issue_15_round_trip_through_json() {
+        let order = QueueOrder::NewestFirst;
+        round_trip(
+            GcraOptions::per_second(50).with_queue(3, order),
+            r#"{"interval":"20ms","burst":50,"queue_limit":3,"queue_order":"newest_first"}"#,
+        );
+        round_trip(
+            LeakyBucketOptions::new(10, 2, Duration::from_secs(1)),
+            r#"{"capacity":10,"leak":2,"leak_interval":"1s","queue_limit":0,"queue_order":"oldest_first"}"#,
+        );
+        round_trip(
+            ShaperOptions::per_second(20),
+            r#"{"interval":"50ms","max_permits":1,"queue_limit":20,"queue_order":"oldest_first"}"#,
+        );
+        round_trip(
+            SlidingCounterOptions::new(100, Duration::from_secs(90)),
+            r#"{"permit_limit":100,"window":"1m30s"}"#,
+        );
+        round_trip(
+            SlidingLogOptions::per(Duration::from_secs(3600), 3),
+            r#"{"permit_limit":3,"window":"1h"}"#,
+        );
+        // Durations as people write them; queue fields left out; unknown fields refused.
+        let gcra: GcraOptions =
+            serde_json::from_str(r#"{"interval": "0.5s", "burst": 4}"#).unwrap();
+        assert_eq!(
+            gcra,
+            GcraOptions::with_period(Duration::from_millis(500)).with_burst(4)
+        );
+        let err = serde_json::from_str::<SlidingLogOptions>(
+            r#"{"permit_limit": 5, "window": "1m", "capacity": 8}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        // Deserializing does not validate; the constructor does, with a typed error.
+        let zero: SlidingCounterOptions =
+            serde_json::from_str(r#"{"permit_limit": 0, "window": "1s"}"#).unwrap();
+        assert_eq!(zero.validate(), Err(crate::OptionsError::ZeroLimit));
     }
 }

@@ -108,6 +108,8 @@ pub mod http;
 mod leaky_bucket;
 mod sliding_counter;
 mod sliding_log;
+#[cfg(feature = "std")]
+mod tiers;
 
 #[cfg(feature = "alloc")]
 pub use chain::DynChain;
@@ -144,6 +146,8 @@ pub use gcra::{GcraLimiter, GcraOptions};
 pub use leaky_bucket::{LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions};
 pub use sliding_counter::{SlidingCounterLimiter, SlidingCounterOptions};
 pub use sliding_log::{SlidingLogLimiter, SlidingLogOptions};
+#[cfg(feature = "std")]
+pub use tiers::{RuleLimiter, TierError, TierLease, TierRules};
 
 /// The README's examples, compiled and run as doc tests so that the README stays true.
 #[cfg(doctest)]

@@ -404,3 +404,74 @@ fn clock_edges() {
         assert!(l.try_acquire(2).is_ok(), "146 years later");
     }
 }
+
+/// fuzz reproducer `sliding_log-horizon-edge` (formerly `fuzz/known-failures/`): 5 taken at
+/// creation, a probe at 2^63 − 1 ns (the last forward instant: the entries have left the window),
+/// then a reading before creation (`u64::MAX` for a limiter created at 0: past the horizon, a
+/// step back). Probes, denials, reads and `replenish` date nothing, so the log acts at its newest
+/// entry's time, where the 5 still count: the step back limits more, never less. The library
+/// used to expire the entries at the probe and report 5 free (and admit 5 more at time 0).
+#[test]
+fn sliding_log_a_probe_past_the_window_does_not_date_the_log() {
+    let clock = ManualClock::new();
+    let log: SlidingLogLimiter<_, 8> =
+        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(5), &clock).unwrap();
+    assert!(take(&log, 5));
+    clock.set(tollgate::Instant::from_nanos((1 << 63) - 1));
+    assert_eq!(log.available_permits(), 5);
+    assert!(log.try_acquire(0).is_ok());
+    assert_eq!(log.replenish(), 5);
+    clock.set(tollgate::Instant::from_nanos(u64::MAX));
+    assert_eq!(log.available_permits(), 0);
+    let denied = log.try_acquire(5).unwrap_err();
+    assert_eq!(denied.reason(), Reason::Exhausted);
+    assert_eq!(denied.retry_after(), Some(MIN));
+    // An admission at the last forward instant dates the log there: a step back then acts at it.
+    clock.set(tollgate::Instant::from_nanos((1 << 63) - 1));
+    assert!(take(&log, 5));
+    clock.set(tollgate::Instant::from_nanos(u64::MAX));
+    assert_eq!(log.available_permits(), 0);
+}
+
+/// Issue 15's limiters as `static`s (firmware: shared by thread code and interrupt handlers),
+/// built by their `at_epoch` constant constructors: time counts from the clock's epoch, not from
+/// a reading at creation.
+#[test]
+fn static_limiters_count_from_the_epoch() {
+    use tollgate::Instant;
+
+    static CLOCK: ManualClock = ManualClock::new();
+    static GCRA: GcraLimiter<&ManualClock> =
+        GcraLimiter::at_epoch(GcraOptions::per_second(2), &CLOCK);
+    static METER: LeakyBucketMeter<&ManualClock> =
+        LeakyBucketMeter::at_epoch(LeakyBucketOptions::new(2, 2, SEC), &CLOCK);
+    static SHAPER: LeakyBucketShaper<&ManualClock> =
+        LeakyBucketShaper::at_epoch(ShaperOptions::per_second(2), &CLOCK);
+    static COUNTER: SlidingCounterLimiter<&ManualClock> =
+        SlidingCounterLimiter::at_epoch(SlidingCounterOptions::per_second(2), &CLOCK);
+    static LOG: SlidingLogLimiter<&ManualClock, 2> =
+        SlidingLogLimiter::at_epoch(SlidingLogOptions::per_second(2), &CLOCK);
+
+    // Each is built as if at the epoch: 10 s after it, whatever was idle is full.
+    CLOCK.set(Instant::from_nanos(10_000_000_000));
+    let rate: [&dyn Limiter; 4] = [&GCRA, &METER, &COUNTER, &LOG];
+    for l in rate {
+        assert!(l.try_acquire(2).is_ok());
+        let no = l.try_acquire(1).unwrap_err();
+        assert_eq!(no.reason(), Reason::Exhausted);
+        assert!(no.retry_after().is_some());
+        assert_eq!(l.idle_duration(), None);
+    }
+    assert!(take(&SHAPER, 1));
+    assert_eq!(
+        SHAPER.try_acquire(1).unwrap_err().retry_after(),
+        Some(Duration::from_millis(500))
+    );
+    // The sliding counter's windows are aligned to the epoch: at 11.5 s, the 2 permits of the
+    // window from 10 s to 11 s weigh half: 1.
+    CLOCK.advance(Duration::from_millis(1_500));
+    assert_eq!(COUNTER.available_permits(), 1);
+    assert_eq!(LOG.available_permits(), 2);
+    assert_eq!(GCRA.available_permits(), 2);
+    assert_eq!(METER.options().capacity, 2);
+}

@@ -529,3 +529,105 @@ impl<C: Clock> GcraLimiter<C> {
 }
 
 gcra_limiter!(GcraLimiter);
+
+// ---------------------------------------------------------------------------------------------
+// `static` limiters (issue 15, helper "algos"): constant constructors for GCRA and the two leaky
+// buckets, kept in one self-contained block.
+
+/// [`params`] for constant evaluation: the same rules, written with `const` operations only
+/// (`params_in_const_agrees` checks the two agree).
+pub(crate) const fn params_in_const(
+    interval: Duration,
+    burst: u32,
+    shape: bool,
+) -> Result<Params, OptionsError> {
+    if burst == 0 {
+        return Err(OptionsError::ZeroLimit);
+    }
+    let interval = match nanos_of(interval) {
+        None => return Err(OptionsError::PeriodTooLong),
+        Some(0) => return Err(OptionsError::ZeroPeriod),
+        Some(ns) => ns,
+    };
+    match interval.checked_mul(burst as u64) {
+        Some(span) if span <= MAX_SPAN => Ok(Params::new(interval, burst, shape)),
+        _ => Err(OptionsError::PeriodTooLong),
+    }
+}
+
+impl<C: Clock> GcraCore<C> {
+    crate::sync::const_unless_loom! {
+        /// A core whose time counts from the clock's epoch ([`Instant::ZERO`](crate::Instant::ZERO)).
+        pub(crate) fn at_epoch(params: Params, queue: WaitQueue, clock: C) -> Self {
+            Self {
+                word: AtomicU64::new(Gcra::FRESH.pack()),
+                ticker: Ticker::new(crate::Instant::ZERO, 1),
+                params,
+                counters: Counters::new(),
+                queue,
+                clock,
+            }
+        }
+    }
+}
+
+impl<C: Clock> GcraLimiter<C> {
+    crate::sync::const_unless_loom! {
+        /// A GCRA limiter built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its time counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// stop the build (a `const` panic); at run time use `with_clock`.
+        ///
+        /// ```
+        /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock};
+        ///
+        /// static GCRA: GcraLimiter<ManualClock> =
+        ///     GcraLimiter::at_epoch(GcraOptions::per_second(2), ManualClock::new());
+        ///
+        /// assert!(GCRA.try_acquire(2).is_ok());
+        /// assert!(GCRA.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: GcraOptions, clock: C) -> Self {
+            let params = match params_in_const(options.interval, options.burst, false) {
+                Ok(p) => p,
+                Err(e) => e.panic_in_const(),
+            };
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+            Self {
+                core: GcraCore::at_epoch(params, queue, clock),
+                options,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod at_epoch_tests {
+    use super::*;
+
+    #[test]
+    fn params_in_const_agrees() {
+        let periods = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_millis(20),
+            Duration::from_secs(1),
+            Duration::from_nanos(MAX_SPAN),
+            Duration::from_nanos(MAX_SPAN + 1),
+            Duration::from_nanos(u64::MAX),
+            Duration::MAX,
+        ];
+        for interval in periods {
+            for burst in [0, 1, 2, 1_000, u32::MAX] {
+                for shape in [false, true] {
+                    assert_eq!(
+                        params_in_const(interval, burst, shape),
+                        params(interval, burst, shape),
+                        "{interval:?} {burst} {shape}"
+                    );
+                }
+            }
+        }
+    }
+}

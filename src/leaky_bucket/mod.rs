@@ -14,7 +14,7 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::gcra::{gcra_limiter, interval_of, params, GcraCore};
+use crate::gcra::{gcra_limiter, interval_of, params, params_in_const, GcraCore};
 use crate::options::{OptionsError, QueueOrder};
 use crate::wait::WaitQueue;
 
@@ -176,6 +176,49 @@ impl<C: Clock> LeakyBucketMeter<C> {
             core: GcraCore::new(params, queue, clock),
             options,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A meter built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its time counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// stop the build (a `const` panic); at run time use `with_clock`.
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, Limiter, ManualClock};
+        ///
+        /// static METER: LeakyBucketMeter<ManualClock> = LeakyBucketMeter::at_epoch(
+        ///     LeakyBucketOptions::new(3, 1, Duration::from_secs(1)),
+        ///     ManualClock::new(),
+        /// );
+        ///
+        /// assert!(METER.try_acquire(3).is_ok());
+        /// assert!(METER.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: LeakyBucketOptions, clock: C) -> Self {
+            let checked = if options.leak == 0 {
+                Err(OptionsError::ZeroTokensPerPeriod)
+            } else if options.leak_interval.is_zero() {
+                Err(OptionsError::ZeroPeriod)
+            } else {
+                params_in_const(
+                    interval_of(options.leak_interval, options.leak),
+                    options.capacity,
+                    false,
+                )
+            };
+            let params = match checked {
+                Ok(p) => p,
+                Err(e) => e.panic_in_const(),
+            };
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+            Self {
+                core: GcraCore::at_epoch(params, queue, clock),
+                options,
+            }
+        }
     }
 
     /// The options the meter was built with.
@@ -383,6 +426,35 @@ impl<C: Clock> LeakyBucketShaper<C> {
             core: GcraCore::new(params, queue, clock),
             options,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A shaper built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its time counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// stop the build (a `const` panic); at run time use `with_clock`.
+        ///
+        /// ```
+        /// use tollgate::{LeakyBucketShaper, Limiter, ManualClock, ShaperOptions};
+        ///
+        /// static SHAPER: LeakyBucketShaper<ManualClock> =
+        ///     LeakyBucketShaper::at_epoch(ShaperOptions::per_second(10), ManualClock::new());
+        ///
+        /// assert!(SHAPER.try_acquire(1).is_ok());
+        /// assert!(SHAPER.try_acquire(1).is_err()); // the next slot is 100 ms away
+        /// ```
+        pub fn at_epoch(options: ShaperOptions, clock: C) -> Self {
+            let params = match params_in_const(options.interval, options.max_permits, true) {
+                Ok(p) => p,
+                Err(e) => e.panic_in_const(),
+            };
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+            Self {
+                core: GcraCore::at_epoch(params, queue, clock),
+                options,
+            }
+        }
     }
 
     /// The options the shaper was built with.

@@ -96,7 +96,7 @@ impl SlidingCounterOptions {
     /// assert_eq!(SlidingCounterOptions::per_second(0).validate(), Err(OptionsError::ZeroLimit));
     /// assert_eq!(SlidingCounterOptions::new(1, Duration::ZERO).validate(), Err(OptionsError::ZeroPeriod));
     /// ```
-    pub fn validate(&self) -> Result<u64, OptionsError> {
+    pub const fn validate(&self) -> Result<u64, OptionsError> {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
@@ -192,6 +192,41 @@ impl<C: Clock> SlidingCounterLimiter<C> {
             clock,
             options,
         })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A sliding-window counter built in a constant, so it can be a `static` shared by thread
+        /// code and interrupt handlers (firmware). Its windows count from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// stop the build (a `const` panic); at run time use `with_clock`.
+        ///
+        /// ```
+        /// use tollgate::{Limiter, ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
+        ///
+        /// static COUNTER: SlidingCounterLimiter<ManualClock> =
+        ///     SlidingCounterLimiter::at_epoch(SlidingCounterOptions::per_second(2), ManualClock::new());
+        ///
+        /// assert!(COUNTER.try_acquire(2).is_ok());
+        /// assert!(COUNTER.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: SlidingCounterOptions, clock: C) -> Self {
+            let window = match options.validate() {
+                Ok(window) => window,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                word: AtomicU128::new(Counter::FRESH.pack()),
+                ticker: Ticker::new(crate::Instant::ZERO, window),
+                shape: Shape {
+                    limit: options.permit_limit,
+                    window,
+                },
+                counters: Counters::new(),
+                clock,
+                options,
+            }
+        }
     }
 
     /// The options the limiter was built with.

@@ -11,7 +11,7 @@ use crate::limiter::{Limiter, Replenishing};
 use crate::options::OptionsError;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, Ordering};
-use crate::ticks::{nanos_of, Ticker};
+use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
 use crate::wait::Lock;
 
 use state::{Denied, Log, Shape};
@@ -96,7 +96,7 @@ impl SlidingLogOptions {
     ///     Err(OptionsError::ExceedsCapacity { max: 16 })
     /// );
     /// ```
-    pub fn validate(&self, capacity: usize) -> Result<u64, OptionsError> {
+    pub const fn validate(&self, capacity: usize) -> Result<u64, OptionsError> {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
@@ -206,6 +206,43 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
         })
     }
 
+    crate::sync::const_unless_loom! {
+        /// A sliding log built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its time counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
+        /// (a limit above the ring's `N` too) stop the build (a `const` panic); at run time use
+        /// `with_clock`.
+        ///
+        /// ```
+        /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
+        ///
+        /// static LOGINS: SlidingLogLimiter<ManualClock, 5> =
+        ///     SlidingLogLimiter::at_epoch(SlidingLogOptions::per_minute(5), ManualClock::new());
+        ///
+        /// assert!(LOGINS.try_acquire(5).is_ok());
+        /// assert!(LOGINS.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: SlidingLogOptions, clock: C) -> Self {
+            let window = match options.validate(N) {
+                Ok(window) => window,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                log: Lock::new(Log::new()),
+                closed: AtomicBool::new(false),
+                ticker: Ticker::new(crate::Instant::ZERO, 1),
+                shape: Shape {
+                    limit: options.permit_limit,
+                    window,
+                },
+                counters: Counters::new(),
+                clock,
+                options,
+            }
+        }
+    }
+
     /// The options the limiter was built with.
     ///
     /// ```
@@ -247,7 +284,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
             }
             log.try_take(now, n, s)
                 .map_err(|Denied::Exhausted { wait }| {
-                    Rejection::with_retry_after(Reason::Exhausted, Duration::from_nanos(wait))
+                    Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
                 })
         })
     }
@@ -298,12 +335,14 @@ impl<C: Clock, const N: usize> Replenishing for SlidingLogLimiter<C, N> {
         Duration::from_nanos(self.shape.window)
     }
 
-    /// Drops the entries that have left the window; returns the permits available.
+    /// Drops the entries that can never count again (those that left the window by the newest
+    /// entry's time) and returns the permits available now. It dates nothing: only an admission
+    /// does, so a clock stepped back afterwards sees the log as the last admission left it.
     fn replenish(&self) -> u64 {
         let now = self.now();
         let used = self.log.with(|log| {
-            log.expire(now, self.shape);
-            log.used()
+            log.expire(self.shape);
+            log.used_at(now, self.shape)
         });
         u64::from(self.shape.limit).saturating_sub(used)
     }

@@ -39,8 +39,9 @@ pub struct Log<const N: usize> {
 pub enum Denied {
     /// The permits do not fit; the nanoseconds until they would (at least 1).
     Exhausted {
-        /// Exact wait until enough entries have expired.
-        wait: u64,
+        /// Exact wait until enough entries have expired (up to 2^64 ns: an entry taken just
+        /// before the horizon with a window past it leaves after `u64::MAX` ns).
+        wait: u128,
     },
 }
 
@@ -74,7 +75,9 @@ impl<const N: usize> Log<N> {
         self.len == 0
     }
 
-    /// Permits held (as of the last [`expire`](Self::expire)).
+    /// Permits held by the entries in the ring (some may have left the window since the last
+    /// admission: see [`used_at`](Self::used_at)).
+    #[cfg(test)]
     pub const fn used(&self) -> u64 {
         self.used
     }
@@ -93,37 +96,58 @@ impl<const N: usize> Log<N> {
         }
     }
 
-    /// Drops the entries that have left the window at `now`.
-    pub fn expire(&mut self, now: u64, s: Shape) {
+    /// The entries that have left the window at `now`, as a prefix of the ring (entries are in
+    /// time order): how many, and their permits. Writes nothing.
+    fn expired_prefix(&self, now: u64, s: Shape) -> (usize, u64) {
         let now = self.effective(now);
-        while self.len > 0 {
-            let e = self.ring[self.head];
+        let mut count = 0;
+        let mut permits = 0;
+        while count < self.len {
+            let e = self.nth(count);
             if now - e.at < s.window {
                 break;
             }
-            self.used -= u64::from(e.permits);
-            self.head = (self.head + 1) % N;
-            self.len -= 1;
+            permits += u64::from(e.permits);
+            count += 1;
         }
+        (count, permits)
     }
 
-    /// Permits in the window at `now` (without expiring anything).
+    /// Drops the entries that can never count again: those that left the window by the newest
+    /// entry's time. A log acts at that time or later whatever the clock reads, so this forgets
+    /// nothing a later operation could see (unlike expiring at a reading, which a clock stepped
+    /// back — or a reading past the 2^63 ns horizon — would then contradict).
+    pub fn expire(&mut self, s: Shape) {
+        let Some(last) = self.last else { return };
+        let (count, permits) = self.expired_prefix(last, s);
+        self.drop_front(count, permits);
+    }
+
+    fn drop_front(&mut self, count: usize, permits: u64) {
+        self.head = (self.head + count) % N;
+        self.len -= count;
+        self.used -= permits;
+    }
+
+    /// Permits in the window at `now` (writes nothing).
     pub fn used_at(&self, now: u64, s: Shape) -> u64 {
-        let now = self.effective(now);
-        (0..self.len)
-            .map(|i| self.nth(i))
-            .filter(|e| now - e.at < s.window)
-            .map(|e| u64::from(e.permits))
-            .sum()
+        self.used - self.expired_prefix(now, s).1
     }
 
     /// Takes `n` permits at `now` (`n <= limit` is checked by the caller). A probe (`n == 0`)
     /// succeeds if one permit fits and records nothing.
+    ///
+    /// Only an admission writes: it drops the entries expired at `now` and records the new one at
+    /// `now`, which becomes the time every later operation acts at (at the least). A probe or a
+    /// denial changes nothing, so a later reading earlier than this one (a clock stepped back, or
+    /// a reading past the horizon that counts as one) sees the log exactly as the last admission
+    /// left it: it can only limit more, never less.
     pub fn try_take(&mut self, reading: u64, n: u32, s: Shape) -> Result<(), Denied> {
         let now = self.effective(reading);
-        self.expire(now, s);
+        let (count, permits) = self.expired_prefix(now, s);
+        let used = self.used - permits;
         let want = u64::from(n.max(1));
-        if self.used + want > u64::from(s.limit) {
+        if used + want > u64::from(s.limit) {
             return Err(Denied::Exhausted {
                 wait: self.wait(reading, want, s).max(1),
             });
@@ -131,6 +155,7 @@ impl<const N: usize> Log<N> {
         if n == 0 {
             return Ok(());
         }
+        self.drop_front(count, permits);
         // used + n ≤ limit ≤ N, and every entry holds ≥ 1 permit: there is a free slot.
         if self.len < N {
             let tail = (self.head + self.len) % N;
@@ -148,7 +173,7 @@ impl<const N: usize> Log<N> {
     /// Nanoseconds from `now` until `want` permits fit: until enough of the oldest entries have
     /// left the window. Zero if they fit now.
     /// Counted from the clock's reading, even when it is behind the newest entry.
-    pub fn wait(&self, reading: u64, want: u64, s: Shape) -> u64 {
+    pub fn wait(&self, reading: u64, want: u64, s: Shape) -> u128 {
         let now = self.effective(reading);
         let limit = u64::from(s.limit);
         let mut used = self.used_at(now, s);
@@ -164,11 +189,11 @@ impl<const N: usize> Log<N> {
             if used + want <= limit {
                 // It leaves the window at `at + window`.
                 let leaves = u128::from(e.at) + u128::from(s.window);
-                return u64::try_from(leaves - u128::from(reading)).unwrap_or(u64::MAX);
+                return leaves - u128::from(reading);
             }
         }
         // Only reachable for want > limit, which the caller refuses first.
-        u64::MAX
+        u128::from(u64::MAX)
     }
 
     /// Since when the log has been empty at `now`, if it is: the newest entry's expiry, or 0.
@@ -233,8 +258,8 @@ mod tests {
     fn backwards_clock_keeps_entries() {
         let mut log = Log::<5>::new();
         log.try_take(100, 4, S).unwrap();
-        log.expire(3, S);
-        assert_eq!(log.used(), 4);
+        log.expire(S);
+        assert_eq!(log.used_at(3, S), 4);
         // Taken at 3 on the clock, recorded at 100: no time passed.
         log.try_take(3, 1, S).unwrap();
         assert!(log.try_take(3, 1, S).is_err());
@@ -248,6 +273,7 @@ mod tests {
         for i in 0..1_000u64 {
             log.try_take(i * 13, 1, S).unwrap();
             assert!(log.used() <= 5);
+            assert!(log.len() <= 5);
         }
         let s = Shape {
             limit: 5,
@@ -255,6 +281,52 @@ mod tests {
         };
         let mut log = Log::<5>::new();
         log.try_take(u64::MAX, 5, s).unwrap();
-        assert_eq!(log.wait(u64::MAX, 1, s), u64::MAX);
+        assert_eq!(log.wait(u64::MAX, 1, s), u128::from(u64::MAX));
+        // fuzz: an entry dated just before the horizon, a window just past it, a clock read as 0
+        // (stepped back): the entry leaves 2^64 ns from the reading, not u64::MAX.
+        let s = Shape {
+            limit: 5,
+            window: (1 << 63) + 1,
+        };
+        let mut log = Log::<5>::new();
+        log.try_take((1 << 63) - 1, 5, s).unwrap();
+        assert_eq!(
+            log.try_take(0, 5, s),
+            Err(Denied::Exhausted { wait: 1 << 64 })
+        );
+    }
+
+    /// fuzz: `sliding_log-horizon-edge`. 5 taken at 0; the clock reads 2^63 − 1 ns (the entry has
+    /// left the window) and a probe runs; then the clock reads a time before creation (`u64::MAX`
+    /// after a limiter created at 0, past the horizon: a step back). The probe wrote nothing, so
+    /// the log acts at its newest entry's time, 0, where the 5 still count. The library used to
+    /// expire the entry at the probe and then admit 5 more at time 0: 10 in one window.
+    #[test]
+    fn a_probe_does_not_date_the_log() {
+        const MIN: Shape = Shape {
+            limit: 5,
+            window: 60_000_000_000,
+        };
+        let mut log = Log::<8>::new();
+        log.try_take(0, 5, MIN).unwrap();
+        let last_forward = (1 << 63) - 1;
+        assert_eq!(log.used_at(last_forward, MIN), 0);
+        assert_eq!(log.try_take(last_forward, 0, MIN), Ok(()));
+        assert!(log.try_take(last_forward, 6, MIN).is_err());
+        // Back before creation (the limiter reads it as 0): the 5 taken at 0 still count.
+        assert_eq!(log.used_at(0, MIN), 5);
+        assert_eq!(
+            log.try_take(0, 5, MIN),
+            Err(Denied::Exhausted {
+                wait: 60_000_000_000
+            })
+        );
+        // A denial and a replenish-style trim date nothing either.
+        log.expire(MIN);
+        assert_eq!(log.used_at(0, MIN), 5);
+        // An admission does: after one at 2^63 − 1, a step back acts at 2^63 − 1.
+        log.try_take(last_forward, 5, MIN).unwrap();
+        assert_eq!(log.used_at(0, MIN), 5);
+        assert_eq!(log.len(), 1);
     }
 }
