@@ -37,7 +37,7 @@ use core::time::Duration;
 
 use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{AcquireAsync, Limiter};
-use crate::partition::PartitionedLimiter;
+use crate::partition::{PartitionedAcquireAsync, PartitionedLimiter};
 use crate::sync::{AtomicBool, Ordering};
 
 // ---------------------------------------------------------------------------------------------
@@ -278,6 +278,46 @@ macro_rules! tuple_links {
 
             fn statistics(&self, resource: &R) -> Statistics {
                 combine([$(self.$i.statistics(resource)),+])
+            }
+        }
+
+        impl<$($T),+> PartitionedChain<($($T,)+)> {
+            /// Waits for `permits` for `resource` from each limiter in order, by the rules of
+            /// [`Chain::acquire`]: each wait completes before the next limiter is asked; on a
+            /// rejection the leases already granted are dropped last first and the rejection is
+            /// returned; dropping the future gives back whatever it holds and leaves the queue
+            /// it waits in. (Example in the [`PartitionedChain`] docs.)
+            pub fn acquire<'a, R: ?Sized>(
+                &'a self,
+                resource: &'a R,
+                permits: u32,
+            ) -> impl Future<
+                Output = Result<ChainLease<<($($T,)+) as PartitionedLinks<R>>::Leases<'a>>, Rejection>,
+            > + 'a
+            where
+                $($T: PartitionedAcquireAsync<R>,)+
+            {
+                async move {
+                    if self.closed.load(Ordering::Acquire) {
+                        return Err(Rejection::new(Reason::Closed));
+                    }
+                    // On `?` (and if the future is dropped mid-way) the leases held are
+                    // dropped last first.
+                    $(let $v = self.links.$i.acquire(resource, permits).await?;)+
+                    Ok(ChainLease::new(($($v,)+), permits))
+                }
+            }
+        }
+
+        impl<R: ?Sized, $($T: PartitionedAcquireAsync<R>),+> PartitionedAcquireAsync<R>
+            for PartitionedChain<($($T,)+)>
+        {
+            fn acquire<'a>(
+                &'a self,
+                resource: &'a R,
+                permits: u32,
+            ) -> impl Future<Output = Result<Self::Lease<'a>, Rejection>> + 'a {
+                <PartitionedChain<($($T,)+)>>::acquire(self, resource, permits)
             }
         }
     };

@@ -133,7 +133,8 @@ pub use noop::NoopLimiter;
 pub use options::{OptionsError, QueueOrder};
 pub use partition::{
     Factory, FixedKeyedLimiter, FixedLease, FixedPartitioned, NoLimitPartition, Partition,
-    PartitionConfig, PartitionKind, PartitionLimiter, PartitionedLimiter, WhenFull,
+    PartitionConfig, PartitionKind, PartitionLimiter, PartitionedAcquireAsync, PartitionedLimiter,
+    WhenFull,
 };
 #[cfg(feature = "std")]
 pub use partition::{KeyedLimiter, PartitionLease, Partitioned};

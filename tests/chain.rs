@@ -451,6 +451,120 @@ fn waiting_chain_futures_are_send_for_static_limiters() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Waiting on chains of partitioned limiters
+
+/// A partitioned concurrency limiter on `clock`: `permits` per user, a queue of `queue`.
+fn per_user(
+    clock: &ManualClock,
+    permits: u32,
+    queue: u32,
+) -> Partitioned<
+    String,
+    PartitionLimiter<&ManualClock>,
+    impl Fn(&str) -> Partition<String>,
+    &ManualClock,
+> {
+    let kind = PartitionKind::concurrency(
+        ConcurrencyOptions::new(permits).with_queue(queue, QueueOrder::OldestFirst),
+    )
+    .unwrap();
+    Partitioned::with_clock(
+        move |user: &str| Partition::new(user.to_string(), kind),
+        PartitionConfig::default(),
+        clock,
+    )
+}
+
+#[test]
+fn partitioned_chain_waits_on_each_partition_in_turn() {
+    let clock = ManualClock::new();
+    let users = per_user(&clock, 1, 4);
+    let tenants = per_user(&clock, 1, 4);
+    let chain = PartitionedChain::new((&users, &tenants));
+    let held_user = users.try_acquire("alice", 1).unwrap();
+    let held_tenant = tenants.try_acquire("alice", 1).unwrap();
+
+    let mut t = Task::new(chain.acquire("alice", 1));
+    t.pending();
+    // Waiting in the first limiter's partition; the second not asked yet.
+    assert_eq!(users.statistics("alice").queued_permits, 1);
+    assert_eq!(tenants.statistics("alice").queued_permits, 0);
+    // Another key is not held up.
+    assert!(chain.try_acquire("bob", 1).is_ok());
+
+    drop(held_user);
+    t.pending();
+    assert_eq!(users.statistics("alice").available_permits, 0);
+    assert_eq!(tenants.statistics("alice").queued_permits, 1);
+    drop(held_tenant);
+    let lease = t.ready().unwrap();
+    assert_eq!(users.statistics("alice").available_permits, 0);
+    assert_eq!(tenants.statistics("alice").available_permits, 0);
+    drop(lease);
+    assert_eq!(users.statistics("alice").available_permits, 1);
+    assert_eq!(tenants.statistics("alice").available_permits, 1);
+}
+
+#[test]
+fn partitioned_chain_waiting_is_all_or_nothing_and_cancellable() {
+    let clock = ManualClock::new();
+    let users = per_user(&clock, 2, 4);
+    // A keyed limiter has no queue: it refuses at once.
+    let windows: KeyedLimiter<str, &ManualClock> = KeyedLimiter::fixed_window_with_clock(
+        FixedWindowOptions::new(1, SEC),
+        PartitionConfig::default(),
+        &clock,
+    )
+    .unwrap();
+    let chain = PartitionedChain::new((&users, &windows));
+    let first = Task::new(chain.acquire("alice", 1)).ready().unwrap();
+    let mut t = Task::new(chain.acquire("alice", 1));
+    assert_eq!(t.ready().unwrap_err().reason(), Reason::Exhausted);
+    assert_eq!(
+        users.statistics("alice").available_permits,
+        1,
+        "the first limiter's permit came back"
+    );
+    drop(first);
+
+    // Cancelled while waiting in the second limiter: the first one's lease comes back and the
+    // second one's queue is left.
+    let queued = per_user(&clock, 1, 4);
+    let held = queued.try_acquire("alice", 1).unwrap();
+    let chain = PartitionedChain::new((&users, &queued));
+    let mut t = Task::new(chain.acquire("alice", 1));
+    t.pending();
+    assert_eq!(users.statistics("alice").available_permits, 1);
+    assert_eq!(queued.statistics("alice").queued_permits, 1);
+    drop(t);
+    assert_eq!(users.statistics("alice").available_permits, 2);
+    assert_eq!(queued.statistics("alice").queued_permits, 0);
+    drop(held);
+
+    // A closed chain refuses before asking anyone.
+    PartitionedLimiter::close(&chain);
+    let r = Task::new(chain.acquire("alice", 1)).ready().unwrap_err();
+    assert_eq!(r.reason(), Reason::Closed);
+    // Granted by the first limiter three times (twice given back by the chain), never since.
+    assert_eq!(users.statistics("alice").total_successful, 3);
+}
+
+#[test]
+fn partitioned_chains_nest_through_the_waiting_trait() {
+    async fn one<P: PartitionedAcquireAsync<str>>(p: &P, user: &str) -> bool {
+        p.acquire(user, 1).await.is_ok()
+    }
+    let clock = ManualClock::new();
+    let users = per_user(&clock, 1, 0);
+    let inner = PartitionedChain::new((&users,));
+    let outer = PartitionedChain::new((&inner, &users));
+    // The outer chain takes alice's one permit through the inner chain, then finds none left.
+    assert!(!Task::new(one(&outer, "alice")).ready());
+    assert_eq!(users.statistics("alice").available_permits, 1);
+    assert!(Task::new(one(&inner, "alice")).ready());
+}
+
+// ---------------------------------------------------------------------------------------------
 // Dynamic chains
 
 #[test]

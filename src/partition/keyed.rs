@@ -591,6 +591,22 @@ where
     }
 }
 
+/// No queue: waiting is trying, once (a .NET limiter with a queue limit of 0).
+impl<K, C, S> super::PartitionedAcquireAsync<K> for KeyedLimiter<K, C, S>
+where
+    K: Hash + ?Sized,
+    C: Clock,
+    S: BuildHasher,
+{
+    fn acquire<'a>(
+        &'a self,
+        key: &'a K,
+        permits: u32,
+    ) -> impl core::future::Future<Output = Result<Lease<'static>, Rejection>> + 'a {
+        core::future::ready(KeyedLimiter::try_acquire(self, key, permits))
+    }
+}
+
 impl<K: ?Sized, C: Clock, S> fmt::Debug for KeyedLimiter<K, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLimiter")

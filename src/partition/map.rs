@@ -734,6 +734,27 @@ where
     }
 }
 
+/// For factories that borrow nothing (`F: 'static`: a [`PartitionKind`](crate::PartitionKind),
+/// or a closure that owns what it captures); [`Partitioned::acquire`] takes any.
+impl<R, K, L, P, F, C, S> super::PartitionedAcquireAsync<R> for Partitioned<K, L, P, C, S>
+where
+    R: ?Sized,
+    P: Fn(&R) -> Partition<K, F>,
+    F: Factory<K, C, Limiter = L> + 'static,
+    K: Hash + Eq,
+    L: Limiter + Release + AcquireAsync,
+    C: Clock,
+    S: BuildHasher,
+{
+    fn acquire<'a>(
+        &'a self,
+        resource: &'a R,
+        permits: u32,
+    ) -> impl Future<Output = Result<Self::Lease<'a>, Rejection>> + 'a {
+        Partitioned::acquire(self, resource, permits)
+    }
+}
+
 impl<K, L, P, C: Clock, S> fmt::Debug for Partitioned<K, L, P, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Partitioned")

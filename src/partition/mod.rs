@@ -51,6 +51,7 @@ mod shards;
 #[cfg(feature = "std")]
 mod table;
 
+use core::future::Future;
 use core::time::Duration;
 
 use crate::lease::{Rejection, Statistics};
@@ -102,6 +103,53 @@ pub trait PartitionedLimiter<R: ?Sized> {
 
     /// Whether [`close`](PartitionedLimiter::close) has been called.
     fn is_closed(&self) -> bool;
+}
+
+/// Waiting on a partitioned limiter: [`acquire`](PartitionedAcquireAsync::acquire) waits in the
+/// queue of `resource`'s partition, with the guarantees of [`AcquireAsync`](crate::AcquireAsync)
+/// (cancellation-safe: dropping the future leaves the queue and gives back anything granted).
+///
+/// Implemented by [`Partitioned`] (each partition's own queue), [`KeyedLimiter`] (which has no
+/// queue: its `acquire` is its `try_acquire`, as a .NET limiter with a queue limit of 0), and
+/// [`PartitionedChain`](crate::PartitionedChain) (each limiter in turn, all or nothing). The
+/// heapless [`FixedPartitioned`] and [`FixedKeyedLimiter`] do not wait.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::*;
+/// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+/// #     let mut f = core::pin::pin!(f);
+/// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+/// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+/// # }
+/// /// Waits for one permit for `user`, whatever partitioned limiter guards it.
+/// async fn admit<P: PartitionedAcquireAsync<str>>(limiter: &P, user: &str) -> bool {
+///     limiter.acquire(user, 1).await.is_ok()
+/// }
+///
+/// let per_user: KeyedLimiter<str> =
+///     KeyedLimiter::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60)), PartitionConfig::default())
+///         .unwrap();
+/// assert!(block_on(admit(&per_user, "alice")));
+/// assert!(!block_on(admit(&per_user, "alice"))); // no queue: refused at once
+/// ```
+pub trait PartitionedAcquireAsync<R: ?Sized>: PartitionedLimiter<R> {
+    /// Waits for `permits` in `resource`'s partition.
+    fn acquire<'a>(
+        &'a self,
+        resource: &'a R,
+        permits: u32,
+    ) -> impl Future<Output = Result<Self::Lease<'a>, Rejection>> + 'a;
+}
+
+impl<R: ?Sized, P: PartitionedAcquireAsync<R> + ?Sized> PartitionedAcquireAsync<R> for &P {
+    fn acquire<'a>(
+        &'a self,
+        resource: &'a R,
+        permits: u32,
+    ) -> impl Future<Output = Result<Self::Lease<'a>, Rejection>> + 'a {
+        (**self).acquire(resource, permits)
+    }
 }
 
 impl<R: ?Sized, P: PartitionedLimiter<R> + ?Sized> PartitionedLimiter<R> for &P {
