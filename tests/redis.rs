@@ -830,3 +830,79 @@ async fn a_timed_out_call_is_decided_by_the_policy_and_counted_once_on_the_serve
     assert_eq!(l.redis_statistics().calls, 3);
     assert_eq!(l.health(), Health::Redis);
 }
+
+/// Issue 14 × 13: a `RedisLimiter` as the HTTP layer's policy. Two layers stand in for two
+/// servers: each has its own `RedisLimiter` (own connection) on one prefix, and requests with
+/// the same API key share one fixed window across both, exactly.
+#[cfg(feature = "http")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_policy_shares_one_limit_per_key_across_two_http_layers() {
+    use std::sync::Arc;
+    use tollgate::http::{KeyBy, Policy, RateLimiting};
+    use tower::{Service, ServiceExt};
+
+    let url = url();
+    let name = prefix("http");
+    let window = Duration::from_secs(10);
+    let server = |conn, name: String| async move {
+        let redis = RedisLimiter::builder(
+            conn,
+            name,
+            Algorithm::FixedWindow(FixedWindowOptions::new(5, window)),
+            FailurePolicy::FailClosed,
+        )
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+        let policy = Policy::custom(Arc::new(redis))
+            .partition_by(KeyBy::header(::http::HeaderName::from_static("x-api-key")));
+        let layer = RateLimiting::builder()
+            .global(policy)
+            .rate_limit_headers(true)
+            .build()
+            .unwrap()
+            .layer();
+        tower::ServiceBuilder::new()
+            .layer(layer)
+            .service(tower::service_fn(|_req: ::http::Request<()>| async {
+                Ok::<_, std::convert::Infallible>(::http::Response::new("ok".to_string()))
+            }))
+    };
+    let mut a = server(manager(&url).await, name.clone()).await;
+    let mut b = server(manager(&url).await, name.clone()).await;
+
+    let mut conn = manager(&url).await;
+    align(&mut conn, window).await; // all requests within one window
+    let mut statuses = BTreeMap::<(&str, u16), u32>::new();
+    for i in 0..12 {
+        for key in ["alice", "bob"] {
+            let svc = if i % 2 == 0 { &mut a } else { &mut b };
+            let req = ::http::Request::builder()
+                .header("x-api-key", key)
+                .body(())
+                .unwrap();
+            let resp = svc.ready().await.unwrap().call(req).await.unwrap();
+            if resp.status() == 429 {
+                let secs: u64 = resp.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!((1..=10).contains(&secs), "Retry-After {secs}");
+            }
+            *statuses.entry((key, resp.status().as_u16())).or_default() += 1;
+        }
+    }
+    let expected = BTreeMap::from([
+        (("alice", 200), 5),
+        (("alice", 429), 7),
+        (("bob", 200), 5),
+        (("bob", 429), 7),
+    ]);
+    assert_eq!(statuses, expected);
+
+    // The partition's Redis key is the API key's stable `Key` text, the same in every process.
+    let key = tollgate::http::Key::from_bytes(b"alice").to_string();
+    let pttl: i64 = conn.pttl(format!("{name}:{{{key}}}")).await.unwrap();
+    assert!(pttl > 0, "the window's key expires: PTTL {pttl}");
+}

@@ -2,13 +2,13 @@
 //! and [`PolicyLimiter`], the decision trait every policy goes through (the extension point for
 //! an async, e.g. Redis-backed, limiter).
 
+use core::fmt;
 use core::future::Future;
-use core::hash::BuildHasher;
 use core::pin::Pin;
 use core::time::Duration;
 use std::hash::RandomState;
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use http::header::HeaderName;
 use http::{Extensions, HeaderMap, Method, Uri};
@@ -46,9 +46,16 @@ pub struct Key {
     bytes: [u8; 16],
 }
 
-fn hashers() -> &'static (RandomState, RandomState) {
-    static H: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-    H.get_or_init(|| (RandomState::new(), RandomState::new()))
+/// SipHash-2-4 of `bytes` under a fixed key: the same on every machine and Rust release, so a
+/// [`Key::from_bytes`] names the same partition in every process (what a limit shared through
+/// Redis needs). Two fixed keys give 128 bits; the partition tables hash a `Key` again with
+/// their own random seed, so a fixed key here does not expose them to crafted collisions.
+#[allow(deprecated)] // `SipHasher` is deprecated only in favour of the unspecified `DefaultHasher`.
+fn stable_hash(bytes: &[u8], k0: u64, k1: u64) -> u64 {
+    use core::hash::Hasher;
+    let mut h = core::hash::SipHasher::new_with_keys(k0, k1);
+    h.write(bytes);
+    h.finish()
 }
 
 impl Key {
@@ -78,11 +85,21 @@ impl Key {
         }
     }
 
-    /// The key of any bytes: a header value, a user id, an API key.
+    /// The key of any bytes: a header value, a user id, an API key. A 128-bit hash of them,
+    /// stable across processes, machines and Rust releases (SipHash-2-4 under two fixed keys),
+    /// so that servers sharing a limit through Redis agree on every key.
+    ///
+    /// ```
+    /// use tollgate::http::Key;
+    ///
+    /// assert_eq!(Key::from_bytes(b"api-key-1"), Key::from_bytes(b"api-key-1"));
+    /// assert_ne!(Key::from_bytes(b"api-key-1"), Key::from_bytes(b"api-key-2"));
+    /// // The same text in every process:
+    /// assert_eq!(Key::from_bytes(b"").to_string(), "02-7cfa464881a05aaaed2f770595ebe793");
+    /// ```
     pub fn from_bytes(bytes: &[u8]) -> Key {
-        let (a, b) = hashers();
-        let hi = a.hash_one(bytes);
-        let lo = b.hash_one(bytes);
+        let hi = stable_hash(bytes, 0x7461_6c6c_6761_7465, 0x6b65_7973_2d68_6921);
+        let lo = stable_hash(bytes, 0x2d31_3238_2d62_6974, 0x7374_6162_6c65_2121);
         Key {
             tag: 2,
             bytes: ((u128::from(hi) << 64) | u128::from(lo)).to_be_bytes(),
@@ -94,6 +111,26 @@ impl Key {
         let mut bytes = [0; 16];
         bytes[..8].copy_from_slice(&n.to_be_bytes());
         Key { tag: 3, bytes }
+    }
+}
+
+/// The key's stable text: its kind and its 16 bytes in hex, e.g.
+/// `04-0a000001000000000000000000000000` for 10.0.0.1 (what a Redis-backed policy uses as the
+/// partition's name).
+///
+/// ```
+/// use tollgate::http::Key;
+///
+/// let k = Key::ip("10.0.0.1".parse().unwrap());
+/// assert_eq!(k.to_string(), "04-0a000001000000000000000000000000");
+/// ```
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:02x}-", self.tag)?;
+        for b in self.bytes {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
     }
 }
 

@@ -86,6 +86,8 @@
 
 mod breaker;
 mod cache;
+#[cfg(feature = "http")]
+mod http_policy;
 mod scripts;
 
 use core::fmt;
