@@ -176,4 +176,18 @@ mod tests {
         let big = Ticker::new(Instant::ZERO, u64::MAX);
         assert!(big.wait_for(u64::MAX, 0) >= Duration::from_secs(u64::MAX / 2));
     }
+
+    /// Mutation testing (issue 9): `since_start_of` dates a limiter's idleness (a bucket full
+    /// since tick `k`, a window empty since its boundary); only the integration tests checked its
+    /// value, so the lib suite let `*` → `+`/`/` and a constant result survive.
+    #[test]
+    fn since_start_of_is_the_time_since_tick_k_began() {
+        let t = Ticker::new(Instant::from_nanos(100), 10);
+        let now = Instant::from_nanos(135); // 35 ns in: tick 3, 5 ns into it
+        assert_eq!(t.since_start_of(now, 3), Duration::from_nanos(5));
+        assert_eq!(t.since_start_of(now, 2), Duration::from_nanos(15));
+        assert_eq!(t.since_start_of(now, 0), Duration::from_nanos(35));
+        // A tick that starts later: zero, not a wrap.
+        assert_eq!(t.since_start_of(now, 4), Duration::ZERO);
+    }
 }
