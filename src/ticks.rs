@@ -190,4 +190,15 @@ mod tests {
         // A tick that starts later: zero, not a wrap.
         assert_eq!(t.since_start_of(now, 4), Duration::ZERO);
     }
+
+    /// Mutation testing (issue 9): the edge of `nanos_of`, exactly `u64::MAX` ns, and beyond
+    /// (where a truncating cast would wrap to a short duration).
+    #[test]
+    fn nanos_of_holds_u64_max_and_refuses_more() {
+        let max = Duration::from_nanos(u64::MAX);
+        assert_eq!(nanos_of(max), Some(u64::MAX));
+        assert_eq!(nanos_of(max + Duration::from_nanos(1)), None);
+        assert_eq!(nanos_of(Duration::from_secs(u64::MAX)), None);
+        assert_eq!(nanos_of(Duration::from_nanos(7)), Some(7));
+    }
 }
