@@ -521,4 +521,50 @@ mod mutant_kills {
         let b = seven.give_back(5, 3, R);
         assert_eq!((b.tokens, b.tick), (10, 5));
     }
+
+    /// A partial refill dates the tokens it adds: `at` moves the tick to `k`, or a later `at`
+    /// (a replenish that writes its result, then a decision) would count the same ticks twice.
+    #[test]
+    fn a_partial_refill_moves_the_tick_so_nothing_is_counted_twice() {
+        let empty = Bucket {
+            tokens: 0,
+            ..Bucket::full(10)
+        };
+        let b = empty.at(2, R);
+        assert_eq!((b.tokens, b.tick), (6, 2));
+        // One tick later: 3 more, not the first 6 again.
+        assert_eq!(b.at(3, R).tokens, 9);
+    }
+
+    /// Exactly the tokens held can be taken: `tokens < n` denies, `tokens <= n` would refuse a
+    /// request for the whole bucket.
+    #[test]
+    fn taking_exactly_the_tokens_held_succeeds() {
+        let full = Bucket::full(10);
+        let b = full.try_take(0, 10, R, false).unwrap();
+        assert_eq!(b.tokens, 0);
+        assert_eq!(
+            b.try_take(0, 1, R, false),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+    }
+
+    /// Held back by the queue with enough tokens, a newcomer is told it misses 1 token (the
+    /// queue, not the bucket, holds it back), never 0.
+    #[test]
+    fn held_back_by_the_queue_a_newcomer_misses_one() {
+        let queued = Bucket {
+            tokens: 4,
+            waiters: true,
+            ..Bucket::full(10)
+        };
+        assert_eq!(
+            queued.try_take(0, 4, R, false),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+        assert_eq!(
+            queued.try_take(0, 6, R, false),
+            Err(Denied::Exhausted { missing: 2 })
+        );
+    }
 }
