@@ -567,4 +567,26 @@ mod mutant_kills {
             Err(Denied::Exhausted { missing: 2 })
         );
     }
+
+    /// Serving a queue: the wait is for the tokens missing beyond those held (`n - tokens`,
+    /// per 3 a tick), refills capped at the limit while a big request waits.
+    #[test]
+    fn ticks_to_serve_counts_only_the_missing_tokens() {
+        let two = Bucket {
+            tokens: 2,
+            ..Bucket::full(10)
+        };
+        assert_eq!(two.ticks_to_serve(R, [7]), 2); // 5 missing: 2 ticks of 3
+        assert_eq!(two.ticks_to_serve(R, [2]), 0);
+        // 7 after 2 ticks leaves 1; then 10 needs 9 more: 3 ticks (capped at 10, not beyond).
+        assert_eq!(two.ticks_to_serve(R, [7, 10]), 5);
+    }
+
+    /// `close` closes: every later take is refused as closed.
+    #[test]
+    fn close_refuses_every_later_take() {
+        let closed = Bucket::full(10).close();
+        assert!(closed.closed);
+        assert_eq!(closed.try_take(0, 1, R, false), Err(Denied::Closed));
+    }
 }
