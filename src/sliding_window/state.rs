@@ -322,4 +322,74 @@ mod tests {
         assert_eq!(Header::slides_to_serve(S3, &mut w(), [4]), 2);
         assert_eq!(Header::slides_to_serve(S3, &mut w(), [10]), 3);
     }
+
+    // Mutation testing (issue 9): the lib suite left the probe, the queue rule, the missing
+    // count, give-back and the flags of the pure header to the integration tests; these pin them.
+
+    fn with_cur(cur: u32) -> Header {
+        Header {
+            cur,
+            ..Header::EMPTY
+        }
+    }
+
+    #[test]
+    fn a_probe_succeeds_while_any_permit_is_free_and_changes_nothing() {
+        let none = ring(&[]);
+        assert_eq!(
+            with_cur(9).try_take(0, 0, S3, false, &none),
+            Ok(with_cur(9))
+        );
+        assert_eq!(
+            with_cur(10).try_take(0, 0, S3, false, &none),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+    }
+
+    #[test]
+    fn a_queue_holds_back_newcomers_but_not_bargers_and_missing_counts_the_shortfall() {
+        let none = ring(&[]);
+        let queued = Header {
+            waiters: true,
+            ..with_cur(5)
+        };
+        // 5 free: enough for 5, but the queue holds a newcomer back (missing 1, never 0)...
+        assert_eq!(
+            queued.try_take(0, 5, S3, false, &none),
+            Err(Denied::Exhausted { missing: 1 })
+        );
+        // ...not a barger (newest-first, or the queue's server).
+        assert_eq!(
+            queued.try_take(0, 5, S3, true, &none).map(|h| h.cur),
+            Ok(10)
+        );
+        // 3 free, 5 asked: 2 missing.
+        assert_eq!(
+            with_cur(7).try_take(0, 5, S3, false, &none),
+            Err(Denied::Exhausted { missing: 2 })
+        );
+    }
+
+    #[test]
+    fn give_back_only_to_the_current_segment_and_only_what_it_counts() {
+        let h = Header {
+            tick: 4,
+            ..with_cur(6)
+        };
+        assert_eq!(h.give_back(4, 2).cur, 4);
+        assert_eq!(h.give_back(3, 2), h, "the window moved on: stays counted");
+        assert_eq!(h.give_back(4, 7), h, "more than counted: nothing");
+    }
+
+    #[test]
+    fn flags_set_and_close_refuses() {
+        assert!(Header::EMPTY.with_waiters(true).waiters);
+        assert!(!Header::EMPTY.with_waiters(true).with_waiters(false).waiters);
+        let closed = Header::EMPTY.close();
+        assert!(closed.closed);
+        assert_eq!(
+            closed.try_take(0, 1, S3, false, ring(&[])),
+            Err(Denied::Closed)
+        );
+    }
 }
