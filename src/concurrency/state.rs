@@ -259,4 +259,18 @@ mod tests {
             State::full(2).try_take(1, false).unwrap()
         );
     }
+
+    /// Mutation testing (issue 9): setting a flag that is already set leaves it set (an `|`,
+    /// not an `^`): closing twice, marking twice, a second waiter setting the waiters flag,
+    /// dating what is already being dated.
+    #[test]
+    fn setting_a_flag_twice_keeps_it_set() {
+        let s = State::full(4);
+        assert!(s.close().close().closed());
+        assert!(s.with_waiters(true).with_waiters(true).waiters());
+        let marked = s.mark_undated_if_idle(4).mark_undated_if_idle(4);
+        assert!(marked.undated());
+        let dating = marked.start_dating().start_dating();
+        assert!(dating.dating() && !dating.undated());
+    }
 }
