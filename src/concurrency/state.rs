@@ -273,4 +273,16 @@ mod tests {
         let dating = marked.start_dating().start_dating();
         assert!(dating.dating() && !dating.undated());
     }
+
+    /// A release keeps every flag: giving permits back rewrites only the count (a waiters flag
+    /// lost there would strand the queue).
+    #[test]
+    fn giving_back_keeps_the_flags() {
+        let s = State::full(4).try_take(3, false).unwrap();
+        let flagged = s.with_waiters(true).close();
+        let back = flagged.give_back(2, 4);
+        assert_eq!(back.available(), 3);
+        assert!(back.waiters() && back.closed());
+        assert_eq!(back.give_back(9, 4).available(), 4);
+    }
 }
