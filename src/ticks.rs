@@ -56,6 +56,23 @@ impl Ticker {
         (e / self.period, e % self.period)
     }
 
+    /// [`tick`](Self::tick) of an elapsed time `e` (from [`elapsed`](Self::elapsed)), found
+    /// without a division when `e` falls in tick `hint` — the tick a limiter's state was last
+    /// written in, which is where nearly every decision lands (a denial always does, until the
+    /// next tick begins). The answer does not depend on `hint`; a wrong hint only costs the
+    /// division.
+    #[inline]
+    pub(crate) fn locate(&self, e: u64, hint: u64) -> (u64, u64) {
+        if let Some(start) = hint.checked_mul(self.period) {
+            if let Some(into) = e.checked_sub(start) {
+                if into < self.period {
+                    return (hint, into);
+                }
+            }
+        }
+        (e / self.period, e % self.period)
+    }
+
     /// The instant tick `k` begins (saturating).
     #[allow(dead_code)]
     pub(crate) fn start_of(&self, k: u64) -> Instant {
@@ -73,9 +90,13 @@ impl Ticker {
 
     /// The wait from `into` nanoseconds into some tick until `ticks` ticks after that tick began
     /// (zero for `ticks == 0`; `into` is less than a period, so otherwise at least 1 ns).
+    #[inline]
     pub(crate) fn wait_for(&self, ticks: u64, into: u64) -> Duration {
         if ticks == 0 {
             return Duration::ZERO;
+        }
+        if let Some(ns) = ticks.checked_mul(self.period) {
+            return Duration::from_nanos(ns - into); // the common case: no 128-bit arithmetic
         }
         let ns = u128::from(ticks) * u128::from(self.period) - u128::from(into);
         duration_from_nanos_u128(ns)
@@ -86,6 +107,7 @@ impl Ticker {
     /// is stale (the thread was preempted after reading the clock while others moved the state
     /// on) or the clock stepped back: real time is at least the start of `base`, so the wait
     /// counts from there and is not inflated by the staleness.
+    #[inline]
     pub(crate) fn wait_until(&self, k: u64, into: u64, base: u64, target: u64) -> Duration {
         if base > k {
             self.wait_for(target - base, 0)
@@ -135,6 +157,33 @@ mod tests {
         assert_eq!(t.tick(Instant::from_nanos(125)), (2, 5));
         // Before creation: no time has passed.
         assert_eq!(t.tick(Instant::from_nanos(3)), (0, 0));
+    }
+
+    /// `locate` is `tick` of the elapsed time, whatever the hint: right, one tick off either
+    /// way, far off, or so large that `hint * period` overflows.
+    #[test]
+    fn locate_agrees_with_the_division_for_every_hint() {
+        for period in [1u64, 3, 10, 1 << 32, u64::MAX / 3, HORIZON_NS - 1] {
+            let t = Ticker::new(Instant::ZERO, period);
+            for e in [0, 1, 9, 10, 11, 12_345, 1 << 40, HORIZON_NS - 1] {
+                let (k, into) = (e / period, e % period);
+                for hint in [
+                    k,
+                    k.wrapping_sub(1),
+                    k + 1,
+                    0,
+                    k / 2 + 7,
+                    u64::MAX,
+                    u64::MAX / 2,
+                ] {
+                    assert_eq!(
+                        t.locate(e, hint),
+                        (k, into),
+                        "period {period}, e {e}, hint {hint}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -118,16 +118,19 @@ impl<C: Clock> BucketCore<C> {
         self.refill.limit
     }
 
-    /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
+    /// One lock-free attempt for a newcomer at `e` ns after creation; on denial, the state word
+    /// it decided on and the tick and offset `e` falls in. The tick is located from the state's
+    /// own ([`Ticker::locate`]): no division while time stays in the tick of the last write.
     #[inline]
-    fn attempt(&self, k: u64, n: u32) -> Result<(), (Denied, Bucket)> {
+    fn attempt(&self, e: u64, n: u32) -> Result<(), (Denied, Bucket, (u64, u64))> {
         let r = self.refill;
         let barge = self.queue.barging();
         self.word
             .transition(|b| {
+                let (k, into) = self.ticker.locate(e, b.tick);
                 b.try_take(k, n, r, barge)
                     .map(|next| (next, ()))
-                    .map_err(|d| (d, b))
+                    .map_err(|d| (d, b, (k, into)))
             })
             .map(|_| ())
     }
@@ -140,18 +143,18 @@ impl<C: Clock> BucketCore<C> {
         if n > self.refill.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let (k, into) = self.ticker.tick(self.clock.now());
-        let mut result = self.attempt(k, n);
-        if let Err((Denied::Exhausted { .. }, b)) = result {
+        let e = self.ticker.elapsed(self.clock.now());
+        let mut result = self.attempt(e, n);
+        if let Err((Denied::Exhausted { .. }, b, _)) = result {
             if b.waiters && !self.queue.barging() {
                 serve();
-                result = self.attempt(k, n);
+                result = self.attempt(e, n);
             }
         }
         match result {
             Ok(()) => Ok(()),
-            Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { .. }, b)) => {
+            Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
+            Err((Denied::Exhausted { .. }, b, (k, into))) => {
                 // From the very instant and state the decision was made on: no second clock read.
                 let wait = self.retry_after(k, into, b, n);
                 Err(Rejection::with_retry_after(
@@ -166,17 +169,27 @@ impl<C: Clock> BucketCore<C> {
     /// newcomer denied on the word `w`: behind an oldest-first queue, each waiter ahead is
     /// served in turn (walked under the queue lock, with the word as it is under that lock, since
     /// the refill cap makes the answer depend on each waiter's size, not just their sum).
-    #[cold]
+    #[inline]
     fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32) -> Duration {
-        let newcomer = core::iter::once(n.max(1));
         if b.waiters && !self.queue.barging() {
-            self.queue.with_requests(|ahead| {
-                let b = self.word.load();
-                self.wait_behind(k, into, b, ahead.chain(newcomer))
-            })
+            self.retry_after_queued(k, into, n)
         } else {
-            self.wait_behind(k, into, b, newcomer)
+            let base = k.max(b.tick);
+            let ticks = b.at(base, self.refill).ticks_to_take(self.refill, n.max(1));
+            self.ticker
+                .wait_until(k, into, base, base.saturating_add(ticks))
         }
+    }
+
+    /// [`retry_after`](Self::retry_after) behind an oldest-first queue (the rare case, kept out
+    /// of line).
+    #[cold]
+    #[inline(never)]
+    fn retry_after_queued(&self, k: u64, into: u64, n: u32) -> Duration {
+        self.queue.with_requests(|ahead| {
+            let b = self.word.load();
+            self.wait_behind(k, into, b, ahead.chain(core::iter::once(n.max(1))))
+        })
     }
 
     /// The wait until the last of `requests` is granted (in order, each as soon as it fits),
@@ -248,8 +261,9 @@ impl<C: Clock> BucketCore<C> {
     }
 
     fn now_state(&self) -> Bucket {
-        let (k, _) = self.ticker.tick(self.clock.now());
-        self.word.load().at(k, self.refill)
+        let e = self.ticker.elapsed(self.clock.now());
+        let b = self.word.load();
+        b.at(self.ticker.locate(e, b.tick).0, self.refill)
     }
 
     pub(crate) fn available(&self) -> u64 {

@@ -73,6 +73,17 @@ pub enum Denied {
     },
 }
 
+/// `a.div_ceil(b)` for `b > 0`, without a division when `a <= b`: a request short of at most
+/// one refill, the common case on the denial path.
+#[inline]
+const fn ceil_div(a: u64, b: u64) -> u64 {
+    if a <= b {
+        (a != 0) as u64
+    } else {
+        a.div_ceil(b)
+    }
+}
+
 impl Bucket {
     /// A fresh bucket: full since creation.
     pub const fn full(limit: u32) -> Self {
@@ -212,6 +223,20 @@ impl Bucket {
         }
     }
 
+    /// Ticks after the tick this state describes until it holds `n` tokens (zero if it does):
+    /// [`ticks_to_serve`](Self::ticks_to_serve) of the one request `n`, the newcomer's case,
+    /// with no loop and, for a request short of at most one refill, no division. `self` must be
+    /// the bucket as of its own tick; `n` is at most `limit`.
+    #[inline]
+    pub const fn ticks_to_take(self, r: Refill, n: u32) -> u64 {
+        let n = if n > r.limit { r.limit } else { n };
+        if self.tokens >= n {
+            0
+        } else {
+            ceil_div((n - self.tokens) as u64, r.per_tick as u64)
+        }
+    }
+
     /// Ticks after the tick this state describes until the last of `requests` is granted, when
     /// they are served in order, each as soon as the bucket holds its tokens, and the refills
     /// meanwhile are capped at the limit (a refill that would overflow the bucket is lost, as
@@ -227,7 +252,7 @@ impl Bucket {
             let n = (n as u64).min(limit);
             if tokens < n {
                 // `n - tokens < 2^32` and `per_tick < 2^32`: no overflow.
-                let wait = (n - tokens).div_ceil(per_tick);
+                let wait = ceil_div(n - tokens, per_tick);
                 ticks = ticks.saturating_add(wait);
                 tokens = (tokens + wait * per_tick).min(limit);
             }
@@ -293,6 +318,28 @@ mod tests {
         limit: 10,
         per_tick: 2,
     };
+
+    /// The newcomer's shortcut is the one-request case of the queue walk, on both sides of the
+    /// one-refill boundary where it skips the division, and for requests clamped to the limit.
+    #[test]
+    fn ticks_to_take_is_ticks_to_serve_of_one_request() {
+        for (limit, per_tick) in [(10u32, 2u32), (10, 10), (7, 3), (1, 1), (u32::MAX, 1)] {
+            let r = Refill { limit, per_tick };
+            for tokens in [0, 1, 2, 3, limit / 2, limit - 1, limit] {
+                for n in [0, 1, 2, 3, 4, 5, limit / 2, limit - 1, limit, u32::MAX] {
+                    let b = Bucket {
+                        tokens,
+                        ..Bucket::full(limit)
+                    };
+                    assert_eq!(
+                        b.ticks_to_take(r, n),
+                        b.ticks_to_serve(r, [n]),
+                        "limit {limit}, per tick {per_tick}, tokens {tokens}, n {n}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn pack_round_trips() {

@@ -247,15 +247,18 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         }
     }
 
-    /// One lock-free attempt; the header it decided on, on denial.
+    /// One lock-free attempt at `e` ns after creation; on denial, the header it decided on and
+    /// the segment and offset `e` falls in (located from the header's own segment: no division
+    /// while time stays in it).
     #[inline]
-    fn attempt(&self, k: u64, n: u32, barge: bool) -> Result<(), (Denied, Header)> {
+    fn attempt(&self, e: u64, n: u32, barge: bool) -> Result<(), (Denied, Header, (u64, u64))> {
         let s = self.shape;
         cas::transition(&self.header, |w| {
             let h = Header::unpack(w);
+            let (k, into) = self.ticker.locate(e, h.tick);
             let next = h
                 .try_take(k, n, s, barge, |j| self.frozen(j))
-                .map_err(|d| (d, h))?;
+                .map_err(|d| (d, h, (k, into)))?;
             self.leave(h, next);
             Ok((next.pack(), ()))
         })
@@ -268,20 +271,20 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         if n > self.shape.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let (k, into) = self.ticker.tick(self.clock.now());
+        let e = self.ticker.elapsed(self.clock.now());
         let barge = self.queue.barging();
-        let mut result = self.attempt(k, n, barge);
-        if let Err((Denied::Exhausted { .. }, h)) = result {
+        let mut result = self.attempt(e, n, barge);
+        if let Err((Denied::Exhausted { .. }, h, _)) = result {
             if h.waiters && !barge {
                 // Held back by the queue: serve it first (time may have made room), then retry.
                 self.queue.serve(self);
-                result = self.attempt(k, n, barge);
+                result = self.attempt(e, n, barge);
             }
         }
         match result {
             Ok(()) => Ok(()),
-            Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { .. }, h)) => {
+            Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
+            Err((Denied::Exhausted { .. }, h, (k, into))) => {
                 let wait = self.retry_after(k, into, h, n, barge);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
