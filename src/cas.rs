@@ -54,6 +54,14 @@ impl Word for AtomicU128 {
     }
 }
 
+/// One compare-and-swap of `current` (a value just loaded) for `new`: whether it was written.
+/// For a caller that decided on a loaded value without [`transition`] and falls back to it when
+/// the word moved meanwhile.
+#[inline(always)]
+pub(crate) fn swap_once<W: Word>(word: &W, current: W::Value, new: W::Value) -> bool {
+    word.cas(current, new).is_ok()
+}
+
 /// Runs `decide` over the word until its decision is written.
 ///
 /// `decide(current)` returns `Ok((new, out))` to write `new` (nothing is written when `new ==

@@ -63,14 +63,18 @@ impl Ticker {
     /// division.
     #[inline]
     pub(crate) fn locate(&self, e: u64, hint: u64) -> (u64, u64) {
-        if let Some(start) = hint.checked_mul(self.period) {
-            if let Some(into) = e.checked_sub(start) {
-                if into < self.period {
-                    return (hint, into);
-                }
-            }
+        match self.into_tick(e, hint) {
+            Some(into) => (hint, into),
+            None => (e / self.period, e % self.period),
         }
-        (e / self.period, e % self.period)
+    }
+
+    /// The nanoseconds an elapsed time `e` lies into tick `k`, if it lies in it (one multiply,
+    /// no division).
+    #[inline(always)]
+    pub(crate) fn into_tick(&self, e: u64, k: u64) -> Option<u64> {
+        let into = e.checked_sub(k.checked_mul(self.period)?)?;
+        (into < self.period).then_some(into)
     }
 
     /// The instant tick `k` begins (saturating).

@@ -144,6 +144,16 @@ impl<C: Clock> BucketCore<C> {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
+        if let Some(quick) = self.take_quick(e, n) {
+            return quick;
+        }
+        self.take_slow(e, n, serve)
+    }
+
+    /// [`take`](Self::take) past the quick path: the general transition, the queue, the
+    /// 128-bit word. Out of line, so that the quick path saves no registers for it.
+    #[inline(never)]
+    fn take_slow(&self, e: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         let mut result = self.attempt(e, n);
         if let Err((Denied::Exhausted { .. }, b, _)) = result {
             if b.waiters && !self.queue.barging() {
@@ -163,6 +173,37 @@ impl<C: Clock> BucketCore<C> {
                 ))
             }
         }
+    }
+
+    /// The common decision in a handful of instructions: a 64-bit word with no flag set,
+    /// read in its own tick, grants `n > 0` with one compare-and-swap of `w - n`, or refuses
+    /// with the wait for the missing tokens (no queue to walk, no refill due before the next
+    /// tick). Exactly what the general path decides on the same word and instant
+    /// ([`Bucket::plain64`]); `None` sends everything else (another tick, a flag, a probe, the
+    /// 128-bit word, a lost race) to it.
+    #[inline(always)]
+    fn take_quick(&self, e: u64, n: u32) -> Option<Result<(), Rejection>> {
+        let StateWord::Narrow { word, shift } = &self.word else {
+            return None;
+        };
+        let w = cas::Word::load(word);
+        let (tick, tokens) = Bucket::plain64(w, *shift)?;
+        let into = self.ticker.into_tick(e, tick)?;
+        if n == 0 {
+            return None;
+        }
+        if tokens >= n {
+            return cas::swap_once(word, w, w - u64::from(n)).then_some(Ok(()));
+        }
+        let ticks = Bucket {
+            tokens,
+            ..Bucket::full(self.refill.limit)
+        }
+        .ticks_to_take(self.refill, n);
+        Some(Err(Rejection::with_retry_after(
+            Reason::Exhausted,
+            self.ticker.wait_for(ticks, into),
+        )))
     }
 
     /// The exact wait before `n` tokens can be taken, seen from `into` ns into tick `k` by a

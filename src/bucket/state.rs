@@ -151,6 +151,19 @@ impl Bucket {
             | if self.waiters { 1 << 63 } else { 0 }
     }
 
+    /// The state of a 64-bit word with a token field of `shift` bits, read without unpacking
+    /// when it is the common one — no flag set — as `(tick, tokens)`; `None` for a closed word
+    /// or one with waiters. In its own tick such a bucket holds exactly `tokens` (no refill is
+    /// due before the next tick), and taking `n <= tokens` from it is `w - n`: the same word
+    /// [`try_take`](Self::try_take) writes, with the tick unchanged.
+    #[inline(always)]
+    pub const fn plain64(w: u64, shift: u32) -> Option<(u64, u32)> {
+        if w >> 62 != 0 {
+            return None;
+        }
+        Some((w >> shift, (w & ((1 << shift) - 1)) as u32))
+    }
+
     /// The bucket as of tick `k`: `per_tick` tokens added for every tick started since `tick`,
     /// capped at `limit`. A `k` at or before `tick` changes nothing (time never runs backwards).
     #[inline]
@@ -337,6 +350,43 @@ mod tests {
                         "limit {limit}, per tick {per_tick}, tokens {tokens}, n {n}"
                     );
                 }
+            }
+        }
+    }
+
+    /// The word-level shortcut agrees with the unpacked transition: same tick and tokens read,
+    /// `w - n` is what `try_take` packs for a take in the word's own tick, a short bucket is
+    /// refused by both, and any flag sends the caller to the general path.
+    #[test]
+    fn plain64_is_try_take_in_the_words_own_tick() {
+        let r = Refill {
+            limit: 10,
+            per_tick: 3,
+        };
+        let shift = Bucket::narrow_shift(r.limit, 1_000).unwrap();
+        for tick in [0u64, 1, 77, (1 << (62 - shift)) - 1] {
+            for tokens in 0..=r.limit {
+                let b = Bucket {
+                    tokens,
+                    tick,
+                    closed: false,
+                    waiters: false,
+                };
+                let w = b.pack64(shift);
+                assert_eq!(Bucket::plain64(w, shift), Some((tick, tokens)));
+                for n in 1..=r.limit {
+                    let full = b.try_take(tick, n, r, false);
+                    if n <= tokens {
+                        assert_eq!(full.map(|b| b.pack64(shift)), Ok(w - u64::from(n)));
+                    } else {
+                        assert!(full.is_err());
+                    }
+                }
+                assert_eq!(Bucket::plain64(b.close().pack64(shift), shift), None);
+                assert_eq!(
+                    Bucket::plain64(b.with_waiters(true).pack64(shift), shift),
+                    None
+                );
             }
         }
     }
