@@ -198,6 +198,16 @@ fn combine_idle(idles: impl IntoIterator<Item = Option<Duration>>) -> Option<Dur
 /// ```
 pub trait Links {
     /// The inner leases of a granted request.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Lease, Links, NoopLimiter};
+    ///
+    /// let jobs = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let links = (NoopLimiter::new(), &jobs);
+    /// // For a tuple of n limiters: an array of n leases, in chain order.
+    /// let leases: [Lease<'_>; 2] = links.try_acquire_each(1).unwrap();
+    /// assert_eq!(leases[1].permits(), 1);
+    /// ```
     type Leases<'a>: Leases
     where
         Self: 'a;
@@ -273,6 +283,17 @@ pub trait Links {
 /// ```
 pub trait PartitionedLinks<R: ?Sized> {
     /// The inner leases of a granted request.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let opts = FixedWindowOptions::per_second(5);
+    /// let a: KeyedLimiter<u64> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let b: KeyedLimiter<u64> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// // For a tuple of partitioned limiters: the tuple of their leases.
+    /// let (from_a, from_b) = (&a, &b).try_acquire_each(&3, 2).unwrap();
+    /// assert_eq!((from_a.permits(), from_b.permits()), (2, 2));
+    /// ```
     type Leases<'a>: Leases
     where
         Self: 'a;

@@ -415,6 +415,22 @@ forward_limiter!(
 /// ```
 pub trait AcquireAsync: Limiter {
     /// The future of one waiting acquisition.
+    ///
+    /// ```
+    /// use core::future::Future;
+    /// use core::task::{Context, Poll, Waker};
+    /// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions, StdClock};
+    ///
+    /// /// A request that keeps its pending acquisition, named by its type.
+    /// struct Pending<'a, L: AcquireAsync + 'a> {
+    ///     acquire: L::Acquire<'a>,
+    /// }
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let pending = Pending::<ConcurrencyLimiter<StdClock>> { acquire: AcquireAsync::acquire(&limiter, 1) };
+    /// let mut acquire = core::pin::pin!(pending.acquire);
+    /// let polled = acquire.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    /// assert!(matches!(polled, Poll::Ready(Ok(_))));
+    /// ```
     type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
     where
         Self: 'a;
