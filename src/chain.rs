@@ -57,6 +57,20 @@ use crate::sync::{AtomicBool, Ordering};
 /// ```
 pub trait Leases {
     /// Drops the leases, the last one first.
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// use tollgate::Leases;
+    ///
+    /// /// Records when it is dropped.
+    /// struct Held<'a>(&'static str, &'a RefCell<Vec<&'static str>>);
+    /// impl Drop for Held<'_> {
+    ///     fn drop(&mut self) { self.1.borrow_mut().push(self.0) }
+    /// }
+    /// let log = RefCell::new(Vec::new());
+    /// (Held("global", &log), Held("tenant", &log), Held("user", &log)).release_in_reverse();
+    /// assert_eq!(*log.borrow(), ["user", "tenant", "global"]);
+    /// ```
     fn release_in_reverse(self);
 }
 
@@ -108,6 +122,17 @@ impl<T: Leases> ChainLease<T> {
     }
 
     /// The permits this lease holds from each limiter of the chain.
+    ///
+    /// ```
+    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(5)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap();
+    /// let chain = Chain::new((&a, &b));
+    /// let lease = chain.try_acquire(3).unwrap();
+    /// assert_eq!(lease.permits(), 3); // 3 from a, and 3 from b
+    /// assert_eq!((a.available_permits(), b.available_permits()), (2, 5));
+    /// ```
     pub const fn permits(&self) -> u32 {
         self.permits
     }
@@ -173,19 +198,72 @@ fn combine_idle(idles: impl IntoIterator<Item = Option<Duration>>) -> Option<Dur
 /// ```
 pub trait Links {
     /// The inner leases of a granted request.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Lease, Links, NoopLimiter};
+    ///
+    /// let jobs = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let links = (NoopLimiter::new(), &jobs);
+    /// // For a tuple of n limiters: an array of n leases, in chain order.
+    /// let leases: [Lease<'_>; 2] = links.try_acquire_each(1).unwrap();
+    /// assert_eq!(leases[1].permits(), 1);
+    /// ```
     type Leases<'a>: Leases
     where
         Self: 'a;
 
     /// Acquires from each limiter in order; on a rejection drops what it acquired, last first,
     /// and returns that rejection.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Links, Reason};
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let links = (&a, &b);
+    /// let _held = b.try_acquire(1).unwrap();
+    /// // `a` grants, `b` rejects: `a`'s lease is dropped and `b`'s rejection comes back.
+    /// assert_eq!(links.try_acquire_each(1).unwrap_err().reason(), Reason::Exhausted);
+    /// assert_eq!(a.available_permits(), 2);
+    /// ```
     fn try_acquire_each(&self, permits: u32) -> Result<Self::Leases<'_>, Rejection>;
 
     /// Each limiter's statistics, in chain order, folded by the chain rules.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Links};
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(5)).unwrap();
+    /// let links = (&a, &b);
+    /// let _both = links.try_acquire_each(2).unwrap();
+    /// let _a_only = a.try_acquire(1).unwrap();
+    /// assert!(b.try_acquire(4).is_err());
+    /// let s = links.statistics();
+    /// assert_eq!(s.available_permits, 1); // the minimum: a has 1 left, b 3
+    /// assert_eq!(s.total_failed, 1); // the sum
+    /// assert_eq!(s.total_successful, 1); // the last limiter's (b's)
+    /// ```
     fn statistics(&self) -> Statistics;
 
     /// The chain's idle duration: `None` if any limiter is in use, else the minimum (the rule
     /// of .NET 11).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let jobs = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(4), &clock).unwrap();
+    /// let rate = GcraLimiter::with_clock(GcraOptions::per_second(10), &clock).unwrap();
+    /// let links = (&jobs, &rate);
+    /// clock.advance(Duration::from_secs(5));
+    /// assert_eq!(links.idle_duration(), Some(Duration::from_secs(5)));
+    /// drop(links.try_acquire_each(1).unwrap()); // `jobs` is idle again; `rate` must refill
+    /// assert_eq!(links.idle_duration(), None);
+    /// clock.advance(Duration::from_millis(100)); // the permit is back
+    /// assert_eq!(links.idle_duration(), Some(Duration::ZERO));
+    /// ```
     fn idle_duration(&self) -> Option<Duration>;
 }
 
@@ -205,14 +283,52 @@ pub trait Links {
 /// ```
 pub trait PartitionedLinks<R: ?Sized> {
     /// The inner leases of a granted request.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let opts = FixedWindowOptions::per_second(5);
+    /// let a: KeyedLimiter<u64> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let b: KeyedLimiter<u64> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// // For a tuple of partitioned limiters: the tuple of their leases.
+    /// let (from_a, from_b) = (&a, &b).try_acquire_each(&3, 2).unwrap();
+    /// assert_eq!((from_a.permits(), from_b.permits()), (2, 2));
+    /// ```
     type Leases<'a>: Leases
     where
         Self: 'a;
 
     /// Acquires from each limiter in order, all or nothing (see [`Links::try_acquire_each`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = FixedWindowOptions::new(1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let per_route: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let links = (&per_user, &per_route);
+    /// assert!(links.try_acquire_each("alice", 1).is_ok());
+    /// assert_eq!(links.try_acquire_each("alice", 1).unwrap_err().reason(), Reason::Exhausted);
+    /// assert!(links.try_acquire_each("bob", 1).is_ok()); // bob's own partitions
+    /// ```
     fn try_acquire_each(&self, resource: &R, permits: u32) -> Result<Self::Leases<'_>, Rejection>;
 
     /// The statistics of `resource`'s partitions, folded by the chain rules.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let per_second = FixedWindowOptions::new(2, Duration::from_secs(1));
+    /// let per_minute = FixedWindowOptions::new(10, Duration::from_secs(60));
+    /// let a: KeyedLimiter<u64> = KeyedLimiter::fixed_window(per_second, PartitionConfig::default()).unwrap();
+    /// let b: KeyedLimiter<u64> = KeyedLimiter::fixed_window(per_minute, PartitionConfig::default()).unwrap();
+    /// let links = (&a, &b);
+    /// let _lease = links.try_acquire_each(&7, 1).unwrap();
+    /// let s = links.statistics(&7);
+    /// assert_eq!((s.available_permits, s.total_successful), (1, 1)); // min(1, 9); b's count
+    /// ```
     fn statistics(&self, resource: &R) -> Statistics;
 }
 
@@ -248,6 +364,24 @@ macro_rules! tuple_links {
             /// next limiter is asked. On a rejection, the leases already granted are dropped
             /// last first and the rejection is returned. Dropping the future gives back
             /// whatever it holds. (Example in the [`Chain`] docs.)
+            ///
+            /// ```
+            /// use core::future::Future;
+            /// use core::task::{Context, Poll, Waker};
+            /// use tollgate::*;
+            ///
+            /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+            /// let (global, per_user) = (ConcurrencyLimiter::new(opts).unwrap(), ConcurrencyLimiter::new(opts).unwrap());
+            /// let chain = Chain::new((&global, &per_user));
+            /// let held = per_user.try_acquire(1).unwrap();
+            /// let mut cx = Context::from_waker(Waker::noop());
+            /// let mut waiting = core::pin::pin!(chain.acquire(1));
+            /// assert!(waiting.as_mut().poll(&mut cx).is_pending()); // has `global`'s permit, waits for `per_user`'s
+            /// assert_eq!(global.available_permits(), 0);
+            /// drop(held);
+            /// let Poll::Ready(Ok(lease)) = waiting.as_mut().poll(&mut cx) else { panic!() };
+            /// assert_eq!(lease.permits(), 1);
+            /// ```
             pub fn acquire(
                 &self,
                 permits: u32,
@@ -287,6 +421,24 @@ macro_rules! tuple_links {
             /// rejection the leases already granted are dropped last first and the rejection is
             /// returned; dropping the future gives back whatever it holds and leaves the queue
             /// it waits in. (Example in the [`PartitionedChain`] docs.)
+            ///
+            /// ```
+            /// use core::time::Duration;
+            /// use tollgate::*;
+            /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+            /// #     let mut f = core::pin::pin!(f);
+            /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+            /// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+            /// # }
+            /// let opts = FixedWindowOptions::new(2, Duration::from_secs(1));
+            /// let per_client = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+            /// let per_route = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+            /// let chain = PartitionedChain::new((per_client, per_route));
+            /// let lease = block_on(chain.acquire(&7u64, 2)).unwrap();
+            /// assert_eq!(lease.permits(), 2);
+            /// // No queue configured: the next request is refused at once, with the window's RetryAfter.
+            /// assert_eq!(block_on(chain.acquire(&7, 1)).unwrap_err().reason(), Reason::Exhausted);
+            /// ```
             pub fn acquire<'a, R: ?Sized>(
                 &'a self,
                 resource: &'a R,
@@ -390,6 +542,15 @@ pub struct Chain<T> {
 
 impl<T> Chain<T> {
     /// A chain of the limiters in `links`, asked in tuple order.
+    ///
+    /// ```
+    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, NoopLimiter};
+    ///
+    /// // Owned limiters, references, or a mix.
+    /// let shared = ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap();
+    /// let chain = Chain::new((NoopLimiter::new(), &shared));
+    /// assert!(chain.try_acquire(10).is_ok());
+    /// ```
     pub fn new(links: T) -> Self {
         Self {
             links,
@@ -398,6 +559,16 @@ impl<T> Chain<T> {
     }
 
     /// The chained limiters.
+    ///
+    /// ```
+    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+    ///
+    /// let opts = ConcurrencyOptions::new(2);
+    /// let chain = Chain::new((ConcurrencyLimiter::new(opts).unwrap(), ConcurrencyLimiter::new(opts).unwrap()));
+    /// let _lease = chain.try_acquire(1).unwrap();
+    /// let (first, second) = chain.links();
+    /// assert_eq!((first.available_permits(), second.available_permits()), (1, 1));
+    /// ```
     pub fn links(&self) -> &T {
         &self.links
     }
@@ -418,6 +589,15 @@ impl<T> Chain<T> {
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// ```
+    /// use tollgate::{Chain, NoopLimiter};
+    ///
+    /// let chain = Chain::new((NoopLimiter::new(),));
+    /// assert!(!chain.is_closed());
+    /// chain.close();
+    /// assert!(chain.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -425,6 +605,20 @@ impl<T> Chain<T> {
 
 impl<T: Links> Chain<T> {
     /// Acquires `permits` from each limiter in order, without waiting; all or nothing.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let rate = GcraLimiter::with_clock(GcraOptions::per_second(10), &clock).unwrap();
+    /// let jobs = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(2), &clock).unwrap();
+    /// let chain = Chain::new((&jobs, &rate));
+    /// let lease = chain.try_acquire(2).unwrap();
+    /// assert_eq!(chain.try_acquire(1).unwrap_err().reason(), Reason::Exhausted); // `jobs` is full
+    /// assert_eq!(rate.available_permits(), 8); // `rate` was not asked
+    /// drop(lease);
+    /// assert!(chain.try_acquire(1).is_ok());
+    /// ```
     pub fn try_acquire(&self, permits: u32) -> Result<ChainLease<T::Leases<'_>>, Rejection> {
         if self.is_closed() {
             return Err(Rejection::new(Reason::Closed));
@@ -435,12 +629,34 @@ impl<T: Links> Chain<T> {
 
     /// The permits free now: the minimum over the chain (a snapshot; see
     /// [`Limiter::available_permits`] for what it means behind a queue).
+    ///
+    /// ```
+    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions};
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(3)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap();
+    /// let chain = Chain::new((&a, &b));
+    /// let _lease = chain.try_acquire(1).unwrap();
+    /// assert_eq!(chain.available_permits(), 2); // min(2, 9)
+    /// ```
     pub fn available_permits(&self) -> u64 {
         self.links.statistics().available_permits
     }
 
     /// The chain's statistics: available = minimum, queued = sum, failed = sum, successful = the
     /// last limiter's.
+    ///
+    /// ```
+    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions};
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap();
+    /// let chain = Chain::new((&a, &b));
+    /// let _lease = chain.try_acquire(1).unwrap();
+    /// assert!(chain.try_acquire(1).is_err()); // `a` rejects
+    /// let s = chain.statistics();
+    /// assert_eq!((s.available_permits, s.total_successful, s.total_failed), (0, 1, 1));
+    /// ```
     pub fn statistics(&self) -> Statistics {
         self.links.statistics()
     }
@@ -524,6 +740,18 @@ where
 {
     /// A chain of `links`, asked in order; [`EmptyChain`] if there are none. The chain owns its
     /// list: changing the caller's copy later changes nothing (as .NET clones the array).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    ///
+    /// // Chosen at run time, e.g. from configuration.
+    /// let mut links: Vec<Arc<dyn Limiter + Send + Sync>> = vec![Arc::new(NoopLimiter::new())];
+    /// links.push(Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap()));
+    /// let chain = DynChain::new(links).unwrap();
+    /// assert_eq!(chain.links().len(), 2);
+    /// assert_eq!(DynChain::<Box<dyn Limiter>>::new(Vec::new()).unwrap_err(), EmptyChain);
+    /// ```
     pub fn new(links: alloc::vec::Vec<B>) -> Result<Self, EmptyChain> {
         if links.is_empty() {
             return Err(EmptyChain);
@@ -535,11 +763,34 @@ where
     }
 
     /// The chained limiters.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    /// let noop = NoopLimiter::new();
+    /// let chain = DynChain::new(vec![&a as &dyn Limiter, &noop]).unwrap();
+    /// let _lease = chain.try_acquire(1).unwrap();
+    /// assert_eq!(chain.links()[0].available_permits(), 1);
+    /// ```
     pub fn links(&self) -> &[B] {
         &self.links
     }
 
     /// Acquires `permits` from each limiter in order, without waiting; all or nothing.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let chain = DynChain::new(vec![Box::new(&a) as Box<dyn Limiter>, Box::new(&b)]).unwrap();
+    /// let lease = chain.try_acquire(1).unwrap();
+    /// assert_eq!(chain.try_acquire(1).unwrap_err().reason(), Reason::Exhausted); // `b` is full
+    /// assert_eq!(a.available_permits(), 1); // `a`'s second permit was given back
+    /// drop(lease);
+    /// assert_eq!((a.available_permits(), b.available_permits()), (2, 1));
+    /// ```
     pub fn try_acquire(
         &self,
         permits: u32,
@@ -562,26 +813,84 @@ where
 
     /// The permits free now: the minimum over the chain (a snapshot; see
     /// [`Limiter::available_permits`] for what it means behind a queue).
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(3)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap();
+    /// let chain = DynChain::new(vec![&a as &dyn Limiter, &b]).unwrap();
+    /// let _lease = chain.try_acquire(2).unwrap();
+    /// assert_eq!(chain.available_permits(), 1); // min(1, 8)
+    /// ```
     pub fn available_permits(&self) -> u64 {
         self.statistics().available_permits
     }
 
     /// The chain's statistics, by the rules of [`Chain::statistics`].
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let chain = DynChain::new(vec![&a as &dyn Limiter, &b]).unwrap();
+    /// let _lease = chain.try_acquire(1).unwrap();
+    /// assert!(chain.try_acquire(1).is_err()); // `b` rejects
+    /// let s = chain.statistics();
+    /// assert_eq!((s.available_permits, s.total_successful, s.total_failed), (0, 1, 1));
+    /// ```
     pub fn statistics(&self) -> Statistics {
         combine(self.links.iter().map(|l| l.statistics()))
     }
 
     /// `None` if any limiter is in use, else the shortest idle duration.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let a = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(1), &clock).unwrap();
+    /// let b = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(1), &clock).unwrap();
+    /// let chain = DynChain::new(vec![&a, &b]).unwrap();
+    /// let lease = b.try_acquire(1).unwrap();
+    /// clock.advance(Duration::from_secs(2));
+    /// assert_eq!(chain.idle_duration(), None); // `b` is in use
+    /// drop(lease);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(chain.idle_duration(), Some(Duration::from_secs(1))); // min(3 s, 1 s)
+    /// ```
     pub fn idle_duration(&self) -> Option<Duration> {
         combine_idle(self.links.iter().map(|l| l.idle_duration()))
     }
 
     /// Closes the chain (not the limiters in it).
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let inner = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let chain = DynChain::new(vec![&inner]).unwrap();
+    /// chain.close();
+    /// assert_eq!(chain.try_acquire(1).unwrap_err().reason(), Reason::Closed);
+    /// assert!(!inner.is_closed() && inner.try_acquire(1).is_ok());
+    /// ```
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// ```
+    /// use tollgate::{DynChain, NoopLimiter};
+    ///
+    /// let noop = NoopLimiter::new();
+    /// let chain = DynChain::new(vec![&noop]).unwrap();
+    /// assert!(!chain.is_closed());
+    /// chain.close();
+    /// assert!(chain.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -679,6 +988,16 @@ pub struct PartitionedChain<T> {
 
 impl<T> PartitionedChain<T> {
     /// A chain of the partitioned limiters in `links`, asked in tuple order.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let per_key = KeyedLimiter::fixed_window(FixedWindowOptions::per_second(5), PartitionConfig::default()).unwrap();
+    /// let chain = PartitionedChain::new((per_key,));
+    /// assert!(chain.try_acquire(&"tenant-a", 5).is_ok());
+    /// assert!(chain.try_acquire(&"tenant-a", 1).is_err());
+    /// assert!(chain.try_acquire(&"tenant-b", 1).is_ok());
+    /// ```
     pub fn new(links: T) -> Self {
         Self {
             links,
@@ -687,11 +1006,41 @@ impl<T> PartitionedChain<T> {
     }
 
     /// The chained limiters.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let opts = FixedWindowOptions::per_second(3);
+    /// let a: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let b: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let chain = PartitionedChain::new((a, b));
+    /// let _lease = chain.try_acquire(&1, 2).unwrap();
+    /// assert_eq!(chain.links().0.statistics(&1).available_permits, 1);
+    /// ```
     pub fn links(&self) -> &T {
         &self.links
     }
 
     /// Acquires `permits` for `resource` from each limiter in order, without waiting.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let per_second = KeyedLimiter::fixed_window_with_clock(
+    ///     FixedWindowOptions::per_second(1), PartitionConfig::new(1_000), &clock).unwrap();
+    /// let per_hour = KeyedLimiter::fixed_window_with_clock(
+    ///     FixedWindowOptions::per_hour(2), PartitionConfig::new(1_000), &clock).unwrap();
+    /// let chain = PartitionedChain::new((per_second, per_hour));
+    /// let ip = [10, 0, 0, 1];
+    /// assert!(chain.try_acquire(&ip, 1).is_ok());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(chain.try_acquire(&ip, 1).is_ok());
+    /// clock.advance(Duration::from_secs(1));
+    /// let r = chain.try_acquire(&ip, 1).unwrap_err(); // the hourly limit
+    /// assert_eq!(r.retry_after(), Some(Duration::from_secs(3598)));
+    /// ```
     pub fn try_acquire<R: ?Sized>(
         &self,
         resource: &R,
@@ -708,6 +1057,19 @@ impl<T> PartitionedChain<T> {
     }
 
     /// The statistics of `resource`'s partitions, folded by the chain rules.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let opts = FixedWindowOptions::per_second(4);
+    /// let a: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let b: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// let chain = PartitionedChain::new((a, b));
+    /// let _lease = chain.try_acquire("alice", 3).unwrap();
+    /// assert!(chain.try_acquire("alice", 2).is_err()); // `a` rejects
+    /// let s = chain.statistics("alice");
+    /// assert_eq!((s.available_permits, s.total_successful, s.total_failed), (1, 1, 1));
+    /// ```
     pub fn statistics<R: ?Sized>(&self, resource: &R) -> Statistics
     where
         T: PartitionedLinks<R>,

@@ -34,26 +34,82 @@ pub struct Instant(u64);
 
 impl Instant {
     /// The clock's epoch.
+    ///
+    /// ```
+    /// use tollgate::{Clock, Instant, ManualClock};
+    ///
+    /// assert_eq!(ManualClock::new().now(), Instant::ZERO); // a new manual clock stands at its epoch
+    /// assert_eq!(Instant::ZERO.as_nanos(), 0);
+    /// ```
     pub const ZERO: Instant = Instant(0);
     /// The last representable instant.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::Instant;
+    ///
+    /// // Arithmetic saturates at MAX rather than wrapping to the epoch.
+    /// assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+    /// assert_eq!(Instant::MAX.checked_add(Duration::from_nanos(1)), None);
+    /// ```
     pub const MAX: Instant = Instant(u64::MAX);
 
     /// The instant `nanos` nanoseconds after the epoch.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::Instant;
+    ///
+    /// // A 1 MHz hardware timer, extended to 64 bits: one tick is one microsecond.
+    /// let ticks: u64 = 2_500;
+    /// let t = Instant::from_nanos(ticks * 1_000);
+    /// assert_eq!(t - Instant::ZERO, Duration::from_micros(2_500));
+    /// ```
     pub const fn from_nanos(nanos: u64) -> Self {
         Instant(nanos)
     }
 
     /// Nanoseconds since the epoch.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(3));
+    /// assert_eq!(clock.now().as_nanos(), 3_000_000);
+    /// ```
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
 
     /// Time from `earlier` to `self`, or zero if `earlier` is later.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let start = clock.now();
+    /// clock.advance(Duration::from_millis(250));
+    /// assert_eq!(clock.now().saturating_duration_since(start), Duration::from_millis(250));
+    /// // The other way round: no time passed, not a panic.
+    /// assert_eq!(start.saturating_duration_since(clock.now()), Duration::ZERO);
+    /// ```
     pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
     /// Time from `earlier` to `self`, or `None` if `earlier` is later.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::Instant;
+    ///
+    /// let (earlier, later) = (Instant::from_nanos(1_000), Instant::from_nanos(4_000));
+    /// assert_eq!(later.checked_duration_since(earlier), Some(Duration::from_nanos(3_000)));
+    /// assert_eq!(earlier.checked_duration_since(later), None); // e.g. a clock that stepped back
+    /// ```
     pub const fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
         match self.0.checked_sub(earlier.0) {
             Some(d) => Some(Duration::from_nanos(d)),
@@ -62,12 +118,31 @@ impl Instant {
     }
 
     /// `self + d`, or `None` if that is past [`Instant::MAX`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::Instant;
+    ///
+    /// let now = Instant::from_nanos(1_000_000);
+    /// let deadline = now.checked_add(Duration::from_millis(5)).unwrap();
+    /// assert_eq!(deadline.as_nanos(), 6_000_000);
+    /// assert_eq!(now.checked_add(Duration::MAX), None); // past 584 years
+    /// ```
     pub fn checked_add(self, d: Duration) -> Option<Instant> {
         let d = u64::try_from(d.as_nanos()).ok()?;
         self.0.checked_add(d).map(Instant)
     }
 
     /// `self + d`, saturating at [`Instant::MAX`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::Instant;
+    ///
+    /// let start = Instant::from_nanos(10);
+    /// assert_eq!(start.saturating_add(Duration::from_nanos(5)), Instant::from_nanos(15));
+    /// assert_eq!(start.saturating_add(Duration::MAX), Instant::MAX); // "never"
+    /// ```
     pub fn saturating_add(self, d: Duration) -> Instant {
         self.checked_add(d).unwrap_or(Instant::MAX)
     }
@@ -118,6 +193,20 @@ impl fmt::Debug for Instant {
 /// ```
 pub trait Clock {
     /// The current instant.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Clock, Instant, ManualClock};
+    ///
+    /// /// Time since `start` on any clock.
+    /// fn elapsed<C: Clock>(clock: &C, start: Instant) -> Duration {
+    ///     clock.now().saturating_duration_since(start)
+    /// }
+    /// let clock = ManualClock::new();
+    /// let start = clock.now();
+    /// clock.advance(Duration::from_millis(40));
+    /// assert_eq!(elapsed(&clock, start), Duration::from_millis(40));
+    /// ```
     fn now(&self) -> Instant;
 
     /// Whether this clock moves with real time by itself ([`StdClock`], a
@@ -126,6 +215,14 @@ pub trait Clock {
     /// of a rate limiter on a clock that advances by itself are woken by the process timer when
     /// their permits arrive; on any other clock they are served by later acquisitions,
     /// `replenish()` or a `Driver`. The default is `false`.
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// assert!(!ManualClock::new().advances_by_itself()); // moves only when told to
+    /// # #[cfg(feature = "std")]
+    /// assert!(tollgate::StdClock.advances_by_itself());
+    /// ```
     fn advances_by_itself(&self) -> bool {
         false
     }
@@ -201,6 +298,14 @@ pub struct ManualClock {
 
 impl ManualClock {
     /// A clock standing at [`Instant::ZERO`].
+    ///
+    /// ```
+    /// use tollgate::{Clock, Instant, ManualClock};
+    ///
+    /// // `const`: the clock can be a `static`, shared by every limiter of a firmware.
+    /// static CLOCK: ManualClock = ManualClock::new();
+    /// assert_eq!(CLOCK.now(), Instant::ZERO);
+    /// ```
     #[cfg(not(loom))]
     pub const fn new() -> Self {
         Self::starting_at(Instant::ZERO)
@@ -213,6 +318,14 @@ impl ManualClock {
     }
 
     /// A clock standing at `start`.
+    ///
+    /// ```
+    /// use tollgate::{Clock, Instant, ManualClock};
+    ///
+    /// // A simulation resumed one hour in.
+    /// let clock = ManualClock::starting_at(Instant::from_nanos(3_600_000_000_000));
+    /// assert_eq!(clock.now().as_nanos(), 3_600_000_000_000);
+    /// ```
     #[cfg(not(loom))]
     pub const fn starting_at(start: Instant) -> Self {
         Self {
@@ -229,6 +342,18 @@ impl ManualClock {
     }
 
     /// Moves the clock forward by `d` (saturating at [`Instant::MAX`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(1), &clock).unwrap();
+    /// let _first = gcra.try_acquire(1).unwrap();
+    /// assert!(gcra.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(1)); // a test steps time instead of sleeping
+    /// assert!(gcra.try_acquire(1).is_ok());
+    /// ```
     pub fn advance(&self, d: Duration) {
         let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let mut cur = self.nanos.load(Ordering::Acquire);
@@ -245,6 +370,18 @@ impl ManualClock {
     }
 
     /// Sets the clock to `t`, forwards or backwards.
+    ///
+    /// ```
+    /// use tollgate::{Clock, GcraLimiter, GcraOptions, Instant, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(1), &clock).unwrap();
+    /// clock.set(Instant::from_nanos(5_000_000_000));
+    /// let _lease = gcra.try_acquire(1).unwrap();
+    /// clock.set(Instant::from_nanos(4_000_000_000)); // a step back: no time passed, nothing comes back
+    /// assert!(gcra.try_acquire(1).is_err());
+    /// assert_eq!(clock.now().as_nanos(), 4_000_000_000);
+    /// ```
     pub fn set(&self, t: Instant) {
         self.nanos.store(t.0, Ordering::Release);
     }

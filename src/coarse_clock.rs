@@ -99,8 +99,28 @@ pub struct CoarseClock {
 
 impl CoarseClock {
     /// The refresh interval of [`CoarseClock::new`]: 1 ms.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::CoarseClock;
+    ///
+    /// let _clock = CoarseClock::new().unwrap();
+    /// assert_eq!(CoarseClock::interval(), Some(CoarseClock::DEFAULT_INTERVAL));
+    /// assert_eq!(CoarseClock::DEFAULT_INTERVAL, Duration::from_millis(1));
+    /// # CoarseClock::stop();
+    /// ```
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+
     /// The shortest interval the refresher accepts: 10 µs (shorter ones are raised to it).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::CoarseClock;
+    ///
+    /// let _clock = CoarseClock::start(Duration::from_nanos(1)).unwrap(); // raised to the minimum
+    /// assert_eq!(CoarseClock::interval(), Some(CoarseClock::MIN_INTERVAL));
+    /// # CoarseClock::stop();
+    /// ```
     pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
 
     /// The clock, with its refresher running every [`DEFAULT_INTERVAL`](Self::DEFAULT_INTERVAL)
@@ -108,6 +128,20 @@ impl CoarseClock {
     ///
     /// # Errors
     /// The refresher thread could not be spawned.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Clock, CoarseClock, GcraLimiter, GcraOptions, Limiter};
+    ///
+    /// let clock = CoarseClock::new()?;
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(100), clock).unwrap();
+    /// assert!(gcra.try_acquire(1).is_ok());
+    /// // Its refresher runs: waiters on the limiter are woken by the process timer.
+    /// assert!(clock.advances_by_itself());
+    /// # CoarseClock::stop();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new() -> io::Result<Self> {
         Self::start(Self::DEFAULT_INTERVAL)
     }
@@ -126,6 +160,23 @@ impl CoarseClock {
     /// The refresher thread could not be spawned. Nothing refreshes the cache then: take a
     /// [`manual`](Self::manual) clock and refresh it yourself, or call `start` again later (it
     /// tries to spawn the thread again).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Clock, CoarseClock, StdClock};
+    ///
+    /// let clock = CoarseClock::start(Duration::from_millis(5))?;
+    /// assert_eq!(CoarseClock::interval(), Some(Duration::from_millis(5)));
+    /// CoarseClock::start(Duration::from_millis(2))?; // shorter: the refresher wakes more often
+    /// assert_eq!(CoarseClock::interval(), Some(Duration::from_millis(2)));
+    /// CoarseClock::start(Duration::from_secs(1))?; // longer: changes nothing
+    /// assert_eq!(CoarseClock::interval(), Some(Duration::from_millis(2)));
+    /// assert!(clock.now() <= StdClock.now()); // refreshed before `start` returned, never ahead
+    /// # CoarseClock::stop();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn start(interval: Duration) -> io::Result<Self> {
         let ns = clamp_interval(interval);
         Self::refresh();
@@ -182,6 +233,17 @@ impl CoarseClock {
     /// refresh it themselves, e.g. once per event-loop turn.
     ///
     /// The cache is refreshed before this returns.
+    ///
+    /// ```
+    /// use tollgate::{Clock, CoarseClock};
+    ///
+    /// let clock = CoarseClock::manual();
+    /// assert!(!clock.advances_by_itself()); // no refresher: it moves when refreshed
+    /// let t = clock.now();
+    /// // ... one turn of the event loop ...
+    /// CoarseClock::refresh();
+    /// assert!(clock.now() >= t);
+    /// ```
     pub fn manual() -> Self {
         Self::refresh();
         Self { _private: () }
@@ -189,11 +251,32 @@ impl CoarseClock {
 
     /// Brings the process-wide cache up to [`StdClock::now`]. Safe to call from any number of
     /// threads at once, alongside the refresher: the cache keeps the latest reading.
+    ///
+    /// ```
+    /// use tollgate::{Clock, CoarseClock, StdClock};
+    ///
+    /// let clock = CoarseClock::manual();
+    /// let before = StdClock.now();
+    /// CoarseClock::refresh();
+    /// let after = StdClock.now();
+    /// assert!(before <= clock.now() && clock.now() <= after);
+    /// ```
     pub fn refresh() {
         NOW.fetch_max(StdClock.now().as_nanos(), Ordering::Relaxed);
     }
 
     /// The running refresher's interval, or `None` if no refresher runs.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::CoarseClock;
+    ///
+    /// assert_eq!(CoarseClock::interval(), None); // nothing started it yet
+    /// let _clock = CoarseClock::start(Duration::from_millis(1)).unwrap();
+    /// assert_eq!(CoarseClock::interval(), Some(Duration::from_millis(1)));
+    /// CoarseClock::stop();
+    /// assert_eq!(CoarseClock::interval(), None);
+    /// ```
     pub fn interval() -> Option<Duration> {
         match INTERVAL_NS.load(Ordering::Relaxed) {
             0 => None,

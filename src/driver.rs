@@ -42,6 +42,36 @@ impl Shared {
 
 /// A handle a limiter keeps to wake its driver when a waiter becomes the next to be served.
 /// Holding it does not keep the driver alive.
+///
+/// A program that moves its own clock tells the driver when it did:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tollgate::*;
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     use std::task::{Context, Poll, Wake, Waker};
+/// #     struct T(std::thread::Thread);
+/// #     impl Wake for T { fn wake(self: Arc<Self>) { self.0.unpark() } }
+/// #     let waker = Waker::from(Arc::new(T(std::thread::current())));
+/// #     let mut cx = Context::from_waker(&waker);
+/// #     let mut f = std::pin::pin!(f);
+/// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } std::thread::park(); }
+/// # }
+/// let clock = Arc::new(ManualClock::new());
+/// let opts = GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst);
+/// let gcra = Arc::new(GcraLimiter::with_clock(opts, clock.clone()).unwrap());
+/// let driver = Driver::new().unwrap();
+/// driver.register(&gcra);
+/// let handle: DriverHandle = driver.handle();
+/// let _first = gcra.try_acquire(1).unwrap();
+/// let ticker = std::thread::spawn(move || {
+///     clock.advance(Duration::from_millis(100)); // the simulation's time moves on
+///     handle.notify(); // the driver looks again at once, and serves the waiter
+/// });
+/// assert_eq!(block_on(gcra.acquire(1)).unwrap().permits(), 1);
+/// ticker.join().unwrap();
+/// ```
 #[derive(Clone)]
 pub struct DriverHandle {
     shared: Weak<Shared>,
@@ -49,6 +79,17 @@ pub struct DriverHandle {
 
 impl DriverHandle {
     /// Tells the driver to recompute when to wake.
+    ///
+    /// ```
+    /// use tollgate::Driver;
+    ///
+    /// let driver = Driver::new().unwrap();
+    /// let handle = driver.handle();
+    /// handle.notify(); // the driver recomputes its sleep
+    /// drop(driver); // the driver stops: a handle does not keep it alive
+    /// handle.notify(); // does nothing
+    /// assert_eq!(format!("{handle:?}"), "DriverHandle");
+    /// ```
     pub fn notify(&self) {
         if let Some(shared) = self.shared.upgrade() {
             shared.notify();
@@ -117,6 +158,13 @@ pub struct Driver {
 
 impl Driver {
     /// Starts the driver thread.
+    ///
+    /// ```
+    /// use tollgate::Driver;
+    ///
+    /// let driver = Driver::new().expect("spawn the driver thread");
+    /// assert_eq!(format!("{driver:?}"), "Driver { limiters: 0 }");
+    /// ```
     pub fn new() -> std::io::Result<Self> {
         let shared = Arc::new(Shared::default());
         let for_thread = shared.clone();
@@ -130,6 +178,18 @@ impl Driver {
     }
 
     /// Registers a limiter: its waiters will be served when time makes room for them.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    ///
+    /// let driver = Driver::new().unwrap();
+    /// let opts = GcraOptions::per_second(10).with_queue(10, QueueOrder::OldestFirst);
+    /// let api = Arc::new(GcraLimiter::with_clock(opts, Arc::new(ManualClock::new())).unwrap());
+    /// driver.register(&api);
+    /// assert_eq!(format!("{driver:?}"), "Driver { limiters: 1 }");
+    /// drop(api); // held weakly: dropping the limiter unregisters it
+    /// ```
     pub fn register<L: Replenishing + Send + Sync + 'static>(&self, limiter: &Arc<L>) {
         limiter.attach_driver(self.handle());
         let weak: Registered = Arc::downgrade(limiter) as Registered;
@@ -138,6 +198,19 @@ impl Driver {
     }
 
     /// A handle that wakes this driver.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    ///
+    /// let driver = Driver::new().unwrap();
+    /// // Given to a limiter of your own (see `Replenishing::attach_driver`), or kept to nudge the
+    /// // driver after moving a clock it cannot see move.
+    /// let handle = driver.handle();
+    /// let for_thread = handle.clone();
+    /// std::thread::spawn(move || for_thread.notify()).join().unwrap();
+    /// assert_eq!(format!("{handle:?}"), "DriverHandle");
+    /// ```
     pub fn handle(&self) -> DriverHandle {
         DriverHandle {
             shared: Arc::downgrade(&self.shared),

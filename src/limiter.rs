@@ -72,6 +72,19 @@ pub trait Limiter {
     /// `try_acquire(0)` is a probe: it succeeds if at least one permit is available and changes
     /// nothing. A request for more permits than the limit is rejected with
     /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Reason};
+    ///
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    /// assert!(limiter.try_acquire(0).is_ok()); // a probe: takes nothing
+    /// let lease = limiter.try_acquire(2).unwrap();
+    /// assert_eq!(lease.permits(), 2);
+    /// assert_eq!(limiter.try_acquire(1).unwrap_err().reason(), Reason::Exhausted);
+    /// assert_eq!(limiter.try_acquire(3).unwrap_err().reason(), Reason::ExceedsLimit);
+    /// drop(lease); // a concurrency lease gives its permits back
+    /// assert!(limiter.try_acquire(2).is_ok());
+    /// ```
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection>;
 
     /// The permits the limiter holds free now: for a concurrency limiter, the limit minus the
@@ -83,27 +96,120 @@ pub trait Limiter {
     /// waiters ahead — a newcomer's `try_acquire` is refused (nobody barges past the queue) even
     /// when this count would cover it, until the queue is served. With `NewestFirst` (or an empty
     /// queue) a newcomer may take them.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(5, Duration::from_secs(1));
+    /// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// let _lease = window.try_acquire(3).unwrap();
+    /// assert_eq!(window.available_permits(), 2); // the room left in the window
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(window.available_permits(), 5); // a new window
+    /// ```
     fn available_permits(&self) -> u64;
 
     /// A snapshot of the limiter's counters.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+    ///
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let _held = limiter.try_acquire(1).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// let s = limiter.statistics();
+    /// assert_eq!((s.available_permits, s.queued_permits), (0, 0));
+    /// assert_eq!((s.total_successful, s.total_failed), (1, 1));
+    /// ```
     fn statistics(&self) -> Statistics;
 
     /// How long the limiter has been fully available (no permits in use, nothing to replenish),
     /// or `None` while it is in use. Partitioned limiters evict partitions by it.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(1), &clock).unwrap();
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(limiter.idle_duration(), Some(Duration::from_secs(3)));
+    /// let lease = limiter.try_acquire(1).unwrap();
+    /// assert_eq!(limiter.idle_duration(), None); // in use
+    /// drop(lease);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.idle_duration(), Some(Duration::from_secs(1)));
+    /// ```
     fn idle_duration(&self) -> Option<Duration>;
 
     /// Closes the limiter: every later acquisition is rejected with
     /// [`Reason::Closed`](crate::Reason::Closed). Leases already granted stay valid.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Reason};
+    ///
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    /// let lease = limiter.try_acquire(1).unwrap();
+    /// limiter.close(); // e.g. at shutdown
+    /// assert_eq!(limiter.try_acquire(1).unwrap_err().reason(), Reason::Closed);
+    /// assert_eq!(lease.permits(), 1); // still held, still valid
+    /// ```
     fn close(&self);
 
     /// Whether [`close`](Limiter::close) has been called.
+    ///
+    /// ```
+    /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock};
+    ///
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(10), ManualClock::new()).unwrap();
+    /// assert!(!gcra.is_closed());
+    /// gcra.close();
+    /// assert!(gcra.is_closed());
+    /// ```
     fn is_closed(&self) -> bool;
 }
 
 /// A limiter whose permits come back with time.
+///
+/// A `no_std` timer task serving a limiter's waiters, on any clock: sleep
+/// [`next_service`](Replenishing::next_service), then [`replenish`](Replenishing::replenish).
+///
+/// ```
+/// use core::future::Future;
+/// use core::task::{Context, Poll, Waker};
+/// use core::time::Duration;
+/// use tollgate::{Clock, GcraLimiter, GcraOptions, Instant, Limiter, ManualClock, QueueOrder, Replenishing};
+///
+/// let clock = ManualClock::new();
+/// let opts = GcraOptions::per_second(10).with_burst(1).with_queue(2, QueueOrder::OldestFirst);
+/// let gcra = GcraLimiter::with_clock(opts, &clock).unwrap();
+/// let _first = gcra.try_acquire(1).unwrap();
+/// let mut waiter = core::pin::pin!(gcra.acquire(1));
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert!(waiter.as_mut().poll(&mut cx).is_pending());
+/// while let Some(sleep) = gcra.next_service() {
+///     clock.advance(sleep); // the timer task's sleep
+///     gcra.replenish();
+/// }
+/// assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+/// assert_eq!(clock.now(), Instant::from_nanos(100_000_000)); // served at its slot
+/// ```
 pub trait Replenishing: Limiter {
     /// The length of one replenishment step: the token bucket's period, the fixed window, or the
     /// sliding window's segment.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, GcraLimiter, GcraOptions, ManualClock, Replenishing};
+    ///
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(50), ManualClock::new()).unwrap();
+    /// assert_eq!(gcra.replenishment_period(), Duration::from_millis(20)); // one permit every 20 ms
+    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
+    /// let window = FixedWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(window.replenishment_period(), Duration::from_secs(60)); // the window
+    /// ```
     fn replenishment_period(&self) -> Duration;
 
     /// Brings the limiter's state up to the clock's present, serves queued waiters that time
@@ -113,11 +219,40 @@ pub trait Replenishing: Limiter {
     /// without ever calling this. Queued waiters, though, need someone to notice that time has
     /// passed: a later acquisition does, a `Driver` (feature `std`) does, or your own timer calls
     /// this at the instant [`next_service`](Replenishing::next_service) names.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock, Replenishing};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(10), &clock).unwrap();
+    /// let _all = gcra.try_acquire(10).unwrap();
+    /// assert_eq!(gcra.replenish(), 0);
+    /// clock.advance(Duration::from_millis(300)); // three permits back, one every 100 ms
+    /// assert_eq!(gcra.replenish(), 3);
+    /// ```
     fn replenish(&self) -> u64;
 
     /// How long until time alone lets the limiter serve its next queued waiter: `None` when
     /// nobody waits (or time cannot help), zero when it can be served now. A `no_std` timer task
     /// sleeps this long, then calls [`replenish`](Replenishing::replenish).
+    ///
+    /// ```
+    /// use core::future::Future;
+    /// use core::task::{Context, Waker};
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, LeakyBucketShaper, ManualClock, Replenishing, ShaperOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(4), &clock).unwrap();
+    /// assert_eq!(shaper.next_service(), None); // nobody waits
+    /// let _now = shaper.try_acquire(1).unwrap();
+    /// let mut next = core::pin::pin!(shaper.acquire(1));
+    /// assert!(next.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    /// assert_eq!(shaper.next_service(), Some(Duration::from_millis(250))); // its departure slot
+    /// clock.advance(Duration::from_millis(250));
+    /// assert_eq!(shaper.next_service(), Some(Duration::ZERO)); // it can be served now
+    /// ```
     fn next_service(&self) -> Option<Duration> {
         None
     }
@@ -126,6 +261,43 @@ pub trait Replenishing: Limiter {
     /// `handle.notify()` whenever a waiter becomes the next to be served, so the driver can
     /// recompute its sleep. The default ignores it (the driver then only learns of new waiters
     /// when it next wakes).
+    ///
+    /// Forwarding it from a limiter of your own that wraps a built-in one:
+    ///
+    /// ```
+    /// use std::sync::{atomic::{AtomicU64, Ordering}, Arc};
+    /// use tollgate::{Driver, DriverHandle, GcraLimiter, GcraOptions, Replenishing, StdClock};
+    /// # use std::time::Duration;
+    /// # use tollgate::{Lease, Limiter, Rejection, Statistics};
+    ///
+    /// /// A GCRA limiter that counts the rounds it is served.
+    /// struct Counted { inner: GcraLimiter<StdClock>, rounds: AtomicU64 }
+    /// # impl Limiter for Counted {
+    /// #     fn try_acquire(&self, n: u32) -> Result<Lease<'_>, Rejection> { self.inner.try_acquire(n) }
+    /// #     fn available_permits(&self) -> u64 { self.inner.available_permits() }
+    /// #     fn statistics(&self) -> Statistics { self.inner.statistics() }
+    /// #     fn idle_duration(&self) -> Option<Duration> { self.inner.idle_duration() }
+    /// #     fn close(&self) { self.inner.close() }
+    /// #     fn is_closed(&self) -> bool { self.inner.is_closed() }
+    /// # }
+    /// impl Replenishing for Counted {
+    ///     fn replenish(&self) -> u64 {
+    ///         self.rounds.fetch_add(1, Ordering::Relaxed);
+    ///         self.inner.replenish()
+    ///     }
+    ///     // The inner limiter tells the driver when its next waiter changes.
+    ///     fn attach_driver(&self, handle: DriverHandle) { self.inner.attach_driver(handle) }
+    /// #   fn replenishment_period(&self) -> Duration { self.inner.replenishment_period() }
+    /// #   fn next_service(&self) -> Option<Duration> { self.inner.next_service() }
+    /// }
+    ///
+    /// let inner = GcraLimiter::new(GcraOptions::per_second(100)).unwrap();
+    /// let limiter = Arc::new(Counted { inner, rounds: AtomicU64::new(0) });
+    /// let driver = Driver::new().unwrap();
+    /// driver.register(&limiter); // calls `attach_driver`
+    /// drop(driver); // serves every registered limiter once more before it stops
+    /// assert!(limiter.rounds.load(Ordering::Relaxed) >= 1);
+    /// ```
     #[cfg(feature = "std")]
     fn attach_driver(&self, handle: crate::driver::DriverHandle) {
         let _ = handle;
@@ -243,11 +415,42 @@ forward_limiter!(
 /// ```
 pub trait AcquireAsync: Limiter {
     /// The future of one waiting acquisition.
+    ///
+    /// ```
+    /// use core::future::Future;
+    /// use core::task::{Context, Poll, Waker};
+    /// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions, StdClock};
+    ///
+    /// /// A request that keeps its pending acquisition, named by its type.
+    /// struct Pending<'a, L: AcquireAsync + 'a> {
+    ///     acquire: L::Acquire<'a>,
+    /// }
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let pending = Pending::<ConcurrencyLimiter<StdClock>> { acquire: AcquireAsync::acquire(&limiter, 1) };
+    /// let mut acquire = core::pin::pin!(pending.acquire);
+    /// let polled = acquire.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    /// assert!(matches!(polled, Poll::Ready(Ok(_))));
+    /// ```
     type Acquire<'a>: Future<Output = Result<Lease<'a>, Rejection>>
     where
         Self: 'a;
 
     /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
+    ///
+    /// ```
+    /// use core::future::Future;
+    /// use core::task::{Context, Poll, Waker};
+    /// use tollgate::{AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder};
+    ///
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let limiter = ConcurrencyLimiter::new(opts).unwrap();
+    /// let held = limiter.try_acquire(1).unwrap();
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut waiting = core::pin::pin!(AcquireAsync::acquire(&limiter, 1));
+    /// assert!(waiting.as_mut().poll(&mut cx).is_pending()); // queued behind `held`
+    /// drop(held); // its permit goes to the waiter
+    /// assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+    /// ```
     fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
 }
 
@@ -367,6 +570,19 @@ pub trait AcquireOwned: Limiter {
     fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease;
 
     /// Like [`Limiter::try_acquire`], returning a lease that owns a handle to the limiter.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+    ///
+    /// let limiter = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
+    /// let lease = limiter.try_acquire_owned(2).unwrap();
+    /// assert_eq!(limiter.available_permits(), 0);
+    /// // The lease moves to a worker thread and gives its permits back there.
+    /// let worker = std::thread::spawn(move || lease.permits());
+    /// assert_eq!(worker.join().unwrap(), 2);
+    /// assert_eq!(limiter.available_permits(), 2);
+    /// ```
     fn try_acquire_owned(
         self: &alloc::sync::Arc<Self>,
         permits: u32,
@@ -378,6 +594,22 @@ pub trait AcquireOwned: Limiter {
     /// Like [`AcquireAsync::acquire`], with a future that owns a handle to the limiter (it is
     /// `Send + 'static` when the limiter's own future is `Send`, so it can be spawned) and
     /// resolves to an owned lease. Cancellation-safe as the limiter's own future is.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let limiter = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    /// let held = limiter.try_acquire_owned(1).unwrap();
+    /// let task = tokio::spawn(limiter.acquire_owned(1)); // `Send + 'static`
+    /// tokio::task::yield_now().await; // the task queues behind `held`
+    /// drop(held);
+    /// let lease = task.await.unwrap().unwrap();
+    /// assert_eq!((lease.permits(), limiter.available_permits()), (1, 0));
+    /// # });
+    /// ```
     fn acquire_owned(
         self: &alloc::sync::Arc<Self>,
         permits: u32,

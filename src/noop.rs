@@ -39,6 +39,18 @@ pub struct NoopLimiter {
 
 impl NoopLimiter {
     /// A no-op limiter with its count at zero.
+    ///
+    /// ```
+    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, Limiter, NoopLimiter};
+    ///
+    /// let no_rate_limit_yet = NoopLimiter::new();
+    /// assert_eq!(no_rate_limit_yet.statistics().total_successful, 0);
+    /// // A placeholder link: the chain limits only concurrency, for now.
+    /// let jobs = ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap();
+    /// let chain = Chain::new((&no_rate_limit_yet, &jobs));
+    /// assert!(chain.try_acquire(2).is_ok());
+    /// assert_eq!(no_rate_limit_yet.statistics().total_successful, 1);
+    /// ```
     pub fn new() -> Self {
         Self {
             counters: Counters::new(),

@@ -26,6 +26,15 @@ use crate::token_bucket::TokenBucketOptions;
 
 /// Segments of a sliding window built by the quota-style constructors (within the default ring
 /// capacity of 16).
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{per::DEFAULT_SEGMENTS, SlidingWindowOptions};
+///
+/// let opts = SlidingWindowOptions::per_minute(120);
+/// assert_eq!(opts.segments_per_window, DEFAULT_SEGMENTS); // 6 s segments
+/// assert_eq!(opts.window / DEFAULT_SEGMENTS, Duration::from_secs(6));
+/// ```
 pub const DEFAULT_SEGMENTS: u32 = 10;
 
 const SECOND: Duration = Duration::from_secs(1);

@@ -26,9 +26,35 @@ use crate::partition::{
 type KeyFn<K> = Box<dyn Fn(&K) -> Partition<K> + Send + Sync>;
 
 /// The limiter of one rule: a partition per client key.
+///
+/// ```
+/// use tollgate::*;
+///
+/// let mut rules: TierRules<&str, &str, u64> = TierRules::new();
+/// let two = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+/// rules.add("free", "api", two, PartitionConfig::default()).unwrap();
+/// // A rule's limiter, named: e.g. kept for a dashboard's per-client statistics.
+/// let free_api: &RuleLimiter<u64, StdClock> = rules.rule(&"free", &"api").unwrap();
+/// let _lease = rules.try_acquire(&"free", &"api", &7, 1).unwrap();
+/// assert_eq!(free_api.statistics(&7).available_permits, 1);
+/// ```
 pub type RuleLimiter<K, C> = Partitioned<K, PartitionLimiter<C>, KeyFn<K>, C>;
 
 /// The lease a [`TierRules`] grants: its client's partition's lease.
+///
+/// ```
+/// use tollgate::*;
+///
+/// let mut rules: TierRules<u8, u8, u64> = TierRules::new();
+/// let one = PartitionKind::concurrency(ConcurrencyOptions::new(1)).unwrap();
+/// rules.add(0, 0, one, PartitionConfig::default()).unwrap();
+/// /// A request in flight keeps its lease (owned: no borrow of the table).
+/// struct InFlight { _lease: TierLease<u64, StdClock> }
+/// let request = InFlight { _lease: rules.try_acquire(&0, &0, &9, 1).unwrap() };
+/// assert!(rules.try_acquire(&0, &0, &9, 1).is_err());
+/// drop(request); // the permit goes back
+/// assert!(rules.try_acquire(&0, &0, &9, 1).is_ok());
+/// ```
 pub type TierLease<K, C> = PartitionLease<K, PartitionLimiter<C>>;
 
 /// Why a [`TierRules`] request or rule was refused.

@@ -198,20 +198,57 @@ impl<C: Clock> GcraCore<C> {
 }
 
 /// Implements `Limiter`, `Replenishing`, the waiting `Source` and the `acquire` methods for a
-/// limiter type wrapping a `GcraCore` in its `core` field.
+/// limiter type wrapping a `GcraCore` in its `core` field. `$opts` is the text of options for
+/// the examples of the `acquire` methods: one permit now, the next 100 ms later, a queue.
 macro_rules! gcra_limiter {
-    ($ty:ident) => {
+    ($ty:ident, $opts:literal) => {
         impl<C: $crate::clock::Clock> $ty<C> {
             /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued
             /// waiters are served when their slot comes: by any later acquisition, by
             /// [`replenish`](crate::Replenishing::replenish), or by a registered `Driver`
             /// (feature `std`).
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::future::Future;\n",
+                "use core::task::{Context, Poll, Waker};\n",
+                "use core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let clock = ManualClock::new();\n",
+                "let limiter = ", stringify!($ty), "::with_clock(", $opts, ", &clock).unwrap();\n",
+                "let _first = limiter.try_acquire(1).unwrap();\n",
+                "let mut cx = Context::from_waker(Waker::noop());\n",
+                "let mut waiter = core::pin::pin!(limiter.acquire(1));\n",
+                "assert!(waiter.as_mut().poll(&mut cx).is_pending()); // queued: its slot is 100 ms away\n",
+                "clock.advance(Duration::from_millis(100));\n",
+                "limiter.replenish(); // or any later acquisition, or a `Driver`\n",
+                "assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));\n",
+                "```",
+            )]
             pub fn acquire(&self, permits: u32) -> $crate::wait::Acquire<'_, Self> {
                 $crate::wait::Acquire::new(self, permits)
             }
 
             /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); the
             /// thread wakes itself when the permits' slot comes, so no driver is needed.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let clock = ManualClock::new();\n",
+                "let limiter = ", stringify!($ty), "::with_clock(", $opts, ", &clock).unwrap();\n",
+                "// A permit is there: granted at once.\n",
+                "assert_eq!(limiter.acquire_blocking(1, None).unwrap().permits(), 1);\n",
+                "// The next slot is 100 ms of clock time away, and this clock stands still:\n",
+                "// the wait gives up after its 1 ms timeout and leaves the queue.\n",
+                "let r = limiter.acquire_blocking(1, Some(Duration::from_millis(1))).unwrap_err();\n",
+                "assert_eq!(r.reason(), Reason::TimedOut);\n",
+                "assert_eq!(limiter.statistics().queued_permits, 0);\n",
+                "```",
+            )]
             #[cfg(feature = "std")]
             pub fn acquire_blocking(
                 &self,
@@ -528,7 +565,10 @@ impl<C: Clock> GcraLimiter<C> {
     }
 }
 
-gcra_limiter!(GcraLimiter);
+gcra_limiter!(
+    GcraLimiter,
+    "GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst)"
+);
 
 // ---------------------------------------------------------------------------------------------
 // `static` limiters (issue 15, helper "algos"): constant constructors for GCRA and the two leaky

@@ -236,7 +236,10 @@ impl<C: Clock> LeakyBucketMeter<C> {
     }
 }
 
-gcra_limiter!(LeakyBucketMeter);
+gcra_limiter!(
+    LeakyBucketMeter,
+    "LeakyBucketOptions::new(1, 10, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst)"
+);
 
 /// Options of a [`LeakyBucketShaper`].
 ///
@@ -470,4 +473,4 @@ impl<C: Clock> LeakyBucketShaper<C> {
     }
 }
 
-gcra_limiter!(LeakyBucketShaper);
+gcra_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");
