@@ -272,6 +272,27 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
+        if n > 0 {
+            // The quick path: a header with no flag, read in its own segment, with room.
+            let w = cas::Word::load(&self.header);
+            if let Some((tick, used)) = Header::plain(w) {
+                if let Some(_into) = self.ticker.into_tick(e, tick) {
+                    if used + u64::from(n) <= u64::from(self.shape.limit)
+                        && cas::swap_once(&self.header, w, w + u128::from(n))
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.take_slow(e, n)
+    }
+
+    /// [`take`](Self::take) past the quick path: the general transition (a slide, a denial and
+    /// its RetryAfter, the queue, a lost race). Out of line, so that the quick path saves no
+    /// registers for it.
+    #[inline(never)]
+    fn take_slow(&self, e: u64, n: u32) -> Result<(), Rejection> {
         let barge = self.queue.barging();
         let mut result = self.attempt(e, n, barge);
         if let Err((Denied::Exhausted { .. }, h, _)) = result {

@@ -93,6 +93,23 @@ impl Header {
             | if self.waiters { WAITERS } else { 0 }
     }
 
+    /// The header word read without unpacking when it is the common one — no flag set — as
+    /// `(tick, used)`; `None` for a closed header or one with waiters. In its own segment such a
+    /// header counts exactly `used` against the limit (nothing slides out before the next
+    /// segment), and taking `n` that fit is `w + n`: the same header
+    /// [`try_take`](Self::try_take) packs, `cur` grown by `n` (which cannot carry out of its 32
+    /// bits, as `cur + n <= limit`).
+    #[inline(always)]
+    pub const fn plain(w: u128) -> Option<(u64, u64)> {
+        if w & (CLOSED | WAITERS) != 0 {
+            return None;
+        }
+        Some((
+            ((w >> 64) as u64) & TICK_MAX,
+            (w as u32) as u64 + ((w >> 32) as u32) as u64,
+        ))
+    }
+
     /// Permits counted against the limit.
     #[inline]
     pub const fn used(self) -> u64 {
@@ -234,6 +251,45 @@ impl Header {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word-level shortcut agrees with the unpacked transition in the header's own
+    /// segment: same tick and count read, `w + n` is what `try_take` packs, a full window is
+    /// refused by both, and any flag sends the caller to the general path.
+    #[test]
+    fn plain_is_try_take_in_the_headers_own_segment() {
+        let s = Shape {
+            limit: 9,
+            segments: 3,
+        };
+        let never = |_: u64| -> u32 { unreachable!("no slide in the header's own segment") };
+        for tick in [0u64, 1, 77, TICK_MAX] {
+            for cur in 0..=s.limit {
+                for prev in 0..=s.limit - cur {
+                    let h = Header {
+                        cur,
+                        prev,
+                        tick,
+                        closed: false,
+                        waiters: false,
+                    };
+                    let w = h.pack();
+                    assert_eq!(Header::plain(w), Some((tick, u64::from(cur + prev))));
+                    for n in 1..=s.limit {
+                        let full = h.try_take(tick, n, s, false, never);
+                        if cur + prev + n <= s.limit {
+                            assert_eq!(full.map(Header::pack), Ok(w + u128::from(n)));
+                        } else {
+                            assert!(full.is_err());
+                        }
+                    }
+                    let closed = Header { closed: true, ..h };
+                    let queued = Header { waiters: true, ..h };
+                    assert_eq!(Header::plain(closed.pack()), None);
+                    assert_eq!(Header::plain(queued.pack()), None);
+                }
+            }
+        }
+    }
 
     const S3: Shape = Shape {
         limit: 10,
