@@ -39,13 +39,7 @@ pin_project! {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
     /// let download: Response<LimitedBody<_>> = call(&limits.layer(), path("/download"));
     /// assert!(download.body().holds_permits()); // streaming: the permit is held
@@ -84,19 +78,6 @@ impl<B> LimitedBody<B> {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use http_body::Body;
     /// let body: LimitedBody<http_body_util::Empty<bytes::Bytes>> = LimitedBody::full("slow down".into());
     /// assert_eq!(body.size_hint().exact(), Some(9));
@@ -123,11 +104,6 @@ impl<B> LimitedBody<B> {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();

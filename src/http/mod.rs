@@ -116,11 +116,6 @@ pub use policy::{
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
@@ -153,18 +148,6 @@ pub enum Endpoint {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let dup = RateLimiting::builder().policy("api", two_a_minute()).policy("api", two_a_minute()).build();
 /// assert_eq!(dup.unwrap_err(), BuildError::DuplicatePolicy("api".into()));
@@ -218,11 +201,6 @@ impl From<OptionsError> for BuildError {
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
@@ -269,11 +247,6 @@ type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
@@ -301,7 +274,6 @@ pub const GLOBAL: &str = "global";
 /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
 /// #     req
 /// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let builder: RateLimitingBuilder = RateLimiting::builder()
 ///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP))
@@ -347,11 +319,6 @@ impl RateLimitingBuilder {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
@@ -378,13 +345,7 @@ impl RateLimitingBuilder {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
     ///     .policy("uploads", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
     ///     .build()
@@ -412,11 +373,6 @@ impl RateLimitingBuilder {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -456,7 +412,6 @@ impl RateLimitingBuilder {
     /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
     /// #     req
     /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For.
     /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
@@ -493,11 +448,6 @@ impl RateLimitingBuilder {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
@@ -529,17 +479,6 @@ impl RateLimitingBuilder {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use http_body_util::{BodyExt, Full};
@@ -573,11 +512,6 @@ impl RateLimitingBuilder {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
@@ -602,11 +536,6 @@ impl RateLimitingBuilder {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -634,11 +563,6 @@ impl RateLimitingBuilder {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let clock = Arc::new(ManualClock::new());
@@ -660,18 +584,6 @@ impl RateLimitingBuilder {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().policy("api", two_a_minute()).build();
     /// assert!(limits.is_ok());
@@ -876,13 +788,7 @@ impl RateLimiting {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().build().unwrap();
     /// let resp = call(&limits.layer(), path("/")); // no policy: everything passes
     /// assert_eq!(resp.status(), 200);
@@ -921,7 +827,6 @@ impl RateLimiting {
     /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
     /// #     req
     /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
     /// let layer = limits.layer(); // e.g. `Router::new()…​.layer(limits.layer())`
@@ -948,11 +853,6 @@ impl RateLimiting {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -992,7 +892,6 @@ impl RateLimiting {
     /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
     /// #     req
     /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
     ///     .policy("per-ip", two_a_minute().partition_by(KeyBy::CLIENT_IP))
@@ -1017,18 +916,6 @@ impl RateLimiting {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
     /// let q = limits.describe("login").unwrap();
@@ -1209,17 +1096,6 @@ impl Shared {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tower::{Layer, ServiceExt};
@@ -1255,11 +1131,6 @@ pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().policy("api", two_a_minute()).rate_limit_headers(true).build().unwrap();
@@ -1279,11 +1150,6 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
 /// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -1305,11 +1171,6 @@ pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
@@ -1328,11 +1189,6 @@ pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-l
 /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
 /// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -1353,11 +1209,6 @@ pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelim
 /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
 /// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -1432,17 +1283,6 @@ enum Step {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
@@ -1487,17 +1327,6 @@ impl<S> Layer<S> for RateLimitLayer {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tower::{Layer, Service, ServiceExt};
@@ -1686,11 +1515,6 @@ pin_project! {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();

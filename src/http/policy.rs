@@ -33,19 +33,6 @@ use crate::{
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let clock = Arc::new(ManualClock::new());
 /// let shared: SharedClock = clock.clone();
 /// clock.advance(Duration::from_secs(5));
@@ -91,19 +78,6 @@ impl Key {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// assert_eq!(Key::MISSING.to_string(), "00-00000000000000000000000000000000");
     /// assert_ne!(Key::MISSING, Key::GLOBAL);
     /// // A header policy: keyless requests share the MISSING partition.
@@ -121,19 +95,6 @@ impl Key {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// assert_eq!(Key::GLOBAL.to_string(), "01-00000000000000000000000000000000");
     /// // A custom PolicyLimiter behind an unpartitioned policy sees this key for every request.
     /// assert_ne!(Key::GLOBAL, Key::from_u64(0));
@@ -150,19 +111,6 @@ impl Key {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let v4 = Key::ip("192.0.2.1".parse().unwrap());
     /// let mapped = Key::ip("::ffff:192.0.2.1".parse().unwrap());
     /// assert_eq!(v4, mapped); // one client, one partition
@@ -210,19 +158,6 @@ impl Key {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// #[derive(Clone)]
     /// struct Tenant(u64); // set by your authentication layer
     /// let by_tenant = KeyBy::with(|req| req.extensions.get::<Tenant>().map(|t| Key::from_u64(t.0)));
@@ -264,19 +199,12 @@ impl fmt::Display for Key {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
 /// # fn from(ip: &str) -> Request<()> {
 /// #     let mut req = Request::new(());
 /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
 /// #     req
 /// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let by_path_tenant = |req: &RequestView<'_>| {
 ///     // /t/{tenant}/...: the tenant from the path
 ///     let tenant = req.uri.path().strip_prefix("/t/")?.split('/').next()?;
@@ -306,19 +234,7 @@ impl<'a> RequestView<'a> {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let mut req = path("/orders");
     /// req.headers_mut().insert("x-api-key", "k-123".parse().unwrap());
     /// let view = RequestView::of(&req);
@@ -350,11 +266,6 @@ type ExtractFn = dyn Fn(&RequestView<'_>) -> Option<Key> + Send + Sync;
 /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
 /// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -405,7 +316,6 @@ impl KeyBy {
     /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
     /// #     req
     /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
     /// let _ = call(&limits.layer(), from("2001:db8:1:2::1"));
@@ -442,11 +352,6 @@ impl KeyBy {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -504,11 +409,6 @@ impl core::fmt::Debug for KeyBy {
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let policy = |missing| {
@@ -547,11 +447,6 @@ pub enum MissingKey {
 /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
 /// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
 /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
@@ -574,19 +469,6 @@ pub const NO_KEY: Reason = Reason::Custom("no partition key");
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
 /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap());
 /// let permit = Permit::lease(pool.try_acquire_owned(1).unwrap());
@@ -614,19 +496,6 @@ impl Permit {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let grant = Grant { permit: Permit::none(), quota: None };
     /// assert!(!grant.permit.holds());
     /// ```
@@ -641,19 +510,6 @@ impl Permit {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::{AcquireOwned, ConcurrencyLimiter, TokenBucketLimiter};
     /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
     /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
@@ -676,19 +532,6 @@ impl Permit {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
     /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
     /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
@@ -710,19 +553,6 @@ impl Permit {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tollgate::QuotaState;
 /// let grant = Grant { permit: Permit::none(), quota: Some(QuotaState { limit: 10, remaining: 9, reset_after: None }) };
 /// let decision = Decision::Granted(grant);
@@ -743,19 +573,6 @@ pub struct Grant {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tollgate::{QuotaState, Rejection};
 /// let retry = Duration::from_secs(30);
 /// let denial = Denial {
@@ -780,19 +597,6 @@ pub struct Denial {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// # use tollgate::Rejection;
 /// # /// A request budget kept by a quota service (here: a counter).
@@ -841,19 +645,6 @@ pub enum Decision {
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// # use tollgate::Rejection;
 /// # /// A request budget kept by a quota service (here: a counter).
@@ -893,19 +684,11 @@ pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Grant, Denial>> + Se
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
 /// # fn from(ip: &str) -> Request<()> {
 /// #     let mut req = Request::new(());
 /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
 /// #     req
 /// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .policy("pool", Policy::concurrency(ConcurrencyOptions::new(10)).unwrap())
 ///     .policy("rate", Policy::token_bucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))).unwrap())
@@ -972,19 +755,6 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
     /// # /// A request budget kept by a quota service (here: a counter).
@@ -1025,19 +795,6 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
     /// # /// A request budget kept by a quota service (here: a counter).
@@ -1078,19 +835,6 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
     /// # /// A request budget kept by a quota service (here: a counter).
@@ -1130,19 +874,6 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
     /// # /// A request budget kept by a quota service (here: a counter).
@@ -1250,13 +981,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
     /// let streaming = call(&limits.layer(), path("/export"));
     /// assert!(streaming.body().holds_permits()); // the export is still streaming
@@ -1284,13 +1009,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let clock = Arc::new(ManualClock::new());
     /// let burst = Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
     /// let limits = RateLimiting::builder().global(burst).clock(clock.clone()).build().unwrap();
@@ -1319,13 +1038,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let hourly = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(3600))).unwrap();
     /// let limits = RateLimiting::builder().global(hourly).build().unwrap();
     /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
@@ -1353,13 +1066,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::SlidingWindowOptions;
     /// let smooth = Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 6)).unwrap();
     /// let limits = RateLimiting::builder().global(smooth).build().unwrap();
@@ -1388,13 +1095,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
     /// # /// A request budget kept by a quota service (here: a counter).
@@ -1445,7 +1146,6 @@ impl Policy {
     /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
     /// #     req
     /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
     /// for _ in 0..2 { let _ = call(&limits.layer(), from("192.0.2.1")); }
@@ -1469,11 +1169,6 @@ impl Policy {
     /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
     /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
@@ -1506,7 +1201,6 @@ impl Policy {
     /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
     /// #     req
     /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::{PartitionConfig, WhenFull};
     /// let bounded = two_a_minute()
@@ -1536,13 +1230,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::QueueOrder;
     /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
     /// let queued = Policy::concurrency(opts).unwrap().queue(Some(Duration::from_millis(10)));
@@ -1573,11 +1261,6 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
@@ -1605,13 +1288,7 @@ impl Policy {
     /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
     /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::QueueOrder;
     /// let opts = ConcurrencyOptions::new(1).with_queue(0, QueueOrder::OldestFirst);
     /// let pool = Policy::concurrency(opts).unwrap().queue(None).unavailable_status(StatusCode::SERVICE_UNAVAILABLE);
@@ -1635,17 +1312,6 @@ impl Policy {
     /// # use http::{Request, Response, StatusCode};
     /// # use tollgate::http::*;
     /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
     /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
     /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tower::{Layer, ServiceExt};

@@ -126,8 +126,6 @@ use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
 /// #     }
 /// #     fn get_db(&self) -> i64 { 0 }
 /// # }
-/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// use tollgate::{OptionsError, SlidingWindowOptions};
 /// let fine = SlidingWindowOptions::new(100, Duration::from_secs(60), MAX_SEGMENTS + 1);
 /// let err = RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(fine), FailurePolicy::FailOpen).build();
@@ -183,8 +181,6 @@ impl GcraOptions {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// // redis-cell's `CL.THROTTLE key 14 30 60`: bursts of 15, 30 per minute.
     /// let gcra = GcraOptions::new(15, Duration::from_secs(2));
     /// let limiter = RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailClosed).build().unwrap();
@@ -220,8 +216,6 @@ impl GcraOptions {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let gcra = GcraOptions::per_period(30, Duration::from_secs(60), 15).unwrap();
     /// assert_eq!(gcra.emission_interval, Duration::from_secs(2));
     /// assert_eq!(gcra.burst, 15);
@@ -262,8 +256,6 @@ impl GcraOptions {
 /// #     }
 /// #     fn get_db(&self) -> i64 { 0 }
 /// # }
-/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let algorithms = [
 ///     Algorithm::TokenBucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))),
 ///     Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(3600))),
@@ -306,7 +298,6 @@ pub enum Algorithm {
 /// #     }
 /// #     fn get_db(&self) -> i64 { 0 }
 /// # }
-/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// use tollgate::QueueOrder;
 /// let queued = TokenBucketOptions::new(10, 1, Duration::from_secs(1)).with_queue(5, QueueOrder::OldestFirst);
@@ -542,7 +533,6 @@ impl FailurePolicy {
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// // 4 per minute over 2 replicas: each keeps 2 per minute while Redis is down.
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(4, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(0.5)).build().unwrap();
@@ -768,7 +758,6 @@ pub enum DecidedBy {
 /// #     fn get_db(&self) -> i64 { 0 }
 /// # }
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(1.0)).build().unwrap();
 /// let d: Decision = rt.block_on(limiter.decide("alice", 3));
@@ -911,7 +900,6 @@ type FallbackMap = Partitioned<String, PartitionLimiter<StdClock>, FallbackParti
 /// #     }
 /// #     fn get_db(&self) -> i64 { 0 }
 /// # }
-/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let builder: RedisLimiterBuilder<_> = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
 ///     .timeout(Duration::from_millis(20))
@@ -964,7 +952,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
     ///     .timeout(Duration::from_millis(20)) // a request waits at most 20 ms for Redis
@@ -1060,7 +1047,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build();
     /// assert!(limiter.is_ok());
@@ -1337,7 +1323,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// // `redis-cli TTL 'api:v2:{user-7}'` shows when user-7's window ends.
@@ -1712,7 +1697,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// match limiter.algorithm() {
@@ -1744,7 +1728,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let burst = Algorithm::TokenBucket(TokenBucketOptions::new(20, 5, Duration::from_secs(1)));
     /// let limiter = RedisLimiter::builder(Down, "api", burst, FailurePolicy::FailOpen).build().unwrap();
     /// assert_eq!(limiter.limit(), 20);
@@ -1806,7 +1789,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// #     }
     /// #     fn get_db(&self) -> i64 { 0 }
     /// # }
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// assert!(!limiter.is_closed());
