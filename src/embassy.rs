@@ -32,6 +32,21 @@ use crate::clock::{Clock, Instant};
 ///
 /// Ticks are converted exactly (`ticks × 10⁹ / TICK_HZ`, rounded down), so a 1 MHz driver gives
 /// microsecond resolution and a 32,768 Hz one about 30.5 µs.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::embassy::EmbassyClock;
+/// use tollgate::{Clock, FixedWindowLimiter, FixedWindowOptions, Limiter};
+/// use embassy_time as _; // the time driver (embassy's std one here)
+///
+/// let (a, b) = (EmbassyClock.now(), EmbassyClock.now());
+/// assert!(b >= a); // monotonic
+/// assert!(EmbassyClock.advances_by_itself()); // so waiters arm embassy's timer
+/// // 10 messages a second to the radio.
+/// let radio = FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, Duration::from_secs(1)), EmbassyClock).unwrap();
+/// assert!(radio.try_acquire(10).is_ok());
+/// assert!(radio.try_acquire(1).is_err());
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EmbassyClock;
 

@@ -56,6 +56,22 @@ use crate::{Clock, Limiter, Partitioned, Statistics};
 pub trait Observe: Send + Sync {
     /// Calls `f` once per observation: once for a limiter, once per partition for a
     /// partitioned limiter.
+    ///
+    /// ```
+    /// use tollgate::observe::Observe;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(4)).unwrap();
+    /// let per_user = Partitioned::new(move |u: &str| Partition::new(u.to_string(), kind), PartitionConfig::default());
+    /// let _a = per_user.try_acquire("alice", 1).unwrap();
+    /// let _b = per_user.try_acquire("bob", 3).unwrap();
+    /// let mut in_use = 0;
+    /// per_user.observe(&mut |o| {
+    ///     assert!(o.partition.is_some()); // one observation per stored partition
+    ///     in_use += 4 - o.statistics.available_permits;
+    /// });
+    /// assert_eq!(in_use, 4);
+    /// ```
     fn observe(&self, f: &mut dyn FnMut(Observation<'_>));
 }
 
@@ -184,6 +200,23 @@ type Entry = (Cow<'static, str>, Weak<dyn Observe>);
 /// Registering is cheap and rare (a lock and a push); reading visits every live limiter, with
 /// the registry's lock released while the limiters are read, so an observed limiter (or the
 /// closure given to [`for_each`](Registry::for_each)) may register others.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::observe::Registry;
+/// use tollgate::*;
+///
+/// let registry = Registry::new();
+/// let db = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
+/// let api = Arc::new(TokenBucketLimiter::new(TokenBucketOptions::per_second(100)).unwrap());
+/// registry.register("db", &db);
+/// registry.register("api", &api);
+/// let _conn = db.try_acquire(3).unwrap();
+/// // A scrape handler: one line per limiter.
+/// let mut lines = Vec::new();
+/// registry.for_each(|name, o| lines.push(format!("{name} {}", o.statistics.available_permits)));
+/// assert_eq!(lines, ["db 5", "api 100"]);
+/// ```
 pub struct Registry {
     entries: Mutex<Vec<Entry>>,
 }

@@ -4,6 +4,18 @@ use core::fmt;
 
 /// Why a limiter's options were refused. Every limiter validates its options once, at
 /// construction; a limiter that exists has valid options.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{OptionsError, TokenBucketLimiter, TokenBucketOptions};
+///
+/// let zero = TokenBucketLimiter::new(TokenBucketOptions::new(0, 1, Duration::from_secs(1)));
+/// let err = zero.err().unwrap();
+/// assert_eq!(err, OptionsError::ZeroLimit);
+/// assert_eq!(err.to_string(), "the permit limit must be at least 1");
+/// let no_period = TokenBucketOptions::new(10, 1, Duration::ZERO).validate();
+/// assert_eq!(no_period, Err(OptionsError::ZeroPeriod));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -137,6 +149,25 @@ impl OptionsError {
 }
 
 /// The order in which queued requests are served.
+///
+/// ```
+/// use core::{future::Future, pin::pin, task::{Context, Poll, Waker}};
+/// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder, Reason};
+///
+/// let mut cx = Context::from_waker(Waker::noop());
+/// // One permit, a queue of one: a newcomer evicts the oldest waiter.
+/// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::NewestFirst);
+/// let limiter = ConcurrencyLimiter::new(opts).unwrap();
+/// let held = limiter.try_acquire(1).unwrap();
+/// let mut old = pin!(limiter.acquire(1));
+/// assert!(old.as_mut().poll(&mut cx).is_pending());
+/// let mut new = pin!(limiter.acquire(1));
+/// assert!(new.as_mut().poll(&mut cx).is_pending());
+/// assert!(matches!(old.poll(&mut cx), Poll::Ready(Err(r)) if r.reason() == Reason::Evicted));
+/// drop(held); // the newest waiter gets the permit
+/// assert!(matches!(new.poll(&mut cx), Poll::Ready(Ok(_))));
+/// assert_eq!(QueueOrder::default(), QueueOrder::OldestFirst);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum QueueOrder {

@@ -30,6 +30,20 @@ use crate::{
 };
 
 /// A limiter's quota at one instant.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota, QuotaState, TokenBucketLimiter, TokenBucketOptions};
+///
+/// let clock = ManualClock::new();
+/// let opts = TokenBucketOptions::new(5, 1, Duration::from_secs(2));
+/// let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+/// let _ = bucket.try_acquire(2).unwrap();
+/// let q: QuotaState = bucket.quota();
+/// // What a `RateLimit: limit=5, remaining=3, reset=2` header reports.
+/// assert_eq!((q.limit, q.remaining), (5, 3));
+/// assert_eq!(q.reset_after, Some(Duration::from_secs(2)));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct QuotaState {
     /// The most permits the limiter can ever hold available (`u64::MAX`: unlimited).
@@ -44,6 +58,19 @@ pub struct QuotaState {
 impl QuotaState {
     /// An exhausted quota of `limit` that gets a permit back after `retry_after`, if known: what
     /// a rejection reports.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, QuotaState, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// let _ = bucket.try_acquire(2).unwrap();
+    /// let rejection = bucket.try_acquire(1).unwrap_err();
+    /// let q = QuotaState::exhausted(2, rejection.retry_after());
+    /// assert_eq!(q.remaining, 0);
+    /// assert_eq!(q.reset_after, Some(Duration::from_secs(1))); // the next token
+    /// ```
     pub const fn exhausted(limit: u64, retry_after: Option<Duration>) -> Self {
         Self {
             limit,
@@ -58,8 +85,39 @@ impl QuotaState {
 /// Implemented by every built-in limiter; a partitioned
 /// [`KeyedLimiter`](crate::KeyedLimiter) reports each key's with
 /// [`KeyedLimiter::quota`](crate::KeyedLimiter::quota).
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, NoopLimiter, Quota};
+///
+/// /// The value of a `RateLimit` header for any limiter.
+/// fn header(limiter: &impl Quota) -> String {
+///     let q = limiter.quota();
+///     let t = q.reset_after.map_or(0, |d| d.as_secs());
+///     format!("limit={}, remaining={}, reset={t}", q.limit, q.remaining)
+/// }
+///
+/// let pool = ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap();
+/// let _held = pool.try_acquire(3).unwrap();
+/// assert_eq!(header(&pool), "limit=8, remaining=5, reset=0");
+/// assert_eq!(NoopLimiter::new().quota().remaining, u64::MAX);
+/// ```
 pub trait Quota {
     /// The limit, the permits available now, and when time brings more.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(3, Duration::from_secs(10));
+    /// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// assert_eq!(window.quota().reset_after, None); // full: nothing to wait for
+    /// let _ = window.try_acquire(3).unwrap();
+    /// clock.advance(Duration::from_secs(4));
+    /// let q = window.quota();
+    /// assert_eq!((q.remaining, q.reset_after), (0, Some(Duration::from_secs(6))));
+    /// ```
     fn quota(&self) -> QuotaState;
 }
 

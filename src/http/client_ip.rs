@@ -26,6 +26,16 @@ pub struct Cidr {
 }
 
 /// Why a [`Cidr`] did not parse.
+///
+/// ```
+/// # use http::HeaderMap;
+/// # use std::net::IpAddr;
+/// # use tollgate::http::*;
+/// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+/// assert_eq!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix));
+/// assert_eq!("10.0.0/8".parse::<Cidr>(), Err(CidrError::Address));
+/// assert_eq!(CidrError::Prefix.to_string(), "invalid prefix length in CIDR");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CidrError {
@@ -49,6 +59,17 @@ impl std::error::Error for CidrError {}
 impl Cidr {
     /// The network of `addr` with a `prefix`-bit mask; `None` if the prefix is longer than the
     /// address.
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let proxies = Cidr::new(ip("172.16.5.4"), 12).unwrap(); // host bits are cleared
+    /// assert_eq!(Some(proxies), "172.16.0.0/12".parse().ok());
+    /// assert!(proxies.contains(ip("172.31.255.1")));
+    /// assert_eq!(Cidr::new(ip("172.16.0.0"), 33), None);
+    /// ```
     pub fn new(addr: IpAddr, prefix: u8) -> Option<Self> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         (prefix <= max).then(|| Self {
@@ -58,6 +79,19 @@ impl Cidr {
     }
 
     /// Whether `ip` is in this network (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let lan: Cidr = "192.168.0.0/16".parse().unwrap();
+    /// assert!(lan.contains(ip("192.168.10.20")));
+    /// assert!(lan.contains(ip("::ffff:192.168.10.20"))); // mapped: the same host
+    /// assert!(!lan.contains(ip("192.169.0.1")));
+    /// let v6: Cidr = "2001:db8::/32".parse().unwrap();
+    /// assert!(v6.contains(ip("2001:db8:ffff::1")) && !v6.contains(ip("2001:db9::1")));
+    /// ```
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
         ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
@@ -108,6 +142,21 @@ pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
 }
 
 /// Which header a trusted proxy appends the client's address to.
+///
+/// ```
+/// # use http::HeaderMap;
+/// # use std::net::IpAddr;
+/// # use tollgate::http::*;
+/// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+/// let nginx = ClientIp::hops(1, ForwardedHeader::XForwardedFor);
+/// let envoy = ClientIp::hops(1, ForwardedHeader::Forwarded);
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-forwarded-for", "203.0.113.7".parse().unwrap());
+/// headers.insert("forwarded", r#"for="[2001:db8::7]:4711";proto=https"#.parse().unwrap());
+/// let peer = Some(ip("10.0.0.1"));
+/// assert_eq!(nginx.resolve(peer, &headers), Some(ip("203.0.113.7")));
+/// assert_eq!(envoy.resolve(peer, &headers), Some(ip("2001:db8::7")));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ForwardedHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2` (the de-facto standard).
@@ -179,6 +228,18 @@ impl Default for ClientIp {
 
 impl ClientIp {
     /// The TCP peer's address; headers ignored.
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let direct = ClientIp::peer();
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-forwarded-for", "1.2.3.4".parse().unwrap()); // written by the client: ignored
+    /// assert_eq!(direct.resolve(Some(ip("198.51.100.9")), &headers), Some(ip("198.51.100.9")));
+    /// assert_eq!(direct.resolve(None, &headers), None); // no peer: no address
+    /// ```
     pub fn peer() -> Self {
         Self {
             trust: Trust::Nobody,
@@ -188,6 +249,18 @@ impl ClientIp {
     }
 
     /// The rightmost address of `header` that is not in `networks`, when the peer is in them.
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let nets = ["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()];
+    /// let behind_proxies = ClientIp::trusted_proxies(nets, ForwardedHeader::XForwardedFor);
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-forwarded-for", "203.0.113.7, 10.1.1.1".parse().unwrap()); // two proxies
+    /// assert_eq!(behind_proxies.resolve(Some(ip("10.0.0.2")), &headers), Some(ip("203.0.113.7")));
+    /// ```
     pub fn trusted_proxies(
         networks: impl IntoIterator<Item = Cidr>,
         header: ForwardedHeader,
@@ -200,6 +273,20 @@ impl ClientIp {
     }
 
     /// The `n`-th address of `header` from the right: `n` proxies (at least 1) stand in front.
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// // A CDN, then a load balancer: two hops, each appending the address it saw.
+    /// let two_hops = ClientIp::hops(2, ForwardedHeader::XForwardedFor);
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-forwarded-for", "6.6.6.6, 203.0.113.7, 198.51.100.1".parse().unwrap());
+    /// assert_eq!(two_hops.resolve(Some(ip("10.0.0.1")), &headers), Some(ip("203.0.113.7")));
+    /// headers.insert("x-forwarded-for", "198.51.100.1".parse().unwrap()); // too short
+    /// assert_eq!(two_hops.resolve(Some(ip("10.0.0.1")), &headers), None);
+    /// ```
     pub fn hops(n: usize, header: ForwardedHeader) -> Self {
         Self {
             trust: Trust::Hops(n.max(1)),
@@ -209,6 +296,19 @@ impl ClientIp {
     }
 
     /// The peer address in `extensions`: axum's `ConnectInfo<SocketAddr>`, else a `SocketAddr`.
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// use std::net::SocketAddr;
+    /// let mut req = http::Request::new(());
+    /// assert_eq!(ClientIp::peer_of(req.extensions()), None);
+    /// // What a bare hyper server inserts for each connection (axum: `ConnectInfo`).
+    /// req.extensions_mut().insert(SocketAddr::new(ip("192.0.2.44"), 51_000));
+    /// assert_eq!(ClientIp::peer_of(req.extensions()), Some(ip("192.0.2.44")));
+    /// ```
     pub fn peer_of(extensions: &Extensions) -> Option<IpAddr> {
         if let Some(c) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
             return Some(c.0.ip());
@@ -217,6 +317,19 @@ impl ClientIp {
     }
 
     /// The client's address, from the peer's and the headers. Allocates nothing.
+    ///
+    /// ```
+    /// # use http::HeaderMap;
+    /// # use std::net::IpAddr;
+    /// # use tollgate::http::*;
+    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
+    /// let mut req = http::Request::new(());
+    /// req.headers_mut().insert("x-forwarded-for", "203.0.113.7".parse().unwrap());
+    /// req.extensions_mut().insert(std::net::SocketAddr::new(ip("10.0.0.1"), 8080));
+    /// let client = lb.resolve(ClientIp::peer_of(req.extensions()), req.headers());
+    /// assert_eq!(client, Some(ip("203.0.113.7")));
+    /// ```
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         let peer = peer?.to_canonical();
         match &self.trust {

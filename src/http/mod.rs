@@ -104,6 +104,33 @@ pub use policy::{
 };
 
 /// The endpoint policy a request gets, chosen by the [selector](RateLimitingBuilder::select).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .policy("search", two_a_minute())
+///     .select(|req| match req.uri.path() {
+///         "/search" => Endpoint::Policy("search"),
+///         "/health" => Endpoint::Disabled,
+///         _ => Endpoint::Default,
+///     })
+///     .build()
+///     .unwrap();
+/// for _ in 0..2 { assert_eq!(call(&limits.layer(), path("/search")).status(), 200); }
+/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(call(&limits.layer(), path("/health")).status(), 200);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// The global policy only.
@@ -115,6 +142,19 @@ pub enum Endpoint {
 }
 
 /// Why [`RateLimitingBuilder::build`] failed.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let dup = RateLimiting::builder().policy("api", two_a_minute()).policy("api", two_a_minute()).build();
+/// assert_eq!(dup.unwrap_err(), BuildError::DuplicatePolicy("api".into()));
+/// let limits = RateLimiting::builder().policy("api", two_a_minute()).build().unwrap();
+/// let err = limits.policy_layer("apj").unwrap_err();
+/// assert_eq!(err.to_string(), r#"no policy named "apj""#);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -149,6 +189,34 @@ impl From<OptionsError> for BuildError {
 }
 
 /// A rejected request, as the [`on_rejected`](RateLimitingBuilder::on_rejected) hook sees it.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .policy("login", two_a_minute())
+///     .on_rejected(|r: &Rejected<'_>| {
+///         let text = format!("{} refused {} ({:?})", r.policy, r.request.uri.path(), r.rejection.reason());
+///         let mut resp = Response::new(text.into());
+///         *resp.status_mut() = r.status;
+///         resp
+///     })
+///     .build()
+///     .unwrap();
+/// let login = limits.policy_layer("login").unwrap();
+/// for _ in 0..2 { let _ = call(&login, path("/login")); }
+/// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// ```
 #[derive(Debug)]
 pub struct Rejected<'a> {
     /// The name of the policy that refused (`"global"` for the global policy).
@@ -167,9 +235,55 @@ type Selector = dyn Fn(&RequestView<'_>) -> Endpoint + Send + Sync;
 type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
 
 /// The name of the global policy in headers and [`Rejected::policy`].
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
+/// assert_eq!(limits.describe(GLOBAL).map(|q| q.quota), Some(2));
+/// let resp = call(&limits.layer(), path("/"));
+/// assert_eq!(resp.headers()["ratelimit"], r#""global";r=1;t=60"#);
+/// ```
 pub const GLOBAL: &str = "global";
 
 /// Builds a [`RateLimiting`] (ASP.NET's `AddRateLimiter(options => …)`).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let builder: RateLimitingBuilder = RateLimiting::builder()
+///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP))
+///     .legacy_headers(true);
+/// let limits = builder.build().unwrap();
+/// let resp = call(&limits.layer(), from("198.51.100.7"));
+/// assert_eq!(resp.headers()["x-ratelimit-remaining"], "1");
+/// // Another client has its own partition.
+/// assert_eq!(call(&limits.layer(), from("198.51.100.8")).headers()["x-ratelimit-remaining"], "1");
+/// ```
 pub struct RateLimitingBuilder {
     global: Option<Policy>,
     policies: Vec<(String, Policy)>,
@@ -193,12 +307,53 @@ impl fmt::Debug for RateLimitingBuilder {
 
 impl RateLimitingBuilder {
     /// The policy every request goes through first (ASP.NET's `GlobalLimiter`).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+    /// let layer = limits.layer();
+    /// assert_eq!(call(&layer, path("/a")).status(), 200);
+    /// assert_eq!(call(&layer, path("/b")).status(), 200);
+    /// assert_eq!(call(&layer, path("/c")).status(), StatusCode::TOO_MANY_REQUESTS); // every route counts
+    /// ```
     pub fn global(mut self, policy: Policy) -> Self {
         self.global = Some(policy);
         self
     }
 
     /// A named endpoint policy (ASP.NET's `AddPolicy(name, …)`).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let limits = RateLimiting::builder()
+    ///     .policy("uploads", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(limits.describe("uploads").map(|q| (q.quota, q.concurrent)), Some((4, true)));
+    /// let uploads = limits.policy_layer("uploads").unwrap(); // for the upload route
+    /// assert_eq!(call(&uploads, path("/upload")).status(), 200);
+    /// ```
     pub fn policy(mut self, name: impl Into<String>, policy: Policy) -> Self {
         self.policies.push((name.into(), policy));
         self
@@ -207,6 +362,30 @@ impl RateLimitingBuilder {
     /// Chooses each request's endpoint policy (for [`RateLimiting::layer`]). Runs after
     /// routing in axum (`Router::layer` wraps each route), so `MatchedPath` is in the
     /// request's extensions.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// // Only the API is limited; static files are not.
+    /// let limits = RateLimiting::builder()
+    ///     .policy("api", two_a_minute())
+    ///     .select(|req| if req.uri.path().starts_with("/api/") { Endpoint::Policy("api") } else { Endpoint::Disabled })
+    ///     .build()
+    ///     .unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/api/items")); }
+    /// assert_eq!(call(&limits.layer(), path("/api/items")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(call(&limits.layer(), path("/static/app.js")).status(), 200);
+    /// ```
     pub fn select(
         mut self,
         f: impl Fn(&RequestView<'_>) -> Endpoint + Send + Sync + 'static,
@@ -216,6 +395,40 @@ impl RateLimitingBuilder {
     }
 
     /// How [`KeyBy::CLIENT_IP`] finds the client (default: the TCP peer, headers ignored).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For.
+    /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
+    /// let limits = RateLimiting::builder()
+    ///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP))
+    ///     .client_ip(lb)
+    ///     .build()
+    ///     .unwrap();
+    /// let via_lb = |client: &str| {
+    ///     let mut req = from("10.0.0.1");
+    ///     req.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
+    ///     req
+    /// };
+    /// for _ in 0..2 { let _ = call(&limits.layer(), via_lb("203.0.113.7")); }
+    /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.7")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.8")).status(), 200); // not the balancer's quota
+    /// ```
     pub fn client_ip(mut self, client_ip: ClientIp) -> Self {
         self.client_ip = client_ip;
         self
@@ -223,6 +436,34 @@ impl RateLimitingBuilder {
 
     /// Builds the response of a rejected request (ASP.NET's `OnRejected`). The layer then adds
     /// `Retry-After` and the quota headers, unless the hook set them.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .global(two_a_minute())
+    ///     .on_rejected(|r| {
+    ///         let mut resp = Response::new(format!("slow down ({})", r.policy).into());
+    ///         *resp.status_mut() = r.status;
+    ///         resp
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+    /// let resp = call(&limits.layer(), path("/"));
+    /// assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(resp.headers()["retry-after"], "60"); // added by the layer
+    /// ```
     pub fn on_rejected(
         mut self,
         f: impl Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync + 'static,
@@ -232,6 +473,26 @@ impl RateLimitingBuilder {
     }
 
     /// The body of a default rejection (default: empty).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// use http_body_util::{BodyExt, Full};
+    /// use tower::{Layer, ServiceExt};
+    /// let limits = RateLimiting::builder().global(two_a_minute()).rejection_body("rate limited\n").build().unwrap();
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new(Full::new(bytes::Bytes::from("hi")))) };
+    /// let app = limits.layer().layer(tower::service_fn(hello));
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let body = rt.block_on(async {
+    ///     for _ in 0..2 { app.clone().oneshot(path("/")).await.unwrap(); }
+    ///     app.oneshot(path("/")).await.unwrap().into_body().collect().await.unwrap().to_bytes()
+    /// });
+    /// assert_eq!(body, "rate limited\n");
+    /// ```
     pub fn rejection_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
         self
@@ -239,24 +500,96 @@ impl RateLimitingBuilder {
 
     /// Sends the IETF `RateLimit-Policy` and `RateLimit` headers on admitted and rejected
     /// responses (default off).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
+    /// let resp = call(&limits.layer(), path("/"));
+    /// assert_eq!(resp.headers()["ratelimit-policy"], r#""global";q=2;w=60"#);
+    /// assert_eq!(resp.headers()["ratelimit"], r#""global";r=1;t=60"#);
+    /// ```
     pub fn rate_limit_headers(mut self, on: bool) -> Self {
         self.ietf = on;
         self
     }
 
     /// Sends the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` headers (default off).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
+    /// let resp = call(&limits.layer(), path("/"));
+    /// assert_eq!(resp.headers()["x-ratelimit-limit"], "2");
+    /// assert_eq!(resp.headers()["x-ratelimit-remaining"], "1");
+    /// assert_eq!(resp.headers()["x-ratelimit-reset"], "60");
+    /// ```
     pub fn legacy_headers(mut self, on: bool) -> Self {
         self.legacy = on;
         self
     }
 
     /// The clock of the built-in policies (default `StdClock`; a `ManualClock` in tests).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let clock = Arc::new(ManualClock::new());
+    /// let limits = RateLimiting::builder().global(two_a_minute()).clock(clock.clone()).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// clock.advance(Duration::from_secs(60)); // the next window, without waiting a minute
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// ```
     pub fn clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
         self
     }
 
     /// Builds every policy's limiter.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().policy("api", two_a_minute()).build();
+    /// assert!(limits.is_ok());
+    /// let bad = RateLimiting::builder().policy("bad\"name", two_a_minute()).build();
+    /// assert_eq!(bad.unwrap_err(), BuildError::InvalidName("bad\"name".into()));
+    /// ```
     pub fn build(self) -> Result<RateLimiting, BuildError> {
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(crate::StdClock));
         let mut policies = Vec::new();
@@ -373,6 +706,32 @@ impl Pauses {
 
 /// The rate-limiting state and configuration: every policy's limiter, in one `Arc`, shared by
 /// every layer and service made from it. Cheap to clone.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+/// // Layers made from clones share one state: two servers, one limit.
+/// let (a, b) = (limits.layer(), limits.clone().layer());
+/// assert_eq!(call(&a, path("/")).status(), 200);
+/// assert_eq!(call(&b, path("/")).status(), 200);
+/// assert_eq!(call(&a, path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// ```
 #[derive(Clone)]
 pub struct RateLimiting {
     shared: Arc<Shared>,
@@ -417,6 +776,24 @@ enum Mode {
 
 impl RateLimiting {
     /// Starts a configuration with no policy, headers off, 429 rejections.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let limits = RateLimiting::builder().build().unwrap();
+    /// let resp = call(&limits.layer(), path("/")); // no policy: everything passes
+    /// assert_eq!(resp.status(), 200);
+    /// assert!(resp.headers().get("ratelimit").is_none());
+    /// ```
     pub fn builder() -> RateLimitingBuilder {
         RateLimitingBuilder {
             global: None,
@@ -433,6 +810,29 @@ impl RateLimiting {
 
     /// The layer for a whole router or server: the global policy, then the endpoint policy the
     /// selector picks.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
+    /// let layer = limits.layer(); // e.g. `Router::new()…​.layer(limits.layer())`
+    /// for _ in 0..2 { let _ = call(&layer, from("192.0.2.1")); }
+    /// assert_eq!(call(&layer, from("192.0.2.1")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// ```
     pub fn layer(&self) -> RateLimitLayer {
         RateLimitLayer {
             shared: self.shared.clone(),
@@ -442,6 +842,26 @@ impl RateLimiting {
 
     /// A layer applying the named policy only (ASP.NET's `RequireRateLimiting(name)`), for one
     /// route: `get(handler).layer(limits.policy_layer("login")?)`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
+    /// let login = limits.policy_layer("login").unwrap();
+    /// for _ in 0..2 { let _ = call(&login, path("/login")); }
+    /// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(limits.policy_layer("logout").unwrap_err(), BuildError::UnknownPolicy("logout".into()));
+    /// ```
     pub fn policy_layer(&self, name: &str) -> Result<RateLimitLayer, BuildError> {
         let i = self
             .shared
@@ -455,6 +875,34 @@ impl RateLimiting {
 
     /// How many partitions the named policy stores now (`None` for an unknown name or an
     /// unpartitioned policy): bounded by its [`PartitionConfig`](crate::PartitionConfig).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .policy("per-ip", two_a_minute().partition_by(KeyBy::CLIENT_IP))
+    ///     .policy("shared", two_a_minute())
+    ///     .build()
+    ///     .unwrap();
+    /// let per_ip = limits.policy_layer("per-ip").unwrap();
+    /// for ip in ["192.0.2.1", "192.0.2.2", "192.0.2.1"] { let _ = call(&per_ip, from(ip)); }
+    /// assert_eq!(limits.partitions("per-ip"), Some(2));
+    /// assert_eq!(limits.partitions("shared"), None);
+    /// ```
     pub fn partitions(&self, name: &str) -> Option<usize> {
         self.shared
             .index(name)
@@ -462,6 +910,18 @@ impl RateLimiting {
     }
 
     /// What `RateLimit-Policy` says of the named policy (`None` for an unknown name).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
+    /// let q = limits.describe("login").unwrap();
+    /// assert_eq!((q.quota, q.window, q.concurrent), (2, Some(Duration::from_secs(60)), false));
+    /// assert_eq!(limits.describe("nope"), None);
+    /// ```
     pub fn describe(&self, name: &str) -> Option<PolicyQuota> {
         self.shared
             .index(name)
@@ -630,20 +1090,144 @@ impl Shared {
 }
 
 /// The reason of a local rejection while an upstream's `Retry-After` lasts.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// use tower::{Layer, ServiceExt};
+/// let limits = RateLimiting::builder()
+///     .global(two_a_minute().pause_on_upstream_429())
+///     .on_rejected(|r| {
+///         let paused = r.rejection.reason() == UPSTREAM_PAUSE; // not our own limit
+///         Response::builder().status(r.status).header("x-paused", paused.to_string()).body("".into()).unwrap()
+///     })
+///     .build()
+///     .unwrap();
+/// let upstream = tower::service_fn(|_: Request<()>| async {
+///     Ok::<_, Infallible>(Response::builder().status(429).header("retry-after", "30").body("busy").unwrap())
+/// });
+/// let client = limits.layer().layer(upstream);
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert!(rt.block_on(client.clone().oneshot(path("/"))).unwrap().headers().get("x-paused").is_none());
+/// let local = rt.block_on(client.oneshot(path("/"))).unwrap(); // not sent upstream
+/// assert_eq!(local.headers()["x-paused"], "true");
+/// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 
 /// `RateLimit-Policy`.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().policy("api", two_a_minute()).rate_limit_headers(true).build().unwrap();
+/// let resp = call(&limits.policy_layer("api").unwrap(), path("/"));
+/// assert_eq!(resp.headers()[RATELIMIT_POLICY], r#""api";q=2;w=60"#);
+/// ```
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().policy("api", two_a_minute()).rate_limit_headers(true).build().unwrap();
+/// let resp = call(&limits.policy_layer("api").unwrap(), path("/"));
+/// assert_eq!(resp.headers()[RATELIMIT], r#""api";r=1;t=60"#);
+/// ```
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `X-RateLimit-Limit`.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
+/// assert_eq!(call(&limits.layer(), path("/")).headers()[X_RATELIMIT_LIMIT], "2");
+/// ```
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
+/// assert_eq!(call(&limits.layer(), path("/")).headers()[X_RATELIMIT_REMAINING], "1");
+/// assert_eq!(call(&limits.layer(), path("/")).headers()[X_RATELIMIT_REMAINING], "0");
+/// ```
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset` (seconds until the next permit).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
+/// assert_eq!(call(&limits.layer(), path("/")).headers()[X_RATELIMIT_RESET], "60");
+/// ```
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// Whole seconds, rounded up.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::ceil_secs;
+///
+/// // A `Retry-After` of 1.2 s must say 2: retrying after 1 s would be refused again.
+/// assert_eq!(ceil_secs(Duration::from_millis(1_200)), 2);
+/// assert_eq!(ceil_secs(Duration::from_secs(60)), 60);
+/// assert_eq!(ceil_secs(Duration::ZERO), 0);
+/// ```
 pub fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
@@ -693,6 +1277,22 @@ enum Step {
 
 /// The [`Layer`] of a [`RateLimiting`]: [`RateLimiting::layer`] or
 /// [`RateLimiting::policy_layer`].
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+/// let layer: RateLimitLayer = limits.layer();
+/// // A `tower::Layer`: wrap any service (or give it to axum's `Router::layer`).
+/// use tower::{Layer, ServiceExt};
+/// let svc = layer.layer(tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) }));
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert_eq!(rt.block_on(svc.oneshot(path("/"))).unwrap().status(), 200);
+/// ```
 #[derive(Clone)]
 pub struct RateLimitLayer {
     shared: Arc<Shared>,
@@ -721,6 +1321,28 @@ impl<S> Layer<S> for RateLimitLayer {
 
 /// The rate-limiting [`Service`]: decides in `call`, answers a refused request itself, and
 /// passes an admitted one to the inner service.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// use tower::{Layer, Service, ServiceExt};
+/// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+/// let inner = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) });
+/// let mut svc: RateLimit<_> = limits.layer().layer(inner);
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let statuses = rt.block_on(async {
+///     let mut out = Vec::new();
+///     for _ in 0..3 {
+///         out.push(svc.ready().await.unwrap().call(path("/")).await.unwrap().status().as_u16());
+///     }
+///     out
+/// });
+/// assert_eq!(statuses, [200, 200, 429]);
+/// ```
 #[derive(Clone)]
 pub struct RateLimit<S> {
     inner: S,
@@ -882,6 +1504,30 @@ type BoxResponse<B, E> = Pin<Box<dyn Future<Output = Result<Response<LimitedBody
 
 pin_project! {
     /// The future of [`RateLimit`]'s response.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// use tower::{Layer, Service};
+    /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+    /// let inner = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) });
+    /// let mut svc = limits.layer().layer(inner);
+    /// // The decision is made in `call`: the third future is a ready rejection.
+    /// let futures: Vec<ResponseFuture<_, _, _>> = (0..3).map(|_| svc.call(path("/"))).collect();
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let statuses: Vec<u16> = futures.into_iter().map(|f| rt.block_on(f).unwrap().status().as_u16()).collect();
+    /// assert_eq!(statuses, [200, 200, 429]);
+    /// ```
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         state: State<F, B, E>,

@@ -27,6 +27,18 @@ use crate::{
 };
 
 /// The clock every built-in policy reads: shared, swappable (a `ManualClock` in tests).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// let clock = Arc::new(ManualClock::new());
+/// let shared: SharedClock = clock.clone();
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(shared.now(), clock.now()); // one clock, seen through the alias
+/// # use tollgate::Clock;
+/// ```
 pub type SharedClock = Arc<dyn Clock + Send + Sync>;
 
 /// A request's partition key: an IP address (after prefix grouping) kept exactly, or any other
@@ -60,17 +72,50 @@ fn stable_hash(bytes: &[u8], k0: u64, k1: u64) -> u64 {
 
 impl Key {
     /// The shared key of requests without one, under [`MissingKey::Shared`].
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// assert_eq!(Key::MISSING.to_string(), "00-00000000000000000000000000000000");
+    /// assert_ne!(Key::MISSING, Key::GLOBAL);
+    /// // A header policy: keyless requests share the MISSING partition.
+    /// let by_header = KeyBy::with(|req| req.headers.get("x-api-key").map(|v| Key::from_bytes(v.as_bytes())));
+    /// # let _ = by_header;
+    /// ```
     pub const MISSING: Key = Key {
         tag: 0,
         bytes: [0; 16],
     };
     /// The key of unpartitioned policies.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// assert_eq!(Key::GLOBAL.to_string(), "01-00000000000000000000000000000000");
+    /// // A custom PolicyLimiter behind an unpartitioned policy sees this key for every request.
+    /// assert_ne!(Key::GLOBAL, Key::from_u64(0));
+    /// ```
     pub const GLOBAL: Key = Key {
         tag: 1,
         bytes: [0; 16],
     };
 
     /// The key of an IP address (IPv4-mapped IPv6 addresses as their IPv4 address).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// let v4 = Key::ip("192.0.2.1".parse().unwrap());
+    /// let mapped = Key::ip("::ffff:192.0.2.1".parse().unwrap());
+    /// assert_eq!(v4, mapped); // one client, one partition
+    /// assert_eq!(v4.to_string(), "04-c0000201000000000000000000000000");
+    /// ```
     pub fn ip(ip: IpAddr) -> Key {
         match ip.to_canonical() {
             IpAddr::V4(v4) => {
@@ -107,6 +152,19 @@ impl Key {
     }
 
     /// The key of a number (a tenant id, a shard).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// #[derive(Clone)]
+    /// struct Tenant(u64); // set by your authentication layer
+    /// let by_tenant = KeyBy::with(|req| req.extensions.get::<Tenant>().map(|t| Key::from_u64(t.0)));
+    /// assert_eq!(Key::from_u64(7), Key::from_u64(7));
+    /// assert_ne!(Key::from_u64(7), Key::from_bytes(&7u64.to_be_bytes())); // kinds never collide
+    /// # let _ = by_tenant;
+    /// ```
     pub fn from_u64(n: u64) -> Key {
         let mut bytes = [0; 16];
         bytes[..8].copy_from_slice(&n.to_be_bytes());
@@ -135,6 +193,27 @@ impl fmt::Display for Key {
 }
 
 /// What a key extractor sees of a request: borrowed, nothing copied.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// let by_path_tenant = |req: &RequestView<'_>| {
+///     // /t/{tenant}/...: the tenant from the path
+///     let tenant = req.uri.path().strip_prefix("/t/")?.split('/').next()?;
+///     Some(Key::from_bytes(tenant.as_bytes()))
+/// };
+/// let req = path("/t/acme/orders");
+/// assert_eq!(by_path_tenant(&RequestView::of(&req)), Some(Key::from_bytes(b"acme")));
+/// assert_eq!(by_path_tenant(&RequestView::of(&path("/health"))), None);
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct RequestView<'a> {
     /// The method.
@@ -149,6 +228,20 @@ pub struct RequestView<'a> {
 
 impl<'a> RequestView<'a> {
     /// A view of `req`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let mut req = path("/orders");
+    /// req.headers_mut().insert("x-api-key", "k-123".parse().unwrap());
+    /// let view = RequestView::of(&req);
+    /// assert_eq!(view.uri.path(), "/orders");
+    /// assert_eq!(view.method, http::Method::GET);
+    /// assert_eq!(view.headers["x-api-key"], "k-123");
+    /// ```
     pub fn of<B>(req: &'a http::Request<B>) -> Self {
         Self {
             method: req.method(),
@@ -162,6 +255,30 @@ impl<'a> RequestView<'a> {
 type ExtractFn = dyn Fn(&RequestView<'_>) -> Option<Key> + Send + Sync;
 
 /// How a policy partitions requests: each key gets its own limiter.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .policy("per-key", two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap())))
+///     .build()
+///     .unwrap();
+/// let layer = limits.policy_layer("per-key").unwrap();
+/// let with_key = |k: &str| { let mut r = path("/"); r.headers_mut().insert("x-api-key", k.parse().unwrap()); r };
+/// for _ in 0..2 { let _ = call(&layer, with_key("a")); }
+/// assert_eq!(call(&layer, with_key("a")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(call(&layer, with_key("b")).status(), 200);
+/// ```
 #[derive(Clone)]
 pub enum KeyBy {
     /// One limiter for every request.
@@ -182,6 +299,30 @@ pub enum KeyBy {
 
 impl KeyBy {
     /// The client IP, IPv6 grouped by /64.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
+    /// let _ = call(&limits.layer(), from("2001:db8:1:2::1"));
+    /// let _ = call(&limits.layer(), from("2001:db8:1:2::ffff")); // same /64: same client
+    /// assert_eq!(call(&limits.layer(), from("2001:db8:1:2::7")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(call(&limits.layer(), from("2001:db8:1:3::1")).status(), 200); // another /64
+    /// ```
     pub const CLIENT_IP: KeyBy = KeyBy::ClientIp { v6_prefix: 64 };
 
     /// Partition by `f(request)`.
@@ -200,6 +341,29 @@ impl KeyBy {
     }
 
     /// Partition by header `name`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .global(two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap())).when_missing_key(MissingKey::Reject))
+    ///     .build()
+    ///     .unwrap();
+    /// let mut req = path("/");
+    /// req.headers_mut().insert("x-api-key", "k-1".parse().unwrap());
+    /// assert_eq!(call(&limits.layer(), req).status(), 200);
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS); // no key
+    /// ```
     pub fn header(name: HeaderName) -> KeyBy {
         KeyBy::Header(name)
     }
@@ -233,6 +397,32 @@ impl core::fmt::Debug for KeyBy {
 
 /// What a request gets when its policy's key cannot be extracted (no peer address, no header,
 /// an untrusted proxy chain). Never a 500.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let policy = |missing| {
+///     let limits = RateLimiting::builder()
+///         .global(two_a_minute().partition_by(KeyBy::CLIENT_IP).when_missing_key(missing))
+///         .build()
+///         .unwrap();
+///     (0..3).map(|_| call(&limits.layer(), path("/")).status().as_u16()).collect::<Vec<_>>()
+/// };
+/// // `path("/")` has no peer address: no client IP.
+/// assert_eq!(policy(MissingKey::Reject), [429, 429, 429]);
+/// assert_eq!(policy(MissingKey::Allow), [200, 200, 200]);
+/// assert_eq!(policy(MissingKey::Shared), [200, 200, 429]); // one partition for all of them
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MissingKey {
     /// Rejected with the policy's status, [`Reason::Custom`]`("no partition key")`.
@@ -245,10 +435,48 @@ pub enum MissingKey {
 }
 
 /// The [`Reason`] of a request rejected for having no key under [`MissingKey::Reject`].
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP).when_missing_key(MissingKey::Reject))
+///     .on_rejected(|r| {
+///         let status = if r.rejection.reason() == NO_KEY { StatusCode::BAD_REQUEST } else { r.status };
+///         Response::builder().status(status).body("".into()).unwrap()
+///     })
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::BAD_REQUEST);
+/// ```
 pub const NO_KEY: Reason = Reason::Custom("no partition key");
 
 /// What an admitted request holds until its response body ends: a concurrency permit, or
 /// nothing for rate policies.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::{AcquireOwned, ConcurrencyLimiter};
+/// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap());
+/// let permit = Permit::lease(pool.try_acquire_owned(1).unwrap());
+/// assert!(permit.holds());
+/// assert!(pool.try_acquire_owned(1).is_err());
+/// drop(permit); // the response ended
+/// assert!(pool.try_acquire_owned(1).is_ok());
+/// ```
 #[derive(Debug, Default)]
 pub struct Permit(PermitInner);
 
@@ -262,11 +490,33 @@ enum PermitInner {
 
 impl Permit {
     /// Nothing held (a rate policy's grant, or an unlimited request).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// let grant = Grant { permit: Permit::none(), quota: None };
+    /// assert!(!grant.permit.holds());
+    /// ```
     pub const fn none() -> Self {
         Permit(PermitInner::None)
     }
 
     /// A lease held until the response ends (a custom [`PolicyLimiter`]'s permit).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter, TokenBucketLimiter};
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
+    /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
+    /// // A rate limiter's lease has nothing to give back: no permit is kept.
+    /// let rate = Arc::new(TokenBucketLimiter::new(TokenBucketOptions::new(8, 8, Duration::from_secs(1))).unwrap());
+    /// assert!(!Permit::lease(rate.try_acquire_owned(1).unwrap()).holds());
+    /// ```
     pub fn lease(lease: OwnedLease) -> Self {
         if lease.returns_permits() {
             Permit(PermitInner::Owned(lease))
@@ -276,6 +526,17 @@ impl Permit {
     }
 
     /// Whether dropping this gives permits back.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
+    /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
+    /// assert!(!Permit::none().holds());
+    /// ```
     pub fn holds(&self) -> bool {
         match &self.0 {
             PermitInner::None => false,
@@ -286,6 +547,17 @@ impl Permit {
 }
 
 /// A granted request: what it holds, and the quota left (when asked for).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::QuotaState;
+/// let grant = Grant { permit: Permit::none(), quota: Some(QuotaState { limit: 10, remaining: 9, reset_after: None }) };
+/// let decision = Decision::Granted(grant);
+/// assert!(matches!(decision, Decision::Granted(Grant { quota: Some(q), .. }) if q.remaining == 9));
+/// ```
 #[derive(Debug)]
 pub struct Grant {
     /// Held until the response body ends.
@@ -295,6 +567,21 @@ pub struct Grant {
 }
 
 /// A refused request: why, and the partition's quota (when asked for).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::{QuotaState, Rejection};
+/// let retry = Duration::from_secs(30);
+/// let denial = Denial {
+///     rejection: Rejection::with_retry_after(Reason::Exhausted, retry),
+///     quota: Some(QuotaState::exhausted(100, Some(retry))),
+/// };
+/// assert_eq!(denial.rejection.retry_after(), Some(retry)); // becomes `Retry-After: 30`
+/// assert_eq!(denial.quota.unwrap().remaining, 0);
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Denial {
     /// Why, and for rate policies when to retry.
@@ -304,6 +591,43 @@ pub struct Denial {
 }
 
 /// The outcome of [`PolicyLimiter::try_acquire`].
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+/// # use tollgate::Rejection;
+/// # /// A request budget kept by a quota service (here: a counter).
+/// # struct Budget(AtomicU64);
+/// # impl PolicyLimiter for Budget {
+/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+/// #         }
+/// #     }
+/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+/// #         Box::pin(async move {
+/// #             match self.try_acquire(key, want_quota) {
+/// #                 Decision::Granted(g) => Ok(g),
+/// #                 Decision::Denied(d) => Err(d),
+/// #                 Decision::Wait => unreachable!(),
+/// #             }
+/// #         })
+/// #     }
+/// #     fn describe(&self) -> PolicyQuota {
+/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+/// #     }
+/// # }
+/// let budget = Arc::new(Budget(AtomicU64::new(1)));
+/// assert!(matches!(budget.try_acquire(Key::GLOBAL, false), Decision::Granted(_)));
+/// match budget.try_acquire(Key::GLOBAL, false) {
+///     Decision::Denied(d) => assert_eq!(d.rejection.reason(), Reason::Exhausted),
+///     other => panic!("expected a denial, got {other:?}"),
+/// }
+/// ```
 #[derive(Debug)]
 pub enum Decision {
     /// Admitted.
@@ -315,9 +639,65 @@ pub enum Decision {
 }
 
 /// A boxed future of a waited decision.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+/// # use tollgate::Rejection;
+/// # /// A request budget kept by a quota service (here: a counter).
+/// # struct Budget(AtomicU64);
+/// # impl PolicyLimiter for Budget {
+/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+/// #         }
+/// #     }
+/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+/// #         Box::pin(async move {
+/// #             match self.try_acquire(key, want_quota) {
+/// #                 Decision::Granted(g) => Ok(g),
+/// #                 Decision::Denied(d) => Err(d),
+/// #                 Decision::Wait => unreachable!(),
+/// #             }
+/// #         })
+/// #     }
+/// #     fn describe(&self) -> PolicyQuota {
+/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+/// #     }
+/// # }
+/// let budget = Arc::new(Budget(AtomicU64::new(1)));
+/// let fut: AcquireFuture = budget.clone().acquire(Key::GLOBAL, false);
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert!(rt.block_on(fut).is_ok());
+/// assert!(rt.block_on(budget.acquire(Key::GLOBAL, false)).is_err());
+/// ```
 pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Grant, Denial>> + Send>>;
 
 /// What `RateLimit-Policy` says about a policy: its quota, window and unit.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// let limits = RateLimiting::builder()
+///     .policy("pool", Policy::concurrency(ConcurrencyOptions::new(10)).unwrap())
+///     .policy("rate", Policy::token_bucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))).unwrap())
+///     .build()
+///     .unwrap();
+/// assert_eq!(limits.describe("pool"), Some(PolicyQuota { quota: 10, window: None, concurrent: true }));
+/// // A token bucket's window: the time to refill it from empty.
+/// assert_eq!(limits.describe("rate").unwrap().window, Some(Duration::from_secs(2)));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PolicyQuota {
     /// `q`: the quota (permits per window, or concurrent requests).
@@ -369,16 +749,160 @@ pub struct PolicyQuota {
 /// ```
 pub trait PolicyLimiter: Send + Sync + 'static {
     /// Decides for `key` now, without waiting; fills in the quota if `want_quota`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Budget(AtomicU64::new(2));
+    /// let key = Key::from_bytes(b"tenant-1");
+    /// assert!(matches!(budget.try_acquire(key, false), Decision::Granted(_)));
+    /// assert!(matches!(budget.try_acquire(key, false), Decision::Granted(_)));
+    /// assert!(matches!(budget.try_acquire(key, false), Decision::Denied(_)));
+    /// ```
     fn try_acquire(&self, key: Key, want_quota: bool) -> Decision;
 
     /// Waits for a decision for `key` (called after [`Decision::Wait`]). Dropping the future
     /// must cancel the wait and give back anything it was granted.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Arc::new(Budget(AtomicU64::new(1)));
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let grant = rt.block_on(budget.clone().acquire(Key::GLOBAL, false)).unwrap();
+    /// assert!(!grant.permit.holds());
+    /// let denial = rt.block_on(budget.acquire(Key::GLOBAL, false)).unwrap_err();
+    /// assert_eq!(denial.rejection.reason(), Reason::Exhausted);
+    /// ```
     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture;
 
     /// The policy's quota, for `RateLimit-Policy`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Arc::new(Budget(AtomicU64::new(1_000)));
+    /// assert_eq!(budget.describe().window, Some(Duration::from_secs(86_400)));
+    /// let limits = RateLimiting::builder().policy("daily", Policy::custom(budget)).build().unwrap();
+    /// // The layer's `RateLimit-Policy` header says `"daily";q=1000;w=86400`.
+    /// assert_eq!(limits.describe("daily").unwrap().quota, 1_000);
+    /// ```
     fn describe(&self) -> PolicyQuota;
 
     /// How many partitions are stored now, if the limiter keeps any (for metrics and tests).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Budget(AtomicU64::new(10));
+    /// assert_eq!(budget.partitions(), None); // the default: one shared budget
+    /// let limits = RateLimiting::builder().policy("daily", Policy::custom(Arc::new(budget))).build().unwrap();
+    /// assert_eq!(limits.partitions("daily"), None);
+    /// ```
     fn partitions(&self) -> Option<usize> {
         None
     }
@@ -445,6 +969,26 @@ impl Policy {
     }
 
     /// A concurrency limit: the permit is held until the response body ends.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
+    /// let streaming = call(&limits.layer(), path("/export"));
+    /// assert!(streaming.body().holds_permits()); // the export is still streaming
+    /// assert_eq!(call(&limits.layer(), path("/export")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// drop(streaming); // it ended
+    /// assert_eq!(call(&limits.layer(), path("/export")).status(), 200);
+    /// ```
     pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
         Self::builtin(
             Kind::Concurrency(options),
@@ -453,6 +997,27 @@ impl Policy {
     }
 
     /// A token bucket.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let clock = Arc::new(ManualClock::new());
+    /// let burst = Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
+    /// let limits = RateLimiting::builder().global(burst).clock(clock.clone()).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); } // a burst of 2
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// clock.advance(Duration::from_secs(1)); // then one a second
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// ```
     pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
         Self::builtin(
             Kind::TokenBucket(options),
@@ -461,6 +1026,26 @@ impl Policy {
     }
 
     /// A fixed window.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let hourly = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(3600))).unwrap();
+    /// let limits = RateLimiting::builder().global(hourly).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// let refused = call(&limits.layer(), path("/"));
+    /// assert_eq!(refused.headers()["retry-after"], "3600");
+    /// assert!(Policy::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(1))).is_err());
+    /// ```
     pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
         Self::builtin(
             Kind::FixedWindow(options),
@@ -469,6 +1054,26 @@ impl Policy {
     }
 
     /// A sliding window (up to 16 segments).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::SlidingWindowOptions;
+    /// let smooth = Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 6)).unwrap();
+    /// let limits = RateLimiting::builder().global(smooth).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert!(Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 17)).is_err());
+    /// ```
     pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
         Self::builtin(
             Kind::SlidingWindow(options),
@@ -478,22 +1083,134 @@ impl Policy {
 
     /// Your own limiter (see [`PolicyLimiter`]); it does its own partitioning by the [`Key`]
     /// the policy's [`KeyBy`] extracts.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let limits = RateLimiting::builder().global(Policy::custom(Arc::new(Budget(AtomicU64::new(1))))).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS); // budget spent
+    /// ```
     pub fn custom(limiter: Arc<dyn PolicyLimiter>) -> Self {
         Self::from_source(Source::Custom(limiter))
     }
 
     /// Partition requests by `key` (default [`KeyBy::Global`]: one limiter).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), from("192.0.2.1")); }
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.2")).status(), 200); // its own partition
+    /// assert_eq!(limits.partitions(GLOBAL), Some(2));
+    /// ```
     pub fn partition_by(self, key: KeyBy) -> Self {
         Self { key, ..self }
     }
 
     /// What a request without a key gets (default [`MissingKey::Shared`]).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let per_key = two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap()));
+    /// let limits = RateLimiting::builder().global(per_key.when_missing_key(MissingKey::Allow)).build().unwrap();
+    /// for _ in 0..5 { // anonymous requests are not limited here (another layer may)
+    ///     assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// }
+    /// ```
     pub fn when_missing_key(self, missing: MissingKey) -> Self {
         Self { missing, ..self }
     }
 
     /// The bounds of the per-key store (default [`PartitionConfig::default`]: 100,000 keys,
     /// idle keys evicted after 10 s, a full store evicts its longest idle key).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// use tollgate::{PartitionConfig, WhenFull};
+    /// let bounded = two_a_minute()
+    ///     .partition_by(KeyBy::CLIENT_IP)
+    ///     .partitions(PartitionConfig::new(1).with_when_full(WhenFull::Reject));
+    /// let limits = RateLimiting::builder().global(bounded).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.2")).status(), StatusCode::TOO_MANY_REQUESTS); // full
+    /// assert_eq!(limits.partitions(GLOBAL), Some(1));
+    /// ```
     pub fn partitions(self, partitions: PartitionConfig) -> Self {
         Self { partitions, ..self }
     }
@@ -501,6 +1218,29 @@ impl Policy {
     /// Requests wait in the limiter's queue (its options' `queue_limit`, in permits) instead of
     /// being rejected at once, for at most `max_delay` if given. A client that disconnects
     /// leaves the queue at once.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::QueueOrder;
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let queued = Policy::concurrency(opts).unwrap().queue(Some(Duration::from_millis(10)));
+    /// let limits = RateLimiting::builder().global(queued).build().unwrap();
+    /// let first = call(&limits.layer(), path("/")); // holds the permit while its body lives
+    /// // The second waits in the queue, then gives up after 10 ms: 429.
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// drop(first);
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// ```
     pub fn queue(self, max_delay: Option<Duration>) -> Self {
         Self {
             queue: Some(max_delay),
@@ -509,12 +1249,54 @@ impl Policy {
     }
 
     /// The status of a rejection (default 429 Too Many Requests).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .global(two_a_minute().rejection_status(StatusCode::SERVICE_UNAVAILABLE))
+    ///     .build()
+    ///     .unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// ```
     pub fn rejection_status(self, status: http::StatusCode) -> Self {
         Self { status, ..self }
     }
 
     /// The status of a rejection because the limiter is closed or its queue is full (e.g.
     /// 503 Service Unavailable for a concurrency policy); default: the rejection status.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::QueueOrder;
+    /// let opts = ConcurrencyOptions::new(1).with_queue(0, QueueOrder::OldestFirst);
+    /// let pool = Policy::concurrency(opts).unwrap().queue(None).unavailable_status(StatusCode::SERVICE_UNAVAILABLE);
+    /// let limits = RateLimiting::builder().global(pool).build().unwrap();
+    /// let _busy = call(&limits.layer(), path("/"));
+    /// // No room in the queue: the server is busy, not the client too fast.
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// ```
     pub fn unavailable_status(self, status: http::StatusCode) -> Self {
         Self {
             unavailable_status: Some(status),
@@ -524,6 +1306,26 @@ impl Policy {
 
     /// Client side: when the upstream answers 429 with a `Retry-After` (delay seconds), reject
     /// this request's partition locally until then.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// use tower::{Layer, ServiceExt};
+    /// let clock = Arc::new(ManualClock::new());
+    /// let limits = RateLimiting::builder().global(two_a_minute().pause_on_upstream_429()).clock(clock.clone()).build().unwrap();
+    /// let upstream = tower::service_fn(|_: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::builder().status(429).header("retry-after", "5").body("").unwrap())
+    /// });
+    /// let client = limits.layer().layer(upstream);
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let _ = rt.block_on(client.clone().oneshot(path("/"))); // the upstream says: 5 s
+    /// let local = rt.block_on(client.clone().oneshot(path("/"))).unwrap(); // not sent
+    /// assert_eq!(local.headers()["retry-after"], "5");
+    /// ```
     pub fn pause_on_upstream_429(self) -> Self {
         Self {
             pause_on_429: true,

@@ -132,6 +132,19 @@ pub struct FixedPartitioned<K, L, P, C, const N: usize> {
 impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, N> {
     /// A partitioned limiter of at most `N` partitions (or `config.capacity`, if smaller),
     /// reading time from `clock`, with the partition function `partitioner`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// assert_eq!(limiter.capacity(), 4); // config.capacity < N
+    /// assert!(limiter.try_acquire(&1, 2).is_ok());
+    /// assert!(limiter.try_acquire(&1, 1).is_err()); // peer 1's window is used up
+    /// assert!(limiter.try_acquire(&2, 1).is_ok());
+    /// ```
     pub fn new<R: ?Sized, F>(partitioner: P, config: PartitionConfig, clock: C) -> Self
     where
         P: Fn(&R) -> Partition<K, F>,
@@ -149,21 +162,75 @@ impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, 
     }
 
     /// Partitions stored now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// assert_eq!(limiter.len(), 0);
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// let _ = limiter.try_acquire(&2, 1).unwrap();
+    /// let _ = limiter.try_acquire(&1, 1).unwrap(); // same partition
+    /// assert_eq!(limiter.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.table.with(|t| t.map.len())
     }
 
     /// Whether no partition is stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// assert!(limiter.is_empty());
+    /// let _ = limiter.statistics(&1); // statistics store nothing
+    /// assert!(limiter.is_empty());
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// assert!(!limiter.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The most partitions stored at once.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// assert_eq!(limiter.capacity(), 4);
+    /// // The table's size `N` caps a larger configured capacity.
+    /// let big: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(1_000), &clock);
+    /// assert_eq!(big.capacity(), 8);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.cap
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// assert!(!limiter.is_closed());
+    /// limiter.close();
+    /// assert!(limiter.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -177,6 +244,21 @@ where
 {
     /// Takes `permits` from `resource`'s partition now, creating the partition if it is new
     /// (and there is room: else [`Reason::PartitionsFull`], and nothing is stored).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// for peer in 0..4 {
+    ///     let _ = limiter.try_acquire(&peer, 1).unwrap();
+    /// }
+    /// // Full of busy partitions: a fifth peer is refused and not stored.
+    /// assert_eq!(limiter.try_acquire(&9, 1).unwrap_err().reason(), Reason::PartitionsFull);
+    /// assert_eq!(limiter.len(), 4);
+    /// ```
     pub fn try_acquire<R: ?Sized, F>(
         &self,
         resource: &R,
@@ -223,6 +305,20 @@ where
 
     /// A snapshot of `resource`'s partition's counters (a fresh partition's, not stored, if the
     /// key has none).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// let _ = limiter.try_acquire(&1, 2).unwrap();
+    /// let _ = limiter.try_acquire(&1, 1).unwrap_err();
+    /// let stats = limiter.statistics(&1);
+    /// assert_eq!((stats.available_permits, stats.total_successful, stats.total_failed), (0, 1, 1));
+    /// assert_eq!(limiter.statistics(&2).available_permits, 2); // a fresh partition's
+    /// ```
     pub fn statistics<R: ?Sized, F>(&self, resource: &R) -> Statistics
     where
         P: Fn(&R) -> Partition<K, F>,
@@ -236,6 +332,20 @@ where
     }
 
     /// Evicts every partition idle for longer than the idle timeout, now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// clock.advance(Duration::from_secs(30)); // idle far past the 10 s timeout
+    /// assert_eq!(limiter.len(), 1); // eviction is lazy...
+    /// limiter.evict_idle(); // ...unless asked for
+    /// assert_eq!(limiter.len(), 0);
+    /// ```
     pub fn evict_idle(&self) {
         let now = self.clock.now().as_nanos();
         self.table
@@ -244,6 +354,19 @@ where
 
     /// Closes the limiter and every partition; drops the partitions. Leases already granted stay
     /// valid (their permits have nowhere to go back to, and need not).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// limiter.close();
+    /// assert_eq!(limiter.len(), 0); // partitions dropped
+    /// assert_eq!(limiter.try_acquire(&1, 1).unwrap_err().reason(), Reason::Closed);
+    /// ```
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.table.with(|t| {
@@ -318,11 +441,40 @@ pub struct FixedLease<'a, K: Hash + Eq, L: Release, const N: usize> {
 
 impl<K: Hash + Eq, L: Release, const N: usize> FixedLease<'_, K, L, N> {
     /// The number of permits this lease holds.
+    ///
+    /// ```
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let pool = PartitionKind::concurrency(ConcurrencyOptions::new(4)).unwrap();
+    /// let window = PartitionKind::fixed_window(FixedWindowOptions::new(4, core::time::Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> = FixedPartitioned::new(
+    ///     move |peer: &u8| Partition::new(*peer, if *peer < 100 { pool } else { window }),
+    ///     PartitionConfig::default(),
+    ///     &clock,
+    /// );
+    /// let lease = limiter.try_acquire(&7, 3).unwrap();
+    /// assert_eq!(lease.permits(), 3);
+    /// assert_eq!(limiter.statistics(&7).available_permits, 1);
+    /// ```
     pub const fn permits(&self) -> u32 {
         self.permits
     }
 
     /// Whether dropping this lease returns permits to its partition.
+    ///
+    /// ```
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let pool = PartitionKind::concurrency(ConcurrencyOptions::new(4)).unwrap();
+    /// let window = PartitionKind::fixed_window(FixedWindowOptions::new(4, core::time::Duration::from_secs(1))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> = FixedPartitioned::new(
+    ///     move |peer: &u8| Partition::new(*peer, if *peer < 100 { pool } else { window }),
+    ///     PartitionConfig::default(),
+    ///     &clock,
+    /// );
+    /// assert!(limiter.try_acquire(&7, 1).unwrap().returns_permits()); // a concurrency partition
+    /// assert!(!limiter.try_acquire(&200, 1).unwrap().returns_permits()); // a window: spent
+    /// ```
     pub const fn returns_permits(&self) -> bool {
         self.key.is_some()
     }
@@ -383,6 +535,19 @@ pub struct FixedKeyedLimiter<K, C, const N: usize> {
 
 impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// A token bucket per key, reading time from `clock`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 2).unwrap();
+    /// assert!(limiter.try_acquire(&1, 1).is_err());
+    /// clock.advance(Duration::from_millis(100)); // one token back
+    /// assert!(limiter.try_acquire(&1, 1).is_ok());
+    /// ```
     pub fn token_bucket(
         options: TokenBucketOptions,
         config: PartitionConfig,
@@ -393,6 +558,19 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     /// A fixed window per key, reading time from `clock`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(3, Duration::from_secs(60));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::fixed_window(opts, PartitionConfig::default(), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 3).unwrap();
+    /// assert!(limiter.try_acquire(&1, 1).is_err());
+    /// clock.advance(Duration::from_secs(60)); // the next window
+    /// assert!(limiter.try_acquire(&1, 3).is_ok());
+    /// ```
     pub fn fixed_window(
         options: FixedWindowOptions,
         config: PartitionConfig,
@@ -416,17 +594,52 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     /// The most permits one request can take (the token limit, or permits per window).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// assert_eq!(limiter.limit(), 2);
+    /// assert_eq!(limiter.try_acquire(&1, 3).unwrap_err().retry_after(), None); // never
+    /// ```
     pub fn limit(&self) -> u32 {
         self.bucket.limit()
     }
 
     /// The replenishment period, or the window.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// assert_eq!(limiter.period(), Duration::from_millis(100));
+    /// ```
     pub fn period(&self) -> Duration {
         self.bucket.period()
     }
 
     /// Takes `permits` from `key`'s bucket now. A new key is stored (cloned) when it takes
     /// permits, if there is room: else [`Reason::PartitionsFull`], and nothing is stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// assert!(limiter.try_acquire(&0x42, 2).is_ok());
+    /// let r = limiter.try_acquire(&0x42, 1).unwrap_err();
+    /// assert_eq!(r.reason(), Reason::Exhausted);
+    /// assert_eq!(r.retry_after(), Some(Duration::from_millis(100)));
+    /// assert_eq!(limiter.len(), 1);
+    /// ```
     pub fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection>
     where
         K: Clone,
@@ -472,6 +685,20 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
 
     /// `key`'s available tokens (the limit if it is not stored) and the limiter's totals over
     /// all keys, as [`KeyedLimiter::statistics`](crate::KeyedLimiter).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 2).unwrap();
+    /// let _ = limiter.try_acquire(&1, 1).unwrap_err();
+    /// assert_eq!(limiter.statistics(&1).available_permits, 0);
+    /// let other = limiter.statistics(&2); // not stored: a full bucket, and the totals
+    /// assert_eq!((other.available_permits, other.total_successful, other.total_failed), (2, 1, 1));
+    /// ```
     pub fn statistics(&self, key: &K) -> Statistics {
         let now = self.clock.now();
         let available = self
@@ -487,6 +714,20 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     /// How long `key`'s bucket has been full; `None` while it is not, and for a key not stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 2).unwrap();
+    /// assert_eq!(limiter.idle_duration(&1), None); // refilling
+    /// clock.advance(Duration::from_secs(1)); // full again after 200 ms
+    /// assert_eq!(limiter.idle_duration(&1), Some(Duration::from_millis(800)));
+    /// assert_eq!(limiter.idle_duration(&2), None);
+    /// ```
     pub fn idle_duration(&self, key: &K) -> Option<Duration> {
         let now = self.clock.now();
         self.table
@@ -516,21 +757,69 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     /// Keys stored now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// let _ = limiter.try_acquire(&2, 1).unwrap();
+    /// let _ = limiter.statistics(&3); // stores nothing
+    /// assert_eq!(limiter.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.table.with(|t| t.map.len())
     }
 
     /// Whether no key is stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// assert!(limiter.is_empty());
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// assert!(!limiter.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The most keys stored at once.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// assert_eq!(limiter.capacity(), 16); // config.capacity, below N = 64
+    /// ```
     pub fn capacity(&self) -> usize {
         self.cap
     }
 
     /// Evicts every key idle for longer than the idle timeout, now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 2).unwrap();
+    /// clock.advance(Duration::from_secs(30)); // full again, and idle past the 10 s timeout
+    /// limiter.evict_idle();
+    /// assert!(limiter.is_empty());
+    /// ```
     pub fn evict_idle(&self) {
         let now = self.clock.now();
         let b = &self.bucket;
@@ -543,12 +832,37 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     /// Closes the limiter (later requests: [`Reason::Closed`]) and drops the stored keys.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let _ = limiter.try_acquire(&1, 1).unwrap();
+    /// limiter.close();
+    /// assert!(limiter.is_empty());
+    /// assert_eq!(limiter.try_acquire(&1, 1).unwrap_err().reason(), Reason::Closed);
+    /// ```
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.table.with(|t| t.map.clear());
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// assert!(!limiter.is_closed());
+    /// limiter.close();
+    /// assert!(limiter.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }

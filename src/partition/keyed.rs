@@ -137,6 +137,17 @@ pub struct KeyedLimiter<K: ?Sized, C = StdClock, S = RandomState> {
 
 impl<K: ?Sized> KeyedLimiter<K> {
     /// A token bucket per key, on the system clock.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
+    /// let per_ip: KeyedLimiter<std::net::IpAddr> =
+    ///     KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
+    /// let ip = "203.0.113.9".parse().unwrap();
+    /// assert!(per_ip.try_acquire(&ip, 10).is_ok());
+    /// assert!(per_ip.try_acquire(&ip, 10).is_err()); // within the same second
+    /// ```
     pub fn token_bucket(
         options: TokenBucketOptions,
         config: PartitionConfig,
@@ -145,6 +156,16 @@ impl<K: ?Sized> KeyedLimiter<K> {
     }
 
     /// A fixed window per key, on the system clock.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(3600));
+    /// let per_key: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+    /// assert!(per_key.try_acquire("api-key-1", 100).is_ok());
+    /// assert_eq!(per_key.statistics("api-key-1").available_permits, 0);
+    /// assert_eq!(per_key.statistics("api-key-2").available_permits, 100);
+    /// ```
     pub fn fixed_window(
         options: FixedWindowOptions,
         config: PartitionConfig,
@@ -155,6 +176,19 @@ impl<K: ?Sized> KeyedLimiter<K> {
 
 impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
     /// A token bucket per key, reading time from `clock`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 2).unwrap();
+    /// assert!(per_user.try_acquire("alice", 1).is_err());
+    /// clock.advance(Duration::from_secs(1)); // one token back
+    /// assert!(per_user.try_acquire("alice", 1).is_ok());
+    /// ```
     pub fn token_bucket_with_clock(
         options: TokenBucketOptions,
         config: PartitionConfig,
@@ -164,6 +198,19 @@ impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// A fixed window per key, reading time from `clock`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(3, Duration::from_secs(60));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::fixed_window_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 3).unwrap();
+    /// assert!(per_user.try_acquire("alice", 1).is_err());
+    /// clock.advance(Duration::from_secs(60)); // the next window
+    /// assert!(per_user.try_acquire("alice", 3).is_ok());
+    /// ```
     pub fn fixed_window_with_clock(
         options: FixedWindowOptions,
         config: PartitionConfig,
@@ -197,6 +244,22 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     pub const MAX_CAPACITY: usize = (isize::MAX as usize / SLOT_BYTES - 256) / 4 * 3;
 
     /// A token bucket per key, reading time from `clock` and fingerprinting keys with `hasher`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// use std::collections::hash_map::DefaultHasher;
+    /// use std::hash::BuildHasherDefault;
+    ///
+    /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
+    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    /// let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_device: KeyedLimiter<u64, _, _> =
+    ///     KeyedLimiter::with_hasher_token_bucket(opts, PartitionConfig::default(), &clock, hasher).unwrap();
+    /// assert!(per_device.try_acquire(&42, 2).is_ok());
+    /// assert!(per_device.try_acquire(&42, 1).is_err());
+    /// ```
     pub fn with_hasher_token_bucket(
         options: TokenBucketOptions,
         config: PartitionConfig,
@@ -208,6 +271,22 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     }
 
     /// A fixed window per key, reading time from `clock` and fingerprinting keys with `hasher`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// use std::collections::hash_map::DefaultHasher;
+    /// use std::hash::BuildHasherDefault;
+    ///
+    /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
+    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(5, Duration::from_secs(60));
+    /// let per_device: KeyedLimiter<u64, _, _> =
+    ///     KeyedLimiter::with_hasher_fixed_window(opts, PartitionConfig::default(), &clock, hasher).unwrap();
+    /// assert!(per_device.try_acquire(&42, 5).is_ok());
+    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
+    /// ```
     pub fn with_hasher_fixed_window(
         options: FixedWindowOptions,
         config: PartitionConfig,
@@ -272,36 +351,118 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     }
 
     /// The most permits one request can take (the token limit, or permits per window).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// assert_eq!(per_user.limit(), 2);
+    /// // More than the limit is never granted: no retry helps.
+    /// assert_eq!(per_user.try_acquire("alice", 3).unwrap_err().retry_after(), None);
+    /// ```
     pub fn limit(&self) -> u32 {
         self.bucket.limit()
     }
 
     /// The replenishment period, or the window.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// assert_eq!(per_user.period(), Duration::from_secs(1));
+    /// ```
     pub fn period(&self) -> Duration {
         self.bucket.period()
     }
 
     /// Keys stored now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// let _ = per_user.try_acquire("bob", 1).unwrap();
+    /// let _ = per_user.try_acquire("carol", 0).unwrap(); // a probe stores nothing
+    /// assert_eq!(per_user.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.meta.with(|m| m.len)).sum()
     }
 
     /// Whether no key is stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// assert!(per_user.is_empty());
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// assert!(!per_user.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The most keys stored at once (the configured capacity, rounded up per shard).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// assert_eq!(per_user.capacity(), 1_000);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.shards.iter().map(|s| s.cap).sum()
     }
 
     /// Bytes the limiter allocated for its tables: fixed at construction.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let bytes = per_user.table_bytes();
+    /// assert!(bytes >= 16 * 1_000); // 16 bytes a slot, more slots than keys
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// assert_eq!(per_user.table_bytes(), bytes); // no growth
+    /// ```
     pub fn table_bytes(&self) -> usize {
         self.shards.iter().map(|s| s.table.len() * SLOT_BYTES).sum()
     }
 
     /// Requests refused with [`Reason::PartitionsFull`] so far.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let config = PartitionConfig::new(1).with_when_full(WhenFull::Reject);
+    /// let per_user: KeyedLimiter<str, _> = KeyedLimiter::token_bucket_with_clock(opts, config, &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// assert_eq!(per_user.try_acquire("bob", 1).unwrap_err().reason(), Reason::PartitionsFull);
+    /// assert_eq!(per_user.rejected_for_capacity(), 1);
+    /// ```
     pub fn rejected_for_capacity(&self) -> u64 {
         self.shards
             .iter()
@@ -311,6 +472,19 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
 
     /// Closes the limiter: later requests are rejected with [`Reason::Closed`]; the stored keys
     /// are dropped.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// per_user.close();
+    /// assert!(per_user.is_empty());
+    /// assert_eq!(per_user.try_acquire("alice", 1).unwrap_err().reason(), Reason::Closed);
+    /// ```
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         for s in self.shards.iter() {
@@ -322,11 +496,36 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// assert!(!per_user.is_closed());
+    /// per_user.close();
+    /// assert!(per_user.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// Evicts every key idle for longer than the idle timeout, now (calls do it lazily).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 2).unwrap();
+    /// clock.advance(Duration::from_secs(30)); // full again, and idle past the 10 s timeout
+    /// per_user.evict_idle();
+    /// assert!(per_user.is_empty());
+    /// ```
     pub fn evict_idle(&self) {
         let now = self.clock.now();
         for s in self.shards.iter() {
@@ -465,6 +664,20 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 
     /// Takes `permits` from `key`'s bucket now. A new key is stored when it takes permits, if
     /// there is room: else [`Reason::PartitionsFull`], and nothing is stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// assert!(per_user.try_acquire("alice", 2).is_ok());
+    /// let r = per_user.try_acquire("alice", 1).unwrap_err();
+    /// assert_eq!(r.reason(), Reason::Exhausted);
+    /// assert_eq!(r.retry_after(), Some(Duration::from_secs(1)));
+    /// assert!(per_user.try_acquire("bob", 2).is_ok()); // bob has his own bucket
+    /// ```
     #[inline]
     pub fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
         let result = self.decide(self.fingerprint(key), permits);
@@ -475,6 +688,20 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 
     /// `key`'s available tokens (the limit, if the key is not stored), and the limiter's totals:
     /// requests granted and refused over all keys. Nothing is queued: `queued_permits` is 0.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 2).unwrap();
+    /// let _ = per_user.try_acquire("alice", 1).unwrap_err();
+    /// let alice = per_user.statistics("alice");
+    /// assert_eq!((alice.available_permits, alice.total_successful, alice.total_failed), (0, 1, 1));
+    /// assert_eq!(per_user.statistics("bob").available_permits, 2); // not stored: full
+    /// ```
     pub fn statistics(&self, key: &K) -> Statistics {
         let fp = self.fingerprint(key);
         let now = self.clock.now();
@@ -552,6 +779,20 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 
     /// How long `key`'s bucket has been full; `None` while it is not full, and for a key not
     /// stored (which has no history: it would get a full bucket).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// assert_eq!(per_user.idle_duration("alice"), None); // refilling
+    /// clock.advance(Duration::from_secs(5)); // full again after 1 s
+    /// assert_eq!(per_user.idle_duration("alice"), Some(Duration::from_secs(4)));
+    /// assert_eq!(per_user.idle_duration("bob"), None);
+    /// ```
     pub fn idle_duration(&self, key: &K) -> Option<Duration> {
         let fp = self.fingerprint(key);
         let now = self.clock.now();

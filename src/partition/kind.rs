@@ -53,33 +53,102 @@ pub struct PartitionKind(Kind);
 impl PartitionKind {
     /// No limit: the partition's limiter grants everything (a [`NoopLimiter`] that remembers its
     /// last use, so that the partition can be evicted by it — the .NET 11 rule).
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let limiter = PartitionKind::NO_LIMIT.limiter(ManualClock::new());
+    /// assert!(matches!(limiter, PartitionLimiter::NoLimit(_)));
+    /// assert!(limiter.try_acquire(u32::MAX).is_ok());
+    /// ```
     pub const NO_LIMIT: Self = Self(Kind::NoLimit);
 
     /// A [`ConcurrencyLimiter`] per partition.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(4)).unwrap();
+    /// let limiter = kind.limiter(ManualClock::new());
+    /// let lease = limiter.try_acquire(4).unwrap();
+    /// assert_eq!(limiter.available_permits(), 0);
+    /// drop(lease); // a concurrency partition gets its permits back
+    /// assert_eq!(limiter.available_permits(), 4);
+    /// assert!(PartitionKind::concurrency(ConcurrencyOptions::new(0)).is_err());
+    /// ```
     pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
         options.validate()?;
         Ok(Self(Kind::Concurrency(options)))
     }
 
     /// A [`TokenBucketLimiter`] per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(2).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(1)); // one token back
+    /// assert!(limiter.try_acquire(1).is_ok());
+    /// ```
     pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
         options.validate()?;
         Ok(Self(Kind::TokenBucket(options)))
     }
 
     /// A [`FixedWindowLimiter`] per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(5, Duration::from_secs(60))).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(5).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(60)); // a new window
+    /// assert_eq!(limiter.available_permits(), 5);
+    /// ```
     pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
         options.validate()?;
         Ok(Self(Kind::FixedWindow(options)))
     }
 
     /// A [`SlidingWindowLimiter`] (16 segments at most) per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 6);
+    /// let kind = PartitionKind::sliding_window(opts).unwrap();
+    /// assert_eq!(kind.limiter(ManualClock::new()).available_permits(), 10);
+    /// let too_fine = SlidingWindowOptions::new(10, Duration::from_secs(60), 17);
+    /// assert_eq!(PartitionKind::sliding_window(too_fine), Err(OptionsError::TooManySegments { max: 16 }));
+    /// ```
     pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
         options.validate(16)?;
         Ok(Self(Kind::SlidingWindow(options)))
     }
 
     /// Makes a limiter of this kind on `clock`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::token_bucket(TokenBucketOptions::new(3, 1, Duration::from_secs(1))).unwrap();
+    /// // Each call makes a fresh, independent limiter.
+    /// let (alice, bob) = (kind.limiter(ManualClock::new()), kind.limiter(ManualClock::new()));
+    /// let _ = alice.try_acquire(3).unwrap();
+    /// assert_eq!(alice.available_permits(), 0);
+    /// assert_eq!(bob.available_permits(), 3);
+    /// ```
     pub fn limiter<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
         // The options were validated when the kind was made, so construction cannot fail.
         const VALID: &str = "options validated by PartitionKind";
@@ -263,6 +332,18 @@ impl<C: Clock + Sync> AcquireAsync for PartitionLimiter<C> {
 impl<C: Clock + Sync> PartitionLimiter<C> {
     /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); the thread
     /// serves the queue itself as time brings permits.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+    /// let limiter = kind.limiter(StdClock);
+    /// let lease = limiter.acquire_blocking(2, Some(Duration::from_millis(10))).unwrap();
+    /// assert_eq!(lease.permits(), 2);
+    /// // More than the limit can never be granted: refused at once, without waiting.
+    /// assert!(limiter.acquire_blocking(3, None).is_err());
+    /// ```
     #[cfg(feature = "std")]
     pub fn acquire_blocking(
         &self,

@@ -239,6 +239,17 @@ pub struct Partitioned<K, L, P, C: Clock = StdClock, S = RandomState> {
 
 impl<K, L, P> Partitioned<K, L, P> {
     /// A partitioned limiter on the system clock, with the partition function `partitioner`.
+    ///
+    /// ```
+    /// # use tollgate::*;
+    /// // Two requests at a time per tenant, however fast they come.
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+    /// let per_tenant = Partitioned::new(move |tenant: &u32| Partition::new(*tenant, kind), PartitionConfig::default());
+    /// let a = per_tenant.try_acquire(&1, 2).unwrap();
+    /// assert!(per_tenant.try_acquire(&1, 1).is_err());
+    /// drop(a);
+    /// assert!(per_tenant.try_acquire(&1, 1).is_ok());
+    /// ```
     pub fn new<R: ?Sized, F>(partitioner: P, config: PartitionConfig) -> Self
     where
         P: Fn(&R) -> Partition<K, F>,
@@ -250,6 +261,19 @@ impl<K, L, P> Partitioned<K, L, P> {
 
 impl<K, L, P, C: Clock> Partitioned<K, L, P, C> {
     /// A partitioned limiter reading time from `clock` (the partitions get clones of it).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter =
+    ///     Partitioned::with_clock(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::new(64), &clock);
+    /// let _ = limiter.try_acquire("alice", 2).unwrap();
+    /// assert!(limiter.try_acquire("alice", 1).is_err());
+    /// clock.advance(Duration::from_secs(1)); // the partitions read the same clock
+    /// assert!(limiter.try_acquire("alice", 2).is_ok());
+    /// ```
     pub fn with_clock<R: ?Sized, F>(partitioner: P, config: PartitionConfig, clock: C) -> Self
     where
         P: Fn(&R) -> Partition<K, F>,
@@ -261,6 +285,21 @@ impl<K, L, P, C: Clock> Partitioned<K, L, P, C> {
 
 impl<K, L, P, C: Clock, S> Partitioned<K, L, P, C, S> {
     /// A partitioned limiter reading time from `clock` and hashing keys with `hasher`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// use std::collections::hash_map::DefaultHasher;
+    /// use std::hash::BuildHasherDefault;
+    ///
+    /// // Keys the clients cannot choose (device ids): a fast unkeyed hasher is fine.
+    /// let kind = PartitionKind::token_bucket(TokenBucketOptions::new(1, 1, Duration::from_secs(1))).unwrap();
+    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    /// let per_device =
+    ///     Partitioned::with_clock_and_hasher(move |id: &u64| Partition::new(*id, kind), PartitionConfig::default(), StdClock, hasher);
+    /// assert!(per_device.try_acquire(&7, 1).is_ok());
+    /// assert!(per_device.try_acquire(&7, 1).is_err());
+    /// ```
     pub fn with_clock_and_hasher<R: ?Sized, F>(
         partitioner: P,
         config: PartitionConfig,
@@ -280,26 +319,84 @@ impl<K, L, P, C: Clock, S> Partitioned<K, L, P, C, S> {
     }
 
     /// Partitions stored now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter =
+    ///     Partitioned::with_clock(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::new(64), &clock);
+    /// let _ = limiter.try_acquire("alice", 1).unwrap();
+    /// let _ = limiter.try_acquire("bob", 1).unwrap();
+    /// let _ = limiter.statistics("carol"); // stores nothing
+    /// assert_eq!(limiter.len(), 2);
+    /// ```
     pub fn len(&self) -> usize {
         self.shards.len()
     }
 
     /// Whether no partition is stored.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter =
+    ///     Partitioned::with_clock(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::new(64), &clock);
+    /// assert!(limiter.is_empty());
+    /// let _ = limiter.try_acquire("alice", 1).unwrap();
+    /// assert!(!limiter.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The most partitions stored at once (the configured capacity, rounded up per shard).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter =
+    ///     Partitioned::with_clock(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::new(64), &clock);
+    /// assert!(limiter.capacity() >= 64);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.shards.capacity()
     }
 
     /// Requests refused with [`Reason::PartitionsFull`] so far.
+    ///
+    /// ```
+    /// # use tollgate::*;
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(1)).unwrap();
+    /// let config = PartitionConfig::new(1).with_when_full(WhenFull::Reject);
+    /// let limiter = Partitioned::new(move |user: &str| Partition::new(user.to_owned(), kind), config);
+    /// let _held = limiter.try_acquire("alice", 1).unwrap();
+    /// assert_eq!(limiter.try_acquire("bob", 1).unwrap_err().reason(), Reason::PartitionsFull);
+    /// assert_eq!(limiter.rejected_for_capacity(), 1);
+    /// ```
     pub fn rejected_for_capacity(&self) -> u64 {
         self.shards.rejected_full()
     }
 
     /// Whether [`close`](Self::close) has been called.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+    /// let limiter =
+    ///     Partitioned::with_clock(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::new(64), &clock);
+    /// assert!(!limiter.is_closed());
+    /// limiter.close();
+    /// assert!(limiter.is_closed());
+    /// assert_eq!(limiter.try_acquire("alice", 1).unwrap_err().reason(), Reason::Closed);
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -690,6 +787,24 @@ where
     /// Replenishes every partition and serves their queued waiters (.NET's heartbeat, without
     /// the eviction, which happens lazily anyway). Needed only by async waiters on rate-limited
     /// partitions that no other request or driver serves; returns how many partitions it saw.
+    ///
+    /// ```
+    /// # use core::{future::Future, pin::pin, task::{Context, Poll, Waker}, time::Duration};
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// # let mut cx = Context::from_waker(Waker::noop());
+    /// let opts = TokenBucketOptions::new(1, 1, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst);
+    /// let kind = PartitionKind::token_bucket(opts).unwrap();
+    /// let limiter =
+    ///     Partitioned::with_clock(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::new(64), &clock);
+    /// let _ = limiter.try_acquire("alice", 1).unwrap();
+    /// let mut waiter = pin!(limiter.acquire("alice", 1));
+    /// assert!(waiter.as_mut().poll(&mut cx).is_pending());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.replenish(), 1); // grants alice's waiter its token
+    /// assert_eq!(limiter.statistics("alice").queued_permits, 0);
+    /// assert!(matches!(waiter.poll(&mut cx), Poll::Ready(Ok(_))));
+    /// ```
     pub fn replenish(&self) -> usize {
         let mut n = 0;
         self.shards.for_each(|slot| {

@@ -92,16 +92,66 @@ pub trait PartitionedLimiter<R: ?Sized> {
         Self: 'a;
 
     /// Takes `permits` from `resource`'s partition now, without waiting.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let per_user: KeyedLimiter<str> =
+    ///     KeyedLimiter::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60)), PartitionConfig::default())
+    ///         .unwrap();
+    /// assert!(PartitionedLimiter::try_acquire(&per_user, "alice", 2).is_ok());
+    /// let refused = PartitionedLimiter::try_acquire(&per_user, "alice", 1).unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::Exhausted);
+    /// assert!(PartitionedLimiter::try_acquire(&per_user, "bob", 1).is_ok()); // another partition
+    /// ```
     fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection>;
 
     /// A snapshot of `resource`'s partition's counters (a fresh partition's, if it has none yet).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let per_user: KeyedLimiter<str> =
+    ///     KeyedLimiter::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60)), PartitionConfig::default())
+    ///         .unwrap();
+    /// let _ = per_user.try_acquire("alice", 1).unwrap();
+    /// assert_eq!(PartitionedLimiter::statistics(&per_user, "alice").available_permits, 1);
+    /// assert_eq!(PartitionedLimiter::statistics(&per_user, "carol").available_permits, 2);
+    /// assert_eq!(per_user.len(), 1); // asking about carol stored nothing
+    /// ```
     fn statistics(&self, resource: &R) -> Statistics;
 
     /// Closes the limiter and every partition in it: later requests are rejected with
     /// [`Reason::Closed`](crate::Reason::Closed).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let per_user: KeyedLimiter<str> =
+    ///     KeyedLimiter::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60)), PartitionConfig::default())
+    ///         .unwrap();
+    /// PartitionedLimiter::close(&per_user); // shutting down
+    /// let refused = per_user.try_acquire("alice", 1).unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::Closed);
+    /// ```
     fn close(&self);
 
     /// Whether [`close`](PartitionedLimiter::close) has been called.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let per_user: KeyedLimiter<str> =
+    ///     KeyedLimiter::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60)), PartitionConfig::default())
+    ///         .unwrap();
+    /// assert!(!PartitionedLimiter::is_closed(&per_user));
+    /// per_user.close();
+    /// assert!(PartitionedLimiter::is_closed(&per_user));
+    /// ```
     fn is_closed(&self) -> bool;
 }
 
@@ -135,6 +185,20 @@ pub trait PartitionedLimiter<R: ?Sized> {
 /// ```
 pub trait PartitionedAcquireAsync<R: ?Sized>: PartitionedLimiter<R> {
     /// Waits for `permits` in `resource`'s partition.
+    ///
+    /// ```
+    /// use tollgate::*;
+    /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+    /// #     let mut f = core::pin::pin!(f);
+    /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    /// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+    /// # }
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(1)).unwrap();
+    /// let per_user = Partitioned::new(move |user: &str| Partition::new(user.to_owned(), kind), PartitionConfig::default());
+    /// let lease = block_on(PartitionedAcquireAsync::acquire(&per_user, "alice", 1)).unwrap();
+    /// assert_eq!(lease.permits(), 1);
+    /// assert_eq!(per_user.statistics("alice").available_permits, 0);
+    /// ```
     fn acquire<'a>(
         &'a self,
         resource: &'a R,
@@ -196,6 +260,15 @@ pub struct Partition<K, F = PartitionKind> {
 
 impl<K, F> Partition<K, F> {
     /// The partition `key`, whose limiter `factory` makes.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let free = PartitionKind::fixed_window(FixedWindowOptions::new(10, Duration::from_secs(60))).unwrap();
+    /// let p = Partition::new("tenant-1", free);
+    /// assert_eq!((p.key, p.factory), ("tenant-1", free));
+    /// ```
     pub const fn new(key: K, factory: F) -> Self {
         Self { key, factory }
     }
@@ -203,6 +276,14 @@ impl<K, F> Partition<K, F> {
 
 impl<K> Partition<K> {
     /// The partition `key` with no limit (.NET `RateLimitPartition.GetNoLimiter`).
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let internal = Partition::no_limit("health-check");
+    /// assert_eq!(internal.factory, PartitionKind::NO_LIMIT);
+    /// assert!(internal.factory.limiter(ManualClock::new()).try_acquire(1_000).is_ok());
+    /// ```
     pub const fn no_limit(key: K) -> Self {
         Self::new(key, PartitionKind::NO_LIMIT)
     }
@@ -235,6 +316,18 @@ pub trait Factory<K, C> {
     type Limiter;
 
     /// Makes the limiter of partition `key`.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// // A quota per tenant, from the tenant's plan.
+    /// let plan = |tenant: &&str, _clock: &ManualClock| {
+    ///     let limit = if tenant.starts_with("pro-") { 100 } else { 10 };
+    ///     ConcurrencyLimiter::new(ConcurrencyOptions::new(limit)).unwrap()
+    /// };
+    /// let limiter = plan.create(&"pro-acme", &ManualClock::new());
+    /// assert_eq!(limiter.available_permits(), 100);
+    /// ```
     fn create(self, key: &K, clock: &C) -> Self::Limiter;
 }
 
@@ -311,12 +404,38 @@ impl PartitionConfig {
     /// table, allocated at construction) and at most about 50 MB of [`Partitioned`] token
     /// buckets, and more distinct clients than most single servers see within one idle timeout.
     /// Raise it when yours see more.
+    ///
+    /// ```
+    /// use tollgate::PartitionConfig;
+    ///
+    /// assert_eq!(PartitionConfig::default().capacity, PartitionConfig::DEFAULT_CAPACITY);
+    /// let bigger = PartitionConfig::new(4 * PartitionConfig::DEFAULT_CAPACITY);
+    /// assert_eq!(bigger.capacity, 400_000);
+    /// ```
     pub const DEFAULT_CAPACITY: usize = 100_000;
 
     /// The default idle timeout: 10 seconds, as .NET's.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::PartitionConfig;
+    ///
+    /// assert_eq!(PartitionConfig::DEFAULT_IDLE_TIMEOUT, Duration::from_secs(10));
+    /// assert_eq!(PartitionConfig::new(1_000).idle_timeout, PartitionConfig::DEFAULT_IDLE_TIMEOUT);
+    /// ```
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// At most `capacity` partitions, evicting idle ones when full, idle timeout 10 s.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{PartitionConfig, WhenFull};
+    ///
+    /// let config = PartitionConfig::new(10_000);
+    /// assert_eq!(config.capacity, 10_000);
+    /// assert_eq!(config.when_full, WhenFull::EvictIdle);
+    /// assert_eq!((config.idle_timeout, config.shards), (Duration::from_secs(10), 0));
+    /// ```
     pub const fn new(capacity: usize) -> Self {
         Self {
             capacity,
@@ -327,11 +446,29 @@ impl PartitionConfig {
     }
 
     /// The same configuration with `when_full`.
+    ///
+    /// ```
+    /// use tollgate::{PartitionConfig, WhenFull};
+    ///
+    /// let config = PartitionConfig::new(10_000).with_when_full(WhenFull::Reject);
+    /// assert_eq!(config.when_full, WhenFull::Reject);
+    /// assert_eq!(config.capacity, 10_000); // the rest is kept
+    /// ```
     pub const fn with_when_full(self, when_full: WhenFull) -> Self {
         Self { when_full, ..self }
     }
 
     /// The same configuration with `idle_timeout`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::PartitionConfig;
+    ///
+    /// // Keep a client's state for a minute of silence (a 60 s window must outlive it).
+    /// let config = PartitionConfig::new(10_000).with_idle_timeout(Duration::from_secs(60));
+    /// assert_eq!(config.idle_timeout, Duration::from_secs(60));
+    /// assert_eq!(config.capacity, 10_000);
+    /// ```
     pub const fn with_idle_timeout(self, idle_timeout: Duration) -> Self {
         Self {
             idle_timeout,
@@ -340,6 +477,14 @@ impl PartitionConfig {
     }
 
     /// The same configuration with `shards` shards (0: automatic).
+    ///
+    /// ```
+    /// use tollgate::{PartitionConfig, WhenFull};
+    ///
+    /// let config = PartitionConfig::new(10_000).with_shards(8);
+    /// assert_eq!(config.shards, 8);
+    /// assert_eq!(config.when_full, WhenFull::EvictIdle);
+    /// ```
     pub const fn with_shards(self, shards: usize) -> Self {
         Self { shards, ..self }
     }

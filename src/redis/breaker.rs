@@ -36,6 +36,38 @@ pub struct CircuitBreaker {
 
 impl CircuitBreaker {
     /// Opens after `failures` consecutive failures, for `open_for`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .circuit_breaker(CircuitBreaker::new(2, Duration::from_secs(60)))
+    ///     .build()
+    ///     .unwrap();
+    /// for _ in 0..3 {
+    ///     assert!(rt.block_on(limiter.acquire("user-7", 1)).is_ok()); // failing open
+    /// }
+    /// let stats = limiter.redis_statistics();
+    /// assert_eq!((stats.errors, stats.circuit_opened), (2, 1));
+    /// assert_eq!(stats.calls, 2); // the third request did not wait for Redis
+    /// assert_eq!(limiter.health(), Health::Degraded(PolicyKind::FailOpen));
+    /// ```
     pub const fn new(failures: u32, open_for: Duration) -> Self {
         Self { failures, open_for }
     }
@@ -49,6 +81,42 @@ impl Default for CircuitBreaker {
 }
 
 /// The breaker's state, as [`Health`](super::Health) reports it.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// /// The breaker's state, for a dashboard.
+/// fn circuit(health: Health) -> Circuit {
+///     match health {
+///         Health::Redis => Circuit::Closed,
+///         Health::Probing(_) => Circuit::HalfOpen,
+///         Health::Degraded(_) => Circuit::Open,
+///     }
+/// }
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+///     .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+///     .build()
+///     .unwrap();
+/// assert_eq!(circuit(limiter.health()), Circuit::Closed);
+/// let _ = rt.block_on(limiter.acquire("user-7", 1)); // one failure opens it
+/// assert_eq!(circuit(limiter.health()), Circuit::Open);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Circuit {
     /// Calls go to Redis.

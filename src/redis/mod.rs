@@ -108,6 +108,31 @@ use crate::partition::{Partition, PartitionConfig, PartitionKind, PartitionLimit
 use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
 
 /// The most segments a Redis sliding window may have (each decision reads them all).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// use tollgate::{OptionsError, SlidingWindowOptions};
+/// let fine = SlidingWindowOptions::new(100, Duration::from_secs(60), MAX_SEGMENTS + 1);
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(fine), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::Options(OptionsError::TooManySegments { max: 1024 }));
+/// let ok = SlidingWindowOptions::new(100, Duration::from_secs(60), 60); // one segment a second
+/// assert!(RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(ok), FailurePolicy::FailOpen).build().is_ok());
+/// ```
 pub const MAX_SEGMENTS: u32 = 1024;
 
 static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
@@ -138,6 +163,32 @@ pub struct GcraOptions {
 
 impl GcraOptions {
     /// Bursts of `burst`, one permit back every `emission_interval`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// // redis-cell's `CL.THROTTLE key 14 30 60`: bursts of 15, 30 per minute.
+    /// let gcra = GcraOptions::new(15, Duration::from_secs(2));
+    /// let limiter = RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailClosed).build().unwrap();
+    /// assert_eq!(limiter.limit(), 15);
+    /// let sub_micro = GcraOptions::new(15, Duration::from_nanos(1_500));
+    /// let err = RedisLimiter::builder(Down, "api", Algorithm::Gcra(sub_micro), FailurePolicy::FailClosed).build();
+    /// assert_eq!(err.unwrap_err(), RedisConfigError::NotWholeMicros);
+    /// ```
     pub const fn new(burst: u32, emission_interval: Duration) -> Self {
         Self {
             burst,
@@ -147,6 +198,30 @@ impl GcraOptions {
 
     /// `limit` permits per `period` (the interval is `period / limit`, which must be whole
     /// microseconds), bursts of `burst`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// let gcra = GcraOptions::per_period(30, Duration::from_secs(60), 15).unwrap();
+    /// assert_eq!(gcra.emission_interval, Duration::from_secs(2));
+    /// assert_eq!(gcra.burst, 15);
+    /// // 1 s / 3 is not a whole number of microseconds.
+    /// assert_eq!(GcraOptions::per_period(3, Duration::from_secs(1), 1), Err(RedisConfigError::NotWholeMicros));
+    /// ```
     pub fn per_period(limit: u32, period: Duration, burst: u32) -> Result<Self, RedisConfigError> {
         if limit == 0 {
             return Err(OptionsError::ZeroLimit.into());
@@ -163,6 +238,34 @@ impl GcraOptions {
 }
 
 /// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// let algorithms = [
+///     Algorithm::TokenBucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))),
+///     Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(3600))),
+///     Algorithm::Gcra(GcraOptions::new(5, Duration::from_millis(100))),
+/// ];
+/// for algorithm in algorithms {
+///     let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen).build().unwrap();
+///     assert_eq!(*limiter.algorithm(), algorithm);
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -177,6 +280,33 @@ pub enum Algorithm {
 }
 
 /// Why a [`RedisLimiter`] could not be built.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// use tollgate::QueueOrder;
+/// let queued = TokenBucketOptions::new(10, 1, Duration::from_secs(1)).with_queue(5, QueueOrder::OldestFirst);
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(queued), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::QueueNotSupported);
+/// let err = RedisLimiter::builder(Down, "api{v2}", per_minute, FailurePolicy::FailOpen).build().unwrap_err();
+/// assert_eq!(err, RedisConfigError::PrefixBraces);
+/// assert_eq!(err.to_string(), "the key prefix must not contain '{' or '}'");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RedisConfigError {
@@ -334,6 +464,34 @@ impl Algorithm {
 }
 
 /// What a [`RedisLimiter`] does when Redis cannot decide: chosen at construction, no default.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// // A login limit must hold even when Redis is down: fail closed.
+/// let logins = RedisLimiter::builder(Down, "login", per_minute, FailurePolicy::FailClosed).build().unwrap();
+/// let refused = rt.block_on(logins.acquire("alice", 1)).unwrap_err();
+/// assert_eq!(refused.reason(), REDIS_UNAVAILABLE);
+/// // An API limit protects, but should not take the API down with Redis: fail open.
+/// let api = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// assert!(rt.block_on(api.acquire("alice", 1)).is_ok());
+/// ```
 #[non_exhaustive]
 pub enum FailurePolicy {
     /// Grant every request (availability over the limit). The lease is granted; nothing counts
@@ -356,6 +514,34 @@ pub enum FailurePolicy {
 
 impl FailurePolicy {
     /// A local fallback holding `share` of the quota, for up to 100,000 partitions.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// // 4 per minute over 2 replicas: each keeps 2 per minute while Redis is down.
+    /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(4, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(0.5)).build().unwrap();
+    /// let decisions: Vec<_> = (0..3).map(|_| rt.block_on(limiter.decide("alice", 1))).collect();
+    /// assert!(decisions.iter().all(|d| d.decided_by == DecidedBy::Fallback));
+    /// assert_eq!(decisions.iter().map(|d| d.allowed()).collect::<Vec<_>>(), [true, true, false]);
+    /// let bad = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(1.5)).build();
+    /// assert_eq!(bad.unwrap_err(), RedisConfigError::Share);
+    /// ```
     pub const fn fallback(share: f64) -> Self {
         Self::Fallback {
             share,
@@ -387,9 +573,63 @@ impl fmt::Debug for FailurePolicy {
 }
 
 /// The reason of a [`FailurePolicy::FailClosed`] rejection.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
+/// let rejection = rt.block_on(limiter.acquire("alice", 1)).unwrap_err();
+/// // Tell the store's outage (a 503, say) from the client's own limit (a 429).
+/// let status = if rejection.reason() == REDIS_UNAVAILABLE { 503 } else { 429 };
+/// assert_eq!(status, 503);
+/// ```
 pub const REDIS_UNAVAILABLE: Reason = Reason::Custom("rate-limit store unavailable");
 
 /// Which failure policy a limiter was built with.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed)
+///     .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+///     .build()
+///     .unwrap();
+/// assert_eq!(limiter.health().policy_in_force(), None);
+/// let _ = rt.block_on(limiter.acquire("alice", 1));
+/// assert_eq!(limiter.health(), Health::Degraded(PolicyKind::FailClosed));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PolicyKind {
     /// [`FailurePolicy::FailOpen`].
@@ -419,6 +659,34 @@ pub enum Health {
 
 impl Health {
     /// The failure policy deciding (some) requests now, or `None` when Redis decides them all.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .circuit_breaker(CircuitBreaker::new(3, Duration::from_secs(60)))
+    ///     .build()
+    ///     .unwrap();
+    /// for _ in 0..3 { let _ = rt.block_on(limiter.acquire("alice", 1)); }
+    /// // Alert: the limit is not enforced by Redis right now.
+    /// assert_eq!(limiter.health().policy_in_force(), Some(PolicyKind::FailOpen));
+    /// ```
     pub const fn policy_in_force(&self) -> Option<PolicyKind> {
         match self {
             Health::Redis => None,
@@ -428,6 +696,32 @@ impl Health {
 }
 
 /// Who made a [`Decision`].
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// assert_eq!(rt.block_on(limiter.decide("alice", 1)).decided_by, DecidedBy::FailOpen);
+/// // Too many permits: refused by this client, without a call.
+/// let too_many = rt.block_on(limiter.decide("alice", 101));
+/// assert_eq!((too_many.decided_by, too_many.outcome.unwrap_err().reason()), (DecidedBy::Client, Reason::ExceedsLimit));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DecidedBy {
     /// The Redis script.
@@ -445,6 +739,33 @@ pub enum DecidedBy {
 }
 
 /// A decision with everything the scripts return (for headers such as `RateLimit`).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(1.0)).build().unwrap();
+/// let d: Decision = rt.block_on(limiter.decide("alice", 3));
+/// assert!(d.allowed());
+/// assert_eq!((d.permits, d.remaining), (3, 7)); // as the local fallback counted
+/// assert_eq!(d.server_time_us, None); // Redis did not decide
+/// assert_eq!(d.decided_by, DecidedBy::Fallback);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// The request's permits.
@@ -464,12 +785,63 @@ pub struct Decision {
 
 impl Decision {
     /// Whether the request was granted.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
+    /// let d = rt.block_on(limiter.decide("alice", 1));
+    /// assert!(!d.allowed());
+    /// assert_eq!(d.allowed(), d.outcome.is_ok());
+    /// ```
     pub const fn allowed(&self) -> bool {
         self.outcome.is_ok()
     }
 }
 
 /// Counters beyond [`Statistics`], for observability.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// for _ in 0..2 { let _ = rt.block_on(limiter.acquire("alice", 1)); }
+/// let s: RedisStatistics = limiter.redis_statistics();
+/// assert_eq!((s.calls, s.errors, s.timeouts), (2, 2, 0));
+/// assert_eq!((s.by_policy, s.total_successful), (2, 2)); // both failed open
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RedisStatistics {
     /// Requests granted (by anyone).
@@ -510,6 +882,32 @@ type FallbackPartitioner = Box<dyn Fn(&str) -> Partition<String, PartitionKind> 
 type FallbackMap = Partitioned<String, PartitionLimiter<StdClock>, FallbackPartitioner>;
 
 /// How [`RedisLimiter::builder`] is configured further.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let builder: RedisLimiterBuilder<_> = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+///     .timeout(Duration::from_millis(20))
+///     .circuit_breaker(CircuitBreaker::new(5, Duration::from_millis(500)));
+/// let limiter = builder.build().unwrap();
+/// assert_eq!(limiter.limit(), 100);
+/// assert_eq!(limiter.key("alice"), "api:{alice}");
+/// ```
 pub struct RedisLimiterBuilder<C> {
     conn: C,
     prefix: String,
@@ -536,12 +934,69 @@ impl<C> fmt::Debug for RedisLimiterBuilder<C> {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// The per-call timeout (default 50 ms): a call slower than this is decided by the failure
     /// policy and counts as a failure for the circuit breaker.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .timeout(Duration::from_millis(20)) // a request waits at most 20 ms for Redis
+    ///     .build();
+    /// assert!(limiter.is_ok());
+    /// let zero = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).timeout(Duration::ZERO).build();
+    /// assert_eq!(zero.unwrap_err(), RedisConfigError::ZeroTimeout);
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// The circuit breaker (default: open after 3 consecutive failures, for 1 s).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+    ///     .build()
+    ///     .unwrap();
+    /// let _ = rt.block_on(limiter.acquire("alice", 1));
+    /// assert_eq!(limiter.health(), Health::Degraded(PolicyKind::FailOpen)); // after one failure
+    /// let never = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .circuit_breaker(CircuitBreaker::new(0, Duration::from_secs(1)))
+    ///     .build();
+    /// assert_eq!(never.unwrap_err(), RedisConfigError::ZeroFailures);
+    /// ```
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.breaker = breaker;
         self
@@ -550,12 +1005,55 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// Caches Redis denials locally until their RetryAfter, for up to `capacity` keys: a cached
     /// denial answers requests of at least as many permits on its key without a round trip.
     /// Allows are never cached. Off by default.
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{FixedWindowOptions, TokenBucketOptions};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(1, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(conn, "login", algorithm, FailurePolicy::FailClosed)
+    ///     .cache_denials(10_000)
+    ///     .build()?;
+    /// assert!(limiter.acquire("mallory", 1).await.is_ok());
+    /// assert!(limiter.acquire("mallory", 1).await.is_err()); // Redis says no, for about a minute
+    /// let d = limiter.decide("mallory", 1).await; // answered locally
+    /// assert_eq!(d.decided_by, DecidedBy::CachedDenial);
+    /// assert_eq!(limiter.redis_statistics().calls, 2);
+    /// # Ok(()) }
+    /// ```
     pub fn cache_denials(mut self, capacity: usize) -> Self {
         self.cache = Some(capacity);
         self
     }
 
     /// Checks everything and makes the limiter.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build();
+    /// assert!(limiter.is_ok());
+    /// let zero = Algorithm::FixedWindow(FixedWindowOptions::new(0, Duration::from_secs(60)));
+    /// let err = RedisLimiter::builder(Down, "api", zero, FailurePolicy::FailOpen).build().unwrap_err();
+    /// assert_eq!(err, RedisConfigError::Options(tollgate::OptionsError::ZeroLimit));
+    /// ```
     pub fn build(self) -> Result<RedisLimiter<C>, RedisConfigError> {
         let plan = self.algorithm.plan()?;
         if self.prefix.contains(['{', '}']) {
@@ -615,6 +1113,33 @@ struct Inner<C> {
 /// A rate limiter whose state lives in Redis, shared by every client that uses the same prefix
 /// (see the [module docs](self)). Cheap to clone: clones share the connection, the breaker, the
 /// cache and the counters.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// let for_task = limiter.clone(); // e.g. moved into a spawned task
+/// let _ = rt.block_on(for_task.acquire("alice", 1));
+/// assert_eq!(limiter.statistics().total_successful, 1); // shared counters
+/// for_task.close();
+/// assert!(limiter.is_closed());
+/// ```
 pub struct RedisLimiter<C = ::redis::aio::ConnectionManager> {
     inner: Arc<Inner<C>>,
 }
@@ -641,6 +1166,33 @@ impl<C> fmt::Debug for RedisLimiter<C> {
 /// A lease from a local limiter in front of a Redis limiter
 /// ([`RedisLimiter::acquire_behind`]): it holds both; dropping it drops the Redis lease, then the
 /// local one (whose permits go back, for a concurrency limiter).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// let local = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap(); // this machine's share
+/// let lease: ChainedLease<'_> = rt.block_on(limiter.acquire_behind(&local, "alice", 3)).unwrap();
+/// assert_eq!(local.available_permits(), 1);
+/// drop(lease); // both leases go; the local permits come back
+/// assert_eq!(local.available_permits(), 4);
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct ChainedLease<'a> {
@@ -650,11 +1202,62 @@ pub struct ChainedLease<'a> {
 
 impl ChainedLease<'_> {
     /// The permits held.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// let local = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap(); // this machine's share
+    /// let lease = rt.block_on(limiter.acquire_behind(&local, "alice", 2)).unwrap();
+    /// assert_eq!(lease.permits(), 2);
+    /// ```
     pub fn permits(&self) -> u32 {
         self.redis.permits()
     }
 
     /// The local limiter's lease.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// let local = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap(); // this machine's share
+    /// let lease = rt.block_on(limiter.acquire_behind(&local, "alice", 2)).unwrap();
+    /// assert!(lease.front().returns_permits()); // a concurrency limiter's
+    /// assert_eq!(lease.front().permits(), 2);
+    /// ```
     pub fn front(&self) -> &Lease<'_> {
         &self.front
     }
@@ -702,6 +1305,29 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// The Redis key of `partition`: `prefix:{partition}`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// // `redis-cli TTL 'api:v2:{user-7}'` shows when user-7's window ends.
+    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}");
+    /// ```
     pub fn key(&self, partition: &str) -> String {
         let mut k = String::with_capacity(self.inner.prefix.len() + partition.len() + 3);
         k.push_str(&self.inner.prefix);
@@ -713,6 +1339,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 
     /// Takes `permits` from `partition`'s limit, shared by every client of this prefix: a lease
     /// (which returns nothing when dropped) or a rejection with its RetryAfter.
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{FixedWindowOptions, TokenBucketOptions};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(2, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(conn, "api", algorithm, FailurePolicy::FailOpen).build()?;
+    /// let lease = limiter.acquire("customer-42", 2).await?;
+    /// assert!(!lease.returns_permits()); // a rate limit: nothing to give back
+    /// let refused = limiter.acquire("customer-42", 1).await.unwrap_err();
+    /// assert!(refused.retry_after().is_some_and(|d| d <= Duration::from_secs(60)));
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(
         &self,
         partition: &str,
@@ -727,6 +1368,33 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Asks `front` (a local limiter) first; only if it grants is Redis asked. Returns the
     /// first rejection, or a lease holding both (see [`ChainedLease`]). A front that rejects
     /// costs no round trip.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// let local = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let _busy = rt.block_on(limiter.acquire_behind(&local, "alice", 1)).unwrap();
+    /// let refused = rt.block_on(limiter.acquire_behind(&local, "alice", 1)).unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::Exhausted); // by the local limiter...
+    /// assert_eq!(limiter.redis_statistics().calls, 1); // ...without a second round trip
+    /// ```
     pub async fn acquire_behind<'a, L: Limiter + ?Sized>(
         &self,
         front: &'a L,
@@ -739,6 +1407,22 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// Like [`acquire`](Self::acquire), with everything known about the decision.
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{FixedWindowOptions, TokenBucketOptions};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(conn, "api", algorithm, FailurePolicy::FailClosed).build()?;
+    /// let d = limiter.decide("customer-42", 4).await;
+    /// if d.decided_by == DecidedBy::Redis {
+    ///     assert!(d.allowed() && d.server_time_us.is_some());
+    ///     assert_eq!(d.remaining, 6); // for a `RateLimit: r=6` header, on a fresh key
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn decide(&self, partition: &str, permits: u32) -> Decision {
         let d = self.decide_uncounted(partition, permits).await;
         let c = &self.inner.counts;
@@ -879,6 +1563,34 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// Which policy decides requests now.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::fallback(0.25))
+    ///     .circuit_breaker(CircuitBreaker::new(2, Duration::from_secs(60)))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(limiter.health(), Health::Redis);
+    /// for _ in 0..2 { let _ = rt.block_on(limiter.acquire("alice", 1)); }
+    /// assert_eq!(limiter.health(), Health::Degraded(PolicyKind::Fallback));
+    /// ```
     pub fn health(&self) -> Health {
         match self.inner.breaker.circuit() {
             Circuit::Closed => Health::Redis,
@@ -889,6 +1601,31 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 
     /// The counters, as every limiter's: `available_permits` is the `remaining` of the last
     /// decision Redis made (any partition), `queued_permits` is always 0.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
+    /// let _ = rt.block_on(limiter.acquire("alice", 1));
+    /// let s = limiter.statistics();
+    /// assert_eq!((s.total_successful, s.total_failed, s.queued_permits), (0, 1, 0));
+    /// ```
     pub fn statistics(&self) -> Statistics {
         let c = &self.inner.counts;
         Statistics {
@@ -900,6 +1637,32 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// Every counter, for observability.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
+    /// let _ = rt.block_on(limiter.acquire("alice", 1));
+    /// let _ = rt.block_on(limiter.acquire("alice", 500)); // over the limit: no call
+    /// let s = limiter.redis_statistics();
+    /// assert_eq!((s.calls, s.errors, s.by_policy, s.total_failed), (1, 1, 1, 2));
+    /// ```
     pub fn redis_statistics(&self) -> RedisStatistics {
         let c = &self.inner.counts;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -916,22 +1679,122 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// The algorithm and its options.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// match limiter.algorithm() {
+    ///     Algorithm::FixedWindow(o) => assert_eq!(o.window, Duration::from_secs(60)),
+    ///     other => panic!("unexpected {other:?}"),
+    /// }
+    /// ```
     pub fn algorithm(&self) -> &Algorithm {
         &self.inner.algorithm
     }
 
     /// The most permits one request may take.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// let burst = Algorithm::TokenBucket(TokenBucketOptions::new(20, 5, Duration::from_secs(1)));
+    /// let limiter = RedisLimiter::builder(Down, "api", burst, FailurePolicy::FailOpen).build().unwrap();
+    /// assert_eq!(limiter.limit(), 20);
+    /// let d = rt.block_on(limiter.decide("alice", 21)); // refused without a call
+    /// assert_eq!(d.outcome.unwrap_err().reason(), Reason::ExceedsLimit);
+    /// ```
     pub fn limit(&self) -> u32 {
         self.inner.plan.limit
     }
 
     /// Closes this client: later requests are rejected with [`Reason::Closed`] without a call.
     /// Other clients of the same keys are not affected.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// limiter.close(); // shutting down
+    /// let refused = rt.block_on(limiter.acquire("alice", 1)).unwrap_err();
+    /// assert_eq!(refused.reason(), Reason::Closed);
+    /// assert_eq!(limiter.redis_statistics().calls, 0);
+    /// ```
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
     }
 
     /// Whether [`close`](Self::close) was called.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+    /// assert!(!limiter.is_closed());
+    /// limiter.close();
+    /// assert!(limiter.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
     }

@@ -29,6 +29,22 @@ enum Stage {
 /// With feature `std`, a waiter on a rate limiter whose clock moves by itself
 /// ([`StdClock`](crate::StdClock), a running [`CoarseClock`](crate::CoarseClock)) is woken by the
 /// process-wide timer when time brings its permits: nothing else needs to run.
+///
+/// ```
+/// use core::{future::Future, pin::pin, task::{Context, Poll, Waker}};
+/// use tollgate::{Acquire, AcquireAsync, ConcurrencyLimiter, ConcurrencyOptions, Limiter, QueueOrder};
+///
+/// let mut cx = Context::from_waker(Waker::noop());
+/// let opts = ConcurrencyOptions::new(1).with_queue(2, QueueOrder::OldestFirst);
+/// let pool = ConcurrencyLimiter::new(opts).unwrap();
+/// let held = pool.try_acquire(1).unwrap();
+/// let waiter: Acquire<'_, _> = pool.acquire(1);
+/// let mut waiter = pin!(waiter);
+/// assert!(waiter.as_mut().poll(&mut cx).is_pending()); // queued
+/// assert_eq!(pool.statistics().queued_permits, 1);
+/// drop(held); // the release grants the queued waiter
+/// assert!(matches!(waiter.poll(&mut cx), Poll::Ready(Ok(lease)) if lease.permits() == 1));
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a, L: Source + ?Sized> {
     limiter: &'a L,

@@ -43,6 +43,27 @@ use crate::sync::{AtomicU64, Ordering};
 /// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
 ///
 /// Sealed: implemented by the four built-in limiters only.
+///
+/// ```
+/// use core::{future::Future, pin::pin, task::{Context, Waker}};
+/// use core::time::Duration;
+/// use tollgate::*;
+///
+/// /// Starts a queued acquisition of `n` on any built-in limiter.
+/// fn enqueue<'a, L>(limiter: &'a L, n: u32) -> Acquire<'a, L>
+/// where
+///     L: Source + AcquireAsync<Acquire<'a> = Acquire<'a, L>>,
+/// {
+///     limiter.acquire(n)
+/// }
+///
+/// let opts = TokenBucketOptions::new(1, 1, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst);
+/// let bucket = TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap();
+/// let _ = bucket.try_acquire(1).unwrap();
+/// let mut waiter = pin!(enqueue(&bucket, 1));
+/// assert!(waiter.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+/// assert_eq!(bucket.statistics().queued_permits, 1);
+/// ```
 pub trait Source: private::Sealed {
     #[doc(hidden)]
     fn queue(&self) -> &WaitQueue;
