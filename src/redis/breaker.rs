@@ -101,21 +101,13 @@ impl Default for CircuitBreaker {
 /// # }
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
-/// /// The breaker's state, for a dashboard.
-/// fn circuit(health: Health) -> Circuit {
-///     match health {
-///         Health::Redis => Circuit::Closed,
-///         Health::Probing(_) => Circuit::HalfOpen,
-///         Health::Degraded(_) => Circuit::Open,
-///     }
-/// }
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
 ///     .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(circuit(limiter.health()), Circuit::Closed);
+/// assert_eq!(limiter.circuit(), Circuit::Closed);
 /// let _ = rt.block_on(limiter.acquire("user-7", 1)); // one failure opens it
-/// assert_eq!(circuit(limiter.health()), Circuit::Open);
+/// assert_eq!(limiter.circuit(), Circuit::Open);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Circuit {

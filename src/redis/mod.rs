@@ -1599,6 +1599,43 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
+    /// The circuit breaker's state now: [`health`](Self::health) without the failure policy,
+    /// for a dashboard or an alert on the breaker itself. (The example on [`Circuit`] shows it
+    /// opening.)
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed)
+    ///     .circuit_breaker(CircuitBreaker::new(2, Duration::from_secs(60)))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(limiter.circuit(), Circuit::Closed); // nothing has failed yet
+    /// let _ = rt.block_on(limiter.acquire("alice", 1));
+    /// assert_eq!(limiter.circuit(), Circuit::Closed); // one failure of the two it allows
+    /// let _ = rt.block_on(limiter.acquire("alice", 1));
+    /// assert_eq!(limiter.circuit(), Circuit::Open);
+    /// ```
+    pub fn circuit(&self) -> Circuit {
+        self.inner.breaker.circuit()
+    }
+
     /// The counters, as every limiter's: `available_permits` is the `remaining` of the last
     /// decision Redis made (any partition), `queued_permits` is always 0.
     ///
