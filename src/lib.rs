@@ -128,7 +128,7 @@ pub use lease::OwnedLease;
 pub use lease::{Lease, Reason, Rejection, Release, Statistics};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
-pub use limiter::{AcquireAsync, Limiter, Replenishing};
+pub use limiter::{AcquireAsync, Limiter, Peek, Replenishing};
 pub use noop::NoopLimiter;
 pub use options::{OptionsError, QueueOrder};
 pub use partition::{

@@ -325,6 +325,56 @@ impl<L: Limiter + ?Sized> Limiter for &L {
     }
 }
 
+/// Looking without taking: what [`try_acquire`](Limiter::try_acquire) would answer now, with
+/// nothing taken, nothing counted in the statistics, and no waiter served.
+///
+/// `Ok(())` means a `try_acquire(permits)` at this instant would be granted; `Err` is the
+/// rejection it would get, with the same [`Reason`](crate::Reason) and the same exact
+/// [`retry_after`](Rejection::retry_after). The answer is a snapshot: another thread may take
+/// or return permits a moment later. One difference from `try_acquire`: behind an oldest-first
+/// queue, `try_acquire` first serves the waiters ahead (time may already have brought their
+/// permits) and then decides; `peek` serves nobody, so there it reports the newcomer held back
+/// by the queue, with the wait for the waiters ahead and itself.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Peek, Reason, TokenBucketLimiter, TokenBucketOptions};
+///
+/// let clock = ManualClock::new();
+/// let opts = TokenBucketOptions::new(2, 2, Duration::from_secs(1));
+/// let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+/// assert!(bucket.peek(2).is_ok());
+/// assert_eq!(bucket.available_permits(), 2); // nothing taken
+/// assert_eq!(bucket.statistics().total_successful, 0); // nothing counted
+/// bucket.try_acquire(2).unwrap().forget();
+/// let no = bucket.peek(1).unwrap_err();
+/// assert_eq!(no.reason(), Reason::Exhausted);
+/// assert_eq!(no.retry_after(), Some(Duration::from_secs(1)));
+/// assert_eq!(bucket.peek(3).unwrap_err().reason(), Reason::ExceedsLimit);
+/// ```
+pub trait Peek: Limiter {
+    /// What `try_acquire(permits)` would answer now, taking and counting nothing (see the
+    /// trait's docs).
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, Peek};
+    ///
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+    /// let lease = limiter.try_acquire(1).unwrap();
+    /// assert!(limiter.peek(1).is_err()); // held
+    /// drop(lease);
+    /// assert!(limiter.peek(1).is_ok());
+    /// assert_eq!(limiter.statistics().total_failed, 0); // the peek was not counted
+    /// ```
+    fn peek(&self, permits: u32) -> Result<(), Rejection>;
+}
+
+impl<L: Peek + ?Sized> Peek for &L {
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        (**self).peek(permits)
+    }
+}
+
 macro_rules! forward_limiter {
     ($(#[$m:meta])* $ptr:ty) => {
         $(#[$m])*
@@ -347,6 +397,13 @@ macro_rules! forward_limiter {
             }
             fn is_closed(&self) -> bool {
                 (**self).is_closed()
+            }
+        }
+
+        $(#[$m])*
+        impl<L: Peek + ?Sized> Peek for $ptr {
+            fn peek(&self, permits: u32) -> Result<(), Rejection> {
+                (**self).peek(permits)
             }
         }
 

@@ -206,6 +206,24 @@ impl<C: Clock> BucketCore<C> {
         )))
     }
 
+    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
+        if n > self.refill.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        let b = self.word.load();
+        let (k, into) = self.ticker.locate(e, b.tick);
+        match b.try_take(k, n, self.refill, self.queue.barging()) {
+            Ok(_) => Ok(()),
+            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Exhausted { .. }) => Err(Rejection::with_retry_after(
+                Reason::Exhausted,
+                self.retry_after(k, into, b, n).max(Duration::from_nanos(1)),
+            )),
+        }
+    }
+
     /// The exact wait before `n` tokens can be taken, seen from `into` ns into tick `k` by a
     /// newcomer denied on the word `w`: behind an oldest-first queue, each waiter ahead is
     /// served in turn (walked under the queue lock, with the word as it is under that lock, since
@@ -405,6 +423,12 @@ macro_rules! bucket_limiter {
             }
             fn is_closed(&self) -> bool {
                 self.core.is_closed()
+            }
+        }
+
+        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C> {
+            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
+                self.core.peek(permits)
             }
         }
 

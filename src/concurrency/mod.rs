@@ -348,6 +348,22 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     }
 }
 
+impl<C: Clock> crate::limiter::Peek for ConcurrencyLimiter<C>
+where
+    C: Sync,
+{
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        if permits > self.options.permit_limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        match self.state().try_take(permits, self.queue.barging()) {
+            Ok(_) => Ok(()),
+            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Exhausted) => Err(Rejection::new(Reason::Exhausted)),
+        }
+    }
+}
+
 impl<C: Clock> Limiter for ConcurrencyLimiter<C>
 where
     C: Sync,

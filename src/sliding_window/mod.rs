@@ -550,6 +550,27 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     }
 }
 
+impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingWindowLimiter<C, N> {
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        if permits > self.shape.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        let h = Header::unpack(self.header.load(Ordering::Acquire));
+        let (k, into) = self.ticker.locate(e, h.tick);
+        let barge = self.queue.barging();
+        match h.try_take(k, permits, self.shape, barge, |j| self.frozen(j)) {
+            Ok(_) => Ok(()),
+            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Exhausted { .. }) => Err(Rejection::with_retry_after(
+                Reason::Exhausted,
+                self.retry_after(k, into, h, permits, barge)
+                    .max(Duration::from_nanos(1)),
+            )),
+        }
+    }
+}
+
 impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
     fn replenishment_period(&self) -> Duration {
         Duration::from_nanos(self.ticker.period_ns())
