@@ -63,7 +63,7 @@ impl Ticker {
     /// division.
     #[inline]
     pub(crate) fn locate(&self, e: u64, hint: u64) -> (u64, u64) {
-        match self.into_tick(e, hint) {
+        match self.offset_in(e, hint) {
             Some(into) => (hint, into),
             None => (e / self.period, e % self.period),
         }
@@ -72,7 +72,7 @@ impl Ticker {
     /// The nanoseconds an elapsed time `e` lies into tick `k`, if it lies in it (one multiply,
     /// no division).
     #[inline(always)]
-    pub(crate) fn into_tick(&self, e: u64, k: u64) -> Option<u64> {
+    pub(crate) fn offset_in(&self, e: u64, k: u64) -> Option<u64> {
         let into = e.checked_sub(k.checked_mul(self.period)?)?;
         (into < self.period).then_some(into)
     }

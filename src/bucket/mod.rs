@@ -188,7 +188,7 @@ impl<C: Clock> BucketCore<C> {
         };
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, *shift)?;
-        let into = self.ticker.into_tick(e, tick)?;
+        let into = self.ticker.offset_in(e, tick)?;
         if n == 0 {
             return None;
         }

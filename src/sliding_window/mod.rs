@@ -276,7 +276,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             // The quick path: a header with no flag, read in its own segment, with room.
             let w = cas::Word::load(&self.header);
             if let Some((tick, used)) = Header::plain(w) {
-                if let Some(_into) = self.ticker.into_tick(e, tick) {
+                if let Some(_into) = self.ticker.offset_in(e, tick) {
                     if used + u64::from(n) <= u64::from(self.shape.limit)
                         && cas::swap_once(&self.header, w, w + u128::from(n))
                     {
