@@ -141,9 +141,69 @@ impl<C: Clock> FixedWindowLimiter<C> {
         }
     }
 
-    /// The options the limiter was built with.
-    pub fn options(&self) -> &FixedWindowOptions {
-        &self.options
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, ManualClock};
+    ///
+    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
+    /// let window = FixedWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(window.options(), opts);
+    /// ```
+    pub fn options(&self) -> FixedWindowOptions {
+        FixedWindowOptions {
+            permit_limit: self.core.limit(),
+            queue_limit: self.core.queue.limit(),
+            ..self.options
+        }
+    }
+
+    /// Changes the permit limit and the queue limit while the limiter is in use, by the token
+    /// bucket's rule ([`TokenBucketLimiter::reconfigure`](crate::TokenBucketLimiter::reconfigure)):
+    /// permits left in the current window clamp to a lowered limit, a raised one takes effect
+    /// from the next window (the current window keeps what is left of it), waiters asking for
+    /// more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit) and the rest are served as far as
+    /// the window allows. Refused, changing nothing: invalid options, a different window or
+    /// queue order ([`OptionsError::FixedAtCreation`]), or a limit the state word laid out at
+    /// creation cannot hold ([`OptionsError::LimitTooLarge`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let window = FixedWindowLimiter::with_clock(FixedWindowOptions::new(100, minute), &clock).unwrap();
+    /// window.try_acquire(30).unwrap().forget();
+    /// window.reconfigure(FixedWindowOptions::new(50, minute)).unwrap();
+    /// assert_eq!(window.available_permits(), 50); // 70 left, clamped to the new limit
+    /// clock.advance(minute);
+    /// window.try_acquire(50).unwrap().forget();
+    /// assert!(window.try_acquire(1).is_err());
+    /// ```
+    pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        if options.window != self.options.window || options.queue_order != self.options.queue_order
+        {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        let refill = Refill {
+            limit: options.permit_limit,
+            per_tick: options.permit_limit,
+        };
+        let max = self.core.max_limit();
+        if refill.limit > max {
+            return Err(OptionsError::LimitTooLarge { max });
+        }
+        self.core
+            .queue
+            .reconfigure(self, options.queue_limit, refill.limit, || {
+                let _ = self.core.reconfigure(refill); // checked above
+            });
+        Ok(())
     }
 }
 

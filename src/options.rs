@@ -61,6 +61,9 @@ pub enum OptionsError {
         /// The capacity (the limiter's `N` parameter).
         max: usize,
     },
+    /// A reconfiguration that changes what is fixed when the limiter is created: the period or
+    /// window (the time scale its state is counted in) or the queue order.
+    FixedAtCreation,
 }
 
 impl fmt::Display for OptionsError {
@@ -90,7 +93,7 @@ impl fmt::Display for OptionsError {
                 f.write_str("a keyed limiter allows at most one token per 2 nanoseconds")
             }
             OptionsError::LimitTooLarge { max } => {
-                write!(f, "the permit limit must be at most {max} on this target")
+                write!(f, "the permit limit must be at most {max} for this limiter")
             }
             OptionsError::CapacityTooLarge { max } => {
                 write!(f, "the partition capacity must be at most {max}")
@@ -107,6 +110,9 @@ impl fmt::Display for OptionsError {
                     "the limit must be at most {max} (the limiter's capacity)"
                 )
             }
+            OptionsError::FixedAtCreation => f.write_str(
+                "the period, window and queue order cannot change after the limiter is created",
+            ),
         }
     }
 }

@@ -164,9 +164,82 @@ impl<C: Clock> TokenBucketLimiter<C> {
         }
     }
 
-    /// The options the limiter was built with.
-    pub fn options(&self) -> &TokenBucketOptions {
-        &self.options
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ManualClock, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let opts = TokenBucketOptions::new(10, 5, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(bucket.options(), opts);
+    /// ```
+    pub fn options(&self) -> TokenBucketOptions {
+        let r = self.core.refill();
+        TokenBucketOptions {
+            token_limit: r.limit,
+            tokens_per_period: r.per_tick,
+            queue_limit: self.core.queue.limit(),
+            ..self.options
+        }
+    }
+
+    /// Changes the token limit, the tokens per period and the queue limit while the limiter
+    /// is in use. The rule, applied at once and whole (concurrent reconfigurations apply one
+    /// after the other):
+    /// - **Tokens clamp to a lowered limit** (the excess is dropped at the next decision); a
+    ///   raised limit starts from the tokens the bucket holds and fills with time.
+    /// - **Refills** count at the new rate from the next period boundary on; the current
+    ///   period is not re-dated.
+    /// - **Waiters are re-evaluated**: those asking for more than the new limit are failed
+    ///   with [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit) (they could never be
+    ///   served), the rest keep their places and are served as far as the bucket now allows.
+    ///   A new queue limit applies to newcomers; waiters already queued are not evicted.
+    ///
+    /// Refused, changing nothing: invalid options (as [`with_clock`](Self::with_clock)
+    /// refuses them), a different replenishment period or queue order
+    /// ([`OptionsError::FixedAtCreation`]), or a limit larger than the state word laid out at
+    /// creation holds ([`OptionsError::LimitTooLarge`]; any `u32` for a limiter whose word is
+    /// 128 bits, and for the 64-bit word every bit its ticks leave free: up to 2^28 - 1 tokens
+    /// with a 1 s period, 2^18 - 1 with 1 ms).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, OptionsError, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    /// bucket.reconfigure(TokenBucketOptions::new(4, 2, Duration::from_secs(1))).unwrap();
+    /// assert_eq!(bucket.available_permits(), 4); // clamped
+    /// bucket.try_acquire(4).unwrap().forget();
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(bucket.available_permits(), 2); // the new rate
+    /// let other_period = TokenBucketOptions::new(4, 2, Duration::from_secs(2));
+    /// assert_eq!(bucket.reconfigure(other_period), Err(OptionsError::FixedAtCreation));
+    /// ```
+    pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        if options.replenishment_period != self.options.replenishment_period
+            || options.queue_order != self.options.queue_order
+        {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        let refill = Refill {
+            limit: options.token_limit,
+            per_tick: options.tokens_per_period,
+        };
+        let max = self.core.max_limit();
+        if refill.limit > max {
+            return Err(OptionsError::LimitTooLarge { max });
+        }
+        self.core
+            .queue
+            .reconfigure(self, options.queue_limit, refill.limit, || {
+                let _ = self.core.reconfigure(refill); // checked above
+            });
+        Ok(())
     }
 }
 

@@ -99,7 +99,7 @@ pub fn run(i: &OptionsInput) {
     same("TokenBucketOptions::validate", t.validate(), want);
     match (TokenBucketLimiter::with_clock(t, &clock), want) {
         (Ok(l), Ok(ns)) => {
-            same("token bucket options()", *l.options(), t);
+            same("token bucket options()", l.options(), t);
             same(
                 "token bucket replenishment_period",
                 l.replenishment_period(),
@@ -122,7 +122,7 @@ pub fn run(i: &OptionsInput) {
     same("FixedWindowOptions::validate", f.validate(), want);
     match (FixedWindowLimiter::with_clock(f, &clock), want) {
         (Ok(l), Ok(ns)) => {
-            same("fixed window options()", *l.options(), f);
+            same("fixed window options()", l.options(), f);
             same(
                 "fixed window replenishment_period",
                 l.replenishment_period(),

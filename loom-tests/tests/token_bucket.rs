@@ -238,3 +238,37 @@ fn close_races_acquire() {
         assert_eq!((s.total_successful, s.total_failed), (got, 3 - got));
     });
 }
+
+/// `reconfigure` lowering the limit from 3 to 1 races `try_acquire(2)` on a full bucket: the
+/// acquire either wins before the change (2 of the 3 tokens, then 1 left, within the new limit)
+/// or is refused as exceeding the new limit — never granted from tokens the new limit dropped,
+/// and never `Exhausted`. Afterwards the bucket holds at most the new limit and reports it.
+#[test]
+fn reconfigure_races_acquire() {
+    check(|| {
+        let clock = RecordingClock::new();
+        let l = bucket(3, &clock);
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            l1.reconfigure(TokenBucketOptions::new(1, 1, ns(10)))
+                .unwrap();
+            assert_eq!(l1.options().token_limit, 1);
+            // From here on no request above the new limit is granted.
+            let e = take(&l1, 2).unwrap_err();
+            assert_eq!(e.reason(), tollgate::Reason::ExceedsLimit);
+        });
+        // Not `spawn_take`: a request refused as exceeding the limit reads no clock.
+        let l2 = l.clone();
+        let a = thread::spawn(move || take(&l2, 2));
+        changer.join().unwrap();
+        let ra = a.join().unwrap();
+        match &ra {
+            Ok(n) => assert_eq!(*n, 2),
+            Err(e) => assert_eq!(e.reason(), tollgate::Reason::ExceedsLimit, "{e:?}"),
+        }
+        assert_eq!(l.available_permits(), 1);
+        let s = l.statistics();
+        let got = u64::from(ra.is_ok());
+        assert_eq!((s.total_successful, s.total_failed), (got, 2 - got));
+    });
+}

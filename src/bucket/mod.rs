@@ -74,12 +74,46 @@ impl StateWord {
     }
 }
 
+/// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: both
+/// fields in one word, so that a decision reads a consistent pair with one load.
+#[derive(Debug)]
+struct RefillCell(AtomicU64);
+
+impl RefillCell {
+    crate::sync::const_unless_loom! {
+        fn new(r: Refill) -> Self {
+            Self(AtomicU64::new((r.limit as u64) << 32 | r.per_tick as u64))
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self) -> Refill {
+        let w = self.0.load(crate::sync::Ordering::Acquire);
+        Refill {
+            limit: (w >> 32) as u32,
+            per_tick: w as u32,
+        }
+    }
+
+    fn set(&self, r: Refill) {
+        self.0.store(
+            u64::from(r.limit) << 32 | u64::from(r.per_tick),
+            crate::sync::Ordering::Release,
+        );
+    }
+}
+
+/// Why [`BucketCore::reconfigure`] refused a new refill: the largest limit the state word's
+/// layout holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LimitTooLarge(pub(crate) u32);
+
 /// The shared core. `refill.limit` is the largest request that can ever succeed.
 #[derive(Debug)]
 pub(crate) struct BucketCore<C> {
     word: StateWord,
     ticker: Ticker,
-    refill: Refill,
+    refill: RefillCell,
     pub(crate) counters: Counters,
     pub(crate) queue: WaitQueue,
     pub(crate) clock: C,
@@ -106,7 +140,7 @@ impl<C: Clock> BucketCore<C> {
                     Bucket::narrow_shift(refill.limit, period_ns),
                 ),
                 ticker: Ticker::new(origin, period_ns),
-                refill,
+                refill: RefillCell::new(refill),
                 counters: Counters::new(),
                 queue,
                 clock,
@@ -115,15 +149,44 @@ impl<C: Clock> BucketCore<C> {
     }
 
     pub(crate) fn limit(&self) -> u32 {
-        self.refill.limit
+        self.refill().limit
+    }
+
+    /// The refill now (changed only by [`reconfigure`](Self::reconfigure)).
+    #[inline(always)]
+    pub(crate) fn refill(&self) -> Refill {
+        self.refill.get()
+    }
+
+    /// The largest token limit the state word's layout holds (the 64-bit word's token field,
+    /// sized at creation with every bit the ticks leave free).
+    pub(crate) fn max_limit(&self) -> u32 {
+        match &self.word {
+            StateWord::Narrow { shift, .. } => {
+                u32::try_from((1u64 << shift) - 1).unwrap_or(u32::MAX)
+            }
+            StateWord::Wide(_) => u32::MAX,
+        }
+    }
+
+    /// Changes the refill from the next decision on. Tokens above a lowered limit are dropped
+    /// at the next transition ([`Bucket::at`]); a raised limit fills with time as usual. The
+    /// caller then reconfigures and serves the queue. Refused, changing nothing, if the new
+    /// limit does not fit the state word.
+    pub(crate) fn reconfigure(&self, r: Refill) -> Result<(), LimitTooLarge> {
+        let max = self.max_limit();
+        if r.limit > max {
+            return Err(LimitTooLarge(max));
+        }
+        self.refill.set(r);
+        Ok(())
     }
 
     /// One lock-free attempt for a newcomer at `e` ns after creation; on denial, the state word
     /// it decided on and the tick and offset `e` falls in. The tick is located from the state's
     /// own ([`Ticker::locate`]): no division while time stays in the tick of the last write.
     #[inline]
-    fn attempt(&self, e: u64, n: u32) -> Result<(), (Denied, Bucket, (u64, u64))> {
-        let r = self.refill;
+    fn attempt(&self, e: u64, n: u32, r: Refill) -> Result<(), (Denied, Bucket, (u64, u64))> {
         let barge = self.queue.barging();
         self.word
             .transition(|b| {
@@ -140,25 +203,26 @@ impl<C: Clock> BucketCore<C> {
     /// brought its tokens) and tries once more.
     #[inline]
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        if n > self.refill.limit {
+        let r = self.refill();
+        if n > r.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
-        if let Some(quick) = self.take_quick(e, n) {
+        if let Some(quick) = self.take_quick(e, n, r) {
             return quick;
         }
-        self.take_slow(e, n, serve)
+        self.take_slow(e, n, r, serve)
     }
 
     /// [`take`](Self::take) past the quick path: the general transition, the queue, the
     /// 128-bit word. Out of line, so that the quick path saves no registers for it.
     #[inline(never)]
-    fn take_slow(&self, e: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let mut result = self.attempt(e, n);
+    fn take_slow(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
+        let mut result = self.attempt(e, n, r);
         if let Err((Denied::Exhausted { .. }, b, _)) = result {
             if b.waiters && !self.queue.barging() {
                 serve();
-                result = self.attempt(e, n);
+                result = self.attempt(e, n, r);
             }
         }
         match result {
@@ -166,7 +230,7 @@ impl<C: Clock> BucketCore<C> {
             Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted { .. }, b, (k, into))) => {
                 // From the very instant and state the decision was made on: no second clock read.
-                let wait = self.retry_after(k, into, b, n);
+                let wait = self.retry_after(k, into, b, n, r);
                 Err(Rejection::with_retry_after(
                     Reason::Exhausted,
                     wait.max(Duration::from_nanos(1)),
@@ -182,7 +246,7 @@ impl<C: Clock> BucketCore<C> {
     /// ([`Bucket::plain64`]); `None` sends everything else (another tick, a flag, a probe, the
     /// 128-bit word, a lost race) to it.
     #[inline(always)]
-    fn take_quick(&self, e: u64, n: u32) -> Option<Result<(), Rejection>> {
+    fn take_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Rejection>> {
         let StateWord::Narrow { word, shift } = &self.word else {
             return None;
         };
@@ -193,13 +257,15 @@ impl<C: Clock> BucketCore<C> {
             return None;
         }
         if tokens >= n {
-            return cas::swap_once(word, w, w - u64::from(n)).then_some(Ok(()));
+            // Tokens above the limit (it was lowered) are dropped by the general path first.
+            return (tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
+                .then_some(Ok(()));
         }
         let ticks = Bucket {
             tokens,
-            ..Bucket::full(self.refill.limit)
+            ..Bucket::full(r.limit)
         }
-        .ticks_to_take(self.refill, n);
+        .ticks_to_take(r, n);
         Some(Err(Rejection::with_retry_after(
             Reason::Exhausted,
             self.ticker.wait_for(ticks, into),
@@ -208,18 +274,20 @@ impl<C: Clock> BucketCore<C> {
 
     /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
-        if n > self.refill.limit {
+        let r = self.refill();
+        if n > r.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         let b = self.word.load();
         let (k, into) = self.ticker.locate(e, b.tick);
-        match b.try_take(k, n, self.refill, self.queue.barging()) {
+        match b.try_take(k, n, r, self.queue.barging()) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
             Err(Denied::Exhausted { .. }) => Err(Rejection::with_retry_after(
                 Reason::Exhausted,
-                self.retry_after(k, into, b, n).max(Duration::from_nanos(1)),
+                self.retry_after(k, into, b, n, r)
+                    .max(Duration::from_nanos(1)),
             )),
         }
     }
@@ -229,12 +297,12 @@ impl<C: Clock> BucketCore<C> {
     /// served in turn (walked under the queue lock, with the word as it is under that lock, since
     /// the refill cap makes the answer depend on each waiter's size, not just their sum).
     #[inline]
-    fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32) -> Duration {
+    fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32, r: Refill) -> Duration {
         if b.waiters && !self.queue.barging() {
             self.retry_after_queued(k, into, n)
         } else {
             let base = k.max(b.tick);
-            let ticks = b.at(base, self.refill).ticks_to_take(self.refill, n.max(1));
+            let ticks = b.at(base, r).ticks_to_take(r, n.max(1));
             self.ticker
                 .wait_until(k, into, base, base.saturating_add(ticks))
         }
@@ -262,9 +330,8 @@ impl<C: Clock> BucketCore<C> {
         requests: impl IntoIterator<Item = u32>,
     ) -> Duration {
         let base = k.max(b.tick);
-        let ticks = b
-            .at(base, self.refill)
-            .ticks_to_serve(self.refill, requests);
+        let r = self.refill();
+        let ticks = b.at(base, r).ticks_to_serve(r, requests);
         self.ticker
             .wait_until(k, into, base, base.saturating_add(ticks))
     }
@@ -272,7 +339,7 @@ impl<C: Clock> BucketCore<C> {
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
-        let r = self.refill;
+        let r = self.refill();
         self.word
             .transition(|b| match b.try_take(k, n, r, true) {
                 Ok(next) => Ok((next, Some(k))),
@@ -293,7 +360,7 @@ impl<C: Clock> BucketCore<C> {
     /// serving afterwards.
     pub(crate) fn give_back(&self, n: u32) -> bool {
         let (k, _) = self.ticker.tick(self.clock.now());
-        let r = self.refill;
+        let r = self.refill();
         let Ok((before, ())) = self
             .word
             .transition(|b| Ok::<_, Infallible>((b.give_back(k, n, r), ())));
@@ -306,15 +373,15 @@ impl<C: Clock> BucketCore<C> {
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
         let b = self.word.load();
-        if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill.limit)) {
+        if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill().limit)) {
             if u64::from(n) == total {
                 return self.wait_behind(k, into, b, core::iter::once(n));
             }
         }
         let base = k.max(b.tick);
-        let b = b.at(base, self.refill);
+        let b = b.at(base, self.refill());
         let missing = total.saturating_sub(u64::from(b.tokens));
-        let ticks = Bucket::ticks_to_gain(missing, self.refill);
+        let ticks = Bucket::ticks_to_gain(missing, self.refill());
         self.ticker
             .wait_until(k, into, base, base.saturating_add(ticks))
     }
@@ -322,7 +389,7 @@ impl<C: Clock> BucketCore<C> {
     fn now_state(&self) -> Bucket {
         let e = self.ticker.elapsed(self.clock.now());
         let b = self.word.load();
-        b.at(self.ticker.locate(e, b.tick).0, self.refill)
+        b.at(self.ticker.locate(e, b.tick).0, self.refill())
     }
 
     pub(crate) fn available(&self) -> u64 {
@@ -343,7 +410,7 @@ impl<C: Clock> BucketCore<C> {
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
         let now = self.clock.now();
         let b = self.word.load();
-        let full_at = b.full_at(self.refill);
+        let full_at = b.full_at(self.refill());
         // A clock behind the bucket's own tick is no time passing: judge at the later of the two.
         let (k, _) = self.ticker.tick(now);
         (full_at <= k.max(b.tick) && !b.waiters).then(|| self.ticker.since_start_of(now, full_at))
@@ -367,7 +434,7 @@ impl<C: Clock> BucketCore<C> {
     /// Writes the state as of now (if time has added anything).
     pub(crate) fn catch_up(&self) {
         let (k, _) = self.ticker.tick(self.clock.now());
-        let r = self.refill;
+        let r = self.refill();
         let _ = self
             .word
             .transition(|b| Ok::<_, Infallible>((b.at(k, r), ())));

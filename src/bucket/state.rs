@@ -117,16 +117,19 @@ impl Bucket {
 
     /// The width of the token field of the 64-bit layout for a bucket of `limit` tokens and
     /// ticks of `period_ns`, if every reachable state fits in it (see the module docs).
+    ///
+    /// The token field gets every bit the ticks leave free (at most 32), not just the bits of
+    /// `limit`, so that the limit can be raised at run time up to `2^shift - 1`.
     pub const fn narrow_shift(limit: u32, period_ns: u64) -> Option<u32> {
         let period = if period_ns == 0 { 1 } else { period_ns };
-        let shift = 32 - limit.leading_zeros();
+        let needed = 32 - limit.leading_zeros();
         let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
         let tick_bits = 64 - max_tick.leading_zeros();
-        if shift + tick_bits <= 62 {
-            Some(shift)
-        } else {
-            None
+        if needed + tick_bits > 62 {
+            return None;
         }
+        let free = 62 - tick_bits;
+        Some(if free > 32 { 32 } else { free })
     }
 
     /// Reads a 64-bit word packed with a token field of `shift` bits.
@@ -168,7 +171,14 @@ impl Bucket {
     /// capped at `limit`. A `k` at or before `tick` changes nothing (time never runs backwards).
     #[inline]
     pub const fn at(self, k: u64, r: Refill) -> Bucket {
-        if k <= self.tick || self.tokens >= r.limit {
+        if self.tokens >= r.limit {
+            // Full; tokens above a limit lowered at run time are dropped.
+            return Bucket {
+                tokens: r.limit,
+                ..self
+            };
+        }
+        if k <= self.tick {
             return self;
         }
         let missing = (r.limit - self.tokens) as u64;

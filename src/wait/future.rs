@@ -138,10 +138,15 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             if q.serve_locked(l, list, wakes) {
                 return None;
             }
+            if n > l.limit() {
+                // The limit was lowered since the check above: such a waiter could never be
+                // served (a reconfiguration fails those already queued, under this lock).
+                return Some(Decision::Refused(Rejection::new(Reason::ExceedsLimit)));
+            }
             let queued = list.queued_permits();
             let behind = !list.is_empty() && !q.barging();
-            let room = u64::from(q.limit).saturating_sub(queued);
-            let can_queue = n == 0 || room >= u64::from(n) || (q.barging() && n <= q.limit);
+            let room = u64::from(q.limit()).saturating_sub(queued);
+            let can_queue = n == 0 || room >= u64::from(n) || (q.barging() && n <= q.limit());
             if !behind {
                 match l.take_locked(n, can_queue) {
                     Ok(Some(_)) => return Some(Decision::Granted),
@@ -162,7 +167,8 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             }
             // Newest-first: evict the oldest until the newcomer fits (in as many rounds of
             // wakes as it takes).
-            while n > 0 && u64::from(q.limit).saturating_sub(list.queued_permits()) < u64::from(n) {
+            while n > 0 && u64::from(q.limit()).saturating_sub(list.queued_permits()) < u64::from(n)
+            {
                 let Some(oldest) = list.front() else { break };
                 if !wakes.has_room() {
                     q.sync_count(list);

@@ -123,6 +123,18 @@ impl List {
         unsafe { w.as_ref() }.permits
     }
 
+    /// The oldest linked waiter asking for more than `limit` permits.
+    pub(crate) fn first_over(&mut self, limit: u32) -> Option<NonNull<Waiter>> {
+        let mut cur = self.head;
+        while let Some(w) = cur {
+            if self.permits_of(w) > limit {
+                return Some(w);
+            }
+            cur = self.links(w).next;
+        }
+        None
+    }
+
     /// The permits each linked waiter asks for, oldest first.
     pub(crate) fn requests(&mut self) -> impl Iterator<Item = u32> + '_ {
         let mut cur = self.head;

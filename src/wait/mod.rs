@@ -110,7 +110,8 @@ pub(crate) mod private {
 pub struct WaitQueue {
     list: Lock<List>,
     queued: AtomicU64,
-    limit: u32,
+    /// Permits that may wait (read under the lock; changed under it by `reconfigure`).
+    limit: AtomicU64,
     order: QueueOrder,
     /// The drivers to tell when the next waiter to be served changes (every live registration:
     /// a limiter may be registered with several drivers, one after another or at once).
@@ -122,7 +123,7 @@ impl core::fmt::Debug for WaitQueue {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("WaitQueue")
             .field("queued", &self.queued_permits())
-            .field("limit", &self.limit)
+            .field("limit", &self.limit())
             .field("order", &self.order)
             .finish()
     }
@@ -198,12 +199,54 @@ impl WaitQueue {
             Self {
                 list: Lock::new(List::new()),
                 queued: AtomicU64::new(0),
-                limit,
+                limit: AtomicU64::new(limit as u64),
                 order,
                 #[cfg(feature = "std")]
                 hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
             }
         }
+    }
+
+    /// Permits that may wait in the queue.
+    pub(crate) fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        u32::try_from(self.limit.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
+    }
+
+    /// Reconfigures the queue of a limiter whose largest grantable request is now
+    /// `permit_limit`: newcomers may queue up to `queue_limit` permits (waiters already queued
+    /// keep their places), every waiter asking for more than `permit_limit` — which could never
+    /// be served now — is failed with [`Reason::ExceedsLimit`], and the rest are served as far
+    /// as the limiter's new state allows.
+    ///
+    /// `apply` (the limiter's own change) runs first, under the queue lock, so that concurrent
+    /// reconfigurations apply whole, one after the other, and no newcomer can queue between
+    /// the change and the failing of the waiters it strands.
+    pub(crate) fn reconfigure<S: Source + ?Sized>(
+        &self,
+        src: &S,
+        queue_limit: u32,
+        permit_limit: u32,
+        apply: impl FnOnce(),
+    ) {
+        let mut apply = Some(apply);
+        let mut wakes = WakeList::new();
+        self.locked(&mut wakes, |list, wakes| {
+            if let Some(apply) = apply.take() {
+                apply();
+                self.limit.store(u64::from(queue_limit), Ordering::Relaxed);
+            }
+            while let Some(w) = list.first_over(permit_limit) {
+                if !wakes.has_room() {
+                    self.sync_count(list);
+                    return None;
+                }
+                wakes.head_changed |= self.serving_end(list) == Some(w);
+                wakes.push(list.complete(w, Status::Rejected(Reason::ExceedsLimit)));
+                src.counters().record_dequeued();
+            }
+            (!self.serve_locked(src, list, wakes)).then_some(())
+        });
     }
 
     /// Permits requested by queued waiters (a lock-free snapshot).
