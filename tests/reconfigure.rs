@@ -161,3 +161,30 @@ fn reconfiguring_under_load_never_over_admits() {
     assert!(w.available_permits() <= 10);
     assert_eq!(w.statistics().total_successful, granted);
 }
+
+#[test]
+fn a_sliding_window_keeps_what_it_counted_under_a_new_limit() {
+    let clock = ManualClock::new();
+    let minute = Duration::from_secs(60);
+    let opts = SlidingWindowOptions::new(10, minute, 2).with_queue(20, QueueOrder::OldestFirst);
+    let w: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    w.try_acquire(6).unwrap().forget();
+    let mut four = Task::new(w.acquire(4));
+    assert_eq!(four.ready().unwrap().permits(), 4); // 10 of 10 now
+    let mut nine = Task::new(w.acquire(9));
+    let mut two = Task::new(w.acquire(2));
+    nine.pending();
+    two.pending();
+    let lowered = SlidingWindowOptions::new(5, minute, 2).with_queue(20, QueueOrder::OldestFirst);
+    w.reconfigure(lowered).unwrap();
+    assert_eq!(nine.ready().unwrap_err().reason(), Reason::ExceedsLimit);
+    let no = w.try_acquire(1).unwrap_err();
+    assert_eq!(no.reason(), Reason::Exhausted); // 10 counted, 5 allowed, one waiter ahead
+    clock.advance(minute); // the segment holding all 10 slides out
+    w.replenish();
+    assert_eq!(two.ready().unwrap().permits(), 2);
+    assert_eq!(w.available_permits(), 3);
+    let other = SlidingWindowOptions::new(5, minute, 3).with_queue(20, QueueOrder::OldestFirst);
+    assert_eq!(w.reconfigure(other), Err(OptionsError::FixedAtCreation));
+    assert_eq!(w.options(), lowered);
+}

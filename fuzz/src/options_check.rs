@@ -43,7 +43,7 @@ fn check_sliding<const N: usize>(o: SlidingWindowOptions, clock: &ManualClock) {
     same("SlidingWindowOptions::validate", o.validate(N), want);
     match (SlidingWindowLimiter::<_, N>::with_clock(o, clock), want) {
         (Ok(l), Ok(segment)) => {
-            same("sliding options()", *l.options(), o);
+            same("sliding options()", l.options(), o);
             same(
                 "sliding replenishment_period",
                 l.replenishment_period(),

@@ -490,3 +490,38 @@ fn close_races_acquire() {
         assert_eq!((s.total_successful, s.total_failed), (got, 4 - got));
     });
 }
+
+/// `reconfigure` lowering the limit from 3 to 1 races `try_acquire(2)` on an empty window: the
+/// acquire either wins (2 counted; then the window, over its new limit, refuses 1 with a wait
+/// until the segment slides out) or is refused as exceeding the new limit. Never both granted
+/// and followed by a grant beyond the new limit.
+#[test]
+fn reconfigure_races_acquire() {
+    check(|| {
+        let l = window(ManualClock::new());
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            let opts = SlidingWindowOptions::new(1, ns(SEGMENTS * SEGMENT_NS), SEGMENTS as u32);
+            l1.reconfigure(opts).unwrap();
+            assert_eq!(l1.options().permit_limit, 1);
+            let e = take(&l1, 2).unwrap_err();
+            assert_eq!(e.reason(), tollgate::Reason::ExceedsLimit);
+        });
+        let l2 = l.clone();
+        let a = thread::spawn(move || take(&l2, 2));
+        changer.join().unwrap();
+        let ra = a.join().unwrap();
+        match &ra {
+            Ok(n) => {
+                assert_eq!(*n, 2);
+                assert_eq!(l.available_permits(), 0);
+                let e = take(&l, 1).unwrap_err();
+                assert_exhausted(&e, ns(SEGMENTS * SEGMENT_NS));
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), tollgate::Reason::ExceedsLimit, "{e:?}");
+                assert_eq!(l.available_permits(), 1);
+            }
+        }
+    });
+}

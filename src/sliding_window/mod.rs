@@ -12,7 +12,7 @@ use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
-use crate::sync::{AtomicU128, Ordering};
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
 use crate::ticks::{period_nanos, Ticker};
 use crate::wait::{self, Acquire, Source, WaitQueue};
 
@@ -123,7 +123,10 @@ pub struct SlidingWindowLimiter<C: Clock, const N: usize = 16> {
     header: AtomicU128,
     ring: [AtomicU128; N],
     ticker: Ticker,
-    shape: Shape,
+    /// Segments per window (fixed at creation).
+    segments: u64,
+    /// Permits per window (changed by `reconfigure`).
+    limit: AtomicU64,
     counters: Counters,
     queue: WaitQueue,
     options: SlidingWindowOptions,
@@ -146,10 +149,8 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             header: AtomicU128::new(Header::EMPTY.pack()),
             ring: core::array::from_fn(|_| AtomicU128::new(0)),
             ticker: Ticker::new(clock.now(), segment),
-            shape: Shape {
-                limit: options.permit_limit,
-                segments: u64::from(options.segments_per_window),
-            },
+            segments: u64::from(options.segments_per_window),
+            limit: AtomicU64::new(options.permit_limit as u64),
             counters: Counters::new(),
             queue: WaitQueue::new(options.queue_limit, options.queue_order),
             options,
@@ -185,10 +186,8 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 header: AtomicU128::new(Header::EMPTY.pack()),
                 ring: empty_ring(),
                 ticker: Ticker::new(crate::Instant::ZERO, segment),
-                shape: Shape {
-                    limit: options.permit_limit,
-                    segments: options.segments_per_window as u64,
-                },
+                segments: options.segments_per_window as u64,
+                limit: AtomicU64::new(options.permit_limit as u64),
                 counters: Counters::new(),
                 queue: WaitQueue::new(options.queue_limit, options.queue_order),
                 options,
@@ -197,14 +196,83 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         }
     }
 
-    /// The options the limiter was built with.
-    pub fn options(&self) -> &SlidingWindowOptions {
-        &self.options
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let opts = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
+    /// let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(window.options(), opts);
+    /// ```
+    pub fn options(&self) -> SlidingWindowOptions {
+        SlidingWindowOptions {
+            permit_limit: self.limit(),
+            queue_limit: self.queue.limit(),
+            ..self.options
+        }
+    }
+
+    /// Changes the permit limit and the queue limit while the limiter is in use. Permits
+    /// already counted in the window stay counted: under a lowered limit the window refuses
+    /// until enough segments slide out, under a raised one it has room at once. Waiters asking
+    /// for more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the rest keep their places and are
+    /// served as far as the window allows; a new queue limit applies to newcomers. Refused,
+    /// changing nothing: invalid options, or a different window, segment count or queue order
+    /// ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let opts = SlidingWindowOptions::new(10, minute, 2);
+    /// let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// window.try_acquire(6).unwrap().forget();
+    /// window.reconfigure(SlidingWindowOptions::new(5, minute, 2)).unwrap();
+    /// assert!(window.try_acquire(1).is_err()); // 6 counted, 5 allowed
+    /// clock.advance(minute); // the segment holding the 6 slides out
+    /// assert!(window.try_acquire(5).is_ok());
+    /// ```
+    pub fn reconfigure(&self, options: SlidingWindowOptions) -> Result<(), OptionsError> {
+        options.validate(N)?;
+        if options.window != self.options.window
+            || options.segments_per_window != self.options.segments_per_window
+            || options.queue_order != self.options.queue_order
+        {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        let limit = options.permit_limit;
+        self.queue
+            .reconfigure(self, options.queue_limit, limit, || {
+                self.limit.store(u64::from(limit), Ordering::Release);
+            });
+        Ok(())
+    }
+
+    /// Permits per window now.
+    #[inline(always)]
+    fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        self.limit.load(Ordering::Acquire) as u32
+    }
+
+    /// The window's shape now.
+    #[inline(always)]
+    fn shape(&self) -> Shape {
+        Shape {
+            limit: self.limit(),
+            segments: self.segments,
+        }
     }
 
     fn slot(&self, segment: u64) -> &AtomicU128 {
         // `segments <= N` (validated), so the index is in bounds.
-        &self.ring[(segment % self.shape.segments) as usize]
+        &self.ring[(segment % self.segments) as usize]
     }
 
     /// The frozen count of segment `j`: its slot, if the slot still holds segment `j`.
@@ -251,8 +319,13 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// the segment and offset `e` falls in (located from the header's own segment: no division
     /// while time stays in it).
     #[inline]
-    fn attempt(&self, e: u64, n: u32, barge: bool) -> Result<(), (Denied, Header, (u64, u64))> {
-        let s = self.shape;
+    fn attempt(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        barge: bool,
+    ) -> Result<(), (Denied, Header, (u64, u64))> {
         cas::transition(&self.header, |w| {
             let h = Header::unpack(w);
             let (k, into) = self.ticker.locate(e, h.tick);
@@ -268,7 +341,9 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
     #[inline]
     fn take(&self, n: u32) -> Result<(), Rejection> {
-        if n > self.shape.limit {
+        // One reading of the limit for the whole decision (it may be reconfigured meanwhile).
+        let s = self.shape();
+        if n > s.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
@@ -277,7 +352,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             let w = cas::Word::load(&self.header);
             if let Some((tick, used)) = Header::plain(w) {
                 if let Some(_into) = self.ticker.offset_in(e, tick) {
-                    if used + u64::from(n) <= u64::from(self.shape.limit)
+                    if used + u64::from(n) <= u64::from(s.limit)
                         && cas::swap_once(&self.header, w, w + u128::from(n))
                     {
                         return Ok(());
@@ -285,21 +360,21 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 }
             }
         }
-        self.take_slow(e, n)
+        self.take_slow(e, n, s)
     }
 
     /// [`take`](Self::take) past the quick path: the general transition (a slide, a denial and
     /// its RetryAfter, the queue, a lost race). Out of line, so that the quick path saves no
     /// registers for it.
     #[inline(never)]
-    fn take_slow(&self, e: u64, n: u32) -> Result<(), Rejection> {
+    fn take_slow(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
         let barge = self.queue.barging();
-        let mut result = self.attempt(e, n, barge);
+        let mut result = self.attempt(e, n, s, barge);
         if let Err((Denied::Exhausted { .. }, h, _)) = result {
             if h.waiters && !barge {
                 // Held back by the queue: serve it first (time may have made room), then retry.
                 self.queue.serve(self);
-                result = self.attempt(e, n, barge);
+                result = self.attempt(e, n, s, barge);
             }
         }
         match result {
@@ -336,16 +411,15 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
         let h = Header::unpack(self.header.load(Ordering::Acquire));
-        let limit = self.shape.limit;
+        let limit = self.limit();
         // Whole windows for all but the last `limit` (a bounded walk for any `total`).
         let whole = total.saturating_sub(1) / u64::from(limit);
         let last = (total - whole * u64::from(limit)) as u32;
         let first = if whole > 0 { Some(limit) } else { None };
         let wait = self.wait_behind(k, into, h, first.into_iter().chain(core::iter::once(last)));
         let windows = whole.saturating_sub(1);
-        let extra = u128::from(windows)
-            * u128::from(self.shape.segments)
-            * u128::from(self.ticker.period_ns());
+        let extra =
+            u128::from(windows) * u128::from(self.segments) * u128::from(self.ticker.period_ns());
         wait.saturating_add(crate::ticks::duration_from_nanos_u128(extra))
     }
 
@@ -365,7 +439,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         mut h: Header,
         requests: impl IntoIterator<Item = u32>,
     ) -> Duration {
-        let segments = self.shape.segments;
+        let segments = self.segments;
         let mut window = [0u64; N];
         let window = &mut window[..segments as usize];
         for _ in 0..8 {
@@ -378,7 +452,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 if let Some(i) = (h.tick + segments).checked_sub(base + 1) {
                     window[i as usize] = u64::from(again.cur);
                 }
-                let slides = Header::slides_to_serve(self.shape, window, requests);
+                let slides = Header::slides_to_serve(self.shape(), window, requests);
                 return self
                     .ticker
                     .wait_until(k, into, base, base.saturating_add(slides));
@@ -389,8 +463,8 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         // whole limit had just been taken in the current segment, which can only wait longer.
         let base = k.min(TICK_MAX).max(h.tick);
         window.fill(0);
-        window[segments as usize - 1] = u64::from(self.shape.limit);
-        let slides = Header::slides_to_serve(self.shape, window, requests);
+        window[segments as usize - 1] = u64::from(self.limit());
+        let slides = Header::slides_to_serve(self.shape(), window, requests);
         self.ticker
             .wait_until(k, into, base, base.saturating_add(slides))
     }
@@ -398,7 +472,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// The counts of the window ending at segment `base >= h.tick`, oldest first: segments
     /// before `h.tick` from the ring, `h.tick` itself from the header, later ones empty.
     fn read_window(&self, base: u64, h: Header, window: &mut [u64]) {
-        let segments = self.shape.segments;
+        let segments = self.segments;
         for (i, c) in window.iter_mut().enumerate() {
             *c = match (base + 1 + i as u64).checked_sub(segments) {
                 Some(j) if j < h.tick => u64::from(self.frozen(j)),
@@ -429,7 +503,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     fn now_header(&self) -> (Header, Header, u64) {
         let (k, _) = self.ticker.tick(self.clock.now());
         let h = Header::unpack(self.header.load(Ordering::Acquire));
-        (h, h.at(k, self.shape, |j| self.frozen(j)), k)
+        (h, h.at(k, self.shape(), |j| self.frozen(j)), k)
     }
 
     /// The last segment in which permits were taken, if any.
@@ -456,14 +530,14 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
         &self.counters
     }
     fn limit(&self) -> u32 {
-        self.shape.limit
+        self.limit()
     }
     fn take_now(&self, n: u32) -> Result<(), Rejection> {
         self.take(n)
     }
     fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
-        let s = self.shape;
+        let s = self.shape();
         cas::transition(&self.header, |w| {
             let h = Header::unpack(w);
             match h.try_take(k, n, s, true, |j| self.frozen(j)) {
@@ -513,7 +587,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     }
 
     fn available_permits(&self) -> u64 {
-        u64::from(self.shape.limit).saturating_sub(self.now_header().1.used())
+        u64::from(self.limit()).saturating_sub(self.now_header().1.used())
     }
 
     fn statistics(&self) -> Statistics {
@@ -531,7 +605,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
         let (k, _) = self.ticker.tick(now);
         let h = Header::unpack(self.header.load(Ordering::Acquire));
         let free_from = match self.last_used_segment(h) {
-            Some(j) => j.saturating_add(self.shape.segments),
+            Some(j) => j.saturating_add(self.segments),
             None => 0,
         };
         (free_from <= k.max(h.tick) && !h.waiters)
@@ -552,14 +626,15 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
 
 impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingWindowLimiter<C, N> {
     fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        if permits > self.shape.limit {
+        let s = self.shape();
+        if permits > s.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         let h = Header::unpack(self.header.load(Ordering::Acquire));
         let (k, into) = self.ticker.locate(e, h.tick);
         let barge = self.queue.barging();
-        match h.try_take(k, permits, self.shape, barge, |j| self.frozen(j)) {
+        match h.try_take(k, permits, s, barge, |j| self.frozen(j)) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
             Err(Denied::Exhausted { .. }) => Err(Rejection::with_retry_after(
@@ -578,7 +653,7 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
 
     fn replenish(&self) -> u64 {
         let (k, _) = self.ticker.tick(self.clock.now());
-        let s = self.shape;
+        let s = self.shape();
         let _ = cas::transition(&self.header, |w| {
             let h = Header::unpack(w);
             let next = h.at(k, s, |j| self.frozen(j));
