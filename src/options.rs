@@ -41,7 +41,7 @@ pub enum OptionsError {
     /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
     RateTooHigh,
     /// A permit limit larger than the limiter's native word holds (a concurrency limiter on a
-    /// 32-bit target holds at most 2^28 - 1 permits).
+    /// 32-bit target holds at most 2^27 - 1 permits).
     LimitTooLarge {
         /// The largest limit this target's word holds.
         max: u32,

@@ -188,3 +188,64 @@ fn a_sliding_window_keeps_what_it_counted_under_a_new_limit() {
     assert_eq!(w.reconfigure(other), Err(OptionsError::FixedAtCreation));
     assert_eq!(w.options(), lowered);
 }
+
+#[test]
+fn a_raised_concurrency_limit_serves_waiters_and_a_lowered_one_fails_the_too_large() {
+    let opts = ConcurrencyOptions::new(2).with_queue(10, QueueOrder::OldestFirst);
+    let l = ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    let held = l.try_acquire(2).unwrap();
+    let mut three = Task::new(l.acquire(3)); // more than the limit of 2: refused
+    assert_eq!(three.ready().unwrap_err().reason(), Reason::ExceedsLimit);
+    let mut one = Task::new(l.acquire(1));
+    one.pending();
+    l.reconfigure(ConcurrencyOptions::new(3).with_queue(10, QueueOrder::OldestFirst))
+        .unwrap();
+    let one = one.ready().unwrap(); // the raise made 1 available
+    let mut two = Task::new(l.acquire(2));
+    two.pending();
+    l.reconfigure(ConcurrencyOptions::new(1).with_queue(10, QueueOrder::OldestFirst))
+        .unwrap();
+    assert_eq!(two.ready().unwrap_err().reason(), Reason::ExceedsLimit);
+    drop(held); // pays the 2 owed
+    assert_eq!(l.available_permits(), 0);
+    drop(one);
+    assert_eq!(l.available_permits(), 1);
+    assert!(l.idle_duration().is_some());
+    assert_eq!(
+        l.reconfigure(ConcurrencyOptions::new(1).with_queue(10, QueueOrder::NewestFirst)),
+        Err(OptionsError::FixedAtCreation)
+    );
+}
+
+/// Four threads acquire and release single permits while a fifth moves the limit between 2
+/// and 8: no more than 8 are ever held at once, nothing is lost or owed forever, and after
+/// the last change (to 3) every permit comes back.
+#[test]
+fn adaptive_limits_under_load_never_leak_or_over_admit() {
+    let l = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(8), ManualClock::new()).unwrap();
+    let held = AtomicU64::new(0);
+    let most = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..5_000 {
+                    if let Ok(lease) = l.try_acquire(1) {
+                        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        drop(lease);
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            for i in 0..2_000u32 {
+                l.reconfigure(ConcurrencyOptions::new(2 + i % 7)).unwrap();
+            }
+            l.reconfigure(ConcurrencyOptions::new(3)).unwrap();
+        });
+    });
+    assert!(most.load(Ordering::SeqCst) <= 8);
+    assert_eq!(l.available_permits(), 3);
+    assert_eq!(l.options().permit_limit, 3);
+}

@@ -81,7 +81,7 @@ pub fn run(i: &OptionsInput) {
     same("ConcurrencyOptions::validate", c.validate(), want);
     match (ConcurrencyLimiter::with_clock(c, &clock), want) {
         (Ok(l), Ok(())) => {
-            same("concurrency options()", *l.options(), c);
+            same("concurrency options()", l.options(), c);
             fresh("fresh concurrency limiter", &l, limit);
         }
         (Err(e), Err(w)) => {

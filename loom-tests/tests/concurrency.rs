@@ -392,3 +392,73 @@ fn lazy_dating_races_dating_and_a_lease() {
         assert_eq!(l.available_permits(), 1);
     });
 }
+
+/// Lowering the limit from 4 to 2 races the release of 3 of the 3 permits held (1 available):
+/// whichever order, once both are done exactly 2 permits are available (nothing lost to the
+/// give-back cap, nothing owed forever), and the limiter is idle.
+#[test]
+fn lowering_the_limit_races_a_release() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(4, &clock);
+        assert_eq!(take_and_keep(&l, 3).unwrap(), 3);
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            l1.reconfigure(ConcurrencyOptions::new(2)).unwrap();
+        });
+        let l2 = l.clone();
+        let releaser = thread::spawn(move || l2.release(3));
+        changer.join().unwrap();
+        releaser.join().unwrap();
+        assert_eq!(l.available_permits(), 2);
+        assert!(l.idle_duration().is_some());
+        assert_eq!(take_and_keep(&l, 2).unwrap(), 2);
+        assert_exhausted(&take_and_keep(&l, 1).unwrap_err());
+    });
+}
+
+/// Raising the limit from 2 to 4 races the release of the 2 permits held: afterwards all 4
+/// are available (a release never capped below the permits it returns).
+#[test]
+fn raising_the_limit_races_a_release() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(2, &clock);
+        assert_eq!(take_and_keep(&l, 2).unwrap(), 2);
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            l1.reconfigure(ConcurrencyOptions::new(4)).unwrap();
+        });
+        let l2 = l.clone();
+        let releaser = thread::spawn(move || l2.release(2));
+        changer.join().unwrap();
+        releaser.join().unwrap();
+        assert_eq!(l.available_permits(), 4);
+        assert_eq!(take_and_keep(&l, 4).unwrap(), 4);
+    });
+}
+
+/// A lowered limit with permits owed races a second release and an acquire: the acquire can
+/// only be granted from what the debt leaves, so at no point do more than the new limit of 1
+/// plus the leases not yet returned hold permits, and at the end 1 is held or available.
+#[test]
+fn an_owed_debt_races_a_release_and_an_acquire() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(3, &clock);
+        assert_eq!(take_and_keep(&l, 1).unwrap(), 1);
+        assert_eq!(take_and_keep(&l, 2).unwrap(), 2);
+        l.reconfigure(ConcurrencyOptions::new(1)).unwrap(); // 3 held, 2 owed
+        let l1 = l.clone();
+        let releaser = thread::spawn(move || l1.release(2));
+        let l2 = l.clone();
+        let taker = thread::spawn(move || take_and_keep(&l2, 1));
+        releaser.join().unwrap();
+        let got = taker.join().unwrap();
+        // The release paid the debt; 1 permit is still held by the first lease.
+        assert_exhausted(&got.unwrap_err());
+        assert_eq!(l.available_permits(), 0);
+        l.release(1);
+        assert_eq!(l.available_permits(), 1);
+    });
+}

@@ -52,7 +52,7 @@ impl ConcurrencyOptions {
     }
 
     /// The largest `permit_limit` the limiter's native word holds: `u32::MAX` on 64-bit targets,
-    /// 2^28 - 1 on 32-bit ones.
+    /// 2^27 - 1 on 32-bit ones.
     pub const MAX_PERMIT_LIMIT: u32 = MAX_LIMIT;
 
     /// Checks the options: the limit must be at least 1, and at most
@@ -111,6 +111,12 @@ pub struct ConcurrencyLimiter<C: Clock> {
     eager: bool,
     counters: Counters,
     queue: WaitQueue,
+    /// The permit limit now (changed by `reconfigure`).
+    limit: AtomicUsize,
+    /// Permits owed by the leases out after the limit was lowered below what they hold (see
+    /// `State::lower`): nonzero only while the word is `indebted`, read and written only under
+    /// the queue lock.
+    debt: AtomicUsize,
     options: ConcurrencyOptions,
     clock: C,
 }
@@ -137,6 +143,8 @@ impl<C: Clock> ConcurrencyLimiter<C> {
             eager: Stamp::RAISES && clock.now_is_cheap(),
             counters: Counters::new(),
             queue: WaitQueue::new(options.queue_limit, options.queue_order),
+            limit: AtomicUsize::new(options.permit_limit as usize),
+            debt: AtomicUsize::new(0),
             options,
             clock,
         })
@@ -187,15 +195,98 @@ impl<C: Clock> ConcurrencyLimiter<C> {
                 eager: false,
                 counters: Counters::new(),
                 queue: WaitQueue::new(options.queue_limit, options.queue_order),
+                limit: AtomicUsize::new(options.permit_limit as usize),
+                debt: AtomicUsize::new(0),
                 options,
                 clock,
             }
         }
     }
 
-    /// The options the limiter was built with.
-    pub fn options(&self) -> &ConcurrencyOptions {
-        &self.options
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock};
+    ///
+    /// let opts = ConcurrencyOptions::new(8);
+    /// let limiter = ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(limiter.options(), opts);
+    /// ```
+    pub fn options(&self) -> ConcurrencyOptions {
+        ConcurrencyOptions {
+            permit_limit: self.limit(),
+            queue_limit: self.queue.limit(),
+            ..self.options
+        }
+    }
+
+    /// Changes the permit limit and the queue limit while the limiter is in use — what an
+    /// adaptive concurrency controller (AIMD, gradient) does on every sample. The rule:
+    /// - **A raised limit** makes the difference available at once (serving waiters).
+    /// - **A lowered limit** takes what is available first; if the leases out hold more than
+    ///   the new limit, they owe the rest: their releases pay it off before any permit becomes
+    ///   available again. No lease is revoked, and from the call on no more than the new limit
+    ///   is ever held once the excess has drained.
+    /// - **Waiters** asking for more than the new limit are failed with
+    ///   [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit); the rest keep their places. A
+    ///   new queue limit applies to newcomers.
+    ///
+    /// Refused, changing nothing: invalid options (as [`with_clock`](Self::with_clock) refuses
+    /// them) or a different queue order ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+    ///
+    /// let limiter = ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap();
+    /// let held = limiter.try_acquire(8).unwrap();
+    /// limiter.reconfigure(ConcurrencyOptions::new(4)).unwrap(); // 8 held, 4 allowed: 4 owed
+    /// assert_eq!(limiter.available_permits(), 0);
+    /// drop(held); // pays the 4 owed, frees the other 4
+    /// assert_eq!(limiter.available_permits(), 4);
+    /// limiter.reconfigure(ConcurrencyOptions::new(6)).unwrap();
+    /// assert_eq!(limiter.available_permits(), 6);
+    /// ```
+    pub fn reconfigure(&self, options: ConcurrencyOptions) -> Result<(), OptionsError>
+    where
+        C: Sync,
+    {
+        options.validate()?;
+        if options.queue_order != self.options.queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        let new = options.permit_limit;
+        self.queue.reconfigure(self, options.queue_limit, new, || {
+            let old = self.limit();
+            let debt = self.debt.load(Ordering::Relaxed) as u64;
+            // A release's give-back is capped at the limit it reads: raise the limit before
+            // the permits arrive, lower it only after the word has absorbed the cut, so that
+            // no racing release is capped below what it returns.
+            if new > old {
+                self.limit.store(new as usize, Ordering::Release);
+            }
+            let Ok((_, owed)) = cas::transition(&self.word, |w| {
+                let s = State::unpack(w);
+                let (next, owed) = if new < old {
+                    s.lower(old - new, debt)
+                } else {
+                    s.repay(new - old, debt, new)
+                };
+                Ok::<_, Infallible>((self.date_if_idle(next).pack(), owed))
+            });
+            if new < old {
+                self.limit.store(new as usize, Ordering::Release);
+            }
+            self.debt.store(owed as usize, Ordering::Relaxed);
+        });
+        Ok(())
+    }
+
+    /// The permit limit now.
+    #[inline(always)]
+    fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        self.limit.load(Ordering::Acquire) as u32
     }
 
     fn state(&self) -> State {
@@ -203,7 +294,7 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     }
 
     fn take(&self, permits: u32) -> Result<(), Rejection> {
-        if permits > self.options.permit_limit {
+        if permits > self.limit() {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let barge = self.queue.barging();
@@ -260,7 +351,7 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     /// keeps the latest of racing stamps); otherwise marks it undated, reading no clock.
     #[inline]
     fn date_if_idle(&self, next: State) -> State {
-        let limit = self.options.permit_limit;
+        let limit = self.limit();
         if !self.eager {
             return next.mark_undated_if_idle(limit);
         }
@@ -276,7 +367,7 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     /// makes the limiter idle again meanwhile marks it undated again; it is dated next time.
     #[cold]
     fn date_now(&self) {
-        let limit = self.options.permit_limit;
+        let limit = self.limit();
         let won = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
             if s.undated() && !s.dating() && s.idle(limit) {
@@ -305,7 +396,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
         &self.counters
     }
     fn limit(&self) -> u32 {
-        self.options.permit_limit
+        self.limit()
     }
     fn take_now(&self, n: u32) -> Result<(), Rejection> {
         self.take(n)
@@ -353,7 +444,7 @@ where
     C: Sync,
 {
     fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        if permits > self.options.permit_limit {
+        if permits > self.limit() {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         match self.state().try_take(permits, self.queue.barging()) {
@@ -394,7 +485,7 @@ where
     }
 
     fn idle_duration(&self) -> Option<Duration> {
-        let limit = self.options.permit_limit;
+        let limit = self.limit();
         if self.state().undated() {
             self.date_now();
         }
@@ -431,23 +522,29 @@ where
 impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     #[inline]
     fn release(&self, permits: u32) {
-        let limit = self.options.permit_limit;
-        // Fast path: nobody waits, one CAS.
+        // Fast path: nobody waits and nothing is owed, one CAS. The limit that caps the
+        // give-back is read with each attempt: a reconfiguration that raised it has written it
+        // before the word change that made an earlier attempt fail.
         let fast = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
-            if s.waiters() {
+            if s.waiters() || s.indebted() {
                 return Err(());
             }
-            Ok((self.date_if_idle(s.give_back(permits, limit)).pack(), ()))
+            let next = s.give_back(permits, self.limit());
+            Ok((self.date_if_idle(next).pack(), ()))
         });
         if fast.is_ok() {
             return;
         }
-        // Waiters: return the permits under the queue lock and hand them to the queue head.
+        // Waiters or a debt: return the permits under the queue lock, paying what is owed
+        // first, and hand the rest to the queue head.
         self.queue.give_back_and_serve(self, || {
-            let _ = cas::transition(&self.word, |w| {
-                Ok::<_, Infallible>((State::unpack(w).give_back(permits, limit).pack(), ()))
+            let debt = self.debt.load(Ordering::Relaxed) as u64;
+            let Ok((_, owed)) = cas::transition(&self.word, |w| {
+                let (next, owed) = State::unpack(w).repay(permits, debt, self.limit());
+                Ok::<_, Infallible>((self.date_if_idle(next).pack(), owed))
             });
+            self.debt.store(owed as usize, Ordering::Relaxed);
         });
     }
 }

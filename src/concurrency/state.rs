@@ -5,7 +5,9 @@
 //!
 //! | bits     | field       | meaning                                                       |
 //! |----------|-------------|---------------------------------------------------------------|
-//! | 0..W-4   | `available` | permits not held by any lease (at most [`MAX_LIMIT`])          |
+//! | 0..W-5   | `available` | permits not held by any lease (at most [`MAX_LIMIT`])          |
+//! | W-5      | `indebted`  | the limit was lowered below the permits held: releases pay the |
+//! |          |             | debt (kept beside the word, under the queue lock) first        |
 //! | W-4      | `dating`    | an `idle_duration` call is writing the idle stamp              |
 //! | W-3      | `undated`   | the limiter became idle on a release that read no clock        |
 //! | W-2      | `waiters`   | the wait queue is not empty                                    |
@@ -20,9 +22,10 @@ const CLOSED: usize = 1 << (W - 1);
 const WAITERS: usize = 1 << (W - 2);
 const UNDATED: usize = 1 << (W - 3);
 const DATING: usize = 1 << (W - 4);
-const AVAILABLE: usize = DATING - 1;
+const INDEBTED: usize = 1 << (W - 5);
+const AVAILABLE: usize = INDEBTED - 1;
 
-/// The largest permit limit the word holds: `u32::MAX` on 64-bit targets, 2^28 - 1 on 32-bit
+/// The largest permit limit the word holds: `u32::MAX` on 64-bit targets, 2^27 - 1 on 32-bit
 /// ones.
 pub const MAX_LIMIT: u32 = if AVAILABLE >= u32::MAX as usize {
     u32::MAX
@@ -83,6 +86,40 @@ impl State {
     #[inline]
     pub const fn undated(self) -> bool {
         self.0 & UNDATED != 0
+    }
+
+    /// The limit was lowered below the permits held, and releases still owe the difference.
+    #[inline]
+    pub const fn indebted(self) -> bool {
+        self.0 & INDEBTED != 0
+    }
+
+    /// The limit lowered by `cut` permits, `debt` already owed (`0` unless `indebted`): the
+    /// available permits absorb what they can, and the rest is owed by the leases out (their
+    /// releases pay it before anything becomes available). Returns the new state and the debt
+    /// now owed.
+    #[inline]
+    pub const fn lower(self, cut: u32, debt: u64) -> (State, u64) {
+        let a = self.available();
+        let absorbed = if a < cut { a } else { cut };
+        let owed = debt + (cut - absorbed) as u64;
+        let flag = if owed > 0 { INDEBTED } else { 0 };
+        (
+            State((self.0 & !(AVAILABLE | INDEBTED)) | (a - absorbed) as usize | flag),
+            owed,
+        )
+    }
+
+    /// `n` permits coming back (released, or added by a raised limit) while `debt` is owed:
+    /// they pay the debt first, the rest becomes available (at most `limit`). Returns the new
+    /// state and the debt still owed.
+    #[inline]
+    pub const fn repay(self, n: u32, debt: u64, limit: u32) -> (State, u64) {
+        let paid = if (n as u64) < debt { n as u64 } else { debt };
+        let owed = debt - paid;
+        let next = self.give_back(n - paid as u32, limit);
+        let flag = if owed > 0 { INDEBTED } else { 0 };
+        (State((next.0 & !INDEBTED) | flag), owed)
     }
 
     /// Someone is writing the idle stamp.
@@ -190,12 +227,40 @@ mod tests {
         }
     }
 
+    /// Lowering the limit takes what is available first and owes the rest; releases (and a
+    /// raised limit) pay the debt before anything becomes available again; the flag is set
+    /// exactly while something is owed, and no other field changes.
+    #[test]
+    fn a_lowered_limit_is_owed_by_the_leases_out() {
+        // Limit 10, 7 held, 3 available; lowered to 4: 3 absorbed, 3 owed.
+        let s = State::full(10).close().with_waiters(true);
+        let s = State(s.0 - 7);
+        let (l, owed) = s.lower(6, 0);
+        assert_eq!((l.available(), owed), (0, 3));
+        assert!(l.indebted() && l.closed() && l.waiters());
+        // A release of 2 pays 2; one of 5 pays the last 1 and frees 4 (the new limit).
+        let (r, owed) = l.repay(2, owed, 4);
+        assert_eq!((r.available(), owed, r.indebted()), (0, 1, true));
+        let (r, owed) = r.repay(5, owed, 4);
+        assert_eq!((r.available(), owed, r.indebted()), (4, 0, false));
+        assert!(r.closed() && r.waiters());
+        // Lowering within what is available owes nothing.
+        let (m, owed) = State::full(10).lower(4, 0);
+        assert_eq!((m.available(), owed, m.indebted()), (6, 0, false));
+        // A debt grows when lowered again; a zero repay changes nothing.
+        let (d, owed) = State(0).lower(2, 5);
+        assert_eq!((d.available(), owed, d.indebted()), (0, 7, true));
+        assert_eq!(d.repay(0, owed, 3), (d, 7));
+        // Never above the limit.
+        assert_eq!(State(0).repay(9, 0, 4).0.available(), 4);
+    }
+
     #[test]
     fn max_limit_is_native() {
         if usize::BITS >= 64 {
             assert_eq!(MAX_LIMIT, u32::MAX);
         } else {
-            assert_eq!(MAX_LIMIT, (1 << 28) - 1);
+            assert_eq!(MAX_LIMIT, (1 << 27) - 1);
         }
     }
 
