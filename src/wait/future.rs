@@ -129,12 +129,11 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             Err(_) => {}
         }
         let q = l.queue();
-        // Serve first: time may have brought permits for those ahead.
-        q.serve(l);
         // Cloned before locking: no user code runs under the lock.
         let mut waker = Some(cx.waker().clone());
         let mut wakes = WakeList::new();
         let decision = q.locked(&mut wakes, |list, wakes| {
+            // Serve first: time may have brought permits for those ahead.
             if q.serve_locked(l, list, wakes) {
                 return None;
             }

@@ -38,7 +38,7 @@ pub(crate) use lock::Lock;
 use crate::lease::{Lease, Reason, Rejection};
 use crate::options::QueueOrder;
 use crate::stats::Counters;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
 ///
@@ -117,6 +117,9 @@ pub struct WaitQueue {
     /// a limiter may be registered with several drivers, one after another or at once).
     #[cfg(feature = "std")]
     hooks: std::sync::Mutex<alloc::vec::Vec<crate::driver::DriverHandle>>,
+    /// Whether a driver was ever attached: until then `notify` takes no lock.
+    #[cfg(feature = "std")]
+    hooked: AtomicBool,
 }
 
 impl core::fmt::Debug for WaitQueue {
@@ -137,7 +140,9 @@ impl core::fmt::Debug for WaitQueue {
 /// carries on until nothing more fits (see [`WaitQueue::serve`]). The last slot is kept for the
 /// nudge of the next waiter to be served.
 pub(crate) struct WakeList {
-    wakers: [Option<core::task::Waker>; WakeList::CAPACITY],
+    /// `wakers[len..]` are always `None`, so only `wakers[..len]` need dropping (see `Drop`):
+    /// the array's own drop glue, which visits all 16, is skipped.
+    wakers: core::mem::ManuallyDrop<[Option<core::task::Waker>; WakeList::CAPACITY]>,
     len: usize,
     /// The waiter at the serving end changed (served, cancelled or evicted): time-served queues
     /// nudge the new one, and registered drivers are told.
@@ -149,7 +154,7 @@ impl WakeList {
 
     pub(crate) const fn new() -> Self {
         Self {
-            wakers: [const { None }; WakeList::CAPACITY],
+            wakers: core::mem::ManuallyDrop::new([const { None }; WakeList::CAPACITY]),
             len: 0,
             head_changed: false,
         }
@@ -193,6 +198,16 @@ impl WakeList {
     }
 }
 
+impl Drop for WakeList {
+    fn drop(&mut self) {
+        // Wakers never woken (a wait that unwound): dropped, not woken. Beyond `len` every
+        // slot is `None`.
+        for w in self.wakers[..self.len].iter_mut() {
+            drop(w.take());
+        }
+    }
+}
+
 impl WaitQueue {
     crate::sync::const_unless_loom! {
         pub(crate) fn new(limit: u32, order: QueueOrder) -> Self {
@@ -203,6 +218,8 @@ impl WaitQueue {
                 order,
                 #[cfg(feature = "std")]
                 hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
+                #[cfg(feature = "std")]
+                hooked: AtomicBool::new(false),
             }
         }
     }
@@ -388,7 +405,7 @@ impl WaitQueue {
     /// Tells the registered drivers, if any, that the next waiter to be served has changed.
     pub(crate) fn notify(&self) {
         #[cfg(feature = "std")]
-        {
+        if self.hooked.load(Ordering::Acquire) {
             let hooks = self
                 .hooks
                 .lock()
@@ -410,6 +427,7 @@ impl WaitQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         hooks.retain(crate::driver::DriverHandle::is_live);
         hooks.push(handle);
+        self.hooked.store(true, Ordering::Release);
     }
 }
 
