@@ -94,7 +94,6 @@ impl Ticker {
 
     /// The wait from `into` nanoseconds into some tick until `ticks` ticks after that tick began
     /// (zero for `ticks == 0`; `into` is less than a period, so otherwise at least 1 ns).
-    #[inline]
     pub(crate) fn wait_for(&self, ticks: u64, into: u64) -> Duration {
         if ticks == 0 {
             return Duration::ZERO;
@@ -111,7 +110,6 @@ impl Ticker {
     /// is stale (the thread was preempted after reading the clock while others moved the state
     /// on) or the clock stepped back: real time is at least the start of `base`, so the wait
     /// counts from there and is not inflated by the staleness.
-    #[inline]
     pub(crate) fn wait_until(&self, k: u64, into: u64, base: u64, target: u64) -> Duration {
         if base > k {
             self.wait_for(target - base, 0)

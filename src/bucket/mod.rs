@@ -201,7 +201,7 @@ impl<C: Clock> BucketCore<C> {
     /// Takes `n` tokens now without waiting (uncounted), or says why not and when to retry.
     /// A newcomer held back by an oldest-first queue first serves the queue (time may have
     /// brought its tokens) and tries once more.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         let r = self.refill();
         if n > r.limit {
@@ -266,10 +266,13 @@ impl<C: Clock> BucketCore<C> {
             ..Bucket::full(r.limit)
         }
         .ticks_to_take(r, n);
-        Some(Err(Rejection::with_retry_after(
-            Reason::Exhausted,
-            self.ticker.wait_for(ticks, into),
-        )))
+        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns; the 128-bit case
+        // stays out of line.
+        let wait = match ticks.checked_mul(self.ticker.period_ns()) {
+            Some(ns) => Duration::from_nanos(ns - into),
+            None => self.ticker.wait_for(ticks, into),
+        };
+        Some(Err(Rejection::with_retry_after(Reason::Exhausted, wait)))
     }
 
     /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
