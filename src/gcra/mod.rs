@@ -99,6 +99,38 @@ impl<C: Clock> GcraCore<C> {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let now = self.now();
+        if let Some(quick) = self.take_quick(now, n) {
+            return quick;
+        }
+        self.take_slow(now, n, serve)
+    }
+
+    /// The common decision in a handful of instructions: a word with no flag set grants `n > 0`
+    /// permits with one compare-and-swap of the pushed `tat`, or refuses with the exact wait
+    /// when no one is queued ahead ([`Gcra::quick`]: what the general path decides on the same
+    /// word and instant). `None` sends everything else (a flag, a probe, a queue to wait
+    /// behind, a lost race) to [`take_slow`](Self::take_slow).
+    #[inline(always)]
+    fn take_quick(&self, now: u64, n: u32) -> Option<Result<(), Rejection>> {
+        let w = cas::Word::load(&self.word);
+        match Gcra::quick(w, now, n, self.params)? {
+            Ok(next) => cas::swap_once(&self.word, w, next).then_some(Ok(())),
+            Err(wait) => {
+                if !self.queue.barging() && self.queue.queued_permits() != 0 {
+                    return None;
+                }
+                Some(Err(Rejection::with_retry_after(
+                    Reason::Exhausted,
+                    Duration::from_nanos(wait),
+                )))
+            }
+        }
+    }
+
+    /// [`take`](Self::take) past the quick path: the general transition and the queue. Out of
+    /// line, so that the quick path saves no registers for it.
+    #[inline(never)]
+    fn take_slow(&self, now: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         let mut result = self.attempt(now, n);
         if let Err((Denied::Exhausted, w)) = result {
             if Gcra::unpack(w).waiters && !self.queue.barging() {
