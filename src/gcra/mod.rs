@@ -95,14 +95,31 @@ impl<C: Clock> GcraCore<C> {
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
     #[inline]
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.take_as(n, || (), serve)
+    }
+
+    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
+    /// is built on the quick path itself, not converted from `Ok(())` afterwards.
+    #[inline(always)]
+    pub(crate) fn take_as<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // `1 <= n <= burst` in one comparison: a probe or an oversized request goes the general way.
+        if n.wrapping_sub(1) < self.params.burst {
+            let now = self.now();
+            return match self.take_quick(now, n) {
+                Some(Ok(())) => Ok(granted()),
+                Some(Err(r)) => Err(r),
+                None => self.take_slow(now, n, serve).map(|()| granted()),
+            };
+        }
         if n > self.params.burst {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let now = self.now();
-        if let Some(quick) = self.take_quick(now, n) {
-            return quick;
-        }
-        self.take_slow(now, n, serve)
+        self.take_slow(self.now(), n, serve).map(|()| granted())
     }
 
     /// The common decision in a handful of instructions: a word with no flag set grants `n > 0`
@@ -294,11 +311,12 @@ macro_rules! gcra_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken = self.core.take(permits, || self.core.queue.serve(self));
-                self.core
-                    .counters
-                    .count(taken)
-                    .map(|()| $crate::Lease::unreleased(permits))
+                let taken = self.core.take_as(
+                    permits,
+                    || $crate::Lease::unreleased(permits),
+                    || self.core.queue.serve(self),
+                );
+                self.core.counters.count(taken)
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()

@@ -172,23 +172,27 @@ impl Gcra {
     /// `n > 0` permits — without unpacking: `Ok` with the word
     /// [`try_take`](Self::try_take) writes, or `Err` with the nanoseconds until the request
     /// would be admitted with no one queued ahead ([`wait`](Self::wait), never zero: a denial
-    /// always waits). `None` for a flag or a probe. `n ≤ p.burst` is the caller's to check,
+    /// always waits). `None` for a flag, a probe, or a time from [`MAX_NOW`] on. `n ≤ p.burst` is the caller's to check,
     /// and `p` must be validated (`burst · interval ≤ MAX_SPAN`): then nothing overflows
     /// (`tat < 2^62`, `n · interval ≤ MAX_SPAN`).
     #[inline(always)]
     pub const fn quick(w: u64, now: u64, n: u32, p: Params) -> Option<Result<u64, u64>> {
-        if w & (CLOSED | WAITERS) != 0 || n == 0 {
+        // A flag, or a time at the cap (rare: 73 years of uptime), in one test; then `now` needs
+        // no clamping.
+        if (w >> 62) | (now >> 61) != 0 || n == 0 {
             return None;
         }
-        let now = clamp_now(now);
         let start = if w > now { w } else { now };
         let span = n as u64 * p.interval;
-        let end = start - now + span;
         let tol = if p.shape { span } else { p.window };
-        if end <= tol {
-            Some(Ok(start + span))
+        // `admits`, `max(tat, now) - now + span <= tol`, with `now` moved across: the pushed
+        // `tat` against the latest one admitted, and their difference the wait.
+        let next = start + span;
+        let latest = now + tol;
+        if next <= latest {
+            Some(Ok(next))
         } else {
-            Some(Err(end - tol))
+            Some(Err(next - latest))
         }
     }
 
@@ -310,8 +314,8 @@ mod tests {
 
     /// The word-level shortcut decides as the unpacked transition does: the same word written
     /// on a grant, the general path's exact wait (with no one ahead) on a denial, for the meter
-    /// and the shaper, around the burst edges, before, at and after `tat`, past `MAX_NOW`; any
-    /// flag or a probe sends the caller to the general path.
+    /// and the shaper, around the burst edges, before, at and after `tat`; any flag, a probe or
+    /// a time at the cap sends the caller to the general path.
     #[test]
     fn quick_is_try_take_on_the_same_word_and_instant() {
         for p in [
@@ -340,7 +344,7 @@ mod tests {
                 for &now in &nows {
                     for n in 0..=p.burst.min(8) {
                         let quick = Gcra::quick(w, now, n, p);
-                        if n == 0 {
+                        if n == 0 || now >= MAX_NOW {
                             assert_eq!(quick, None);
                             continue;
                         }
