@@ -169,17 +169,18 @@ impl Gcra {
     }
 
     /// The decision on a packed word `w` when it is the common one — no flag set, a request of
-    /// `n > 0` permits — without unpacking: `Ok` with the word
-    /// [`try_take`](Self::try_take) writes, or `Err` with the nanoseconds until the request
-    /// would be admitted with no one queued ahead ([`wait`](Self::wait), never zero: a denial
-    /// always waits). `None` for a flag, a probe, or a time from [`MAX_NOW`] on. `n ≤ p.burst` is the caller's to check,
-    /// and `p` must be validated (`burst · interval ≤ MAX_SPAN`): then nothing overflows
-    /// (`tat < 2^62`, `n · interval ≤ MAX_SPAN`).
+    /// `n > 0` permits, `tat` and `now` below [`MAX_NOW`] — without unpacking: `Ok` with the
+    /// word [`try_take`](Self::try_take) writes, or `Err` with the nanoseconds until the
+    /// request would be admitted with no one queued ahead ([`wait`](Self::wait), never zero: a
+    /// denial always waits). `None` for anything else: a flag, a probe, a time at the cap (73
+    /// years of uptime, or a backlog reaching that far). `n ≤ p.burst` is the caller's to
+    /// check, and `p` must be validated (`burst · interval ≤ MAX_SPAN`): then nothing
+    /// overflows (`n · interval ≤ MAX_SPAN`, and `tat`, `now` are below `MAX_NOW`).
     #[inline(always)]
     pub const fn quick(w: u64, now: u64, n: u32, p: Params) -> Option<Result<u64, u64>> {
-        // A flag, or a time at the cap (rare: 73 years of uptime), in one test; then `now` needs
-        // no clamping.
-        if (w >> 62) | (now >> 61) != 0 || n == 0 {
+        // The flags and both times' range in one test (`MAX_NOW` is bit 61); then `now` needs no
+        // clamping.
+        if (w | now) >> 61 != 0 || n == 0 {
             return None;
         }
         let start = if w > now { w } else { now };
@@ -344,7 +345,7 @@ mod tests {
                 for &now in &nows {
                     for n in 0..=p.burst.min(8) {
                         let quick = Gcra::quick(w, now, n, p);
-                        if n == 0 || now >= MAX_NOW {
+                        if n == 0 || now >= MAX_NOW || tat >= MAX_NOW {
                             assert_eq!(quick, None);
                             continue;
                         }
