@@ -183,13 +183,19 @@ impl Gcra {
         if (w | now) >> 61 != 0 || n == 0 {
             return None;
         }
-        let start = if w > now { w } else { now };
         let span = n as u64 * p.interval;
-        let tol = if p.shape { span } else { p.window };
-        // `admits`, `max(tat, now) - now + span <= tol`, with `now` moved across: the pushed
+        if p.shape {
+            // Tolerance `span`: departs now only if `tat` is not ahead of `now`.
+            return Some(if w > now {
+                Err(w - now)
+            } else {
+                Ok(now + span)
+            });
+        }
+        // `admits`, `max(tat, now) - now + span <= window`, with `now` moved across: the pushed
         // `tat` against the latest one admitted, and their difference the wait.
-        let next = start + span;
-        let latest = now + tol;
+        let next = if w > now { w } else { now } + span;
+        let latest = now + p.window;
         if next <= latest {
             Some(Ok(next))
         } else {
