@@ -95,10 +95,59 @@ impl<C: Clock> GcraCore<C> {
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
     #[inline]
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.take_as(n, || (), serve)
+    }
+
+    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
+    /// is built on the quick path itself, not converted from `Ok(())` afterwards.
+    #[inline(always)]
+    pub(crate) fn take_as<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // `1 <= n <= burst` in one comparison: a probe or an oversized request goes the general way.
+        if n.wrapping_sub(1) < self.params.burst {
+            let now = self.now();
+            return match self.take_quick(now, n) {
+                Some(Ok(())) => Ok(granted()),
+                Some(Err(r)) => Err(r),
+                None => self.take_slow(now, n, serve).map(|()| granted()),
+            };
+        }
         if n > self.params.burst {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let now = self.now();
+        self.take_slow(self.now(), n, serve).map(|()| granted())
+    }
+
+    /// The common decision in a handful of instructions: a word with no flag set grants `n > 0`
+    /// permits with one compare-and-swap of the pushed `tat`, or refuses with the exact wait
+    /// when no one is queued ahead ([`Gcra::quick`]: what the general path decides on the same
+    /// word and instant). `None` sends everything else (a flag, a probe, a queue to wait
+    /// behind, a lost race) to [`take_slow`](Self::take_slow).
+    #[inline(always)]
+    fn take_quick(&self, now: u64, n: u32) -> Option<Result<(), Rejection>> {
+        let w = cas::Word::load(&self.word);
+        match Gcra::quick(w, now, n, self.params)? {
+            Ok(next) => cas::swap_once(&self.word, w, next).then_some(Ok(())),
+            Err(wait) => {
+                if !self.queue.barging() && self.queue.queued_permits() != 0 {
+                    return None;
+                }
+                Some(Err(Rejection::with_retry_after(
+                    Reason::Exhausted,
+                    Duration::from_nanos(wait),
+                )))
+            }
+        }
+    }
+
+    /// [`take`](Self::take) past the quick path: the general transition and the queue. Out of
+    /// line, so that the quick path saves no registers for it.
+    #[inline(never)]
+    fn take_slow(&self, now: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         let mut result = self.attempt(now, n);
         if let Err((Denied::Exhausted, w)) = result {
             if Gcra::unpack(w).waiters && !self.queue.barging() {
@@ -262,11 +311,12 @@ macro_rules! gcra_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken = self.core.take(permits, || self.core.queue.serve(self));
-                self.core
-                    .counters
-                    .count(taken)
-                    .map(|()| $crate::Lease::unreleased(permits))
+                let taken = self.core.take_as(
+                    permits,
+                    || $crate::Lease::unreleased(permits),
+                    || self.core.queue.serve(self),
+                );
+                self.core.counters.count(taken)
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()

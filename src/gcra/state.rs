@@ -168,6 +168,41 @@ impl Gcra {
         })
     }
 
+    /// The decision on a packed word `w` when it is the common one — no flag set, a request of
+    /// `n > 0` permits, `tat` and `now` below [`MAX_NOW`] — without unpacking: `Ok` with the
+    /// word [`try_take`](Self::try_take) writes, or `Err` with the nanoseconds until the
+    /// request would be admitted with no one queued ahead ([`wait`](Self::wait), never zero: a
+    /// denial always waits). `None` for anything else: a flag, a probe, a time at the cap (73
+    /// years of uptime, or a backlog reaching that far). `n ≤ p.burst` is the caller's to
+    /// check, and `p` must be validated (`burst · interval ≤ MAX_SPAN`): then nothing
+    /// overflows (`n · interval ≤ MAX_SPAN`, and `tat`, `now` are below `MAX_NOW`).
+    #[inline(always)]
+    pub const fn quick(w: u64, now: u64, n: u32, p: Params) -> Option<Result<u64, u64>> {
+        // The flags and both times' range in one test (`MAX_NOW` is bit 61); then `now` needs no
+        // clamping.
+        if (w | now) >> 61 != 0 || n == 0 {
+            return None;
+        }
+        let span = n as u64 * p.interval;
+        if p.shape {
+            // Tolerance `span`: departs now only if `tat` is not ahead of `now`.
+            return Some(if w > now {
+                Err(w - now)
+            } else {
+                Ok(now + span)
+            });
+        }
+        // `admits`, `max(tat, now) - now + span <= window`, with `now` moved across: the pushed
+        // `tat` against the latest one admitted, and their difference the wait.
+        let next = if w > now { w } else { now } + span;
+        let latest = now + p.window;
+        if next <= latest {
+            Some(Ok(next))
+        } else {
+            Some(Err(next - latest))
+        }
+    }
+
     /// Whether `n` permits fit at `now` (ignoring flags).
     #[inline]
     pub const fn admits(self, now: u64, n: u64, p: Params) -> bool {
@@ -282,6 +317,66 @@ mod tests {
             assert_eq!(Gcra::unpack(g.pack()), g);
         }
         const { assert!(MAX_NOW + MAX_SPAN <= TAT) };
+    }
+
+    /// The word-level shortcut decides as the unpacked transition does: the same word written
+    /// on a grant, the general path's exact wait (with no one ahead) on a denial, for the meter
+    /// and the shaper, around the burst edges, before, at and after `tat`; any flag, a probe or
+    /// a time at the cap sends the caller to the general path.
+    #[test]
+    fn quick_is_try_take_on_the_same_word_and_instant() {
+        for p in [
+            P,
+            S,
+            Params::new(1, 1, false),
+            Params::new(1, 1, true),
+            Params::new(7, 5, false),
+            Params::new(3, 6, true),
+            Params::new(MAX_SPAN, 1, false),
+            Params::new(MAX_SPAN / 4, 4, true),
+        ] {
+            let window = p.window;
+            // Every small time (exhaustive where the small parameters' edges lie), then the edges.
+            let mut tats: Vec<u64> = (0..=64).collect();
+            tats.extend([window, window + 1, MAX_NOW, MAX_NOW + 1, MAX_NOW + MAX_SPAN]);
+            let mut nows = tats.clone();
+            nows.extend([window.saturating_sub(1), u64::MAX, 1 << 62]);
+            for &tat in &tats {
+                let g = Gcra {
+                    tat,
+                    closed: false,
+                    waiters: false,
+                };
+                let w = g.pack();
+                for &now in &nows {
+                    for n in 0..=p.burst.min(8) {
+                        let quick = Gcra::quick(w, now, n, p);
+                        if n == 0 || now >= MAX_NOW || tat >= MAX_NOW {
+                            assert_eq!(quick, None);
+                            continue;
+                        }
+                        let full = g.try_take(now, n, p, false);
+                        let at = (tat, now, n, p);
+                        match quick {
+                            Some(Ok(next)) => assert_eq!(full.map(Gcra::pack), Ok(next), "{at:?}"),
+                            Some(Err(wait)) => {
+                                assert_eq!(full, Err(Denied::Exhausted), "{at:?}");
+                                let general = g.wait(now, u64::from(n), 0, p).max(1);
+                                assert_eq!(u128::from(wait), general, "{at:?}");
+                            }
+                            None => panic!("no quick decision: {at:?}"),
+                        }
+                    }
+                    for flagged in [
+                        g.close(),
+                        g.with_waiters(true),
+                        g.close().with_waiters(true),
+                    ] {
+                        assert_eq!(Gcra::quick(flagged.pack(), now, 1, p), None);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
