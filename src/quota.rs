@@ -282,6 +282,7 @@ mod tests {
             .is_some_and(|d| d > Duration::ZERO && d <= Duration::from_secs(4)));
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn concurrency_has_no_reset_and_partition_limiter_delegates() {
         let c = ConcurrencyLimiter::new(ConcurrencyOptions::new(3)).unwrap();

@@ -244,6 +244,7 @@ mod tests {
     }
 
     /// The 64-bit form decides exactly as the 128-bit word, over random operations.
+    #[cfg(feature = "std")]
     #[test]
     fn the_64_bit_form_matches_the_word() {
         for (limit, per, period) in [

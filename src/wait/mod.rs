@@ -38,7 +38,7 @@ pub(crate) use lock::Lock;
 use crate::lease::{Lease, Reason, Rejection};
 use crate::options::QueueOrder;
 use crate::stats::Counters;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
 ///
@@ -119,7 +119,7 @@ pub struct WaitQueue {
     hooks: std::sync::Mutex<alloc::vec::Vec<crate::driver::DriverHandle>>,
     /// Whether a driver was ever attached: until then `notify` takes no lock.
     #[cfg(feature = "std")]
-    hooked: AtomicBool,
+    hooked: crate::sync::AtomicBool,
 }
 
 impl core::fmt::Debug for WaitQueue {
@@ -219,7 +219,7 @@ impl WaitQueue {
                 #[cfg(feature = "std")]
                 hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
                 #[cfg(feature = "std")]
-                hooked: AtomicBool::new(false),
+                hooked: crate::sync::AtomicBool::new(false),
             }
         }
     }

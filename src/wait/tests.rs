@@ -94,6 +94,7 @@ fn many_waiters_beyond_one_wake_batch() {
     }
 }
 
+#[cfg(feature = "std")]
 #[test]
 fn rate_waiters_across_threads() {
     let clock = ManualClock::new();
@@ -115,6 +116,7 @@ fn rate_waiters_across_threads() {
 /// Issue 9, item 9: a blocking wait whose timeout races a grant counts the request once. The
 /// grant is made at the worst moment — after the last poll found the waiter queued, while the
 /// wait decides that its time is up — by the `left` hook of the blocking loop.
+#[cfg(feature = "std")]
 #[test]
 fn a_timeout_racing_a_grant_counts_the_request_once() {
     let l = concurrency(1, 4, QueueOrder::OldestFirst);
@@ -142,6 +144,7 @@ fn a_timeout_racing_a_grant_counts_the_request_once() {
 
 /// The same race lost by the grant: still queued at the timeout, the waiter leaves (nothing
 /// leaks) and the timeout is the one count.
+#[cfg(feature = "std")]
 #[test]
 fn a_timeout_with_no_grant_counts_one_failure() {
     let l = concurrency(1, 4, QueueOrder::OldestFirst);
