@@ -72,6 +72,7 @@
 
 mod body;
 mod client_ip;
+mod key_hash;
 mod policy;
 
 use core::fmt;

@@ -6,7 +6,6 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::time::Duration;
-use std::hash::RandomState;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -42,8 +41,9 @@ use crate::{
 pub type SharedClock = Arc<dyn Clock + Send + Sync>;
 
 /// A request's partition key: an IP address (after prefix grouping) kept exactly, or any other
-/// value kept as a 128-bit keyed hash (SipHash with per-process random keys, so clients cannot
-/// choose collisions). `Copy`, 17 bytes: storing one never allocates.
+/// value kept as a 128-bit hash (SipHash-2-4 under fixed keys, so the same value names the same
+/// partition in every process; the partition tables hash keys again under their own random
+/// seeds). `Copy`, 17 bytes: storing one never allocates.
 ///
 /// ```
 /// use tollgate::http::Key;
@@ -52,10 +52,27 @@ pub type SharedClock = Arc<dyn Clock + Send + Sync>;
 /// assert_ne!(Key::from_bytes(b"alice"), Key::from_bytes(b"bob"));
 /// assert_ne!(Key::ip("10.0.0.1".parse().unwrap()), Key::from_u64(1));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key {
     tag: u8,
     bytes: [u8; 16],
+}
+
+/// Two words and the tag: three writes of fixed width (the partition tables' hasher mixes one
+/// word per write; a derived `Hash` would write a length and a byte slice).
+impl core::hash::Hash for Key {
+    #[inline]
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        let (lo, hi) = self.bytes.split_at(8);
+        let word = |b: &[u8]| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(b);
+            u64::from_le_bytes(w)
+        };
+        state.write_u64(word(lo));
+        state.write_u64(word(hi));
+        state.write_u8(self.tag);
+    }
 }
 
 /// SipHash-2-4 of `bytes` under a fixed key: the same on every machine and Rust release, so a
@@ -1364,7 +1381,7 @@ impl Policy {
                     o,
                     self.partitions,
                     clock.clone(),
-                    RandomState::new(),
+                    super::key_hash::KeyHashBuilder::new(),
                 )?,
                 describe,
             })),
@@ -1373,7 +1390,7 @@ impl Policy {
                     o,
                     self.partitions,
                     clock.clone(),
-                    RandomState::new(),
+                    super::key_hash::KeyHashBuilder::new(),
                 )?,
                 describe,
             })),
@@ -1525,7 +1542,7 @@ impl PolicyLimiter for Single {
 
 /// A token bucket or fixed window per key, in the bounded lock-free table.
 struct Keyed {
-    limiter: KeyedLimiter<Key, SharedClock>,
+    limiter: KeyedLimiter<Key, SharedClock, super::key_hash::KeyHashBuilder>,
     describe: PolicyQuota,
 }
 
