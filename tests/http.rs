@@ -584,6 +584,60 @@ async fn a_client_that_disconnects_leaves_the_queue() {
     assert_eq!(d_status, StatusCode::OK);
 }
 
+/// A queued request waits at most the policy's maximum delay: past it, it is refused (429)
+/// and leaves the queue; one whose permit comes within the delay is served.
+#[tokio::test]
+async fn a_queued_request_gives_up_after_the_maximum_delay() {
+    let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    let max_delay = Duration::from_secs(1);
+    let limits = RateLimiting::builder()
+        .global(Policy::concurrency(opts).unwrap().queue(Some(max_delay)))
+        .build()
+        .unwrap();
+    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
+    let addr = serve(streaming_app(&limits, feed_tx)).await;
+    let c = client();
+    // A holds the only permit while its body streams.
+    let a = c
+        .request(
+            Request::get(format!("http://{addr}/stream"))
+                .body(Empty::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let feed_a = feeds.recv().await.unwrap();
+    // B queues, waits the maximum delay, and is refused.
+    let started = std::time::Instant::now();
+    let b = fetch(&c, addr, "/stream").await;
+    let waited = started.elapsed();
+    assert_eq!(b.status, StatusCode::TOO_MANY_REQUESTS);
+    // A concurrency limiter cannot know when a permit comes back: no Retry-After.
+    assert_eq!(b.header("retry-after"), None);
+    assert!(
+        waited >= max_delay,
+        "refused after {waited:?}, before the maximum delay"
+    );
+    assert!(
+        waited < Duration::from_secs(30),
+        "refused only after {waited:?}"
+    );
+    // The queue is free again: C queues, and A's end within C's delay serves it.
+    let c_task = tokio::spawn({
+        let c = c.clone();
+        async move { fetch(&c, addr, "/stream").await.status }
+    });
+    // Give C time to queue (well inside its delay), then end A.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(feed_a);
+    let body = a.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "first chunk;");
+    // C's own body streams until its feed ends: end it once C's handler has run.
+    let feed_c = feeds.recv().await.unwrap();
+    drop(feed_c);
+    assert_eq!(c_task.await.unwrap(), StatusCode::OK);
+}
+
 #[tokio::test]
 async fn the_rejection_hook_builds_the_response() {
     let clock = Arc::new(ManualClock::new());
@@ -681,6 +735,91 @@ async fn a_client_pauses_a_host_on_an_upstream_429() {
     clock.advance(Duration::from_millis(3500));
     assert_eq!(call(&mut svc, &url).await, (StatusCode::OK, None));
     assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
+
+/// The same with the upstream's `Retry-After` as an HTTP-date (IMF-fixdate, two minutes ahead
+/// of the wall clock): the client pauses the host until then.
+#[tokio::test]
+async fn a_client_reads_an_upstream_retry_after_http_date() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let upstream = Router::new().route(
+        "/",
+        get({
+            let hits = hits.clone();
+            move || {
+                let n = hits.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if n == 0 {
+                        Response::builder()
+                            .status(StatusCode::TOO_MANY_REQUESTS)
+                            .header("retry-after", imf_fixdate(120))
+                            .body(axum::body::Body::empty())
+                            .unwrap()
+                    } else {
+                        Response::new(axum::body::Body::from("fine"))
+                    }
+                }
+            }
+        }),
+    );
+    let addr = serve(upstream).await;
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(fixed(100, 1).pause_on_upstream_429())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut svc = tower::ServiceBuilder::new()
+        .layer(limits.layer())
+        .service(client());
+    let url = format!("http://{addr}/");
+    assert_eq!(call(&mut svc, &url).await.0, StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_secs(60));
+    let (status, ra) = call(&mut svc, &url).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let left: u64 = ra.expect("a local Retry-After").parse().unwrap();
+    assert!(
+        (59..=61).contains(&left),
+        "{left} s left of a 120 s pause after 60 s"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    clock.advance(Duration::from_secs(62));
+    assert_eq!(call(&mut svc, &url).await.0, StatusCode::OK);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
+
+/// The IMF-fixdate `secs_ahead` seconds after now, e.g. "Sun, 06 Nov 1994 08:49:37 GMT".
+fn imf_fixdate(secs_ahead: u64) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + secs_ahead;
+    let (days, rem) = (t / 86_400, t % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    const WD: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MO: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
+        WD[(days % 7) as usize],
+        d,
+        MO[(m - 1) as usize],
+        y,
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
 }
 
 async fn call(

@@ -74,6 +74,7 @@ mod body;
 mod client_ip;
 mod key_hash;
 mod policy;
+mod retry_after;
 
 use core::fmt;
 use core::future::Future;
@@ -1388,16 +1389,16 @@ impl Admitted {
             shared.quota_headers(&mut parts.headers, &self.quotas);
             if let Some((i, key)) = self.pause {
                 if parts.status == StatusCode::TOO_MANY_REQUESTS {
-                    if let Some(secs) = parts
+                    // Delay-seconds or an HTTP-date (against the wall clock, which is what a
+                    // date is in); the pause itself runs on the layer's clock.
+                    if let Some(wait) = parts
                         .headers
                         .get(RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
-                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .and_then(|s| retry_after::delay(s, std::time::SystemTime::now()))
                     {
                         let now = shared.clock.now().as_nanos();
-                        shared.policies[i]
-                            .pauses
-                            .pause(key, now, Duration::from_secs(secs));
+                        shared.policies[i].pauses.pause(key, now, wait);
                     }
                 }
             }
