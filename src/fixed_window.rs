@@ -194,16 +194,7 @@ impl<C: Clock> FixedWindowLimiter<C> {
             limit: options.permit_limit,
             per_tick: options.permit_limit,
         };
-        let max = self.core.max_limit();
-        if refill.limit > max {
-            return Err(OptionsError::LimitTooLarge { max });
-        }
-        self.core
-            .queue
-            .reconfigure(self, options.queue_limit, refill.limit, || {
-                let _ = self.core.reconfigure(refill); // checked above
-            });
-        Ok(())
+        self.core.reconfigure(self, refill, options.queue_limit)
     }
 }
 

@@ -230,16 +230,7 @@ impl<C: Clock> TokenBucketLimiter<C> {
             limit: options.token_limit,
             per_tick: options.tokens_per_period,
         };
-        let max = self.core.max_limit();
-        if refill.limit > max {
-            return Err(OptionsError::LimitTooLarge { max });
-        }
-        self.core
-            .queue
-            .reconfigure(self, options.queue_limit, refill.limit, || {
-                let _ = self.core.reconfigure(refill); // checked above
-            });
-        Ok(())
+        self.core.reconfigure(self, refill, options.queue_limit)
     }
 }
 

@@ -395,6 +395,17 @@ impl http_body::Body for ChannelBody {
     }
 }
 
+/// GET /stream: the response as soon as its headers arrive (its body may still stream).
+async fn stream(c: &HttpClient, addr: SocketAddr) -> Response<hyper::body::Incoming> {
+    c.request(
+        Request::get(format!("http://{addr}/stream"))
+            .body(Empty::new())
+            .unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
 /// A route whose handler returns at once with a body that streams until the test says so.
 fn streaming_app(
     limits: &RateLimiting,
@@ -425,14 +436,7 @@ async fn a_streaming_body_holds_its_concurrency_permit_until_it_ends() {
     let c = client();
 
     // A: the handler has returned, its headers have arrived, its body still streams.
-    let a = c
-        .request(
-            Request::get(format!("http://{addr}/stream"))
-                .body(Empty::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let a = stream(&c, addr).await;
     assert_eq!(a.status(), StatusCode::OK);
     let feed = feeds.recv().await.unwrap();
     // B is refused: A's body holds the only permit.
@@ -527,14 +531,7 @@ async fn a_client_that_disconnects_leaves_the_queue() {
     let c = client();
 
     // A holds the permit (its body streams).
-    let a = c
-        .request(
-            Request::get(format!("http://{addr}/stream"))
-                .body(Empty::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let a = stream(&c, addr).await;
     let feed_a = feeds.recv().await.unwrap();
     // B queues, over raw TCP so that it can hang up.
     let mut b = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -560,14 +557,7 @@ async fn a_client_that_disconnects_leaves_the_queue() {
         async move {
             // D retries until it is queued instead of refused, then waits for A to finish.
             loop {
-                let r = c
-                    .request(
-                        Request::get(format!("http://{addr}/stream"))
-                            .body(Empty::new())
-                            .unwrap(),
-                    )
-                    .await
-                    .unwrap();
+                let r = stream(&c, addr).await;
                 if r.status() != StatusCode::SERVICE_UNAVAILABLE {
                     return r.status();
                 }
@@ -598,14 +588,7 @@ async fn a_queued_request_gives_up_after_the_maximum_delay() {
     let addr = serve(streaming_app(&limits, feed_tx)).await;
     let c = client();
     // A holds the only permit while its body streams.
-    let a = c
-        .request(
-            Request::get(format!("http://{addr}/stream"))
-                .body(Empty::new())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let a = stream(&c, addr).await;
     let feed_a = feeds.recv().await.unwrap();
     // B queues, waits the maximum delay, and is refused.
     let started = std::time::Instant::now();
@@ -677,9 +660,9 @@ async fn the_rejection_hook_builds_the_response() {
     );
 }
 
-#[tokio::test]
-async fn a_client_pauses_a_host_on_an_upstream_429() {
-    // Upstream: answers 429 with Retry-After: 5 the first time, 200 afterwards.
+/// An upstream that answers 429 with `retry_after` the first time and 200 afterwards; its
+/// address and the count of requests it received.
+async fn upstream_429_once(retry_after: String) -> (SocketAddr, Arc<AtomicUsize>) {
     let hits = Arc::new(AtomicUsize::new(0));
     let upstream = Router::new().route(
         "/",
@@ -687,11 +670,12 @@ async fn a_client_pauses_a_host_on_an_upstream_429() {
             let hits = hits.clone();
             move || {
                 let n = hits.fetch_add(1, Ordering::SeqCst);
+                let retry_after = retry_after.clone();
                 async move {
                     if n == 0 {
                         Response::builder()
                             .status(StatusCode::TOO_MANY_REQUESTS)
-                            .header("retry-after", "5")
+                            .header("retry-after", retry_after)
                             .body(axum::body::Body::empty())
                             .unwrap()
                     } else {
@@ -701,7 +685,12 @@ async fn a_client_pauses_a_host_on_an_upstream_429() {
             }
         }),
     );
-    let addr = serve(upstream).await;
+    (serve(upstream).await, hits)
+}
+
+#[tokio::test]
+async fn a_client_pauses_a_host_on_an_upstream_429() {
+    let (addr, hits) = upstream_429_once("5".into()).await;
 
     let clock = Arc::new(ManualClock::new());
     let by_host = KeyBy::with(|req| {
@@ -741,28 +730,7 @@ async fn a_client_pauses_a_host_on_an_upstream_429() {
 /// of the wall clock): the client pauses the host until then.
 #[tokio::test]
 async fn a_client_reads_an_upstream_retry_after_http_date() {
-    let hits = Arc::new(AtomicUsize::new(0));
-    let upstream = Router::new().route(
-        "/",
-        get({
-            let hits = hits.clone();
-            move || {
-                let n = hits.fetch_add(1, Ordering::SeqCst);
-                async move {
-                    if n == 0 {
-                        Response::builder()
-                            .status(StatusCode::TOO_MANY_REQUESTS)
-                            .header("retry-after", imf_fixdate(120))
-                            .body(axum::body::Body::empty())
-                            .unwrap()
-                    } else {
-                        Response::new(axum::body::Body::from("fine"))
-                    }
-                }
-            }
-        }),
-    );
-    let addr = serve(upstream).await;
+    let (addr, hits) = upstream_429_once(imf_fixdate(120)).await;
     let clock = Arc::new(ManualClock::new());
     let limits = RateLimiting::builder()
         .global(fixed(100, 1).pause_on_upstream_429())

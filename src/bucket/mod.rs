@@ -103,11 +103,6 @@ impl RefillCell {
     }
 }
 
-/// Why [`BucketCore::reconfigure`] refused a new refill: the largest limit the state word's
-/// layout holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LimitTooLarge(pub(crate) u32);
-
 /// The shared core. `refill.limit` is the largest request that can ever succeed.
 #[derive(Debug)]
 pub(crate) struct BucketCore<C> {
@@ -169,16 +164,24 @@ impl<C: Clock> BucketCore<C> {
         }
     }
 
-    /// Changes the refill from the next decision on. Tokens above a lowered limit are dropped
-    /// at the next transition ([`Bucket::at`]); a raised limit fills with time as usual. The
-    /// caller then reconfigures and serves the queue. Refused, changing nothing, if the new
-    /// limit does not fit the state word.
-    pub(crate) fn reconfigure(&self, r: Refill) -> Result<(), LimitTooLarge> {
+    /// Changes the refill and the queue limit (the caller checked the rest of the options):
+    /// refused with [`OptionsError::LimitTooLarge`], changing nothing, if the new limit does not
+    /// fit the state word. Otherwise the new refill applies from the next decision on, under
+    /// the queue lock, which then fails the waiters it strands and serves the rest (see
+    /// [`WaitQueue::reconfigure`]). Tokens above a lowered limit are dropped at the next
+    /// transition ([`Bucket::at`]); a raised limit fills with time as usual.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        refill: Refill,
+        queue_limit: u32,
+    ) -> Result<(), crate::options::OptionsError> {
         let max = self.max_limit();
-        if r.limit > max {
-            return Err(LimitTooLarge(max));
+        if refill.limit > max {
+            return Err(crate::options::OptionsError::LimitTooLarge { max });
         }
-        self.refill.set(r);
+        self.queue
+            .reconfigure(src, queue_limit, refill.limit, || self.refill.set(refill));
         Ok(())
     }
 
