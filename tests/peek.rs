@@ -7,9 +7,11 @@
 use std::time::Duration;
 
 use tollgate::{
-    ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Lease, Limiter,
-    ManualClock, Peek, Rejection, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
-    TokenBucketOptions,
+    ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, GcraLimiter,
+    GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, Lease, Limiter,
+    ManualClock, Peek, Rejection, ShaperOptions, SlidingCounterLimiter, SlidingCounterOptions,
+    SlidingLogLimiter, SlidingLogOptions, SlidingWindowLimiter, SlidingWindowOptions,
+    TokenBucketLimiter, TokenBucketOptions,
 };
 
 /// xorshift64: a fixed, reproducible schedule.
@@ -101,6 +103,38 @@ fn concurrency_limiter_peeks_what_it_would_take() {
     let clock = ManualClock::new();
     let l = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(5), &clock).unwrap();
     agree(&l, &clock, 5, 0xBF58_476D_1CE4_E5B9, 3_000);
+}
+
+#[test]
+fn gcra_peeks_what_it_would_take() {
+    let clock = ManualClock::new();
+    let opts = GcraOptions::per_second(3).with_burst(6);
+    let l = GcraLimiter::with_clock(opts, &clock).unwrap();
+    agree(&l, &clock, 6, 0x2545_F491_4F6C_DD1D, 3_000);
+}
+
+#[test]
+fn leaky_buckets_peek_what_they_would_take() {
+    let clock = ManualClock::new();
+    let meter = LeakyBucketMeter::with_clock(
+        LeakyBucketOptions::new(5, 2, Duration::from_millis(500)),
+        &clock,
+    )
+    .unwrap();
+    agree(&meter, &clock, 5, 0x9E6C_63D0_676A_9A99, 3_000);
+    let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(4), &clock).unwrap();
+    agree(&shaper, &clock, 1, 0x7F4A_7C15_9E37_79B9, 3_000);
+}
+
+#[test]
+fn sliding_counter_and_log_peek_what_they_would_take() {
+    let clock = ManualClock::new();
+    let counter =
+        SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(7), &clock).unwrap();
+    agree(&counter, &clock, 7, 0x1234_5678_9ABC_DEF1, 3_000);
+    let log: SlidingLogLimiter<_, 8> =
+        SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(8), &clock).unwrap();
+    agree(&log, &clock, 8, 0x0F1E_2D3C_4B5A_6978, 3_000);
 }
 
 #[test]

@@ -173,6 +173,31 @@ impl<C: Clock> GcraCore<C> {
         }
     }
 
+    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
+        if n > self.params.burst {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let now = self.now();
+        let w = self.word.load(Ordering::Acquire);
+        match Gcra::unpack(w).try_take(now, n, self.params, self.queue.barging()) {
+            Ok(_) => Ok(()),
+            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Exhausted) => {
+                let ahead = if self.queue.barging() {
+                    0
+                } else {
+                    self.queue.queued_permits()
+                };
+                let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, self.params);
+                Err(Rejection::with_retry_after(
+                    Reason::Exhausted,
+                    duration_from_nanos_u128(wait.max(1)),
+                ))
+            }
+        }
+    }
+
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         let now = self.now();
@@ -305,6 +330,12 @@ macro_rules! gcra_limiter {
                 timeout: Option<core::time::Duration>,
             ) -> Result<$crate::Lease<'_>, $crate::Rejection> {
                 $crate::wait::acquire_blocking(self, permits, timeout)
+            }
+        }
+
+        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C> {
+            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
+                self.core.peek(permits)
             }
         }
 

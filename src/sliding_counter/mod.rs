@@ -268,6 +268,24 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     }
 }
 
+impl<C: Clock> crate::limiter::Peek for SlidingCounterLimiter<C> {
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        if permits > self.shape.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let (k, into) = self.ticker.tick(self.clock.now());
+        let c = Counter::unpack(self.word.load(Ordering::Acquire));
+        match c.try_take(k, into, permits, self.shape) {
+            Ok(_) => Ok(()),
+            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Exhausted) => Err(Rejection::with_retry_after(
+                Reason::Exhausted,
+                duration_from_nanos_u128(c.wait(k, into, permits.max(1), self.shape).max(1)),
+            )),
+        }
+    }
+}
+
 impl<C: Clock> Limiter for SlidingCounterLimiter<C> {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {

@@ -290,6 +290,28 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     }
 }
 
+impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingLogLimiter<C, N> {
+    /// Decided on a copy of the log (`N` entries, under the lock), so nothing is admitted and
+    /// no expired entry is dropped.
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        if permits > self.shape.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let now = self.now();
+        let s = self.shape;
+        self.log.with(|log| {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Rejection::new(Reason::Closed));
+            }
+            log.clone()
+                .try_take(now, permits, s)
+                .map_err(|Denied::Exhausted { wait }| {
+                    Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
+                })
+        })
+    }
+}
+
 impl<C: Clock, const N: usize> Limiter for SlidingLogLimiter<C, N> {
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
         self.counters
