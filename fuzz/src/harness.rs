@@ -21,8 +21,8 @@ use core::time::Duration;
 
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
-    Lease, Limiter, ManualClock, QueueOrder, Rejection, Release, Replenishing,
-    SlidingWindowLimiter, SlidingWindowOptions, Statistics, TokenBucketLimiter, TokenBucketOptions,
+    Lease, ManualClock, Peek, QueueOrder, Rejection, Release, Replenishing, SlidingWindowLimiter,
+    SlidingWindowOptions, Statistics, TokenBucketLimiter, TokenBucketOptions,
 };
 
 use crate::input::{
@@ -306,7 +306,8 @@ struct Line {
 pub(crate) struct Driver<'a, M: Model> {
     clock: &'a ManualClock,
     origin: u64,
-    lib: &'a dyn Limiter,
+    /// The limiter: every one is also a `Peek`, checked against each `try_acquire`.
+    lib: &'a dyn Peek,
     replenishing: Option<&'a dyn Replenishing>,
     releaser: Option<&'a (dyn Release + Sync)>,
     model: M,
@@ -332,7 +333,7 @@ impl<'a, M: Model> Driver<'a, M> {
     pub(crate) fn new(
         clock: &'a ManualClock,
         origin: u64,
-        lib: &'a dyn Limiter,
+        lib: &'a dyn Peek,
         replenishing: Option<&'a dyn Replenishing>,
         releaser: Option<&'a (dyn Release + Sync)>,
         model: M,
@@ -583,7 +584,28 @@ impl<'a, M: Model> Driver<'a, M> {
 
     fn acquire(&mut self, op: Op, now: u64, n: u32) {
         self.last_n = n;
+        let before = self.lib.statistics();
+        let peeked = self.lib.peek(n);
+        if self.lib.statistics() != before {
+            self.fail("peek changed the statistics");
+        }
         let got = self.lib.try_acquire(n);
+        // With nobody queued, `try_acquire` decides exactly what `peek` saw at the same instant
+        // (with waiters ahead it may serve them first, which `peek` never does).
+        if self.model.queue_empty() {
+            let same = match (&peeked, &got) {
+                (Ok(()), Ok(_)) => true,
+                (Err(a), Err(b)) => a == b,
+                _ => false,
+            };
+            if !same {
+                let shown = format!(
+                    "peek {peeked:?}, try_acquire {:?}",
+                    got.as_ref().map(|l| l.permits())
+                );
+                self.fail(&format!("peek disagrees: {shown}"));
+            }
+        }
         let want = self.model.acquire(now, n);
         let shown = match &got {
             Ok(l) => format!("Ok({})", l.permits()),
