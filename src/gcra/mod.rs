@@ -155,20 +155,26 @@ impl<C: Clock> GcraCore<C> {
                 result = self.attempt(now, n);
             }
         }
-        match result {
-            Ok(()) => Ok(()),
-            Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted, w)) => {
+        result.map_err(|(d, w)| self.rejection(d, w, now, n))
+    }
+
+    /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one
+    /// carries the exact wait, behind the permits queued ahead unless newcomers barge.
+    #[cold]
+    fn rejection(&self, d: Denied, w: u64, now: u64, n: u32) -> Rejection {
+        match d {
+            Denied::Closed => Rejection::new(Reason::Closed),
+            Denied::Exhausted => {
                 let ahead = if self.queue.barging() {
                     0
                 } else {
                     self.queue.queued_permits()
                 };
                 let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, self.params);
-                Err(Rejection::with_retry_after(
+                Rejection::with_retry_after(
                     Reason::Exhausted,
                     duration_from_nanos_u128(wait.max(1)),
-                ))
+                )
             }
         }
     }
@@ -180,22 +186,10 @@ impl<C: Clock> GcraCore<C> {
         }
         let now = self.now();
         let w = self.word.load(Ordering::Acquire);
-        match Gcra::unpack(w).try_take(now, n, self.params, self.queue.barging()) {
-            Ok(_) => Ok(()),
-            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
-            Err(Denied::Exhausted) => {
-                let ahead = if self.queue.barging() {
-                    0
-                } else {
-                    self.queue.queued_permits()
-                };
-                let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, self.params);
-                Err(Rejection::with_retry_after(
-                    Reason::Exhausted,
-                    duration_from_nanos_u128(wait.max(1)),
-                ))
-            }
-        }
+        Gcra::unpack(w)
+            .try_take(now, n, self.params, self.queue.barging())
+            .map(|_| ())
+            .map_err(|d| self.rejection(d, w, now, n))
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.

@@ -272,6 +272,12 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     }
 
     fn take(&self, n: u32) -> Result<(), Rejection> {
+        self.decide(n, true)
+    }
+
+    /// Takes `n` permits now (`take`), or decides on a copy of the log (a peek: nothing is
+    /// admitted and no expired entry dropped).
+    fn decide(&self, n: u32, take: bool) -> Result<(), Rejection> {
         if n > self.shape.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
@@ -282,10 +288,14 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Rejection::new(Reason::Closed));
             }
-            log.try_take(now, n, s)
-                .map_err(|Denied::Exhausted { wait }| {
-                    Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
-                })
+            let decided = if take {
+                log.try_take(now, n, s)
+            } else {
+                log.clone().try_take(now, n, s)
+            };
+            decided.map_err(|Denied::Exhausted { wait }| {
+                Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
+            })
         })
     }
 }
@@ -294,21 +304,7 @@ impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingLogLimiter<C, N> 
     /// Decided on a copy of the log (`N` entries, under the lock), so nothing is admitted and
     /// no expired entry is dropped.
     fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        if permits > self.shape.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
-        }
-        let now = self.now();
-        let s = self.shape;
-        self.log.with(|log| {
-            if self.closed.load(Ordering::Acquire) {
-                return Err(Rejection::new(Reason::Closed));
-            }
-            log.clone()
-                .try_take(now, permits, s)
-                .map_err(|Denied::Exhausted { wait }| {
-                    Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
-                })
-        })
+        self.decide(permits, false)
     }
 }
 
