@@ -395,6 +395,20 @@ impl http_body::Body for ChannelBody {
     }
 }
 
+/// A server of [`streaming_app`] behind `limits`: its address, the feeds of the bodies its
+/// handler starts, and a client.
+async fn serve_streaming(
+    limits: &RateLimiting,
+) -> (
+    SocketAddr,
+    mpsc::UnboundedReceiver<mpsc::Sender<Bytes>>,
+    HttpClient,
+) {
+    let (feed_tx, feeds) = mpsc::unbounded_channel();
+    let addr = serve(streaming_app(limits, feed_tx)).await;
+    (addr, feeds, client())
+}
+
 /// GET /stream: the response as soon as its headers arrive (its body may still stream).
 async fn stream(c: &HttpClient, addr: SocketAddr) -> Response<hyper::body::Incoming> {
     c.request(
@@ -431,9 +445,7 @@ async fn a_streaming_body_holds_its_concurrency_permit_until_it_ends() {
         .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
         .build()
         .unwrap();
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let addr = serve(streaming_app(&limits, feed_tx)).await;
-    let c = client();
+    let (addr, mut feeds, c) = serve_streaming(&limits).await;
 
     // A: the handler has returned, its headers have arrived, its body still streams.
     let a = stream(&c, addr).await;
@@ -526,9 +538,7 @@ async fn a_client_that_disconnects_leaves_the_queue() {
         )
         .build()
         .unwrap();
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let addr = serve(streaming_app(&limits, feed_tx)).await;
-    let c = client();
+    let (addr, mut feeds, c) = serve_streaming(&limits).await;
 
     // A holds the permit (its body streams).
     let a = stream(&c, addr).await;
@@ -584,9 +594,7 @@ async fn a_queued_request_gives_up_after_the_maximum_delay() {
         .global(Policy::concurrency(opts).unwrap().queue(Some(max_delay)))
         .build()
         .unwrap();
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let addr = serve(streaming_app(&limits, feed_tx)).await;
-    let c = client();
+    let (addr, mut feeds, c) = serve_streaming(&limits).await;
     // A holds the only permit while its body streams.
     let a = stream(&c, addr).await;
     let feed_a = feeds.recv().await.unwrap();
