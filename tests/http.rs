@@ -696,6 +696,21 @@ async fn upstream_429_once(retry_after: String) -> (SocketAddr, Arc<AtomicUsize>
     (serve(upstream).await, hits)
 }
 
+/// An HTTP client behind `policy`, paused by an upstream's 429, on `clock`.
+fn pausing_client(
+    policy: Policy,
+    clock: &Arc<ManualClock>,
+) -> tollgate::http::RateLimit<HttpClient> {
+    let limits = RateLimiting::builder()
+        .global(policy.pause_on_upstream_429())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    tower::ServiceBuilder::new()
+        .layer(limits.layer())
+        .service(client())
+}
+
 #[tokio::test]
 async fn a_client_pauses_a_host_on_an_upstream_429() {
     let (addr, hits) = upstream_429_once("5".into()).await;
@@ -706,14 +721,7 @@ async fn a_client_pauses_a_host_on_an_upstream_429() {
             .authority()
             .map(|a| Key::from_bytes(a.as_str().as_bytes()))
     });
-    let limits = RateLimiting::builder()
-        .global(fixed(100, 1).partition_by(by_host).pause_on_upstream_429())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let mut svc = tower::ServiceBuilder::new()
-        .layer(limits.layer())
-        .service(client());
+    let mut svc = pausing_client(fixed(100, 1).partition_by(by_host), &clock);
     let url = format!("http://{addr}/");
     // The upstream's 429 passes through and pauses the host.
     assert_eq!(
@@ -740,14 +748,7 @@ async fn a_client_pauses_a_host_on_an_upstream_429() {
 async fn a_client_reads_an_upstream_retry_after_http_date() {
     let (addr, hits) = upstream_429_once(imf_fixdate(120)).await;
     let clock = Arc::new(ManualClock::new());
-    let limits = RateLimiting::builder()
-        .global(fixed(100, 1).pause_on_upstream_429())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
-    let mut svc = tower::ServiceBuilder::new()
-        .layer(limits.layer())
-        .service(client());
+    let mut svc = pausing_client(fixed(100, 1), &clock);
     let url = format!("http://{addr}/");
     assert_eq!(call(&mut svc, &url).await.0, StatusCode::TOO_MANY_REQUESTS);
     clock.advance(Duration::from_secs(60));
