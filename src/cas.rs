@@ -7,7 +7,9 @@
 
 use crossbeam_utils::Backoff;
 
-use crate::sync::{AtomicU128, AtomicU64, AtomicUsize, Ordering};
+#[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
+use crate::sync::{AtomicU128, AtomicU64};
+use crate::sync::{AtomicUsize, Ordering};
 
 /// An atomic word that the driver can run a transition over.
 pub(crate) trait Word {
@@ -17,6 +19,7 @@ pub(crate) trait Word {
     fn cas(&self, current: Self::Value, new: Self::Value) -> Result<Self::Value, Self::Value>;
 }
 
+#[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
 impl Word for AtomicU64 {
     type Value = u64;
     #[inline]
@@ -42,6 +45,7 @@ impl Word for AtomicUsize {
     }
 }
 
+#[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
 impl Word for AtomicU128 {
     type Value = u128;
     #[inline]
@@ -51,6 +55,21 @@ impl Word for AtomicU128 {
     #[inline]
     fn cas(&self, current: u128, new: u128) -> Result<u128, u128> {
         self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+}
+
+/// A value behind a critical section (targets without native 64-bit atomics): the 64- and
+/// 128-bit words, and state kept unpacked.
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+impl<T: Copy + Eq> Word for crate::sync::CsAtomic<T> {
+    type Value = T;
+    #[inline]
+    fn load(&self) -> T {
+        self.load(Ordering::Acquire)
+    }
+    #[inline]
+    fn cas(&self, current: T, new: T) -> Result<T, T> {
+        self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
     }
 }
 

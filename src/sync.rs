@@ -39,17 +39,21 @@ pub(crate) use const_unless_loom;
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::{AtomicBool, AtomicUsize};
 
-#[cfg(all(not(loom), target_has_atomic = "64"))]
+#[cfg(all(not(loom), target_has_atomic = "64", not(tollgate_cs_words)))]
 pub(crate) use portable_atomic::{AtomicU128, AtomicU64};
 
-#[cfg(all(not(loom), not(target_has_atomic = "64")))]
-pub(crate) use cs_atomic::{AtomicU128, AtomicU64};
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+pub(crate) use cs_atomic::{AtomicU128, AtomicU64, CsAtomic};
 
 /// 64- and 128-bit "atomics" for targets without native 64-bit atomics: a value in a
 /// `critical_section::Mutex`, every operation one critical section. The same API as
 /// portable-atomic's for the operations the crate uses; orderings are irrelevant (a critical
-/// section orders everything).
-#[cfg(all(not(loom), not(target_has_atomic = "64")))]
+/// section orders everything). [`CsAtomic`] holds any `Copy` value, so a limiter's state can be
+/// kept unpacked in it (the token bucket's is).
+///
+/// `--cfg tollgate_cs_words` selects these cells on a host too, so that the lib tests run over
+/// them (`.ci/run` does, with critical-section's `std` implementation).
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
 mod cs_atomic {
     use core::cell::Cell;
     use core::fmt;
@@ -133,6 +137,20 @@ mod cs_atomic {
         #[inline]
         pub(crate) fn fetch_max(&self, v: u64, _: Ordering) -> u64 {
             self.with(|c| c.replace(c.get().max(v)))
+        }
+
+        /// Wrapping, as an atomic add is.
+        #[allow(dead_code)] // used by std-only code (under `--cfg tollgate_cs_words`)
+        #[inline]
+        pub(crate) fn fetch_add(&self, v: u64, _: Ordering) -> u64 {
+            self.with(|c| c.replace(c.get().wrapping_add(v)))
+        }
+
+        /// Wrapping, as an atomic subtraction is.
+        #[allow(dead_code)] // used by std-only code (under `--cfg tollgate_cs_words`)
+        #[inline]
+        pub(crate) fn fetch_sub(&self, v: u64, _: Ordering) -> u64 {
+            self.with(|c| c.replace(c.get().wrapping_sub(v)))
         }
     }
 }

@@ -119,14 +119,34 @@ impl Ticker {
     }
 }
 
-/// A `Duration` of `ns` nanoseconds, for values past `u64::MAX`.
+/// A `Duration` of `ns` nanoseconds, for values past `u64::MAX` (saturating at `Duration::MAX`).
+///
+/// Without a 128-bit division: on a 32-bit MCU that is a library call of about 800 bytes of
+/// code, pulled into every `try_acquire` that can compute a RetryAfter. Instead `ns = hi * 2^64
+/// + lo`, and `2^64 = Q * 10^9 + R`, so the seconds are `hi * Q` plus the seconds of the 64-bit
+/// sums `hi * R` and `lo` (divisions by a constant, which compile to multiplications).
 pub(crate) fn duration_from_nanos_u128(ns: u128) -> Duration {
     if let Ok(ns) = u64::try_from(ns) {
-        return Duration::from_nanos(ns); // the common case: no 128-bit division
+        return Duration::from_nanos(ns); // the common case
     }
-    const NS: u128 = 1_000_000_000;
-    let secs = u64::try_from(ns / NS).unwrap_or(u64::MAX);
-    Duration::new(secs, (ns % NS) as u32)
+    const NS: u64 = 1_000_000_000;
+    const Q: u64 = u64::MAX / NS; // 2^64 = Q * NS + R (u64::MAX % NS is not NS - 1)
+    const R: u64 = u64::MAX % NS + 1;
+    let (hi, lo) = ((ns >> 64) as u64, ns as u64);
+    // hi * R < 2^64 needs hi < 2^34; past that the seconds overflow u64 anyway.
+    let Some(t) = hi.checked_mul(R) else {
+        return Duration::MAX;
+    };
+    let nanos = t % NS + lo % NS; // < 2 * 10^9
+    let secs = hi
+        .checked_mul(Q)
+        .and_then(|s| s.checked_add(t / NS))
+        .and_then(|s| s.checked_add(lo / NS))
+        .and_then(|s| s.checked_add(nanos / NS));
+    match secs {
+        Some(secs) => Duration::new(secs, (nanos % NS) as u32),
+        None => Duration::MAX,
+    }
 }
 
 /// A duration in whole nanoseconds, or `None` past `u64::MAX` ns (584 years).
@@ -159,6 +179,51 @@ mod tests {
         assert_eq!(t.tick(Instant::from_nanos(125)), (2, 5));
         // Before creation: no time has passed.
         assert_eq!(t.tick(Instant::from_nanos(3)), (0, 0));
+    }
+
+    /// The division-free conversion equals the 128-bit division it replaces, around every
+    /// boundary: `u64::MAX`, multiples of 2^64, and the saturation point.
+    #[test]
+    fn duration_from_nanos_u128_is_the_exact_division() {
+        const NS: u128 = 1_000_000_000;
+        let reference = |ns: u128| match u64::try_from(ns / NS) {
+            Ok(secs) => Duration::new(secs, (ns % NS) as u32),
+            Err(_) => Duration::MAX,
+        };
+        let max = u128::from(u64::MAX) * NS + (NS - 1); // Duration::MAX in ns
+        let mut cases = vec![0, 1, u128::from(u64::MAX), max, max + 1, u128::MAX];
+        for hi in [
+            1u128,
+            2,
+            3,
+            1 << 20,
+            (1 << 34) - 1,
+            1 << 34,
+            u128::from(u32::MAX),
+        ] {
+            for lo in [
+                0u128,
+                1,
+                NS - 1,
+                NS,
+                709_551_615,
+                709_551_616,
+                u128::from(u64::MAX),
+            ] {
+                cases.push((hi << 64) + lo);
+            }
+        }
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let hi = u128::from(x >> (x % 64));
+            cases.push((hi << 64) | u128::from(x.rotate_left(17)));
+        }
+        for ns in cases {
+            assert_eq!(duration_from_nanos_u128(ns), reference(ns), "{ns}");
+        }
     }
 
     /// `locate` is `tick` of the elapsed time, whatever the hint: right, one tick off either

@@ -12,7 +12,9 @@ use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection, Statistics};
 use crate::stats::Counters;
-use crate::sync::{AtomicU128, AtomicU64};
+#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+use crate::sync::AtomicU128;
+use crate::sync::AtomicU64;
 use crate::ticks::Ticker;
 use crate::wait::WaitQueue;
 
@@ -20,7 +22,9 @@ use state::{Bucket, Denied, Refill};
 
 /// The bucket's atomic state word: the native 64-bit layout when every reachable state fits in
 /// it ([`Bucket::narrow_shift`]), else 128 bits. Both hold the same [`Bucket`]; every update
-/// goes through [`cas::transition`].
+/// goes through [`cas::transition`]. (On targets without native 64-bit atomics, see the other
+/// `StateWord` below.)
+#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
 #[derive(Debug)]
 enum StateWord {
     /// The 64-bit layout, with a token field of `shift` bits.
@@ -29,6 +33,7 @@ enum StateWord {
     Wide(AtomicU128),
 }
 
+#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
 impl StateWord {
     crate::sync::const_unless_loom! {
         fn new(b: Bucket, shift: Option<u32>) -> Self {
@@ -39,6 +44,25 @@ impl StateWord {
                 },
                 None => StateWord::Wide(AtomicU128::new(b.pack())),
             }
+        }
+    }
+
+    /// The largest token limit the layout holds.
+    fn max_limit(&self) -> u32 {
+        match self {
+            StateWord::Narrow { shift, .. } => {
+                u32::try_from((1u64 << shift) - 1).unwrap_or(u32::MAX)
+            }
+            StateWord::Wide(_) => u32::MAX,
+        }
+    }
+
+    /// The 64-bit word and its token field's width, for the quick path.
+    #[inline(always)]
+    fn narrow(&self) -> Option<(&AtomicU64, u32)> {
+        match self {
+            StateWord::Narrow { word, shift } => Some((word, *shift)),
+            StateWord::Wide(_) => None,
         }
     }
 
@@ -71,6 +95,45 @@ impl StateWord {
             })
             .map(|(w, t)| (Bucket::unpack(w), t)),
         }
+    }
+}
+
+/// The bucket's state on targets without native 64-bit atomics (32-bit MCUs): the [`Bucket`]
+/// itself, unpacked, behind a critical section ([`CsAtomic`](crate::sync::CsAtomic)). A
+/// packed word would be no cheaper there (a 64-bit "atomic" is a critical section too) and its
+/// packing, its 128-bit layout and the quick path would only add code: this is what keeps a
+/// firmware `try_acquire` small. Every limit fits; updates still go through [`cas::transition`].
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[derive(Debug)]
+struct StateWord(crate::sync::CsAtomic<Bucket>);
+
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+impl StateWord {
+    const fn new(b: Bucket, _shift: Option<u32>) -> Self {
+        Self(crate::sync::CsAtomic::new(b))
+    }
+
+    fn max_limit(&self) -> u32 {
+        u32::MAX
+    }
+
+    /// No 64-bit word: no quick path.
+    #[inline(always)]
+    fn narrow(&self) -> Option<(&AtomicU64, u32)> {
+        None
+    }
+
+    #[inline]
+    fn load(&self) -> Bucket {
+        cas::Word::load(&self.0)
+    }
+
+    #[inline(always)]
+    fn transition<T, E>(
+        &self,
+        decide: impl FnMut(Bucket) -> Result<(Bucket, T), E>,
+    ) -> Result<(Bucket, T), E> {
+        cas::transition(&self.0, decide)
     }
 }
 
@@ -156,12 +219,7 @@ impl<C: Clock> BucketCore<C> {
     /// The largest token limit the state word's layout holds (the 64-bit word's token field,
     /// sized at creation with every bit the ticks leave free).
     pub(crate) fn max_limit(&self) -> u32 {
-        match &self.word {
-            StateWord::Narrow { shift, .. } => {
-                u32::try_from((1u64 << shift) - 1).unwrap_or(u32::MAX)
-            }
-            StateWord::Wide(_) => u32::MAX,
-        }
+        self.word.max_limit()
     }
 
     /// Changes the refill and the queue limit (the caller checked the rest of the options):
@@ -250,11 +308,9 @@ impl<C: Clock> BucketCore<C> {
     /// 128-bit word, a lost race) to it.
     #[inline(always)]
     fn take_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Rejection>> {
-        let StateWord::Narrow { word, shift } = &self.word else {
-            return None;
-        };
+        let (word, shift) = self.word.narrow()?;
         let w = cas::Word::load(word);
-        let (tick, tokens) = Bucket::plain64(w, *shift)?;
+        let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.ticker.offset_in(e, tick)?;
         if n == 0 {
             return None;
@@ -563,7 +619,10 @@ macro_rules! bucket_limiter {
 }
 pub(crate) use bucket_limiter;
 
-#[cfg(test)]
+#[cfg(all(
+    test,
+    not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))
+))]
 mod tests {
     use super::*;
 
