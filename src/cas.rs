@@ -17,6 +17,29 @@ pub(crate) trait Word {
     type Value: Copy + Eq;
     fn load(&self) -> Self::Value;
     fn cas(&self, current: Self::Value, new: Self::Value) -> Result<Self::Value, Self::Value>;
+
+    /// [`transition`] on this word: by default a compare-and-swap loop.
+    #[inline(always)]
+    fn run<T, E>(
+        &self,
+        mut decide: impl FnMut(Self::Value) -> Result<(Self::Value, T), E>,
+    ) -> Result<(Self::Value, T), E> {
+        let backoff = Backoff::new();
+        let mut current = self.load();
+        loop {
+            let (new, out) = decide(current)?;
+            if new == current {
+                return Ok((current, out));
+            }
+            match self.cas(current, new) {
+                Ok(_) => return Ok((current, out)),
+                Err(actual) => {
+                    current = actual;
+                    backoff.spin();
+                }
+            }
+        }
+    }
 }
 
 #[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
@@ -71,6 +94,15 @@ impl<T: Copy + Eq> Word for crate::sync::CsAtomic<T> {
     fn cas(&self, current: T, new: T) -> Result<T, T> {
         self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
     }
+
+    /// The decision and its write in one critical section: nothing can interleave, so there is
+    /// no compare-and-swap to retry (and no code for one). `decide` is a pure transition of a
+    /// few dozen instructions (at most a 64-bit division on the slow path): that is how long
+    /// interrupts stay masked.
+    #[inline(always)]
+    fn run<U, E>(&self, decide: impl FnMut(T) -> Result<(T, U), E>) -> Result<(T, U), E> {
+        self.update(decide)
+    }
 }
 
 /// One compare-and-swap of `current` (a value just loaded) for `new`: whether it was written.
@@ -89,21 +121,7 @@ pub(crate) fn swap_once<W: Word>(word: &W, current: W::Value, new: W::Value) -> 
 #[inline(always)]
 pub(crate) fn transition<W: Word, T, E>(
     word: &W,
-    mut decide: impl FnMut(W::Value) -> Result<(W::Value, T), E>,
+    decide: impl FnMut(W::Value) -> Result<(W::Value, T), E>,
 ) -> Result<(W::Value, T), E> {
-    let backoff = Backoff::new();
-    let mut current = word.load();
-    loop {
-        let (new, out) = decide(current)?;
-        if new == current {
-            return Ok((current, out));
-        }
-        match word.cas(current, new) {
-            Ok(_) => return Ok((current, out)),
-            Err(actual) => {
-                current = actual;
-                backoff.spin();
-            }
-        }
-    }
+    word.run(decide)
 }

@@ -101,6 +101,23 @@ mod cs_atomic {
         }
     }
 
+    impl<T: Copy> CsAtomic<T> {
+        /// Runs `decide` on the value and writes its decision, in one critical section: what a
+        /// compare-and-swap loop does, with nothing to compare or retry.
+        #[inline]
+        pub(crate) fn update<U, E>(
+            &self,
+            mut decide: impl FnMut(T) -> Result<(T, U), E>,
+        ) -> Result<(T, U), E> {
+            self.with(|c| {
+                let current = c.get();
+                let (new, out) = decide(current)?;
+                c.set(new);
+                Ok((current, out))
+            })
+        }
+    }
+
     impl<T: Copy + PartialEq> CsAtomic<T> {
         #[inline]
         pub(crate) fn compare_exchange(
