@@ -121,8 +121,8 @@ if sizes:
         m = re.match(r"^\s*[0-9a-f]{4,}\s+((?:[0-9a-f]{8}\s?){1,4})", line)
         if m:
             words += [int.from_bytes(bytes.fromhex(w), "little") for w in m.group(1).split()]
-    names = ["TokenBucketLimiter", "FixedWindowLimiter", "SlidingWindowLimiter<_, 16>",
-             "ConcurrencyLimiter"]
+    names = ["TokenBucketLimiter", "TokenBucketLimiter<_, NoQueue>", "FixedWindowLimiter",
+             "SlidingWindowLimiter<_, 16>", "ConcurrencyLimiter"]
     print("object sizes (state word + options + wait queue + statistics):",
           ", ".join(f"{n} {w} B" for n, w in zip(names, words)))
 

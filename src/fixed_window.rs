@@ -7,7 +7,9 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::{NoQueue, QueueKind};
 use crate::ticks::period_nanos;
+use crate::wait::WaitQueue;
 
 /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
 /// `AutoReplenishment`: windows are computed from the clock).
@@ -45,6 +47,14 @@ impl FixedWindowOptions {
         }
     }
 
+    /// The window as a bucket: `permit_limit` tokens, all back at every boundary.
+    const fn refill(&self) -> Refill {
+        Refill {
+            limit: self.permit_limit,
+            per_tick: self.permit_limit,
+        }
+    }
+
     /// Checks every option; returns the window in nanoseconds.
     pub const fn validate(&self) -> Result<u64, OptionsError> {
         if self.permit_limit == 0 {
@@ -76,9 +86,14 @@ impl FixedWindowOptions {
 /// clock.advance(Duration::from_secs(60));
 /// assert_eq!(window.available_permits(), 100);
 /// ```
+///
+/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`] for a
+/// window that only decides at once, with none of the queue's code or memory (built by
+/// [`without_queue`](FixedWindowLimiter::without_queue) and
+/// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
 #[derive(Debug)]
-pub struct FixedWindowLimiter<C: Clock> {
-    core: BucketCore<C>,
+pub struct FixedWindowLimiter<C: Clock, Q = WaitQueue> {
+    core: BucketCore<C, Q>,
     options: FixedWindowOptions,
 }
 
@@ -141,25 +156,6 @@ impl<C: Clock> FixedWindowLimiter<C> {
         }
     }
 
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, ManualClock};
-    ///
-    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
-    /// let window = FixedWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(window.options(), opts);
-    /// ```
-    pub fn options(&self) -> FixedWindowOptions {
-        FixedWindowOptions {
-            permit_limit: self.core.limit(),
-            queue_limit: self.core.queue.limit(),
-            ..self.options
-        }
-    }
-
     /// Changes the permit limit and the queue limit while the limiter is in use, by the token
     /// bucket's rule ([`TokenBucketLimiter::reconfigure`](crate::TokenBucketLimiter::reconfigure)):
     /// permits left in the current window clamp to a lowered limit, a raised one takes effect
@@ -190,11 +186,114 @@ impl<C: Clock> FixedWindowLimiter<C> {
         {
             return Err(OptionsError::FixedAtCreation);
         }
-        let refill = Refill {
-            limit: options.permit_limit,
-            per_tick: options.permit_limit,
-        };
-        self.core.reconfigure(self, refill, options.queue_limit)
+        self.core
+            .reconfigure(self, options.refill(), options.queue_limit)
+    }
+}
+
+impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, ManualClock};
+    ///
+    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
+    /// let window = FixedWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(window.options(), opts);
+    /// ```
+    pub fn options(&self) -> FixedWindowOptions {
+        FixedWindowOptions {
+            permit_limit: self.core.limit(),
+            queue_limit: self.core.queue.queue_limit(),
+            ..self.options
+        }
+    }
+}
+
+impl<C: Clock> FixedWindowLimiter<C, NoQueue> {
+    /// A fixed window without a wait queue ([`NoQueue`]), reading time from `clock`; windows
+    /// count from `clock.now()`. The options' queue limit must be 0
+    /// ([`OptionsError::NoWaitQueue`] otherwise).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+    ///
+    /// let opts = FixedWindowOptions::new(2, Duration::from_secs(1));
+    /// let window = FixedWindowLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    /// assert!(window.try_acquire(2).is_ok());
+    /// assert_eq!(window.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
+    /// ```
+    pub fn without_queue(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
+        let window = options.validate()?;
+        if options.queue_limit != 0 {
+            return Err(OptionsError::NoWaitQueue);
+        }
+        Ok(Self {
+            core: BucketCore::new(options.refill(), window, NoQueue, clock),
+            options,
+        })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// [`at_epoch`](FixedWindowLimiter::at_epoch) without a wait queue ([`NoQueue`]): a
+        /// `static` window counted from the clock's epoch. Invalid options, or a queue limit above
+        /// 0, stop the build.
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, NoQueue};
+        ///
+        /// static WINDOW: FixedWindowLimiter<ManualClock, NoQueue> = FixedWindowLimiter::at_epoch_without_queue(
+        ///     FixedWindowOptions::new(2, Duration::from_secs(1)),
+        ///     ManualClock::new(),
+        /// );
+        ///
+        /// assert!(WINDOW.try_acquire(2).is_ok());
+        /// assert!(WINDOW.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch_without_queue(options: FixedWindowOptions, clock: C) -> Self {
+            let window = match options.validate() {
+                Ok(window) => window,
+                Err(e) => e.panic_in_const(),
+            };
+            if options.queue_limit != 0 {
+                OptionsError::NoWaitQueue.panic_in_const();
+            }
+            Self {
+                core: BucketCore::at(
+                    options.refill(),
+                    window,
+                    NoQueue,
+                    clock,
+                    crate::Instant::ZERO,
+                ),
+                options,
+            }
+        }
+    }
+
+    /// [`reconfigure`](FixedWindowLimiter::reconfigure) without a queue: the same rule, and
+    /// the queue limit must stay 0 ([`OptionsError::NoWaitQueue`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+    ///
+    /// let minute = Duration::from_secs(60);
+    /// let window = FixedWindowLimiter::without_queue(FixedWindowOptions::new(100, minute), ManualClock::new()).unwrap();
+    /// window.reconfigure(FixedWindowOptions::new(50, minute)).unwrap();
+    /// assert_eq!(window.available_permits(), 50);
+    /// ```
+    pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        if options.window != self.options.window {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.core
+            .reconfigure_unqueued(options.refill(), options.queue_limit)
     }
 }
 

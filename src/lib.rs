@@ -91,6 +91,7 @@ pub mod observe;
 mod options;
 pub mod partition;
 pub mod per;
+mod queue_kind;
 mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -138,9 +139,11 @@ pub use partition::{
 };
 #[cfg(feature = "std")]
 pub use partition::{KeyedLimiter, PartitionLease, Partitioned};
+pub use queue_kind::{NoQueue, QueueKind};
 pub use quota::{Quota, QuotaState};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
+pub use wait::WaitQueue;
 pub use wait::{Acquire, Source};
 
 pub use gcra::{GcraLimiter, GcraOptions};

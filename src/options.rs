@@ -64,6 +64,9 @@ pub enum OptionsError {
     /// A reconfiguration that changes what is fixed when the limiter is created: the period or
     /// window (the time scale its state is counted in) or the queue order.
     FixedAtCreation,
+    /// A queue limit above zero for a limiter built without a wait queue
+    /// ([`NoQueue`](crate::NoQueue)).
+    NoWaitQueue,
 }
 
 impl fmt::Display for OptionsError {
@@ -113,6 +116,9 @@ impl fmt::Display for OptionsError {
             OptionsError::FixedAtCreation => f.write_str(
                 "the period, window and queue order cannot change after the limiter is created",
             ),
+            OptionsError::NoWaitQueue => f.write_str(
+                "the queue limit must be 0 for a limiter built without a wait queue (NoQueue)",
+            ),
         }
     }
 }
@@ -148,6 +154,9 @@ impl OptionsError {
             }
             OptionsError::LimitTooLarge { .. } => {
                 panic!("invalid options: the permit limit is too large for this target")
+            }
+            OptionsError::NoWaitQueue => {
+                panic!("invalid options: the queue limit must be 0 for a limiter without a queue")
             }
             _ => panic!("invalid options"),
         }

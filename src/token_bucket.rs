@@ -7,7 +7,9 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::{NoQueue, QueueKind};
 use crate::ticks::period_nanos;
+use crate::wait::WaitQueue;
 
 /// Options of a [`TokenBucketLimiter`] (.NET `TokenBucketRateLimiterOptions`).
 ///
@@ -47,6 +49,14 @@ impl TokenBucketOptions {
             queue_limit: limit,
             queue_order: order,
             ..self
+        }
+    }
+
+    /// The bucket's refill.
+    const fn refill(&self) -> Refill {
+        Refill {
+            limit: self.token_limit,
+            per_tick: self.tokens_per_period,
         }
     }
 
@@ -90,9 +100,14 @@ impl TokenBucketOptions {
 /// clock.advance(Duration::from_secs(60));
 /// assert_eq!(bucket.available_permits(), 8);
 /// ```
+///
+/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`] for a
+/// bucket that only decides at once, with none of the queue's code or memory (built by
+/// [`without_queue`](TokenBucketLimiter::without_queue) and
+/// [`at_epoch_without_queue`](TokenBucketLimiter::at_epoch_without_queue)).
 #[derive(Debug)]
-pub struct TokenBucketLimiter<C: Clock> {
-    core: BucketCore<C>,
+pub struct TokenBucketLimiter<C: Clock, Q = WaitQueue> {
+    core: BucketCore<C, Q>,
     options: TokenBucketOptions,
 }
 
@@ -164,27 +179,6 @@ impl<C: Clock> TokenBucketLimiter<C> {
         }
     }
 
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{ManualClock, TokenBucketLimiter, TokenBucketOptions};
-    ///
-    /// let opts = TokenBucketOptions::new(10, 5, Duration::from_secs(1));
-    /// let bucket = TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(bucket.options(), opts);
-    /// ```
-    pub fn options(&self) -> TokenBucketOptions {
-        let r = self.core.refill();
-        TokenBucketOptions {
-            token_limit: r.limit,
-            tokens_per_period: r.per_tick,
-            queue_limit: self.core.queue.limit(),
-            ..self.options
-        }
-    }
-
     /// Changes the token limit, the tokens per period and the queue limit while the limiter
     /// is in use. The rule, applied at once and whole (concurrent reconfigurations apply one
     /// after the other):
@@ -226,11 +220,129 @@ impl<C: Clock> TokenBucketLimiter<C> {
         {
             return Err(OptionsError::FixedAtCreation);
         }
-        let refill = Refill {
-            limit: options.token_limit,
-            per_tick: options.tokens_per_period,
-        };
-        self.core.reconfigure(self, refill, options.queue_limit)
+        self.core
+            .reconfigure(self, options.refill(), options.queue_limit)
+    }
+}
+
+impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ManualClock, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let opts = TokenBucketOptions::new(10, 5, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(bucket.options(), opts);
+    /// ```
+    pub fn options(&self) -> TokenBucketOptions {
+        let r = self.core.refill();
+        TokenBucketOptions {
+            token_limit: r.limit,
+            tokens_per_period: r.per_tick,
+            queue_limit: self.core.queue.queue_limit(),
+            ..self.options
+        }
+    }
+}
+
+impl<C: Clock> TokenBucketLimiter<C, NoQueue> {
+    /// A token bucket without a wait queue ([`NoQueue`]), reading time from `clock`; its
+    /// periods count from `clock.now()`. The options' queue limit must be 0
+    /// ([`OptionsError::NoWaitQueue`] otherwise). The same decisions as
+    /// [`with_clock`](TokenBucketLimiter::with_clock)'s bucket, with no `acquire`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, NoQueue, OptionsError, QueueOrder, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    /// assert!(bucket.try_acquire(2).is_ok());
+    /// assert_eq!(bucket.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
+    ///
+    /// let queued = opts.with_queue(1, QueueOrder::OldestFirst);
+    /// let refused = TokenBucketLimiter::without_queue(queued, ManualClock::new());
+    /// assert_eq!(refused.unwrap_err(), OptionsError::NoWaitQueue);
+    /// ```
+    pub fn without_queue(options: TokenBucketOptions, clock: C) -> Result<Self, OptionsError> {
+        let period = options.validate()?;
+        if options.queue_limit != 0 {
+            return Err(OptionsError::NoWaitQueue);
+        }
+        Ok(Self {
+            core: BucketCore::new(options.refill(), period, NoQueue, clock),
+            options,
+        })
+    }
+
+    crate::sync::const_unless_loom! {
+        /// [`at_epoch`](TokenBucketLimiter::at_epoch) without a wait queue ([`NoQueue`]): a
+        /// `static` bucket whose periods count from the clock's epoch, for firmware that shares it
+        /// with interrupt handlers and never waits. Invalid options, or a queue limit above 0,
+        /// stop the build.
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{Clock, Instant, Limiter, NoQueue, TokenBucketLimiter, TokenBucketOptions};
+        ///
+        /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds since boot
+        /// impl Clock for Uptime {
+        ///     fn now(&self) -> Instant {
+        ///         Instant::from_nanos(5_000_000)
+        ///     }
+        /// }
+        ///
+        /// static BUCKET: TokenBucketLimiter<Uptime, NoQueue> = TokenBucketLimiter::at_epoch_without_queue(
+        ///     TokenBucketOptions::new(10, 1, Duration::from_millis(100)),
+        ///     Uptime,
+        /// );
+        ///
+        /// assert!(BUCKET.try_acquire(10).is_ok());
+        /// assert!(BUCKET.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch_without_queue(options: TokenBucketOptions, clock: C) -> Self {
+            let period = match options.validate() {
+                Ok(period) => period,
+                Err(e) => e.panic_in_const(),
+            };
+            if options.queue_limit != 0 {
+                OptionsError::NoWaitQueue.panic_in_const();
+            }
+            Self {
+                core: BucketCore::at(
+                    options.refill(),
+                    period,
+                    NoQueue,
+                    clock,
+                    crate::Instant::ZERO,
+                ),
+                options,
+            }
+        }
+    }
+
+    /// [`reconfigure`](TokenBucketLimiter::reconfigure) without a queue: the same rule, and
+    /// the queue limit must stay 0 ([`OptionsError::NoWaitQueue`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    /// bucket.reconfigure(TokenBucketOptions::new(4, 2, Duration::from_secs(1))).unwrap();
+    /// assert_eq!(bucket.available_permits(), 4);
+    /// ```
+    pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        if options.replenishment_period != self.options.replenishment_period {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.core
+            .reconfigure_unqueued(options.refill(), options.queue_limit)
     }
 }
 

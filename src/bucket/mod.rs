@@ -11,6 +11,7 @@ use core::time::Duration;
 use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection, Statistics};
+use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 #[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
 use crate::sync::AtomicU128;
@@ -166,19 +167,21 @@ impl RefillCell {
     }
 }
 
-/// The shared core. `refill.limit` is the largest request that can ever succeed.
+/// The shared core. `refill.limit` is the largest request that can ever succeed. `Q` is the
+/// wait queue, or [`NoQueue`](crate::NoQueue) (every use of the queue on the decision path then
+/// compiles to nothing: it is a constant "newcomers may barge, nobody waits").
 #[derive(Debug)]
-pub(crate) struct BucketCore<C> {
+pub(crate) struct BucketCore<C, Q = WaitQueue> {
     word: StateWord,
     ticker: Ticker,
     refill: RefillCell,
     pub(crate) counters: Counters,
-    pub(crate) queue: WaitQueue,
+    pub(crate) queue: Q,
     pub(crate) clock: C,
 }
 
-impl<C: Clock> BucketCore<C> {
-    pub(crate) fn new(refill: Refill, period_ns: u64, queue: WaitQueue, clock: C) -> Self {
+impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
+    pub(crate) fn new(refill: Refill, period_ns: u64, queue: Q, clock: C) -> Self {
         let origin = clock.now();
         Self::at(refill, period_ns, queue, clock, origin)
     }
@@ -188,7 +191,7 @@ impl<C: Clock> BucketCore<C> {
         pub(crate) fn at(
             refill: Refill,
             period_ns: u64,
-            queue: WaitQueue,
+            queue: Q,
             clock: C,
             origin: crate::clock::Instant,
         ) -> Self {
@@ -222,24 +225,12 @@ impl<C: Clock> BucketCore<C> {
         self.word.max_limit()
     }
 
-    /// Changes the refill and the queue limit (the caller checked the rest of the options):
-    /// refused with [`OptionsError::LimitTooLarge`], changing nothing, if the new limit does not
-    /// fit the state word. Otherwise the new refill applies from the next decision on, under
-    /// the queue lock, which then fails the waiters it strands and serves the rest (see
-    /// [`WaitQueue::reconfigure`]). Tokens above a lowered limit are dropped at the next
-    /// transition ([`Bucket::at`]); a raised limit fills with time as usual.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        refill: Refill,
-        queue_limit: u32,
-    ) -> Result<(), crate::options::OptionsError> {
+    /// Refuses, with [`OptionsError::LimitTooLarge`], a limit the state word does not hold.
+    fn check_fits(&self, refill: Refill) -> Result<(), crate::options::OptionsError> {
         let max = self.max_limit();
         if refill.limit > max {
             return Err(crate::options::OptionsError::LimitTooLarge { max });
         }
-        self.queue
-            .reconfigure(src, queue_limit, refill.limit, || self.refill.set(refill));
         Ok(())
     }
 
@@ -503,6 +494,44 @@ impl<C: Clock> BucketCore<C> {
     }
 }
 
+impl<C: Clock> BucketCore<C, WaitQueue> {
+    /// Changes the refill and the queue limit (the caller checked the rest of the options):
+    /// refused with [`OptionsError::LimitTooLarge`], changing nothing, if the new limit does not
+    /// fit the state word. Otherwise the new refill applies from the next decision on, under
+    /// the queue lock, which then fails the waiters it strands and serves the rest (see
+    /// [`WaitQueue::reconfigure`]). Tokens above a lowered limit are dropped at the next
+    /// transition ([`Bucket::at`]); a raised limit fills with time as usual.
+    ///
+    /// [`OptionsError::LimitTooLarge`]: crate::options::OptionsError::LimitTooLarge
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        refill: Refill,
+        queue_limit: u32,
+    ) -> Result<(), crate::options::OptionsError> {
+        self.check_fits(refill)?;
+        self.queue
+            .reconfigure(src, queue_limit, refill.limit, || self.refill.set(refill));
+        Ok(())
+    }
+}
+
+impl<C: Clock> BucketCore<C, crate::NoQueue> {
+    /// [`reconfigure`](BucketCore::reconfigure) with no queue: the queue limit must stay 0.
+    pub(crate) fn reconfigure_unqueued(
+        &self,
+        refill: Refill,
+        queue_limit: u32,
+    ) -> Result<(), crate::options::OptionsError> {
+        if queue_limit != 0 {
+            return Err(crate::options::OptionsError::NoWaitQueue);
+        }
+        self.check_fits(refill)?;
+        self.refill.set(refill);
+        Ok(())
+    }
+}
+
 /// Implements `Limiter`, `Replenishing`, the waiting `Source` and the `acquire` methods for a
 /// limiter type wrapping a `BucketCore` in its `core` field.
 macro_rules! bucket_limiter {
@@ -558,6 +587,51 @@ macro_rules! bucket_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C> {
             fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
                 self.core.peek(permits)
+            }
+        }
+
+        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C, $crate::NoQueue> {
+            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
+                self.core.peek(permits)
+            }
+        }
+
+        /// Without a queue: the same decisions, nothing to serve or wait in.
+        impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C, $crate::NoQueue> {
+            #[inline]
+            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
+                let taken = self.core.take(permits, || {});
+                self.core
+                    .counters
+                    .count(taken)
+                    .map(|()| $crate::Lease::unreleased(permits))
+            }
+            fn available_permits(&self) -> u64 {
+                self.core.available()
+            }
+            fn statistics(&self) -> $crate::Statistics {
+                self.core.statistics()
+            }
+            fn idle_duration(&self) -> Option<core::time::Duration> {
+                self.core.idle_duration()
+            }
+            fn close(&self) {
+                self.core.close();
+            }
+            fn is_closed(&self) -> bool {
+                self.core.is_closed()
+            }
+        }
+
+        /// Without a queue there is nobody to serve: `replenish` only brings the state up to
+        /// date, and `next_service` is always `None`.
+        impl<C: $crate::clock::Clock> $crate::limiter::Replenishing for $ty<C, $crate::NoQueue> {
+            fn replenishment_period(&self) -> core::time::Duration {
+                self.core.period()
+            }
+            fn replenish(&self) -> u64 {
+                self.core.catch_up();
+                self.core.available()
             }
         }
 

@@ -6,8 +6,8 @@
 use core::time::Duration;
 
 use tollgate::{
-    Clock, ConcurrencyLimiter, FixedWindowLimiter, Instant, Limiter, SlidingWindowLimiter,
-    TokenBucketLimiter,
+    Clock, ConcurrencyLimiter, FixedWindowLimiter, Instant, Limiter, NoQueue,
+    SlidingWindowLimiter, TokenBucketLimiter,
 };
 
 extern "C" {
@@ -31,6 +31,15 @@ impl Clock for ProbeClock {
 #[no_mangle]
 pub extern "C" fn probe_token_bucket_try_acquire(
     l: &TokenBucketLimiter<ProbeClock>,
+    n: u32,
+) -> bool {
+    l.try_acquire(n).map(|lease| lease.forget()).is_ok()
+}
+
+/// `try_acquire(n)` on a token bucket without a wait queue ([`NoQueue`]), keeping the tokens.
+#[no_mangle]
+pub extern "C" fn probe_token_bucket_no_queue_try_acquire(
+    l: &TokenBucketLimiter<ProbeClock, NoQueue>,
     n: u32,
 ) -> bool {
     l.try_acquire(n).map(|lease| lease.forget()).is_ok()
@@ -87,8 +96,9 @@ pub extern "C" fn probe_token_bucket_retry_after(
 
 /// Sizes in bytes of each limiter object (state word, options, wait queue, statistics).
 #[no_mangle]
-pub static PROBE_SIZES: [u32; 4] = [
+pub static PROBE_SIZES: [u32; 5] = [
     core::mem::size_of::<TokenBucketLimiter<ProbeClock>>() as u32,
+    core::mem::size_of::<TokenBucketLimiter<ProbeClock, NoQueue>>() as u32,
     core::mem::size_of::<FixedWindowLimiter<ProbeClock>>() as u32,
     core::mem::size_of::<SlidingWindowLimiter<ProbeClock>>() as u32,
     core::mem::size_of::<ConcurrencyLimiter<ProbeClock>>() as u32,

@@ -1,0 +1,123 @@
+//! Whether a token bucket or fixed window has a wait queue: a type parameter, so that a limiter
+//! built without one carries none of the queue's code or memory.
+//!
+//! The queue is what lets `acquire(n).await` wait; `try_acquire` on a limiter that has one must
+//! still respect it (an oldest-first queue holds newcomers back, and serves its waiters when a
+//! newcomer finds tokens), so its code is reachable from every `try_acquire`. A program that
+//! never waits — firmware taking decisions in an interrupt handler, a proxy that answers 429 at
+//! once — pays for that in code size and in memory. [`NoQueue`] removes it at compile time.
+
+use crate::wait::WaitQueue;
+
+/// The kind of queue a [`TokenBucketLimiter`](crate::TokenBucketLimiter) or
+/// [`FixedWindowLimiter`](crate::FixedWindowLimiter) has: a wait queue (the default, which
+/// the limiter's own constructors build) or [`NoQueue`].
+///
+/// Sealed: there are exactly these two.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Limiter, ManualClock, NoQueue, QueueKind, TokenBucketLimiter, TokenBucketOptions};
+///
+/// /// The token limit of a bucket of either kind.
+/// fn limit<Q: QueueKind>(bucket: &TokenBucketLimiter<&ManualClock, Q>) -> u32 {
+///     bucket.options().token_limit
+/// }
+///
+/// /// The tokens it holds: `Limiter` is implemented for each kind, so generic code names it.
+/// fn tokens<L: Limiter>(limiter: &L) -> u64 {
+///     limiter.available_permits()
+/// }
+///
+/// let clock = ManualClock::new();
+/// let opts = TokenBucketOptions::new(3, 1, Duration::from_secs(1));
+/// let queued = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+/// let bare: TokenBucketLimiter<_, NoQueue> = TokenBucketLimiter::without_queue(opts, &clock).unwrap();
+/// assert_eq!(limit(&queued), limit(&bare));
+/// assert_eq!(tokens(&queued), tokens(&bare));
+/// ```
+pub trait QueueKind: private::Sealed {
+    /// Whether newcomers may take permits ahead of queued waiters (always, with no queue).
+    #[doc(hidden)]
+    fn barging(&self) -> bool;
+    /// Permits waiting now.
+    #[doc(hidden)]
+    fn queued_permits(&self) -> u64;
+    /// Permits that may wait.
+    #[doc(hidden)]
+    fn queue_limit(&self) -> u32;
+    /// Runs `f` over the queued requests in the order they will be served (under the queue's
+    /// lock).
+    #[doc(hidden)]
+    fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R;
+}
+
+pub(crate) mod private {
+    pub trait Sealed {}
+}
+
+impl private::Sealed for WaitQueue {}
+
+impl QueueKind for WaitQueue {
+    #[inline]
+    fn barging(&self) -> bool {
+        WaitQueue::barging(self)
+    }
+    fn queued_permits(&self) -> u64 {
+        WaitQueue::queued_permits(self)
+    }
+    fn queue_limit(&self) -> u32 {
+        WaitQueue::limit(self)
+    }
+    fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
+        WaitQueue::with_requests(self, f)
+    }
+}
+
+/// No wait queue: a [`TokenBucketLimiter`](crate::TokenBucketLimiter) or
+/// [`FixedWindowLimiter`](crate::FixedWindowLimiter) that only decides at once
+/// (`try_acquire`), with none of the queue's code or memory. Built by the limiters'
+/// `without_queue` and `at_epoch_without_queue` constructors; its options' queue limit must be
+/// 0 ([`OptionsError::NoWaitQueue`](crate::OptionsError::NoWaitQueue) otherwise).
+///
+/// On a Cortex-M4 (`benches/size.sh`) a token bucket's `try_acquire` is about half the code
+/// of one with a queue, and the limiter about a third of the memory. Everything else is the
+/// same: the same decisions, RetryAfter, statistics, idle duration, `close`, `reconfigure`.
+/// There is no `acquire` to wait with.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Limiter, ManualClock, NoQueue, TokenBucketLimiter, TokenBucketOptions};
+///
+/// static BUCKET: TokenBucketLimiter<ManualClock, NoQueue> = TokenBucketLimiter::at_epoch_without_queue(
+///     TokenBucketOptions::new(2, 1, Duration::from_millis(10)),
+///     ManualClock::new(),
+/// );
+///
+/// assert!(BUCKET.try_acquire(2).is_ok());
+/// let denied = BUCKET.try_acquire(1).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(10)));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NoQueue;
+
+impl private::Sealed for NoQueue {}
+
+impl QueueKind for NoQueue {
+    #[inline(always)]
+    fn barging(&self) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn queued_permits(&self) -> u64 {
+        0
+    }
+    #[inline(always)]
+    fn queue_limit(&self) -> u32 {
+        0
+    }
+    #[inline(always)]
+    fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
+        f(&mut core::iter::empty())
+    }
+}

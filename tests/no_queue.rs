@@ -1,0 +1,224 @@
+//! Token buckets and fixed windows built without a wait queue (`NoQueue`): the same decisions,
+//! RetryAfter, statistics and idle duration as the queued limiters with a queue limit of 0,
+//! and typed errors for anything that would need a queue.
+
+use std::time::Duration;
+
+use tollgate::{
+    Chain, FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, NoQueue, OptionsError,
+    Peek, QueueOrder, Reason, Replenishing, TokenBucketLimiter, TokenBucketOptions,
+};
+
+/// A deterministic pseudo-random walk (xorshift).
+struct Walk(u64);
+
+impl Walk {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Drives `a` (queued, queue limit 0) and `b` (no queue) through the same requests on the same
+/// clock and compares every answer: grant or reason, RetryAfter, available permits, peek,
+/// statistics and idle duration.
+fn same_decisions(a: &dyn Peek, b: &dyn Peek, clock: &ManualClock, seed: u64, max_n: u64) {
+    let mut walk = Walk(seed);
+    for step in 0..5_000 {
+        let x = walk.next();
+        clock.advance(Duration::from_nanos(x % 700));
+        let n = ((x >> 16) % (max_n + 2)) as u32;
+        assert_eq!(a.peek(n), b.peek(n), "step {step}: peek({n})");
+        let (ra, rb) = (a.try_acquire(n), b.try_acquire(n));
+        match (&ra, &rb) {
+            (Ok(la), Ok(lb)) => assert_eq!(la.permits(), lb.permits()),
+            (Err(ea), Err(eb)) => assert_eq!(ea, eb, "step {step}: try_acquire({n})"),
+            _ => panic!("step {step}: try_acquire({n}): {ra:?} vs {rb:?}"),
+        }
+        drop((ra, rb));
+        assert_eq!(a.available_permits(), b.available_permits(), "step {step}");
+        assert_eq!(a.idle_duration(), b.idle_duration(), "step {step}");
+    }
+    assert_eq!(a.statistics(), b.statistics());
+}
+
+#[test]
+fn a_bucket_without_a_queue_decides_as_one_with_a_queue_limit_of_zero() {
+    for (seed, limit, per, period) in [
+        (1u64, 5u32, 2u32, 1_000u64),
+        (7, 1, 1, 333),
+        (42, 100, 7, 50),
+    ] {
+        let clock = ManualClock::new();
+        let opts = TokenBucketOptions::new(limit, per, Duration::from_nanos(period));
+        let queued = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+        let bare: TokenBucketLimiter<_, NoQueue> =
+            TokenBucketLimiter::without_queue(opts, &clock).unwrap();
+        same_decisions(&queued, &bare, &clock, seed, u64::from(limit));
+    }
+}
+
+#[test]
+fn a_window_without_a_queue_decides_as_one_with_a_queue_limit_of_zero() {
+    for (seed, limit, window) in [(3u64, 4u32, 1_000u64), (9, 1, 100), (11, 50, 2_500)] {
+        let clock = ManualClock::new();
+        let opts = FixedWindowOptions::new(limit, Duration::from_nanos(window));
+        let queued = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
+        let bare: FixedWindowLimiter<_, NoQueue> =
+            FixedWindowLimiter::without_queue(opts, &clock).unwrap();
+        same_decisions(&queued, &bare, &clock, seed, u64::from(limit));
+    }
+}
+
+#[test]
+fn a_queue_limit_is_refused_at_creation_and_at_reconfiguration() {
+    let clock = ManualClock::new();
+    let sec = Duration::from_secs(1);
+    let opts = TokenBucketOptions::new(4, 1, sec);
+    for order in [QueueOrder::OldestFirst, QueueOrder::NewestFirst] {
+        let queued = opts.with_queue(1, order);
+        let err = TokenBucketLimiter::without_queue(queued, &clock).unwrap_err();
+        assert_eq!(err, OptionsError::NoWaitQueue);
+        let window = FixedWindowOptions::new(4, sec).with_queue(1, order);
+        let err = FixedWindowLimiter::without_queue(window, &clock).unwrap_err();
+        assert_eq!(err, OptionsError::NoWaitQueue);
+    }
+    assert!(OptionsError::NoWaitQueue
+        .to_string()
+        .contains("queue limit must be 0"));
+    // Invalid options keep their own errors.
+    let zero = TokenBucketOptions::new(0, 1, sec);
+    assert_eq!(
+        TokenBucketLimiter::without_queue(zero, &clock).unwrap_err(),
+        OptionsError::ZeroLimit
+    );
+
+    let bucket = TokenBucketLimiter::without_queue(opts, &clock).unwrap();
+    let _held = bucket.try_acquire(3).unwrap();
+    for (new, err) in [
+        (
+            opts.with_queue(2, QueueOrder::OldestFirst),
+            OptionsError::NoWaitQueue,
+        ),
+        (
+            TokenBucketOptions::new(4, 1, 2 * sec),
+            OptionsError::FixedAtCreation,
+        ),
+        (TokenBucketOptions::new(0, 1, sec), OptionsError::ZeroLimit),
+    ] {
+        assert_eq!(bucket.reconfigure(new), Err(err));
+        assert_eq!(bucket.options(), opts, "nothing changed");
+        assert_eq!(bucket.available_permits(), 1);
+    }
+    // Changing the order of a queue that does not exist changes nothing: accepted.
+    let reordered = TokenBucketOptions::new(2, 1, sec).with_queue(0, QueueOrder::NewestFirst);
+    bucket.reconfigure(reordered).unwrap();
+    assert_eq!(bucket.options().token_limit, 2);
+    assert_eq!(bucket.available_permits(), 1);
+    clock.advance(sec);
+    assert_eq!(
+        bucket.available_permits(),
+        2,
+        "refills stop at the new limit"
+    );
+}
+
+#[test]
+fn reconfiguring_a_window_without_a_queue_follows_the_bucket_rule() {
+    let clock = ManualClock::new();
+    let minute = Duration::from_secs(60);
+    let window =
+        FixedWindowLimiter::without_queue(FixedWindowOptions::new(100, minute), &clock).unwrap();
+    window.try_acquire(30).unwrap().forget();
+    window
+        .reconfigure(FixedWindowOptions::new(50, minute))
+        .unwrap();
+    assert_eq!(window.available_permits(), 50);
+    assert_eq!(
+        window.reconfigure(FixedWindowOptions::new(50, 2 * minute)),
+        Err(OptionsError::FixedAtCreation)
+    );
+    let too_many = FixedWindowOptions::new(50, minute).with_queue(5, QueueOrder::OldestFirst);
+    assert_eq!(window.reconfigure(too_many), Err(OptionsError::NoWaitQueue));
+    clock.advance(minute);
+    window.try_acquire(50).unwrap().forget();
+    assert_eq!(
+        window.try_acquire(1).unwrap_err().retry_after(),
+        Some(minute)
+    );
+}
+
+#[test]
+fn nobody_to_serve_close_refuses_and_statistics_count() {
+    let clock = ManualClock::new();
+    let sec = Duration::from_secs(1);
+    let bucket =
+        TokenBucketLimiter::without_queue(TokenBucketOptions::new(2, 2, sec), &clock).unwrap();
+    assert_eq!(bucket.next_service(), None);
+    assert_eq!(bucket.replenishment_period(), sec);
+    bucket.try_acquire(2).unwrap().forget();
+    let denied = bucket.try_acquire(1).unwrap_err();
+    assert_eq!(denied.reason(), Reason::Exhausted);
+    assert_eq!(denied.retry_after(), Some(sec));
+    assert_eq!(
+        bucket.try_acquire(3).unwrap_err().reason(),
+        Reason::ExceedsLimit
+    );
+    clock.advance(sec);
+    assert_eq!(bucket.replenish(), 2);
+    assert_eq!(bucket.next_service(), None);
+    let s = bucket.statistics();
+    assert_eq!(
+        (s.total_successful, s.total_failed, s.queued_permits),
+        (1, 2, 0)
+    );
+    assert_eq!(bucket.idle_duration(), Some(Duration::ZERO));
+    bucket.close();
+    assert!(bucket.is_closed());
+    assert_eq!(bucket.try_acquire(1).unwrap_err().reason(), Reason::Closed);
+    assert_eq!(bucket.peek(1).unwrap_err().reason(), Reason::Closed);
+}
+
+static SHARED: TokenBucketLimiter<ManualClock, NoQueue> =
+    TokenBucketLimiter::at_epoch_without_queue(
+        TokenBucketOptions::new(1_000, 1, Duration::from_secs(3600)),
+        ManualClock::new(),
+    );
+
+/// Four threads take from one `static` bucket: exactly its tokens are granted.
+#[test]
+fn a_static_bucket_without_a_queue_never_over_admits() {
+    let granted: u32 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..1_000)
+                        .filter(|_| SHARED.try_acquire(1).map(|l| l.forget()).is_ok())
+                        .count() as u32
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(granted, 1_000);
+    assert_eq!(SHARED.statistics().total_failed, 3_000);
+}
+
+#[test]
+fn limiters_without_a_queue_compose_in_chains() {
+    let clock = ManualClock::new();
+    let sec = Duration::from_secs(1);
+    let bucket =
+        TokenBucketLimiter::without_queue(TokenBucketOptions::new(3, 1, sec), &clock).unwrap();
+    let window =
+        FixedWindowLimiter::without_queue(FixedWindowOptions::new(2, sec), &clock).unwrap();
+    let chain = Chain::new((&bucket, &window));
+    let _a = chain.try_acquire(2).unwrap();
+    let denied = chain.try_acquire(1).unwrap_err();
+    assert_eq!(denied.reason(), Reason::Exhausted);
+    // As for every rate limiter, a chain's rollback gives the bucket nothing back (see `Chain`).
+    assert_eq!(bucket.available_permits(), 0);
+    assert_eq!(window.available_permits(), 0);
+}
