@@ -1,10 +1,11 @@
-//! A SysTick interrupt handler and the main loop share a `static` token bucket and a `static`
-//! concurrency limiter, built in constants with `at_epoch`.
+//! A SysTick interrupt handler and the main loop share a `static` token bucket, a `static`
+//! concurrency limiter and a `static` fixed window without a wait queue (`NoQueue`), built in
+//! constants with `at_epoch` / `at_epoch_without_queue`.
 //!
 //! Run in QEMU (LM3S6965, Cortex-M3): `cargo run --release` from this directory. The SysTick
 //! handler advances the clock and takes permits from the same two limiters that the main loop
-//! hammers; at the end the program checks that the bucket never admitted more than its limit plus
-//! what time brought, that the concurrency limiter never had more than its limit out, and that every
+//! hammers; at the end the program checks that the bucket and the window never admitted more than
+//! their limits plus what time brought, that the concurrency limiter never had more than its limit out, and that every
 //! permit came back. It exits through semihosting with status 0 on success, 1 on failure.
 #![no_std]
 #![no_main]
@@ -17,8 +18,8 @@ use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::{debug, hprintln};
 use panic_semihosting as _;
 use tollgate::{
-    Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, TokenBucketLimiter,
-    TokenBucketOptions,
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+    Instant, Limiter, NoQueue, TokenBucketLimiter, TokenBucketOptions,
 };
 
 /// SysTick reload value: an interrupt every `PERIOD` core cycles (`FIRMWARE_SYSTICK_PERIOD` at
@@ -46,6 +47,8 @@ const BUCKET_LIMIT: u32 = 50;
 const BUCKET_REFILL: u32 = 5;
 const BUCKET_PERIOD_TICKS: u64 = 10;
 const PERMITS: u32 = 3;
+const WINDOW_LIMIT: u32 = 7;
+const WINDOW_TICKS: u64 = 4;
 
 /// Ticks counted by the SysTick handler.
 static TICKS: AtomicU32 = AtomicU32::new(0);
@@ -71,6 +74,20 @@ static BUCKET: TokenBucketLimiter<TickClock> = TokenBucketLimiter::at_epoch(
 );
 static PERMITS_LIMITER: ConcurrencyLimiter<TickClock> =
     ConcurrencyLimiter::at_epoch(ConcurrencyOptions::new(PERMITS), TickClock);
+/// A window with no wait queue: `try_acquire` only, and none of the queue's code.
+static WINDOW: FixedWindowLimiter<TickClock, NoQueue> = FixedWindowLimiter::at_epoch_without_queue(
+    FixedWindowOptions::new(WINDOW_LIMIT, Duration::from_nanos(WINDOW_TICKS * TICK_NS)),
+    TickClock,
+);
+/// Permits the window granted, to either side.
+static WINDOW_TAKEN: AtomicU32 = AtomicU32::new(0);
+
+fn window() {
+    if let Ok(lease) = WINDOW.try_acquire(1) {
+        WINDOW_TAKEN.fetch_add(1, Ordering::AcqRel);
+        lease.forget();
+    }
+}
 
 /// Tokens taken by either side, permits held right now, the most ever held, and decisions made
 /// in the handler.
@@ -113,6 +130,7 @@ fn main() -> ! {
         if hold() {
             main_held += 1;
         }
+        window();
     }
     cp.SYST.disable_interrupt();
     let ticks = u64::from(TICKS.load(Ordering::Acquire));
@@ -120,6 +138,8 @@ fn main() -> ! {
     let taken = TAKEN.load(Ordering::Acquire);
     let budget = u64::from(BUCKET_LIMIT) + u64::from(BUCKET_REFILL) * (ticks / BUCKET_PERIOD_TICKS);
     let available = PERMITS_LIMITER.available_permits();
+    let window_taken = WINDOW_TAKEN.load(Ordering::Acquire);
+    let window_budget = u64::from(WINDOW_LIMIT) * (ticks / WINDOW_TICKS + 1);
     hprintln!(
         "SysTick every {} cycles, {} main-loop iterations",
         PERIOD,
@@ -142,7 +162,14 @@ fn main() -> ! {
         available,
         PERMITS
     );
+    hprintln!(
+        "window (no queue) granted {} of at most {}",
+        window_taken,
+        window_budget
+    );
     let ok = u64::from(taken) <= budget
+        && u64::from(window_taken) <= window_budget
+        && window_taken > 0
         && MAX_HELD.load(Ordering::Acquire) <= PERMITS
         && available == u64::from(PERMITS)
         && IRQ_DECISIONS.load(Ordering::Acquire) > 0;
@@ -167,4 +194,5 @@ fn SysTick() {
         lease.forget();
     }
     hold();
+    window();
 }
