@@ -98,11 +98,67 @@ impl Ticker {
         if ticks == 0 {
             return Duration::ZERO;
         }
-        if let Some(ns) = ticks.checked_mul(self.period) {
-            return Duration::from_nanos(ns - into); // the common case: no 128-bit arithmetic
+        match u32::try_from(ticks) {
+            Ok(ticks) => self.wait_ticks(ticks, into),
+            Err(_) => self.wait_for_long(ticks, into),
         }
-        let ns = u128::from(ticks) * u128::from(self.period) - u128::from(into);
-        duration_from_nanos_u128(ns)
+    }
+
+    /// [`wait_for`](Self::wait_for) of 2^32 ticks or more, from [`wait_ticks`](Self::wait_ticks)
+    /// of each 32-bit half: `ticks·period = hi·period·2^32 + lo·period`, and a `Duration` times
+    /// 2^32 is exact in 64-bit arithmetic (its nanoseconds times 2^32 fit in 62 bits). No 128-bit
+    /// arithmetic, and little code beside `wait_ticks`.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_long(&self, ticks: u64, into: u64) -> Duration {
+        const NS: u64 = 1_000_000_000;
+        let (hi, lo) = ((ticks >> 32) as u32, ticks as u32);
+        let high = self.wait_ticks(hi, 0);
+        let nanos = u64::from(high.subsec_nanos()) << 32;
+        high.as_secs()
+            .checked_mul(1 << 32)
+            .and_then(|s| s.checked_add(nanos / NS))
+            .and_then(|s| Duration::new(s, (nanos % NS) as u32).checked_add(self.wait_ticks(lo, 0)))
+            // `into` is less than a period: no underflow.
+            .map_or(Duration::MAX, |d| d - Duration::from_nanos(into))
+    }
+
+    /// [`wait_until`](Self::wait_until) for one request: the wait until `ticks` ticks after
+    /// `base`, at most `u32::MAX` (as
+    /// [`Bucket::ticks_to_take`](crate::bucket::state::Bucket::ticks_to_take) gives).
+    #[inline]
+    pub(crate) fn wait_one(&self, k: u64, into: u64, base: u64, ticks: u32) -> Duration {
+        if base > k {
+            self.wait_ticks(ticks, 0)
+        } else {
+            // `base + ticks - k`, saturating at 0: at most `ticks`.
+            let left = u64::from(ticks).saturating_sub(k - base) as u32;
+            self.wait_ticks(left, into)
+        }
+    }
+
+    /// [`wait_for`](Self::wait_for) of at most `u32::MAX` ticks (one request's), with less
+    /// arithmetic past 2^64 ns than the general case: `ticks·(period mod 10^9)` fits in 62
+    /// bits, so the seconds are `ticks·(period / 10^9)` plus that over 10^9. This is the only
+    /// wait a `try_acquire` without a queue reaches, and the smallest code for it.
+    pub(crate) fn wait_ticks(&self, ticks: u32, into: u64) -> Duration {
+        const NS: u64 = 1_000_000_000;
+        if ticks == 0 {
+            return Duration::ZERO;
+        }
+        let t = u64::from(ticks);
+        if let Some(ns) = t.checked_mul(self.period) {
+            return Duration::from_nanos(ns - into);
+        }
+        let frac = t * (self.period % NS);
+        let secs = t
+            .checked_mul(self.period / NS)
+            .and_then(|s| s.checked_add(frac / NS));
+        match secs {
+            // `into` is less than a period: no underflow.
+            Some(secs) => Duration::new(secs, (frac % NS) as u32) - Duration::from_nanos(into),
+            None => Duration::MAX,
+        }
     }
 
     /// The wait until tick `target` begins, seen from `into` ns into tick `k` by a limiter whose
@@ -223,6 +279,82 @@ mod tests {
         }
         for ns in cases {
             assert_eq!(duration_from_nanos_u128(ns), reference(ns), "{ns}");
+        }
+    }
+
+    /// The 64-bit waits past 2^64 ns equal the 128-bit computation they replace, and the
+    /// one-request shortcut equals the general wait.
+    #[test]
+    fn wait_for_is_exact_past_2_pow_64_ns() {
+        let reference = |period: u64, ticks: u64, into: u64| {
+            if ticks == 0 {
+                return Duration::ZERO;
+            }
+            duration_from_nanos_u128(u128::from(ticks) * u128::from(period) - u128::from(into))
+        };
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for period in [
+            1u64,
+            7,
+            1_000_000_000,
+            1_000_000_007,
+            1 << 32,
+            (1 << 40) + 3,
+            HORIZON_NS - 1,
+        ] {
+            let t = Ticker::new(Instant::ZERO, period);
+            let edges = [
+                0u64,
+                1,
+                2,
+                3,
+                1 << 16,
+                u64::from(u32::MAX),
+                999_999_999,
+                1_000_000_001,
+                u64::MAX / 2,
+                u64::MAX,
+            ];
+            for ticks in edges {
+                for into in [0, 1, period / 2, period - 1] {
+                    assert_eq!(
+                        t.wait_for(ticks, into),
+                        reference(period, ticks, into),
+                        "{period} {ticks} {into}"
+                    );
+                }
+            }
+            for ticks in [0u32, 1, 2, 3, 1 << 16, u32::MAX - 1, u32::MAX] {
+                for into in [0, 1, period / 2, period - 1] {
+                    assert_eq!(
+                        t.wait_ticks(ticks, into),
+                        t.wait_for(u64::from(ticks), into)
+                    );
+                }
+            }
+            for _ in 0..2_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (short, into) = ((x >> 32) as u32, x % period);
+                assert_eq!(
+                    t.wait_ticks(short, into),
+                    t.wait_for(u64::from(short), into)
+                );
+                for (k, base) in [(5u64, 3u64), (3, 5), (9, 9), (1 << 40, 7)] {
+                    let target = base.saturating_add(u64::from(short));
+                    assert_eq!(
+                        t.wait_one(k, into, base, short),
+                        t.wait_until(k, into, base, target)
+                    );
+                }
+                let (ticks, into) = (x >> (x % 48), x % period);
+                assert_eq!(
+                    t.wait_for(ticks, into),
+                    reference(period, ticks, into),
+                    "{period} {ticks} {into}"
+                );
+            }
         }
     }
 

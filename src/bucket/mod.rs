@@ -316,11 +316,11 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             ..Bucket::full(r.limit)
         }
         .ticks_to_take(r, n);
-        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns; the 128-bit case
+        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns; the case past 2^64 ns
         // stays out of line.
-        let wait = match ticks.checked_mul(self.ticker.period_ns()) {
+        let wait = match u64::from(ticks).checked_mul(self.ticker.period_ns()) {
             Some(ns) => Duration::from_nanos(ns - into),
-            None => self.ticker.wait_for(ticks, into),
+            None => self.ticker.wait_ticks(ticks, into),
         };
         Some(Err(Rejection::with_retry_after(Reason::Exhausted, wait)))
     }
@@ -356,8 +356,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         } else {
             let base = k.max(b.tick);
             let ticks = b.at(base, r).ticks_to_take(r, n.max(1));
-            self.ticker
-                .wait_until(k, into, base, base.saturating_add(ticks))
+            self.ticker.wait_one(k, into, base, ticks)
         }
     }
 

@@ -257,14 +257,18 @@ impl Bucket {
     /// Ticks after the tick this state describes until it holds `n` tokens (zero if it does):
     /// [`ticks_to_serve`](Self::ticks_to_serve) of the one request `n`, the newcomer's case,
     /// with no loop and, for a request short of at most one refill, no division. `self` must be
-    /// the bucket as of its own tick; `n` is at most `limit`.
+    /// the bucket as of its own tick; `n` is at most `limit`. At most `u32::MAX` (missing tokens
+    /// over at least one per tick).
     #[inline]
-    pub const fn ticks_to_take(self, r: Refill, n: u32) -> u64 {
+    pub const fn ticks_to_take(self, r: Refill, n: u32) -> u32 {
         let n = if n > r.limit { r.limit } else { n };
         if self.tokens >= n {
             0
         } else {
-            ceil_div((n - self.tokens) as u64, r.per_tick as u64)
+            // At most `n - tokens <= u32::MAX`: `per_tick` is at least 1 (a zero refill is
+            // refused by the options; treated as 1 here).
+            let per_tick = if r.per_tick == 0 { 1 } else { r.per_tick };
+            ceil_div((n - self.tokens) as u64, per_tick as u64) as u32
         }
     }
 
@@ -363,7 +367,7 @@ mod tests {
                         ..Bucket::full(limit)
                     };
                     assert_eq!(
-                        b.ticks_to_take(r, n),
+                        u64::from(b.ticks_to_take(r, n)),
                         b.ticks_to_serve(r, [n]),
                         "limit {limit}, per tick {per_tick}, tokens {tokens}, n {n}"
                     );
