@@ -142,23 +142,28 @@ impl Ticker {
     /// bits, so the seconds are `ticks·(period / 10^9)` plus that over 10^9. This is the only
     /// wait a `try_acquire` without a queue reaches, and the smallest code for it.
     pub(crate) fn wait_ticks(&self, ticks: u32, into: u64) -> Duration {
-        const NS: u64 = 1_000_000_000;
         if ticks == 0 {
             return Duration::ZERO;
         }
         let t = u64::from(ticks);
-        if let Some(ns) = t.checked_mul(self.period) {
-            return Duration::from_nanos(ns - into);
-        }
-        let frac = t * (self.period % NS);
-        let secs = t
-            .checked_mul(self.period / NS)
-            .and_then(|s| s.checked_add(frac / NS));
-        match secs {
-            // `into` is less than a period: no underflow.
-            Some(secs) => Duration::new(secs, (frac % NS) as u32) - Duration::from_nanos(into),
-            None => Duration::MAX,
-        }
+        let (secs, nanos) = match t.checked_mul(self.period) {
+            Some(ns) => split_ns(ns - into),
+            None => {
+                let (ps, pn) = split_ns(self.period);
+                let (fs, fnanos) = split_ns(t * u64::from(pn)); // < 2^32 * 2^30
+                let (is, inanos) = split_ns(into);
+                let Some(secs) = t.checked_mul(ps).and_then(|s| s.checked_add(fs)) else {
+                    return Duration::MAX;
+                };
+                // Minus `into`, which is less than a period and so than the total.
+                if fnanos >= inanos {
+                    (secs - is, fnanos - inanos)
+                } else {
+                    (secs - is - 1, fnanos + NANOS_PER_SEC as u32 - inanos)
+                }
+            }
+        };
+        Duration::new(secs, nanos)
     }
 
     /// The wait until tick `target` begins, seen from `into` ns into tick `k` by a limiter whose
@@ -173,6 +178,15 @@ impl Ticker {
             self.wait_for(target.saturating_sub(k), into)
         }
     }
+}
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// Whole seconds and the nanoseconds left of `ns`. One out-of-line copy of the division by 10^9
+/// for the waits' slow paths: on a 32-bit MCU each inlined copy is dozens of instructions.
+#[inline(never)]
+fn split_ns(ns: u64) -> (u64, u32) {
+    (ns / NANOS_PER_SEC, (ns % NANOS_PER_SEC) as u32)
 }
 
 /// A `Duration` of `ns` nanoseconds, for values past `u64::MAX` (saturating at `Duration::MAX`).
