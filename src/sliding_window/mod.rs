@@ -277,7 +277,13 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
 
     /// The frozen count of segment `j`: its slot, if the slot still holds segment `j`.
     fn frozen(&self, j: u64) -> u32 {
-        let v = self.slot(j).load(Ordering::Acquire);
+        self.frozen_in(j % self.segments, j)
+    }
+
+    /// [`frozen`](Self::frozen) with the slot index `j % segments` already known.
+    #[inline]
+    fn frozen_in(&self, index: u64, j: u64) -> u32 {
+        let v = self.ring[index as usize].load(Ordering::Acquire);
         if (v >> 64) as u64 == j {
             v as u32
         } else {
@@ -351,11 +357,18 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             // The quick path: a header with no flag, read in its own segment, with room.
             let w = cas::Word::load(&self.header);
             if let Some((tick, used)) = Header::plain(w) {
-                if let Some(_into) = self.ticker.offset_in(e, tick) {
-                    if used + u64::from(n) <= u64::from(s.limit)
-                        && cas::swap_once(&self.header, w, w + u128::from(n))
-                    {
-                        return Ok(());
+                if let Some(into) = self.ticker.offset_in(e, tick) {
+                    if used + u64::from(n) <= u64::from(s.limit) {
+                        if cas::swap_once(&self.header, w, w + u128::from(n)) {
+                            return Ok(());
+                        }
+                    } else if Header::unpack(w).prev == 0 {
+                        // A denial with every counted permit in the current segment: they all
+                        // come back together when it leaves the window, `segments` segments
+                        // after it began, and then `n <= limit` fits. No ring to read: exactly
+                        // the general path's answer (`retry_after`) on this header.
+                        let wait = self.ticker.wait_for(s.segments, into);
+                        return Err(Rejection::with_retry_after(Reason::Exhausted, wait));
                     }
                 }
             }
@@ -471,14 +484,21 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
 
     /// The counts of the window ending at segment `base >= h.tick`, oldest first: segments
     /// before `h.tick` from the ring, `h.tick` itself from the header, later ones empty.
+    /// Consecutive segments sit in consecutive slots: one division finds the first slot.
     fn read_window(&self, base: u64, h: Header, window: &mut [u64]) {
         let segments = self.segments;
+        // `window[i]` is segment `base + 1 + i - segments`, in slot `(base + 1 + i) % segments`.
+        let mut index = (base + 1) % segments;
         for (i, c) in window.iter_mut().enumerate() {
             *c = match (base + 1 + i as u64).checked_sub(segments) {
-                Some(j) if j < h.tick => u64::from(self.frozen(j)),
+                Some(j) if j < h.tick => u64::from(self.frozen_in(index, j)),
                 Some(j) if j == h.tick => u64::from(h.cur),
                 _ => 0,
             };
+            index += 1;
+            if index == segments {
+                index = 0;
+            }
         }
     }
 
@@ -681,6 +701,42 @@ mod tests {
 
     fn at(clock: &ManualClock, ns: u64) {
         clock.set(crate::Instant::from_nanos(ns));
+    }
+
+    /// The quick denial (every counted permit in the current segment) answers what the general
+    /// path answers on the same header and instant (`peek` always takes the general path).
+    #[test]
+    fn the_quick_denial_is_the_general_answer() {
+        for (limit, period, segments) in [
+            (1u32, 1_000u64, 4u32),
+            (5, 10, 1),
+            (10, 7, 3),
+            (3, 1 << 40, 2),
+        ] {
+            let window = Duration::from_nanos(period * u64::from(segments));
+            let clock = ManualClock::new();
+            let opts = SlidingWindowOptions::new(limit, window, segments);
+            let l: SlidingWindowLimiter<_, 4> =
+                SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+            for (round, taken) in [(5u64, limit), (9, 1), (20, limit.div_ceil(2))] {
+                // A fresh segment, long after the last: nothing earlier in the window.
+                at(&clock, round * period * u64::from(segments) + 1);
+                l.try_acquire(taken).unwrap().forget();
+                for into in [1, period / 2, period - 1] {
+                    at(&clock, round * period * u64::from(segments) + into);
+                    for n in 1..=limit {
+                        let general = crate::limiter::Peek::peek(&l, n);
+                        let header = Header::unpack(l.header.load(Ordering::Acquire));
+                        assert_eq!(header.prev, 0);
+                        let quick = l.try_acquire(n).map(Lease::forget).map(|_| ());
+                        assert_eq!(quick, general, "limit {limit} n {n} into {into}");
+                        if quick.is_ok() {
+                            l.give_back(n, header.tick); // back to the state peeked at
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Issue 9, item 2: a denied thread computes its RetryAfter after the header has moved on
