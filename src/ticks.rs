@@ -141,7 +141,6 @@ impl Ticker {
     /// arithmetic past 2^64 ns than the general case: `ticks·(period mod 10^9)` fits in 62
     /// bits, so the seconds are `ticks·(period / 10^9)` plus that over 10^9. This is the only
     /// wait a `try_acquire` without a queue reaches, and the smallest code for it.
-    #[inline]
     pub(crate) fn wait_ticks(&self, ticks: u32, into: u64) -> Duration {
         if ticks == 0 {
             return Duration::ZERO;
