@@ -92,6 +92,100 @@ fn empty_ring<const N: usize>() -> [AtomicU128; N] {
     core::array::from_fn(|_| AtomicU128::new(0))
 }
 
+/// The header's atomic word: the 64-bit layout when the configuration fits it
+/// ([`Header::narrow_width`]), else 128 bits. Both hold the same [`Header`]; every update goes
+/// through [`cas::transition`].
+#[derive(Debug)]
+enum HeaderWord {
+    /// The 64-bit layout, with `cur` and `prev` of `width` bits.
+    #[cfg_attr(
+        all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)),
+        allow(dead_code)
+    )] // never built there (see `NarrowWord`)
+    Narrow { word: NarrowWord, width: u32 },
+    /// The 128-bit layout.
+    Wide(AtomicU128),
+}
+
+/// The 64-bit header's word.
+#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+type NarrowWord = AtomicU64;
+
+/// No 64-bit header on targets without native 64-bit atomics (32-bit MCUs): both words would be
+/// critical sections there, so the 64-bit layout would only add its code. The variant holding
+/// this type cannot exist, and its code compiles away.
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[derive(Debug)]
+enum NarrowWord {}
+
+#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+impl cas::Word for NarrowWord {
+    type Value = u64;
+    fn load(&self) -> u64 {
+        match *self {}
+    }
+    fn cas(&self, _: u64, _: u64) -> Result<u64, u64> {
+        match *self {}
+    }
+}
+
+impl HeaderWord {
+    crate::sync::const_unless_loom! {
+        fn new(h: Header, width: Option<u32>) -> Self {
+            #[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+            let width: Option<u32> = {
+                let _ = width;
+                None
+            };
+            match width {
+                #[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+                Some(width) => HeaderWord::Narrow {
+                    word: AtomicU64::new(h.pack64(width)),
+                    width,
+                },
+                _ => HeaderWord::Wide(AtomicU128::new(h.pack())),
+            }
+        }
+    }
+
+    /// The largest limit the layout holds (a `reconfigure` may not raise it further).
+    fn max_limit(&self) -> u32 {
+        match self {
+            HeaderWord::Narrow { width, .. } => (1u32 << width) - 1,
+            HeaderWord::Wide(_) => u32::MAX,
+        }
+    }
+
+    #[inline]
+    fn load(&self) -> Header {
+        match self {
+            HeaderWord::Narrow { word, width } => Header::unpack64(cas::Word::load(word), *width),
+            HeaderWord::Wide(word) => Header::unpack(cas::Word::load(word)),
+        }
+    }
+
+    /// [`cas::transition`] over the unpacked header; returns the header decided on.
+    #[inline(always)]
+    fn transition<T, E>(
+        &self,
+        mut decide: impl FnMut(Header) -> Result<(Header, T), E>,
+    ) -> Result<(Header, T), E> {
+        match self {
+            HeaderWord::Narrow { word, width } => {
+                let width = *width;
+                cas::transition(word, |w| {
+                    decide(Header::unpack64(w, width)).map(|(h, t)| (h.pack64(width), t))
+                })
+                .map(|(w, t)| (Header::unpack64(w, width), t))
+            }
+            HeaderWord::Wide(word) => cas::transition(word, |w| {
+                decide(Header::unpack(w)).map(|(h, t)| (h.pack(), t))
+            })
+            .map(|(w, t)| (Header::unpack(w), t)),
+        }
+    }
+}
+
 /// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
 /// permits taken during a segment count against the limit until that segment leaves the window,
 /// then come back.
@@ -99,9 +193,11 @@ fn empty_ring<const N: usize>() -> [AtomicU128; N] {
 /// `N` is the capacity of the segment ring (default 16): `segments_per_window` may be anything
 /// from 1 to `N`. The ring is inline — no allocation — and takes 16 bytes per slot.
 ///
-/// Admission is one compare-and-swap on a 128-bit header holding the current segment's count and
-/// the sum of the window's earlier segments; earlier segments' counts are frozen into the ring
-/// when the window slides past them. Every rejection carries a RetryAfter: the time until enough
+/// Admission is one compare-and-swap on a header holding the current segment's count and the sum
+/// of the window's earlier segments — one native 64-bit word when the counts and every segment
+/// up to the horizon fit in it (`2·bits(limit) + bits(segments in 2^63 ns) ≤ 62`: up to 16,383
+/// permits with 1 s segments, 511 with 1 ms), else 128 bits; earlier segments' counts are
+/// frozen into the ring when the window slides past them. Every rejection carries a RetryAfter: the time until enough
 /// of the oldest segments have left the window.
 ///
 /// ```
@@ -120,7 +216,7 @@ fn empty_ring<const N: usize>() -> [AtomicU128; N] {
 /// ```
 #[derive(Debug)]
 pub struct SlidingWindowLimiter<C: Clock, const N: usize = 16> {
-    header: AtomicU128,
+    header: HeaderWord,
     ring: [AtomicU128; N],
     ticker: Ticker,
     /// Segments per window (fixed at creation).
@@ -146,7 +242,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     pub fn with_clock(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
         let segment = options.validate(N)?;
         Ok(Self {
-            header: AtomicU128::new(Header::EMPTY.pack()),
+            header: HeaderWord::new(
+                Header::EMPTY,
+                Header::narrow_width(options.permit_limit, segment),
+            ),
             ring: core::array::from_fn(|_| AtomicU128::new(0)),
             ticker: Ticker::new(clock.now(), segment),
             segments: u64::from(options.segments_per_window),
@@ -183,7 +282,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 Err(e) => e.panic_in_const(),
             };
             Self {
-                header: AtomicU128::new(Header::EMPTY.pack()),
+                header: HeaderWord::new(
+                    Header::EMPTY,
+                    Header::narrow_width(options.permit_limit, segment),
+                ),
                 ring: empty_ring(),
                 ticker: Ticker::new(crate::Instant::ZERO, segment),
                 segments: options.segments_per_window as u64,
@@ -221,8 +323,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// for more than the new limit are failed with
     /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the rest keep their places and are
     /// served as far as the window allows; a new queue limit applies to newcomers. Refused,
-    /// changing nothing: invalid options, or a different window, segment count or queue order
-    /// ([`OptionsError::FixedAtCreation`]).
+    /// changing nothing: invalid options, a different window, segment count or queue order
+    /// ([`OptionsError::FixedAtCreation`]), or a limit larger than the header laid out at
+    /// creation holds ([`OptionsError::LimitTooLarge`]: any `u32` with a 128-bit header, and with
+    /// the 64-bit one every value its count fields hold, e.g. 16,383 with 1 s segments).
     ///
     /// ```
     /// use core::time::Duration;
@@ -247,6 +351,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             return Err(OptionsError::FixedAtCreation);
         }
         let limit = options.permit_limit;
+        let max = self.header.max_limit();
+        if limit > max {
+            return Err(OptionsError::LimitTooLarge { max });
+        }
         self.queue
             .reconfigure(self, options.queue_limit, limit, || {
                 self.limit.store(u64::from(limit), Ordering::Release);
@@ -332,20 +440,20 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         s: Shape,
         barge: bool,
     ) -> Result<(), (Denied, Header, (u64, u64))> {
-        cas::transition(&self.header, |w| {
-            let h = Header::unpack(w);
-            let (k, into) = self.ticker.locate(e, h.tick);
-            let next = h
-                .try_take(k, n, s, barge, |j| self.frozen(j))
-                .map_err(|d| (d, h, (k, into)))?;
-            self.leave(h, next);
-            Ok((next.pack(), ()))
-        })
-        .map(|_| ())
+        self.header
+            .transition(|h| {
+                let (k, into) = self.ticker.locate(e, h.tick);
+                let next = h
+                    .try_take(k, n, s, barge, |j| self.frozen(j))
+                    .map_err(|d| (d, h, (k, into)))?;
+                self.leave(h, next);
+                Ok((next, ()))
+            })
+            .map(|_| ())
     }
 
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
-    #[inline]
+    #[inline(always)]
     fn take(&self, n: u32) -> Result<(), Rejection> {
         // One reading of the limit for the whole decision (it may be reconfigured meanwhile).
         let s = self.shape();
@@ -354,26 +462,63 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         }
         let e = self.ticker.elapsed(self.clock.now());
         if n > 0 {
-            // The quick path: a header with no flag, read in its own segment, with room.
-            let w = cas::Word::load(&self.header);
-            if let Some((tick, used)) = Header::plain(w) {
-                if let Some(into) = self.ticker.offset_in(e, tick) {
-                    if used + u64::from(n) <= u64::from(s.limit) {
-                        if cas::swap_once(&self.header, w, w + u128::from(n)) {
-                            return Ok(());
-                        }
-                    } else if Header::unpack(w).prev == 0 {
-                        // A denial with every counted permit in the current segment: they all
-                        // come back together when it leaves the window, `segments` segments
-                        // after it began, and then `n <= limit` fits. No ring to read: exactly
-                        // the general path's answer (`retry_after`) on this header.
-                        let wait = self.ticker.wait_for(s.segments, into);
-                        return Err(Rejection::with_retry_after(Reason::Exhausted, wait));
-                    }
+            let quick = match &self.header {
+                HeaderWord::Narrow { word, width } => {
+                    let w = cas::Word::load(word);
+                    Header::plain64(w, *width).and_then(|(tick, used)| {
+                        let grant = || cas::swap_once(word, w, w + u64::from(n));
+                        self.quick(e, n, s, tick, used, grant, || {
+                            Header::prev64(w, *width) == 0
+                        })
+                    })
                 }
+                HeaderWord::Wide(word) => {
+                    let w = cas::Word::load(word);
+                    Header::plain(w).and_then(|(tick, used)| {
+                        let grant = || cas::swap_once(word, w, w + u128::from(n));
+                        self.quick(e, n, s, tick, used, grant, || Header::unpack(w).prev == 0)
+                    })
+                }
+            };
+            if let Some(quick) = quick {
+                return quick;
             }
         }
         self.take_slow(e, n, s)
+    }
+
+    /// The quick path on a header word read with no flag set (`tick`, `used`): in its own
+    /// segment, `n > 0` that fit are granted by one compare-and-swap (`grant`, of the word plus
+    /// `n`); a denial whose counted permits are all in the current segment (`prev_is_zero`)
+    /// answers at once. `None` sends everything else (another segment, a lost race, a denial
+    /// that needs the ring) to the general path.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn quick(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        tick: u64,
+        used: u64,
+        grant: impl FnOnce() -> bool,
+        prev_is_zero: impl FnOnce() -> bool,
+    ) -> Option<Result<(), Rejection>> {
+        let into = self.ticker.offset_in(e, tick)?;
+        if used + u64::from(n) <= u64::from(s.limit) {
+            return grant().then_some(Ok(()));
+        }
+        if prev_is_zero() {
+            // Every counted permit is in the current segment: they all come back together when
+            // it leaves the window, `segments` segments after it began, and then `n <= limit`
+            // fits. No ring to read: exactly the general path's answer (`retry_after`).
+            let wait = match s.segments.checked_mul(self.ticker.period_ns()) {
+                Some(ns) => Duration::from_nanos(ns - into),
+                None => self.ticker.wait_for(s.segments, into),
+            };
+            return Some(Err(Rejection::with_retry_after(Reason::Exhausted, wait)));
+        }
+        None
     }
 
     /// [`take`](Self::take) past the quick path: the general transition (a slide, a denial and
@@ -411,7 +556,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         let newcomer = core::iter::once(n.max(1));
         if h.waiters && !barge {
             self.queue.with_requests(|ahead| {
-                let h = Header::unpack(self.header.load(Ordering::Acquire));
+                let h = self.header.load();
                 self.wait_behind(k, into, h, ahead.chain(newcomer))
             })
         } else {
@@ -423,7 +568,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// the limit, each counted in the segment it is granted in). Zero if they are free now.
     fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
-        let h = Header::unpack(self.header.load(Ordering::Acquire));
+        let h = self.header.load();
         let limit = self.limit();
         // Whole windows for all but the last `limit` (a bounded walk for any `total`).
         let whole = total.saturating_sub(1) / u64::from(limit);
@@ -458,7 +603,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         for _ in 0..8 {
             let base = k.min(TICK_MAX).max(h.tick);
             self.read_window(base, h, window);
-            let again = Header::unpack(self.header.load(Ordering::Acquire));
+            let again = self.header.load();
             if again.tick == h.tick {
                 // Same segment: the slots read are those of `h`'s window. Its current count may
                 // have changed since (takes, gives back): use the latest.
@@ -522,7 +667,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
 
     fn now_header(&self) -> (Header, Header, u64) {
         let (k, _) = self.ticker.tick(self.clock.now());
-        let h = Header::unpack(self.header.load(Ordering::Acquire));
+        let h = self.header.load();
         (h, h.at(k, self.shape(), |j| self.frozen(j)), k)
     }
 
@@ -558,32 +703,28 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
     fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
-        cas::transition(&self.header, |w| {
-            let h = Header::unpack(w);
-            match h.try_take(k, n, s, true, |j| self.frozen(j)) {
+        self.header
+            .transition(|h| match h.try_take(k, n, s, true, |j| self.frozen(j)) {
                 Ok(next) => {
                     self.leave(h, next);
-                    Ok((next.pack(), Some(next.tick)))
+                    Ok((next, Some(next.tick)))
                 }
                 Err(Denied::Closed) => Err(Reason::Closed),
-                Err(Denied::Exhausted { .. }) if flag_if_short => {
-                    Ok((h.with_waiters(true).pack(), None))
-                }
-                Err(Denied::Exhausted { .. }) => Ok((w, None)),
-            }
-        })
-        .map(|(_, taken)| taken)
+                Err(Denied::Exhausted { .. }) if flag_if_short => Ok((h.with_waiters(true), None)),
+                Err(Denied::Exhausted { .. }) => Ok((h, None)),
+            })
+            .map(|(_, taken)| taken)
     }
     fn clear_waiters(&self) {
-        let _ = cas::transition(&self.header, |w| {
-            Ok::<_, Infallible>((Header::unpack(w).with_waiters(false).pack(), ()))
-        });
+        let _ = self
+            .header
+            .transition(|h| Ok::<_, Infallible>((h.with_waiters(false), ())));
     }
     fn give_back(&self, n: u32, stamp: u64) {
-        let Ok((before, ())) = cas::transition(&self.header, |w| {
-            Ok::<_, Infallible>((Header::unpack(w).give_back(stamp, n).pack(), ()))
-        });
-        if Header::unpack(before).waiters {
+        let Ok((before, ())) = self
+            .header
+            .transition(|h| Ok::<_, Infallible>((h.give_back(stamp, n), ())));
+        if before.waiters {
             self.queue.serve(self);
         }
     }
@@ -623,7 +764,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     fn idle_duration(&self) -> Option<Duration> {
         let now = self.clock.now();
         let (k, _) = self.ticker.tick(now);
-        let h = Header::unpack(self.header.load(Ordering::Acquire));
+        let h = self.header.load();
         let free_from = match self.last_used_segment(h) {
             Some(j) => j.saturating_add(self.segments),
             None => 0,
@@ -633,14 +774,14 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     }
 
     fn close(&self) {
-        let _ = cas::transition(&self.header, |w| {
-            Ok::<_, Infallible>((Header::unpack(w).close().pack(), ()))
-        });
+        let _ = self
+            .header
+            .transition(|h| Ok::<_, Infallible>((h.close(), ())));
         self.queue.close(self);
     }
 
     fn is_closed(&self) -> bool {
-        Header::unpack(self.header.load(Ordering::Acquire)).closed
+        self.header.load().closed
     }
 }
 
@@ -651,7 +792,7 @@ impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingWindowLimiter<C, 
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
-        let h = Header::unpack(self.header.load(Ordering::Acquire));
+        let h = self.header.load();
         let (k, into) = self.ticker.locate(e, h.tick);
         let barge = self.queue.barging();
         match h.try_take(k, permits, s, barge, |j| self.frozen(j)) {
@@ -674,11 +815,10 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
     fn replenish(&self) -> u64 {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
-        let _ = cas::transition(&self.header, |w| {
-            let h = Header::unpack(w);
+        let _ = self.header.transition(|h| {
             let next = h.at(k, s, |j| self.frozen(j));
             self.leave(h, next);
-            Ok::<_, Infallible>((next.pack(), ()))
+            Ok::<_, Infallible>((next, ()))
         });
         self.queue.serve(self);
         self.available_permits()
@@ -701,6 +841,68 @@ mod tests {
 
     fn at(clock: &ManualClock, ns: u64) {
         clock.set(crate::Instant::from_nanos(ns));
+    }
+
+    /// The 64-bit and 128-bit headers hold the same state through the same transitions: a
+    /// deterministic pseudo-random walk of takes, give-backs, slides, flag changes and
+    /// backwards readings, compared state by state, on configurations at the edge of the 64-bit
+    /// layout (its largest count and its last segment before the horizon).
+    #[test]
+    #[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))] // only the 128-bit header there
+    fn both_header_layouts_follow_the_same_transitions() {
+        let sec = 1_000_000_000u64;
+        for (limit, segment_ns, segments) in [
+            (1u32, 1_000u64, 4u64),
+            (16_383, sec, 10),
+            (7, 1 << 20, 1),
+            ((1 << 19) - 1, 900 * sec, 4),
+        ] {
+            let width = Header::narrow_width(limit, segment_ns).expect("fits");
+            assert_eq!(
+                Header::narrow_width(limit + 1, segment_ns).is_some(),
+                limit + 1 < 1 << width
+            );
+            let narrow = HeaderWord::new(Header::EMPTY, Some(width));
+            let wide = HeaderWord::new(Header::EMPTY, None);
+            assert_eq!(narrow.max_limit(), (1 << width) - 1);
+            let s = Shape { limit, segments };
+            let max_tick = (crate::ticks::HORIZON_NS - 1) / segment_ns;
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(limit);
+            let mut ring = std::collections::HashMap::new();
+            for step in 0..3_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = match x % 4 {
+                    0 => step / 3,
+                    1 => max_tick - (x >> 8) % 8,
+                    2 => (x >> 4) % (max_tick + 1),
+                    _ => narrow.load().tick,
+                };
+                let n = ((x >> 20) as u32) % (limit + 1);
+                // The ring as the limiter keeps it: a header that moves on freezes its count.
+                let frozen = |j: u64| ring.get(&j).copied().unwrap_or(0);
+                let op = |h: Header| -> Result<(Header, ()), Denied> {
+                    match (x >> 40) % 6 {
+                        0 | 1 => h.try_take(k, n, s, x & 1 == 0, frozen).map(|h| (h, ())),
+                        2 => Ok((h.give_back(k, n), ())),
+                        3 => Ok((h.at(k, s, frozen), ())),
+                        4 => Ok((h.with_waiters(x & 2 == 0), ())),
+                        _ if step % 1_000 == 999 => Ok((h.close(), ())),
+                        _ => Ok((h, ())),
+                    }
+                };
+                let before = wide.load();
+                let a = narrow.transition(op).map(|(h, ())| h);
+                let b = wide.transition(op).map(|(h, ())| h);
+                assert_eq!(a, b, "step {step}: limit {limit}, segment {segment_ns}");
+                let after = wide.load();
+                if after.tick > before.tick {
+                    ring.insert(before.tick, before.cur);
+                }
+                assert_eq!(narrow.load(), wide.load(), "step {step}");
+            }
+        }
     }
 
     /// The quick denial (every counted permit in the current segment) answers what the general
@@ -726,7 +928,7 @@ mod tests {
                     at(&clock, round * period * u64::from(segments) + into);
                     for n in 1..=limit {
                         let general = crate::limiter::Peek::peek(&l, n);
-                        let header = Header::unpack(l.header.load(Ordering::Acquire));
+                        let header = l.header.load();
                         assert_eq!(header.prev, 0);
                         let quick = l.try_acquire(n).map(Lease::forget).map(|_| ());
                         assert_eq!(quick, general, "limit {limit} n {n} into {into}");
@@ -752,7 +954,7 @@ mod tests {
         let _ = l.try_acquire(2).unwrap();
         at(&clock, 10);
         l.replenish(); // header at segment 1, nothing taken there; segment 0 frozen: 2
-        let decided = Header::unpack(l.header.load(Ordering::Acquire));
+        let decided = l.header.load();
         assert_eq!((decided.tick, decided.cur, decided.prev), (1, 0, 2));
         assert!(l.try_acquire(1).is_err()); // what the preempted thread decided
                                             // Meanwhile: 1 permit in segment 3, and segment 4 freezes it into segment 0's slot.

@@ -16,6 +16,21 @@
 //! | 126      | `closed`  | `close()` was called                                           |
 //! | 127      | `waiters` | the wait queue is not empty (reserved for waiting)             |
 //!
+//! **The 64-bit layout**, used when the configuration fits (see [`Header::narrow_width`]): the
+//! same fields, `cur` and `prev` in `width` bits each, then the tick in the `62 - 2·width` bits
+//! that hold every segment up to the horizon (2^63 ns), then the two flags:
+//!
+//! | bits               | field     |
+//! |--------------------|-----------|
+//! | 0..w               | `cur`     |
+//! | w..2w              | `prev`    |
+//! | 2w..62             | `tick`    |
+//! | 62                 | `closed`  |
+//! | 63                 | `waiters` |
+//!
+//! `width` takes every bit the tick leaves, so a limit raised at run time fits up to
+//! `2^width - 1`. Both layouts hold the same [`Header`]; the limiter picks one at creation.
+//!
 //! 62 bits of segments last 146 years even with 1 ns segments; the tick saturates there. Each ring
 //! slot is a 128-bit word (segment: 64 bits, count: 64 bits), so a slot can never be mistaken for
 //! a later segment with the same index: no wrap-around anywhere.
@@ -48,6 +63,11 @@ pub struct Header {
 pub const TICK_MAX: u64 = (1 << 62) - 1;
 const CLOSED: u128 = 1 << 126;
 const WAITERS: u128 = 1 << 127;
+/// The flags of the 64-bit layout, and the first value with one set.
+const N_CLOSED: u64 = 1 << 62;
+const N_WAITERS: u64 = 1 << 63;
+const N_FLAGS: u64 = N_CLOSED;
+use crate::ticks::HORIZON_NS;
 
 /// Why a take was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +128,61 @@ impl Header {
             ((w >> 64) as u64) & TICK_MAX,
             (w as u32) as u64 + ((w >> 32) as u32) as u64,
         ))
+    }
+
+    /// The width of `cur` and `prev` in the 64-bit layout for a window of `limit` permits in
+    /// segments of `segment_ns`: every bit the tick leaves (the tick needs enough bits for
+    /// every segment before the horizon, 2^63 ns), or `None` if `limit` does not fit in them.
+    pub const fn narrow_width(limit: u32, segment_ns: u64) -> Option<u32> {
+        let max_tick = (HORIZON_NS - 1) / if segment_ns == 0 { 1 } else { segment_ns };
+        let tick_bits = u64::BITS - max_tick.leading_zeros();
+        let width = 62u32.saturating_sub(tick_bits) / 2;
+        if width == 0 || (limit as u64) >= 1 << width {
+            None
+        } else {
+            Some(width)
+        }
+    }
+
+    /// Reads a header packed in 64 bits with fields of `width` bits.
+    #[inline]
+    pub const fn unpack64(w: u64, width: u32) -> Self {
+        let mask = (1u64 << width) - 1;
+        Self {
+            cur: (w & mask) as u32,
+            prev: ((w >> width) & mask) as u32,
+            tick: (w & (N_FLAGS - 1)) >> (2 * width),
+            closed: w & N_CLOSED != 0,
+            waiters: w & N_WAITERS != 0,
+        }
+    }
+
+    /// Packs into 64 bits with fields of `width` bits (every field must fit: the limiter's
+    /// limit is below `2^width`, and so are `cur` and `prev`; the tick is below the horizon).
+    #[inline]
+    pub const fn pack64(self, width: u32) -> u64 {
+        self.cur as u64
+            | (self.prev as u64) << width
+            | self.tick << (2 * width)
+            | if self.closed { N_CLOSED } else { 0 }
+            | if self.waiters { N_WAITERS } else { 0 }
+    }
+
+    /// [`plain`](Self::plain) of the 64-bit layout: `(tick, used)` of a header with no flag,
+    /// and taking `n` that fit is `w + n`.
+    #[inline(always)]
+    pub const fn plain64(w: u64, width: u32) -> Option<(u64, u64)> {
+        if w >= N_FLAGS {
+            return None;
+        }
+        let mask = (1u64 << width) - 1;
+        Some((w >> (2 * width), (w & mask) + ((w >> width) & mask)))
+    }
+
+    /// `prev` of a packed 64-bit header.
+    #[inline(always)]
+    pub const fn prev64(w: u64, width: u32) -> u32 {
+        ((w >> width) & ((1u64 << width) - 1)) as u32
     }
 
     /// Permits counted against the limit.
@@ -286,6 +361,67 @@ mod tests {
                     let queued = Header { waiters: true, ..h };
                     assert_eq!(Header::plain(closed.pack()), None);
                     assert_eq!(Header::plain(queued.pack()), None);
+                }
+            }
+        }
+    }
+
+    /// The 64-bit layout holds every header the 128-bit one does for a configuration that fits
+    /// it, and its shortcut agrees with the unpacked transition.
+    #[test]
+    fn the_64_bit_layout_round_trips_and_its_shortcut_agrees() {
+        let sec = 1_000_000_000u64;
+        // 1 s segments: ticks need 34 bits, so 14 bits per count.
+        assert_eq!(Header::narrow_width(16_383, sec), Some(14));
+        assert_eq!(Header::narrow_width(16_384, sec), None);
+        // 1 ns segments: 63 tick bits leave nothing.
+        assert_eq!(Header::narrow_width(1, 1), None);
+        for (limit, segment_ns) in [
+            (1u32, 1_000u64),
+            (9, 1 << 20),
+            (16_383, sec),
+            (1000, 1 << 40),
+        ] {
+            let width = Header::narrow_width(limit, segment_ns).expect("fits");
+            let max_tick = (HORIZON_NS - 1) / segment_ns;
+            let s = Shape { limit, segments: 3 };
+            let never = |_: u64| -> u32 { unreachable!("no slide in the header's own segment") };
+            for tick in [0, 1, 77, max_tick - 1, max_tick] {
+                for (cur, prev) in [
+                    (0, 0),
+                    (limit, 0),
+                    (0, limit),
+                    (limit / 2, limit - limit / 2),
+                    (1, 0),
+                ] {
+                    for (closed, waiters) in
+                        [(false, false), (true, false), (false, true), (true, true)]
+                    {
+                        let h = Header {
+                            cur,
+                            prev,
+                            tick,
+                            closed,
+                            waiters,
+                        };
+                        let w = h.pack64(width);
+                        assert_eq!(Header::unpack64(w, width), h);
+                        assert_eq!(Header::prev64(w, width), prev);
+                        let plain = Header::plain64(w, width);
+                        if closed || waiters {
+                            assert_eq!(plain, None);
+                            continue;
+                        }
+                        assert_eq!(plain, Some((tick, u64::from(cur + prev))));
+                        for n in [1, limit] {
+                            let full = h.try_take(tick, n, s, false, never);
+                            if cur + prev + n <= limit {
+                                assert_eq!(full.map(|h| h.pack64(width)), Ok(w + u64::from(n)));
+                            } else {
+                                assert!(full.is_err());
+                            }
+                        }
+                    }
                 }
             }
         }
