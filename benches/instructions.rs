@@ -91,18 +91,29 @@ fn fixed_window_setup(allowed: bool) -> &'static FixedWindowLimiter<&'static Man
     warm(FixedWindowLimiter::with_clock(opts, c).unwrap(), c, allowed)
 }
 
-fn sliding_window_setup(allowed: bool) -> &'static SlidingWindowLimiter<&'static ManualClock> {
-    let opts = if allowed {
-        SlidingWindowOptions::new(u32::MAX, HOUR, 4)
-    } else {
-        SlidingWindowOptions::new(1, CENTURY, 4)
+/// `"allowed"`: a header of one 64-bit word (2^29 - 1 permits per century in 4 segments);
+/// `"allowed_wide"`: the 128-bit header (`u32::MAX` permits per hour); `"denied"`: the window's
+/// one permit taken in the current segment (the quick denial); `"denied_behind"`: 2 permits per
+/// window, one taken in the previous segment and one in this one (the denial reads the ring).
+fn sliding_window_setup(kind: &str) -> &'static SlidingWindowLimiter<&'static ManualClock> {
+    let opts = match kind {
+        "allowed" => SlidingWindowOptions::new((1 << 29) - 1, CENTURY, 4),
+        "allowed_wide" => SlidingWindowOptions::new(u32::MAX, HOUR, 4),
+        "denied_behind" => SlidingWindowOptions::new(2, CENTURY, 4),
+        _ => SlidingWindowOptions::new(1, CENTURY, 4),
     };
     let c = clock();
-    warm(
+    let l = warm(
         SlidingWindowLimiter::with_clock(opts, c).unwrap(),
         c,
-        allowed,
-    )
+        kind.starts_with("allowed") || kind == "denied_behind",
+    );
+    if kind == "denied_behind" {
+        c.advance(CENTURY / 4);
+        l.try_acquire(1).unwrap().forget();
+        assert!(l.try_acquire(1).is_err());
+    }
+    l
 }
 
 /// `"full"`: nothing else held, so the release makes the limiter fully available (and dates its
@@ -234,8 +245,10 @@ fn fixed_window(l: &'static FixedWindowLimiter<&'static ManualClock>) {
 }
 
 #[library_benchmark]
-#[bench::allowed(args = (true), setup = sliding_window_setup)]
-#[bench::denied(args = (false), setup = sliding_window_setup)]
+#[bench::allowed(args = ("allowed"), setup = sliding_window_setup)]
+#[bench::allowed_wide(args = ("allowed_wide"), setup = sliding_window_setup)]
+#[bench::denied(args = ("denied"), setup = sliding_window_setup)]
+#[bench::denied_behind(args = ("denied_behind"), setup = sliding_window_setup)]
 fn sliding_window(l: &'static SlidingWindowLimiter<&'static ManualClock>) {
     let _ = black_box(l.try_acquire(black_box(1)));
 }
