@@ -12,6 +12,10 @@
 //!    `Drop` takes the lock and unlinks the node before its memory goes away.
 //! 3. **Status says whether a node is linked.** `Queued` ⇔ linked. Completing a node (granting or
 //!    rejecting it) unlinks it in the same locked step.
+//! 4. **A completed node belongs to its owner alone.** Completing a node ends with a release
+//!    store of its `done` flag, after the last write any server makes to it; unlinked, no server
+//!    reaches it again. So the owner, having seen `done` with an acquire load, reads its status
+//!    without the lock ([`Waiter::completed`]): a granted future finishes without locking.
 
 #![allow(unsafe_code)]
 
@@ -22,6 +26,7 @@ use core::ptr::NonNull;
 use core::task::Waker;
 
 use crate::lease::Reason;
+use crate::sync::{AtomicBool, Ordering};
 
 /// Where a waiter stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,21 +51,25 @@ struct Links {
 /// A queue node: the permits a waiter asks for, and its links.
 pub(crate) struct Waiter {
     permits: u32,
+    /// Set (release) once the node is completed, after its last write by a server (rule 4).
+    done: AtomicBool,
     links: UnsafeCell<Links>,
     _pinned: PhantomPinned,
 }
 
 // SAFETY: `links` is only read or written through `&mut List` (rule 1), i.e. by the thread holding
-// the queue lock; `permits` is immutable. So sharing or sending a `Waiter` between threads cannot
-// race. `Waker` is `Send + Sync`.
+// the queue lock, or read by the owner once `done` says no server touches it any more (rule 4);
+// `permits` is immutable and `done` atomic. So sharing or sending a `Waiter` between threads
+// cannot race. `Waker` is `Send + Sync`.
 unsafe impl Send for Waiter {}
 // SAFETY: as above.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
-    pub(crate) const fn new(permits: u32) -> Self {
+    pub(crate) fn new(permits: u32) -> Self {
         Self {
             permits,
+            done: AtomicBool::new(false),
             links: UnsafeCell::new(Links {
                 prev: None,
                 next: None,
@@ -73,6 +82,23 @@ impl Waiter {
 
     pub(crate) const fn permits(&self) -> u32 {
         self.permits
+    }
+
+    /// The outcome of a completed waiter (granted or rejected), read by its owner without the
+    /// lock; `None` while it has not been completed (it may be being completed right now: the
+    /// owner then looks under the lock).
+    #[inline]
+    pub(crate) fn completed(self: Pin<&Self>) -> Option<Status> {
+        if !self.done.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: `done` was set by `List::complete` with a release store after its last write
+        // to this node, which it had just unlinked, and this acquire load saw it: every server
+        // write happened before this read, and no server reaches the node again (rule 4). The
+        // only other code touching `links` is the owner's own, on this thread (the caller holds
+        // the pinned future), so nothing writes it concurrently. A plain copy through the raw
+        // pointer: no reference to the links is created.
+        Some(unsafe { (*self.links.get()).status })
     }
 }
 
@@ -226,7 +252,11 @@ impl List {
         self.unlink(w);
         let links = self.links(w);
         links.status = status;
-        links.waker.take()
+        let waker = links.waker.take();
+        // SAFETY: `w` is alive (it was linked a moment ago, under this lock; rule 2). The store
+        // comes after the last write to its links (rule 4); `done` is atomic.
+        unsafe { w.as_ref() }.done.store(true, Ordering::Release);
+        waker
     }
 
     /// The caller's waiter leaves: unlinked if still queued. Returns the status it had and its
@@ -278,8 +308,10 @@ mod tests {
         assert_eq!(list.queued_permits(), 4);
         // Complete the head, then the tail.
         let head = list.front().unwrap();
+        assert_eq!(b.as_ref().completed(), None);
         assert!(list.complete(head, Status::Granted(7)).is_some());
         assert_eq!(list.status(a.as_ref()), Status::Granted(7));
+        assert_eq!(a.as_ref().completed(), Some(Status::Granted(7)));
         let tail = list.back().unwrap();
         list.complete(tail, Status::Rejected(Reason::Evicted));
         assert!(list.is_empty());
