@@ -550,13 +550,13 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
             let Ok((_, (owed, handed))) = cas::transition(&self.word, |w| {
                 let (next, owed) = State::unpack(w).repay(permits, debt, self.limit());
                 let (next, handed) = match head.map(|n| next.try_take(n, true)) {
-                    Some(Ok(taken)) => (taken, true),
-                    _ => (next, false),
+                    Some(Ok(taken)) => (taken, Some(taken.available() > 0)),
+                    _ => (next, None),
                 };
                 Ok::<_, Infallible>((self.date_if_idle(next).pack(), (owed, handed)))
             });
             self.debt.store(owed as usize, Ordering::Relaxed);
-            handed.then_some(0)
+            handed.map(|left| (0, left))
         });
     }
 }

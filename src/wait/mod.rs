@@ -389,24 +389,29 @@ impl WaitQueue {
     /// taking the lock before the CAS means a newcomer deciding to queue cannot miss the permits.
     ///
     /// Direct hand-off: `give_back` is told the permits of the waiter at the serving end (if
-    /// any) and may take them for it in the same CAS, returning the grant's stamp; that waiter
-    /// is then granted here, and the rest of the queue served as usual.
+    /// any) and may take them for it in the same CAS, returning the grant's stamp and whether
+    /// any permit is left available after it; that waiter is then granted here, and the rest of
+    /// the queue served as usual — unless no permit is left, where nobody else could be served.
     pub(crate) fn give_back_and_serve<S: Source + ?Sized>(
         &self,
         src: &S,
-        give_back: impl FnOnce(Option<u32>) -> Option<u64>,
+        give_back: impl FnOnce(Option<u32>) -> Option<(u64, bool)>,
     ) {
         let mut give_back = Some(give_back);
         let mut wakes = WakeList::new();
         self.locked(&mut wakes, |list, wakes| {
             if let Some(g) = give_back.take() {
                 let head = self.serving_end(list);
-                if let Some(stamp) = g(head.map(|w| list.permits_of(w))) {
-                    if let Some(w) = head {
-                        // Counted as a success when the waiter receives its lease, as in
-                        // `serve_locked`. A fresh wake list has room.
-                        wakes.push(list.complete(w, Status::Granted(stamp)));
-                        wakes.head_changed = true;
+                if let (Some((stamp, left)), Some(w)) = (g(head.map(|w| list.permits_of(w))), head)
+                {
+                    // Counted as a success when the waiter receives its lease, as in
+                    // `serve_locked`. A fresh wake list has room.
+                    wakes.push(list.complete(w, Status::Granted(stamp)));
+                    wakes.head_changed = true;
+                    if !left && !list.is_empty() && !src.timed() {
+                        // Nothing left to take (not even for a probe): the rest stay queued.
+                        self.sync_count(list);
+                        return Some(());
                     }
                 }
             }
