@@ -359,14 +359,22 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
 }
 
 impl<L: Source + ?Sized> Drop for Acquire<'_, L> {
+    #[inline]
     fn drop(&mut self) {
         #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
         if let Some(t) = &mut self.timer {
             t.disarm();
         }
-        if !matches!(self.stage, Stage::Queued) {
-            return;
+        if matches!(self.stage, Stage::Queued) {
+            self.drop_queued();
         }
+    }
+}
+
+impl<L: Source + ?Sized> Acquire<'_, L> {
+    /// Dropped while queued (or granted but not yet received).
+    #[inline(never)]
+    fn drop_queued(&mut self) {
         let l = self.limiter;
         // SAFETY: `self` is being dropped in place; the waiter has not moved since it was pinned
         // and is still alive for the duration of this call.
