@@ -143,6 +143,7 @@ impl List {
     }
 
     /// The permits a linked waiter asks for.
+    #[inline]
     pub(crate) fn permits_of(&self, w: NonNull<Waiter>) -> u32 {
         // SAFETY: `w` came from this list, so it is linked and alive (rule 2); `permits` is
         // immutable, so reading it through a shared reference cannot race.
@@ -171,6 +172,7 @@ impl List {
         })
     }
 
+    #[inline]
     fn links(&mut self, w: NonNull<Waiter>) -> &mut Links {
         // SAFETY: `w` is alive (rule 2: linked, or the pinned waiter of the caller's future), and
         // `&mut self` proves the lock is held (rule 1), so no other reference to its links exists
@@ -207,6 +209,7 @@ impl List {
     }
 
     /// Links the caller's idle waiter at the tail.
+    #[inline]
     pub(crate) fn push_back(&mut self, w: Pin<&Waiter>, waker: Waker) {
         let ptr = NonNull::from(&*w);
         let tail = self.tail;
@@ -224,6 +227,7 @@ impl List {
         self.queued += u64::from(w.permits);
     }
 
+    #[inline]
     fn unlink(&mut self, w: NonNull<Waiter>) {
         let (prev, next) = {
             let l = self.links(w);
@@ -240,6 +244,7 @@ impl List {
         self.queued -= u64::from(self.permits_of_unlinked(w));
     }
 
+    #[inline]
     fn permits_of_unlinked(&self, w: NonNull<Waiter>) -> u32 {
         // SAFETY: `w` is alive (it was linked a moment ago, under this lock); `permits` is
         // immutable.
@@ -247,6 +252,7 @@ impl List {
     }
 
     /// Unlinks a queued waiter of this list and completes it with `status`; returns its waker.
+    #[inline]
     pub(crate) fn complete(&mut self, w: NonNull<Waiter>, status: Status) -> Option<Waker> {
         debug_assert_eq!(self.links(w).status, Status::Queued);
         self.unlink(w);

@@ -251,6 +251,7 @@ impl WaitQueue {
     }
 
     /// Permits that may wait in the queue.
+    #[inline]
     pub(crate) fn limit(&self) -> u32 {
         // Only ever stored from a `u32`.
         u32::try_from(self.limit.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
@@ -305,15 +306,18 @@ impl WaitQueue {
     }
 
     /// Whether newcomers may take permits ahead of queued waiters.
+    #[inline]
     pub(crate) fn barging(&self) -> bool {
         self.order == QueueOrder::NewestFirst
     }
 
+    #[inline]
     fn sync_count(&self, list: &List) {
         self.queued.store(list.queued_permits(), Ordering::Release);
     }
 
     /// The waiter served next: the head for `OldestFirst`, the tail for `NewestFirst`.
+    #[inline]
     pub(crate) fn serving_end(&self, list: &List) -> Option<core::ptr::NonNull<list::Waiter>> {
         match self.order {
             QueueOrder::OldestFirst => list.front(),
@@ -362,6 +366,7 @@ impl WaitQueue {
 
     /// Runs `step` under the lock until it returns `Some`, waking what it collected after each
     /// round with the lock released. `step` returns `None` when its wake list filled up.
+    #[inline]
     pub(crate) fn locked<R>(
         &self,
         wakes: &mut WakeList,
