@@ -374,11 +374,11 @@ impl WaitQueue {
     ) -> R {
         loop {
             let done = self.list.with(|list| step(list, wakes));
-            wakes.wake_all();
             if let Some(r) = done {
                 wakes.finish(self);
                 return r;
             }
+            wakes.wake_all();
         }
     }
 
@@ -397,6 +397,7 @@ impl WaitQueue {
     /// any) and may take them for it in the same CAS, returning the grant's stamp and whether
     /// any permit is left available after it; that waiter is then granted here, and the rest of
     /// the queue served as usual — unless no permit is left, where nobody else could be served.
+    #[inline]
     pub(crate) fn give_back_and_serve<S: Source + ?Sized>(
         &self,
         src: &S,
