@@ -10,13 +10,18 @@
 //!   flag is set exactly while the list is non-empty; with `OldestFirst` it makes newcomers fall
 //!   through to the slow path, so nobody barges past the queue.
 //! - **Slow path, lock first.** Under the lock the newcomer first serves the queue (time may have
-//!   brought permits), then either takes its permits or — in the same compare-and-swap that finds
+//!   brought permits; not on a concurrency limiter, where only operations that serve the queue
+//!   bring permits), then either takes its permits or — in the same compare-and-swap that finds
 //!   them short — sets the `waiters` flag, and links itself. A release or refill that raced it
 //!   either happened before that CAS (and the newcomer takes the permits) or sees the flag and
 //!   serves the queue under the lock: no wake-up is lost.
 //! - **Serving** takes permits for the waiter at the serving end (head for `OldestFirst`, tail for
 //!   `NewestFirst`) while it fits — strict head-of-line — marks it granted, and collects its waker;
-//!   wakers run after the lock is released.
+//!   wakers run after the lock is released. A concurrency limiter's release hands off directly:
+//!   the CAS that returns its permits takes those of the serving-end waiter.
+//! - **Completion without the lock.** Marking a waiter granted or refused ends with a release
+//!   store of a flag in its node; its future, woken, sees the flag with an acquire load and
+//!   finishes without taking the lock (`list.rs`, rule 4).
 //! - **Leaving.** A future dropped while queued unlinks itself (its queue capacity is free at
 //!   once); one dropped after being granted gives its permits back.
 
