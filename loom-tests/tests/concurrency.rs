@@ -2,13 +2,15 @@
 //! and the idle dating of both kinds of clock (eager on a cheap clock, lazy on an expensive one).
 #![cfg(loom)]
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use tollgate::{
-    Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, ManualClock, Reason,
-    Rejection, Release,
+    AcquireAsync, Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, ManualClock,
+    QueueOrder, Reason, Rejection, Release,
 };
 use tollgate_loom_tests::{assert_closed, at, check, ns};
 
@@ -460,5 +462,41 @@ fn an_owed_debt_races_a_release_and_an_acquire() {
         assert_eq!(l.available_permits(), 0);
         l.release(1);
         assert_eq!(l.available_permits(), 1);
+    });
+}
+
+/// The direct hand-off (a release taking the queue head's permits in its own CAS) never hands
+/// out owed permits: a waiter is queued while 3 of 3 are held, and lowering the limit to 1
+/// races the release of 2. Reconfigured first, the release only pays the 2 owed and the waiter
+/// waits for the last release; released first, the waiter is handed 1 and the cut is owed by
+/// the last lease. Either way the waiter is granted once everything is returned, holds the whole
+/// new limit, and nothing else is available.
+#[test]
+fn a_hand_off_never_grants_owed_permits() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let queued = |limit| ConcurrencyOptions::new(limit).with_queue(4, QueueOrder::OldestFirst);
+        let l = Arc::new(ConcurrencyLimiter::with_clock(queued(3), clock.clone()).unwrap());
+        assert_eq!(take_and_keep(&l, 1).unwrap(), 1);
+        assert_eq!(take_and_keep(&l, 2).unwrap(), 2);
+        let mut waiter = Box::pin(l.acquire(1));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        let l1 = l.clone();
+        let changer = thread::spawn(move || l1.reconfigure(queued(1)).unwrap());
+        let l2 = l.clone();
+        let releaser = thread::spawn(move || l2.release(2));
+        changer.join().unwrap();
+        releaser.join().unwrap();
+        l.release(1);
+        let Poll::Ready(Ok(lease)) = waiter.as_mut().poll(&mut cx) else {
+            panic!("the last release grants the waiter");
+        };
+        assert_eq!(lease.permits(), 1);
+        assert_eq!(l.available_permits(), 0);
+        drop(lease);
+        drop(waiter);
+        assert_eq!(l.available_permits(), 1);
+        assert_eq!(l.statistics().queued_permits, 0);
     });
 }

@@ -179,6 +179,63 @@ fn cancel_head_races_release_with_a_waiter_behind() {
     });
 }
 
+/// The lock-free completion (`src/wait/list.rs`, rule 4): a waiter re-polled while a release
+/// grants it on another thread sees either "still queued" (and looks under the lock) or the
+/// whole grant, never a half-written one: its lease is received once, and the permit is never
+/// lost nor held twice.
+#[test]
+fn granted_waiter_finishes_without_the_lock() {
+    model(|| {
+        let l = limiter(1, 4, QueueOrder::OldestFirst);
+        let held = l.try_acquire(1).unwrap();
+        let l2 = l.clone();
+        let waiter = thread::spawn(move || {
+            let mut fut = pin!(l2.acquire(1));
+            let waker = futures_noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            loop {
+                if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+                    let lease = r.expect("granted");
+                    assert_eq!(l2.available_permits(), 0);
+                    return lease.permits();
+                }
+                thread::yield_now();
+            }
+        });
+        drop(held);
+        assert_eq!(waiter.join().unwrap(), 1);
+        let s = l.statistics();
+        assert_eq!((s.available_permits, s.queued_permits), (1, 0));
+        assert_eq!((s.total_successful, s.total_failed), (2, 0));
+    });
+}
+
+/// A waiter dropped after the release handed it the permit (directly, in the release's CAS)
+/// but before it looked: it leaves without the lock and gives the permit back, which goes on to
+/// the waiter behind it (woken: `block_on` would report a deadlock otherwise).
+#[test]
+fn handed_off_then_dropped_passes_the_permit_on() {
+    model(|| {
+        let l = limiter(1, 4, QueueOrder::OldestFirst);
+        let held = l.try_acquire(1).unwrap();
+        let l2 = l.clone();
+        let dropper = thread::spawn(move || {
+            let mut fut = pin!(l2.acquire(1));
+            let waker = futures_noop_waker();
+            if let Poll::Ready(r) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+                drop(r.expect("granted"));
+            }
+        });
+        let l3 = l.clone();
+        let behind = thread::spawn(move || block_on(l3.acquire(1)).map(|lease| lease.permits()));
+        drop(held);
+        dropper.join().unwrap();
+        assert_eq!(behind.join().unwrap(), Ok(1));
+        let s = l.statistics();
+        assert_eq!((s.available_permits, s.queued_permits), (1, 0));
+    });
+}
+
 fn futures_noop_waker() -> std::task::Waker {
     std::task::Waker::noop().clone()
 }

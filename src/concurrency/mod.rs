@@ -401,6 +401,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     fn take_now(&self, n: u32) -> Result<(), Rejection> {
         self.take(n)
     }
+    #[inline]
     fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         cas::transition(&self.word, |w| {
             let s = State::unpack(w);
@@ -429,6 +430,11 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     }
     fn wait_for_permits(&self, _total: u64) -> Option<Duration> {
         None // only releases bring permits back
+    }
+    fn served_on_return(&self) -> bool {
+        // Releases, reconfigurations and cancellations bring permits back, each serving the
+        // queue under its lock.
+        true
     }
     fn lease(&self, n: u32) -> Lease<'_> {
         if n == 0 {
@@ -537,14 +543,20 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
             return;
         }
         // Waiters or a debt: return the permits under the queue lock, paying what is owed
-        // first, and hand the rest to the queue head.
-        self.queue.give_back_and_serve(self, || {
+        // first, and hand the rest to the queue's serving end: in the same CAS, the permits
+        // of the waiter there are taken for it if they fit now (direct hand-off).
+        self.queue.give_back_and_serve(self, |head| {
             let debt = self.debt.load(Ordering::Relaxed) as u64;
-            let Ok((_, owed)) = cas::transition(&self.word, |w| {
+            let Ok((_, (owed, handed))) = cas::transition(&self.word, |w| {
                 let (next, owed) = State::unpack(w).repay(permits, debt, self.limit());
-                Ok::<_, Infallible>((self.date_if_idle(next).pack(), owed))
+                let (next, handed) = match head.map(|n| next.try_take(n, true)) {
+                    Some(Ok(taken)) => (taken, Some(taken.available() > 0)),
+                    _ => (next, None),
+                };
+                Ok::<_, Infallible>((self.date_if_idle(next).pack(), (owed, handed)))
             });
             self.debt.store(owed as usize, Ordering::Relaxed);
+            handed.map(|left| (0, left))
         });
     }
 }

@@ -133,8 +133,9 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         let mut waker = Some(cx.waker().clone());
         let mut wakes = WakeList::new();
         let decision = q.locked(&mut wakes, |list, wakes| {
-            // Serve first: time may have brought permits for those ahead.
-            if q.serve_locked(l, list, wakes) {
+            // Serve first: time may have brought permits for those ahead (not where only
+            // operations that serve bring permits: nothing there is left to serve).
+            if !l.served_on_return() && q.serve_locked(l, list, wakes) {
                 return None;
             }
             if n > l.limit() {
@@ -313,7 +314,12 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                     return Poll::Ready(done);
                 }
             },
-            Stage::Queued => match Self::check(l, p.waiter, cx) {
+            // A completed waiter finishes without the lock (list.rs, rule 4).
+            Stage::Queued => match p
+                .waiter
+                .completed()
+                .map_or_else(|| Self::check(l, p.waiter, cx), |s| (s, false))
+            {
                 (Status::Granted(_), _) => {
                     *p.stage = Stage::Done;
                     l.counters().record_success();
@@ -353,19 +359,29 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
 }
 
 impl<L: Source + ?Sized> Drop for Acquire<'_, L> {
+    #[inline]
     fn drop(&mut self) {
         #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
         if let Some(t) = &mut self.timer {
             t.disarm();
         }
-        if !matches!(self.stage, Stage::Queued) {
-            return;
+        if matches!(self.stage, Stage::Queued) {
+            self.drop_queued();
         }
+    }
+}
+
+impl<L: Source + ?Sized> Acquire<'_, L> {
+    /// Dropped while queued (or granted but not yet received).
+    #[inline(never)]
+    fn drop_queued(&mut self) {
         let l = self.limiter;
         // SAFETY: `self` is being dropped in place; the waiter has not moved since it was pinned
         // and is still alive for the duration of this call.
         let waiter = unsafe { Pin::new_unchecked(&self.waiter) };
-        if let Status::Granted(stamp) = Self::leave(l, waiter) {
+        // Completed already: nobody else touches the node (list.rs, rule 4), no lock needed.
+        let status = waiter.completed().unwrap_or_else(|| Self::leave(l, waiter));
+        if let Status::Granted(stamp) = status {
             // Granted but never received: a cancelled request (not counted); the permits go back
             // (and on to the next waiter).
             l.give_back(waiter.permits(), stamp);

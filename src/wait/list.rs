@@ -12,6 +12,10 @@
 //!    `Drop` takes the lock and unlinks the node before its memory goes away.
 //! 3. **Status says whether a node is linked.** `Queued` ⇔ linked. Completing a node (granting or
 //!    rejecting it) unlinks it in the same locked step.
+//! 4. **A completed node belongs to its owner alone.** Completing a node ends with a release
+//!    store of its `done` flag, after the last write any server makes to it; unlinked, no server
+//!    reaches it again. So the owner, having seen `done` with an acquire load, reads its status
+//!    without the lock ([`Waiter::completed`]): a granted future finishes without locking.
 
 #![allow(unsafe_code)]
 
@@ -22,6 +26,7 @@ use core::ptr::NonNull;
 use core::task::Waker;
 
 use crate::lease::Reason;
+use crate::sync::{AtomicBool, Ordering};
 
 /// Where a waiter stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,21 +51,25 @@ struct Links {
 /// A queue node: the permits a waiter asks for, and its links.
 pub(crate) struct Waiter {
     permits: u32,
+    /// Set (release) once the node is completed, after its last write by a server (rule 4).
+    done: AtomicBool,
     links: UnsafeCell<Links>,
     _pinned: PhantomPinned,
 }
 
 // SAFETY: `links` is only read or written through `&mut List` (rule 1), i.e. by the thread holding
-// the queue lock; `permits` is immutable. So sharing or sending a `Waiter` between threads cannot
-// race. `Waker` is `Send + Sync`.
+// the queue lock, or read by the owner once `done` says no server touches it any more (rule 4);
+// `permits` is immutable and `done` atomic. So sharing or sending a `Waiter` between threads
+// cannot race. `Waker` is `Send + Sync`.
 unsafe impl Send for Waiter {}
 // SAFETY: as above.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
-    pub(crate) const fn new(permits: u32) -> Self {
+    pub(crate) fn new(permits: u32) -> Self {
         Self {
             permits,
+            done: AtomicBool::new(false),
             links: UnsafeCell::new(Links {
                 prev: None,
                 next: None,
@@ -73,6 +82,23 @@ impl Waiter {
 
     pub(crate) const fn permits(&self) -> u32 {
         self.permits
+    }
+
+    /// The outcome of a completed waiter (granted or rejected), read by its owner without the
+    /// lock; `None` while it has not been completed (it may be being completed right now: the
+    /// owner then looks under the lock).
+    #[inline]
+    pub(crate) fn completed(self: Pin<&Self>) -> Option<Status> {
+        if !self.done.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: `done` was set by `List::complete` with a release store after its last write
+        // to this node, which it had just unlinked, and this acquire load saw it: every server
+        // write happened before this read, and no server reaches the node again (rule 4). The
+        // only other code touching `links` is the owner's own, on this thread (the caller holds
+        // the pinned future), so nothing writes it concurrently. A plain copy through the raw
+        // pointer: no reference to the links is created.
+        Some(unsafe { (*self.links.get()).status })
     }
 }
 
@@ -117,6 +143,7 @@ impl List {
     }
 
     /// The permits a linked waiter asks for.
+    #[inline]
     pub(crate) fn permits_of(&self, w: NonNull<Waiter>) -> u32 {
         // SAFETY: `w` came from this list, so it is linked and alive (rule 2); `permits` is
         // immutable, so reading it through a shared reference cannot race.
@@ -145,6 +172,7 @@ impl List {
         })
     }
 
+    #[inline]
     fn links(&mut self, w: NonNull<Waiter>) -> &mut Links {
         // SAFETY: `w` is alive (rule 2: linked, or the pinned waiter of the caller's future), and
         // `&mut self` proves the lock is held (rule 1), so no other reference to its links exists
@@ -181,6 +209,7 @@ impl List {
     }
 
     /// Links the caller's idle waiter at the tail.
+    #[inline]
     pub(crate) fn push_back(&mut self, w: Pin<&Waiter>, waker: Waker) {
         let ptr = NonNull::from(&*w);
         let tail = self.tail;
@@ -198,6 +227,7 @@ impl List {
         self.queued += u64::from(w.permits);
     }
 
+    #[inline]
     fn unlink(&mut self, w: NonNull<Waiter>) {
         let (prev, next) = {
             let l = self.links(w);
@@ -214,6 +244,7 @@ impl List {
         self.queued -= u64::from(self.permits_of_unlinked(w));
     }
 
+    #[inline]
     fn permits_of_unlinked(&self, w: NonNull<Waiter>) -> u32 {
         // SAFETY: `w` is alive (it was linked a moment ago, under this lock); `permits` is
         // immutable.
@@ -221,12 +252,17 @@ impl List {
     }
 
     /// Unlinks a queued waiter of this list and completes it with `status`; returns its waker.
+    #[inline]
     pub(crate) fn complete(&mut self, w: NonNull<Waiter>, status: Status) -> Option<Waker> {
         debug_assert_eq!(self.links(w).status, Status::Queued);
         self.unlink(w);
         let links = self.links(w);
         links.status = status;
-        links.waker.take()
+        let waker = links.waker.take();
+        // SAFETY: `w` is alive (it was linked a moment ago, under this lock; rule 2). The store
+        // comes after the last write to its links (rule 4); `done` is atomic.
+        unsafe { w.as_ref() }.done.store(true, Ordering::Release);
+        waker
     }
 
     /// The caller's waiter leaves: unlinked if still queued. Returns the status it had and its
@@ -278,8 +314,10 @@ mod tests {
         assert_eq!(list.queued_permits(), 4);
         // Complete the head, then the tail.
         let head = list.front().unwrap();
+        assert_eq!(b.as_ref().completed(), None);
         assert!(list.complete(head, Status::Granted(7)).is_some());
         assert_eq!(list.status(a.as_ref()), Status::Granted(7));
+        assert_eq!(a.as_ref().completed(), Some(Status::Granted(7)));
         let tail = list.back().unwrap();
         list.complete(tail, Status::Rejected(Reason::Evicted));
         assert!(list.is_empty());

@@ -10,13 +10,18 @@
 //!   flag is set exactly while the list is non-empty; with `OldestFirst` it makes newcomers fall
 //!   through to the slow path, so nobody barges past the queue.
 //! - **Slow path, lock first.** Under the lock the newcomer first serves the queue (time may have
-//!   brought permits), then either takes its permits or — in the same compare-and-swap that finds
+//!   brought permits; not on a concurrency limiter, where only operations that serve the queue
+//!   bring permits), then either takes its permits or — in the same compare-and-swap that finds
 //!   them short — sets the `waiters` flag, and links itself. A release or refill that raced it
 //!   either happened before that CAS (and the newcomer takes the permits) or sees the flag and
 //!   serves the queue under the lock: no wake-up is lost.
 //! - **Serving** takes permits for the waiter at the serving end (head for `OldestFirst`, tail for
 //!   `NewestFirst`) while it fits — strict head-of-line — marks it granted, and collects its waker;
-//!   wakers run after the lock is released.
+//!   wakers run after the lock is released. A concurrency limiter's release hands off directly:
+//!   the CAS that returns its permits takes those of the serving-end waiter.
+//! - **Completion without the lock.** Marking a waiter granted or refused ends with a release
+//!   store of a flag in its node; its future, woken, sees the flag with an acquire load and
+//!   finishes without taking the lock (`list.rs`, rule 4).
 //! - **Leaving.** A future dropped while queued unlinks itself (its queue capacity is free at
 //!   once); one dropped after being granted gives its permits back.
 
@@ -99,6 +104,15 @@ pub trait Source: private::Sealed {
     fn timed(&self) -> bool {
         false
     }
+    /// Whether only the operations that serve the queue under its lock bring permits (releases,
+    /// reconfigurations, cancellations: a concurrency limiter), so that whenever the lock is
+    /// free the waiter at the serving end does not fit — or a server is still at work and
+    /// takes the lock again to carry on. A newcomer then need not serve before it queues. The
+    /// default, `false`, suits limiters that time refills.
+    #[doc(hidden)]
+    fn served_on_return(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) mod private {
@@ -140,36 +154,42 @@ impl core::fmt::Debug for WaitQueue {
 /// carries on until nothing more fits (see [`WaitQueue::serve`]). The last slot is kept for the
 /// nudge of the next waiter to be served.
 pub(crate) struct WakeList {
-    /// `wakers[len..]` are always `None`, so only `wakers[..len]` need dropping (see `Drop`):
-    /// the array's own drop glue, which visits all 16, is skipped.
-    wakers: core::mem::ManuallyDrop<[Option<core::task::Waker>; WakeList::CAPACITY]>,
+    /// `wakers[woken..len]` hold the wakers not yet woken; the rest are uninitialised (nothing
+    /// to write when a list is made, nothing to drop beyond them).
+    wakers: [core::mem::MaybeUninit<core::task::Waker>; WakeList::CAPACITY],
+    woken: usize,
     len: usize,
     /// The waiter at the serving end changed (served, cancelled or evicted): time-served queues
     /// nudge the new one, and registered drivers are told.
     pub(crate) head_changed: bool,
 }
 
+#[allow(unsafe_code)]
 impl WakeList {
     const CAPACITY: usize = 16;
 
+    #[inline]
     pub(crate) const fn new() -> Self {
         Self {
-            wakers: core::mem::ManuallyDrop::new([const { None }; WakeList::CAPACITY]),
+            wakers: [const { core::mem::MaybeUninit::uninit() }; WakeList::CAPACITY],
+            woken: 0,
             len: 0,
             head_changed: false,
         }
     }
 
     /// Room for one more completion (the last slot is kept for the nudge).
+    #[inline]
     pub(crate) fn has_room(&self) -> bool {
         self.len < Self::CAPACITY - 1
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, w: Option<core::task::Waker>) {
         if let Some(w) = w {
             debug_assert!(self.len < Self::CAPACITY);
             if let Some(slot) = self.wakers.get_mut(self.len) {
-                *slot = Some(w);
+                slot.write(w);
                 self.len += 1;
             } else {
                 // Unreachable (callers check `has_room`); never panic: wake it now instead.
@@ -178,18 +198,25 @@ impl WakeList {
         }
     }
 
-    /// Wakes the batch. Call only with the lock released.
+    /// Wakes the batch, in the order it was collected. Call only with the lock released.
+    #[inline]
     pub(crate) fn wake_all(&mut self) {
-        for w in self.wakers[..self.len].iter_mut() {
-            if let Some(w) = w.take() {
-                w.wake();
-            }
+        while self.woken < self.len {
+            let i = self.woken;
+            // Counted as taken before it runs: a waker that panics leaves the rest for `Drop`.
+            self.woken += 1;
+            // SAFETY: `wakers[woken..len]` are initialised (written by `push`) and not yet read;
+            // `i` was in that range, and moving `woken` past it first means it is read once.
+            let w = unsafe { self.wakers[i].assume_init_read() };
+            w.wake();
         }
+        self.woken = 0;
         self.len = 0;
     }
 
     /// Wakes the batch and tells the drivers if the serving end changed. Call only with the
     /// lock released.
+    #[inline]
     pub(crate) fn finish(&mut self, q: &WaitQueue) {
         self.wake_all();
         if core::mem::take(&mut self.head_changed) {
@@ -198,12 +225,16 @@ impl WakeList {
     }
 }
 
+#[allow(unsafe_code)]
 impl Drop for WakeList {
+    #[inline]
     fn drop(&mut self) {
-        // Wakers never woken (a wait that unwound): dropped, not woken. Beyond `len` every
-        // slot is `None`.
-        for w in self.wakers[..self.len].iter_mut() {
-            drop(w.take());
+        // Wakers never woken (a wait that unwound): dropped, not woken.
+        while self.woken < self.len {
+            let i = self.woken;
+            self.woken += 1;
+            // SAFETY: as in `wake_all`: `wakers[i]` is initialised and read exactly once.
+            drop(unsafe { self.wakers[i].assume_init_read() });
         }
     }
 }
@@ -225,6 +256,7 @@ impl WaitQueue {
     }
 
     /// Permits that may wait in the queue.
+    #[inline]
     pub(crate) fn limit(&self) -> u32 {
         // Only ever stored from a `u32`.
         u32::try_from(self.limit.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
@@ -279,15 +311,18 @@ impl WaitQueue {
     }
 
     /// Whether newcomers may take permits ahead of queued waiters.
+    #[inline]
     pub(crate) fn barging(&self) -> bool {
         self.order == QueueOrder::NewestFirst
     }
 
+    #[inline]
     fn sync_count(&self, list: &List) {
         self.queued.store(list.queued_permits(), Ordering::Release);
     }
 
     /// The waiter served next: the head for `OldestFirst`, the tail for `NewestFirst`.
+    #[inline]
     pub(crate) fn serving_end(&self, list: &List) -> Option<core::ptr::NonNull<list::Waiter>> {
         match self.order {
             QueueOrder::OldestFirst => list.front(),
@@ -336,6 +371,7 @@ impl WaitQueue {
 
     /// Runs `step` under the lock until it returns `Some`, waking what it collected after each
     /// round with the lock released. `step` returns `None` when its wake list filled up.
+    #[inline]
     pub(crate) fn locked<R>(
         &self,
         wakes: &mut WakeList,
@@ -343,11 +379,11 @@ impl WaitQueue {
     ) -> R {
         loop {
             let done = self.list.with(|list| step(list, wakes));
-            wakes.wake_all();
             if let Some(r) = done {
                 wakes.finish(self);
                 return r;
             }
+            wakes.wake_all();
         }
     }
 
@@ -361,16 +397,34 @@ impl WaitQueue {
 
     /// Runs `give_back` (a CAS that returns permits) under the queue lock, then serves the queue:
     /// taking the lock before the CAS means a newcomer deciding to queue cannot miss the permits.
+    ///
+    /// Direct hand-off: `give_back` is told the permits of the waiter at the serving end (if
+    /// any) and may take them for it in the same CAS, returning the grant's stamp and whether
+    /// any permit is left available after it; that waiter is then granted here, and the rest of
+    /// the queue served as usual — unless no permit is left, where nobody else could be served.
+    #[inline]
     pub(crate) fn give_back_and_serve<S: Source + ?Sized>(
         &self,
         src: &S,
-        give_back: impl FnOnce(),
+        give_back: impl FnOnce(Option<u32>) -> Option<(u64, bool)>,
     ) {
         let mut give_back = Some(give_back);
         let mut wakes = WakeList::new();
         self.locked(&mut wakes, |list, wakes| {
             if let Some(g) = give_back.take() {
-                g();
+                let head = self.serving_end(list);
+                if let (Some((stamp, left)), Some(w)) = (g(head.map(|w| list.permits_of(w))), head)
+                {
+                    // Counted as a success when the waiter receives its lease, as in
+                    // `serve_locked`. A fresh wake list has room.
+                    wakes.push(list.complete(w, Status::Granted(stamp)));
+                    wakes.head_changed = true;
+                    if !left && !list.is_empty() && !src.timed() {
+                        // Nothing left to take (not even for a probe): the rest stay queued.
+                        self.sync_count(list);
+                        return Some(());
+                    }
+                }
             }
             (!self.serve_locked(src, list, wakes)).then_some(())
         });
@@ -403,9 +457,17 @@ impl WaitQueue {
     }
 
     /// Tells the registered drivers, if any, that the next waiter to be served has changed.
+    #[inline]
     pub(crate) fn notify(&self) {
         #[cfg(feature = "std")]
         if self.hooked.load(Ordering::Acquire) {
+            self.notify_hooks();
+        }
+    }
+
+    #[cfg(feature = "std")]
+    fn notify_hooks(&self) {
+        {
             let hooks = self
                 .hooks
                 .lock()

@@ -165,3 +165,30 @@ fn a_timeout_with_no_grant_counts_one_failure() {
     drop(held);
     assert_eq!(l.available_permits(), 1);
 }
+
+/// The lock-free completion across threads (list.rs, rule 4): the owner reads its status
+/// without the lock once `done` is set; miri's data-race detector checks that the grant's
+/// writes are ordered before that read.
+#[cfg(feature = "std")]
+#[test]
+fn a_grant_on_another_thread_is_read_without_the_lock() {
+    let l = concurrency(1, 4, QueueOrder::OldestFirst);
+    let held = l.try_acquire(1).unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let mut fut = pin!(l.acquire(1));
+            loop {
+                if let Poll::Ready(r) = fut.as_mut().poll(&mut cx()) {
+                    return r.map(|lease| lease.permits());
+                }
+                std::thread::yield_now();
+            }
+        });
+        while l.statistics().queued_permits == 0 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert_eq!(waiter.join().unwrap(), Ok(1));
+    });
+    assert_eq!(l.available_permits(), 1);
+}

@@ -98,7 +98,14 @@ impl Timer {
     }
 
     /// Removes the entry, if any (its waker is dropped after the timer's lock is released).
+    #[inline]
     pub(crate) fn disarm(&mut self) {
+        if self.armed.is_some() {
+            self.disarm_armed();
+        }
+    }
+
+    fn disarm_armed(&mut self) {
         if let Some((key, mine)) = self.armed.take() {
             let theirs = lock().entries.remove(&key);
             drop(theirs);
