@@ -22,6 +22,17 @@
 
 pub(crate) use core::sync::atomic::Ordering;
 
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::fence;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
+
+/// A spin-wait hint (under loom, a yield, so that the model lets the writer finish).
+#[cfg(not(loom))]
+pub(crate) use core::hint::spin_loop;
+#[cfg(loom)]
+pub(crate) use loom::hint::spin_loop;
+
 /// Declares a function `const` except under `cfg(loom)`, whose atomics cannot be built in a
 /// constant: the limiters' `at_epoch` constructors (for `static` limiters) and what they build.
 macro_rules! const_unless_loom {

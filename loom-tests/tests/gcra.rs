@@ -137,3 +137,52 @@ fn waiter_served_by_time() {
         );
     });
 }
+
+/// `reconfigure` from (`unit`, burst 3) to (2 `unit`, burst 1) races `try_acquire(2)` on a
+/// full limiter. The take decides on one consistent pair of parameters: before the change it
+/// is granted (and then the new burst of 1 has no room until 2 `unit` have passed: the debt of
+/// 2 `unit` plus one new interval, less the window); after it, it exceeds the new burst. A torn
+/// read (the new interval with the old burst, or the reverse) would grant it after the change,
+/// or leave a different debt.
+fn reconfigure_races_a_take(unit: u64) {
+    check(move || {
+        let clock = RecordingClock::new();
+        let opts = GcraOptions::with_period(ns(unit)).with_burst(3);
+        let l = Arc::new(GcraLimiter::with_clock(opts, clock.clone()).unwrap());
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            let opts = GcraOptions::with_period(ns(2 * unit)).with_burst(1);
+            l1.reconfigure(opts).unwrap();
+            assert_eq!(l1.options(), opts);
+        });
+        let l2 = l.clone();
+        // (Not `spawn_take`: a request over the new burst is refused before any clock reading.)
+        let a = thread::spawn(move || l2.try_acquire(2).map(|lease| lease.permits()))
+            .join()
+            .unwrap();
+        changer.join().unwrap();
+        match a {
+            Ok(n) => {
+                assert_eq!(n, 2);
+                assert_eq!(l.available_permits(), 0);
+                assert_exhausted(&l.try_acquire(1).unwrap_err(), ns(2 * unit));
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), tollgate::Reason::ExceedsLimit, "{e:?}");
+                assert_eq!(l.available_permits(), 1);
+            }
+        }
+    });
+}
+
+/// Intervals under 2^32 ns: both parameters in one word.
+#[test]
+fn reconfigure_races_a_take_in_one_word() {
+    reconfigure_races_a_take(10);
+}
+
+/// Intervals of 2^32 ns and more: the parameters under the sequence lock.
+#[test]
+fn reconfigure_races_a_take_under_the_sequence_lock() {
+    reconfigure_races_a_take(1 << 33);
+}

@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection, Statistics};
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
 use crate::wait::WaitQueue;
 
@@ -24,10 +24,97 @@ pub(crate) struct GcraCore<C> {
     word: AtomicU64,
     /// Nanosecond ticks from creation.
     ticker: Ticker,
-    params: Params,
+    params: ParamsCell,
     pub(crate) counters: Counters,
     pub(crate) queue: WaitQueue,
     pub(crate) clock: C,
+}
+
+/// The interval and burst every decision reads, which [`GcraCore::reconfigure`] changes while
+/// the limiter is in use; a decision reads one consistent pair, with no locked instruction.
+///
+/// Both fit one word when the interval is under 2^32 ns (4.3 s: any rate above one permit per
+/// 4.3 s), which a decision reads with one load. Slower rates are kept in a sequence lock over
+/// three atomics (the word then reads 0). Writers are serialized by the queue lock, which on
+/// targets without `std` is a critical section: an interrupt handler can never find a write
+/// half done and spin on it; between threads a reader retries only while a write is under way.
+#[derive(Debug)]
+struct ParamsCell {
+    /// `interval << 32 | burst` when the interval fits in 32 bits; 0 when the parameters are in
+    /// the fields below (a packed pair is never 0: the interval is at least 1).
+    packed: AtomicU64,
+    /// Even when `interval` and `burst` are stable; odd while they are being written.
+    seq: AtomicU64,
+    interval: AtomicU64,
+    burst: AtomicU64,
+    /// The shaper's tolerance rule (fixed at creation).
+    shape: bool,
+}
+
+impl ParamsCell {
+    crate::sync::const_unless_loom! {
+        fn new(p: Params) -> Self {
+            Self {
+                packed: AtomicU64::new(Self::pack(p)),
+                seq: AtomicU64::new(0),
+                interval: AtomicU64::new(p.interval),
+                burst: AtomicU64::new(p.burst as u64),
+                shape: p.shape,
+            }
+        }
+    }
+
+    /// The one-word form of `p`, or 0 if its interval needs more than 32 bits.
+    const fn pack(p: Params) -> u64 {
+        if p.interval >> 32 == 0 {
+            p.interval << 32 | p.burst as u64
+        } else {
+            0
+        }
+    }
+
+    /// The parameters in force.
+    #[inline(always)]
+    fn get(&self) -> Params {
+        let w = self.packed.load(Ordering::Acquire);
+        if w != 0 {
+            Params::new(w >> 32, w as u32, self.shape)
+        } else {
+            self.get_wide()
+        }
+    }
+
+    /// [`get`](Self::get) of an interval of 2^32 ns or more: the sequence lock.
+    #[cold]
+    #[inline(never)]
+    fn get_wide(&self) -> Params {
+        loop {
+            let before = self.seq.load(Ordering::Acquire);
+            let interval = self.interval.load(Ordering::Relaxed);
+            let burst = self.burst.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if before & 1 == 0 && self.seq.load(Ordering::Relaxed) == before {
+                // `burst` is only ever stored from a `u32`.
+                return Params::new(interval, burst as u32, self.shape);
+            }
+            crate::sync::spin_loop();
+        }
+    }
+
+    /// Replaces the parameters (one writer at a time: under the queue lock). Slow ones are
+    /// written under the sequence lock before the word says to read them there.
+    fn set(&self, p: Params) {
+        let w = Self::pack(p);
+        if w == 0 {
+            let seq = self.seq.load(Ordering::Relaxed);
+            self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            fence(Ordering::Release);
+            self.interval.store(p.interval, Ordering::Relaxed);
+            self.burst.store(u64::from(p.burst), Ordering::Relaxed);
+            self.seq.store(seq.wrapping_add(2), Ordering::Release);
+        }
+        self.packed.store(w, Ordering::Release);
+    }
 }
 
 /// Validates an interval and a burst into [`Params`].
@@ -62,7 +149,7 @@ impl<C: Clock> GcraCore<C> {
         Self {
             word: AtomicU64::new(Gcra::FRESH.pack()),
             ticker: Ticker::new(clock.now(), 1),
-            params,
+            params: ParamsCell::new(params),
             counters: Counters::new(),
             queue,
             clock,
@@ -70,7 +157,30 @@ impl<C: Clock> GcraCore<C> {
     }
 
     pub(crate) fn limit(&self) -> u32 {
-        self.params.burst
+        self.params.get().burst
+    }
+
+    /// Changes the interval, the burst and the queue limit (the caller validated them and
+    /// checked what is fixed), under the queue lock, which then fails the waiters larger than
+    /// the new burst and serves the rest ([`WaitQueue::reconfigure`]); `then` runs under the same
+    /// lock (the caller records its options there).
+    ///
+    /// The state word is not touched: the theoretical arrival time keeps its instant, so the
+    /// time already owed stays owed. From the change on, a decision admits what the new
+    /// parameters admit from that state, which is never more than they admit from an idle
+    /// limiter: a lowered burst refuses until the debt drains below it, a slower rate spaces
+    /// permits by the new interval at once.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        params: Params,
+        queue_limit: u32,
+        then: impl FnOnce(),
+    ) {
+        self.queue.reconfigure(src, queue_limit, params.burst, || {
+            self.params.set(params);
+            then();
+        });
     }
 
     #[inline]
@@ -80,8 +190,7 @@ impl<C: Clock> GcraCore<C> {
 
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
     #[inline]
-    fn attempt(&self, now: u64, n: u32) -> Result<(), (Denied, u64)> {
-        let p = self.params;
+    fn attempt(&self, now: u64, n: u32, p: Params) -> Result<(), (Denied, u64)> {
         let barge = self.queue.barging();
         cas::transition(&self.word, |w| {
             Gcra::unpack(w)
@@ -107,17 +216,16 @@ impl<C: Clock> GcraCore<C> {
         granted: impl FnOnce() -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
-        // `1 <= n <= burst` in one comparison: a probe or an oversized request goes the general way.
-        if n.wrapping_sub(1) < self.params.burst {
+        // `1 <= n <= burst` in one comparison: a probe or an oversized request goes the general
+        // way. The quick path decides on this reading of the parameters; the general path
+        // reads them again (they may be reconfigured meanwhile) and decides on that reading.
+        let p = self.params.get();
+        if n.wrapping_sub(1) < p.burst {
             let now = self.now();
-            return match self.take_quick(now, n) {
-                Some(Ok(())) => Ok(granted()),
-                Some(Err(r)) => Err(r),
-                None => self.take_slow(now, n, serve).map(|()| granted()),
-            };
-        }
-        if n > self.params.burst {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            if let Some(quick) = self.take_quick(now, n, p) {
+                return quick.map(|()| granted());
+            }
+            return self.take_slow(now, n, serve).map(|()| granted());
         }
         self.take_slow(self.now(), n, serve).map(|()| granted())
     }
@@ -128,9 +236,9 @@ impl<C: Clock> GcraCore<C> {
     /// word and instant). `None` sends everything else (a flag, a probe, a queue to wait
     /// behind, a lost race) to [`take_slow`](Self::take_slow).
     #[inline(always)]
-    fn take_quick(&self, now: u64, n: u32) -> Option<Result<(), Rejection>> {
+    fn take_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Rejection>> {
         let w = cas::Word::load(&self.word);
-        match Gcra::quick(w, now, n, self.params)? {
+        match Gcra::quick(w, now, n, p)? {
             Ok(next) => cas::swap_once(&self.word, w, next).then_some(Ok(())),
             Err(wait) => {
                 if !self.queue.barging() && self.queue.queued_permits() != 0 {
@@ -148,20 +256,24 @@ impl<C: Clock> GcraCore<C> {
     /// line, so that the quick path saves no registers for it.
     #[inline(never)]
     fn take_slow(&self, now: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let mut result = self.attempt(now, n);
+        let p = self.params.get();
+        if n > p.burst {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let mut result = self.attempt(now, n, p);
         if let Err((Denied::Exhausted, w)) = result {
             if Gcra::unpack(w).waiters && !self.queue.barging() {
                 serve();
-                result = self.attempt(now, n);
+                result = self.attempt(now, n, p);
             }
         }
-        result.map_err(|(d, w)| self.rejection(d, w, now, n))
+        result.map_err(|(d, w)| self.rejection(d, w, now, n, p))
     }
 
     /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one
     /// carries the exact wait, behind the permits queued ahead unless newcomers barge.
     #[cold]
-    fn rejection(&self, d: Denied, w: u64, now: u64, n: u32) -> Rejection {
+    fn rejection(&self, d: Denied, w: u64, now: u64, n: u32, p: Params) -> Rejection {
         match d {
             Denied::Closed => Rejection::new(Reason::Closed),
             Denied::Exhausted => {
@@ -170,7 +282,7 @@ impl<C: Clock> GcraCore<C> {
                 } else {
                     self.queue.queued_permits()
                 };
-                let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, self.params);
+                let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, p);
                 Rejection::with_retry_after(
                     Reason::Exhausted,
                     duration_from_nanos_u128(wait.max(1)),
@@ -181,21 +293,22 @@ impl<C: Clock> GcraCore<C> {
 
     /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
-        if n > self.params.burst {
+        let p = self.params.get();
+        if n > p.burst {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let now = self.now();
         let w = self.word.load(Ordering::Acquire);
         Gcra::unpack(w)
-            .try_take(now, n, self.params, self.queue.barging())
+            .try_take(now, n, p, self.queue.barging())
             .map(|_| ())
-            .map_err(|d| self.rejection(d, w, now, n))
+            .map_err(|d| self.rejection(d, w, now, n, p))
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         let now = self.now();
-        let p = self.params;
+        let p = self.params.get();
         cas::transition(&self.word, |w| {
             let g = Gcra::unpack(w);
             match g.try_take(now, n, p, true) {
@@ -217,7 +330,7 @@ impl<C: Clock> GcraCore<C> {
     /// Returns `n` permits a waiter was granted but never received; whether anyone waits.
     pub(crate) fn give_back(&self, n: u32) -> bool {
         let now = self.now();
-        let p = self.params;
+        let p = self.params.get();
         let Ok((before, ())) = cas::transition(&self.word, |w| {
             Ok::<_, Infallible>((Gcra::unpack(w).give_back(now, n, p).pack(), ()))
         });
@@ -227,11 +340,11 @@ impl<C: Clock> GcraCore<C> {
     /// How long until a request of `total` permits would be admitted by time alone.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
         let g = Gcra::unpack(self.word.load(Ordering::Acquire));
-        duration_from_nanos_u128(g.wait(self.now(), total, 0, self.params))
+        duration_from_nanos_u128(g.wait(self.now(), total, 0, self.params.get()))
     }
 
     pub(crate) fn available(&self) -> u64 {
-        Gcra::unpack(self.word.load(Ordering::Acquire)).available(self.now(), self.params)
+        Gcra::unpack(self.word.load(Ordering::Acquire)).available(self.now(), self.params.get())
     }
 
     pub(crate) fn statistics(&self) -> Statistics {
@@ -261,7 +374,7 @@ impl<C: Clock> GcraCore<C> {
     }
 
     pub(crate) fn interval(&self) -> Duration {
-        Duration::from_nanos(self.params.interval)
+        Duration::from_nanos(self.params.get().interval)
     }
 }
 
@@ -588,7 +701,8 @@ impl GcraOptions {
 #[derive(Debug)]
 pub struct GcraLimiter<C: Clock> {
     core: GcraCore<C>,
-    options: GcraOptions,
+    /// The options in force (changed by `reconfigure`, under the queue lock).
+    options: crate::wait::Lock<GcraOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -623,11 +737,12 @@ impl<C: Clock> GcraLimiter<C> {
         let queue = WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
             core: GcraCore::new(params, queue, clock),
-            options,
+            options: crate::wait::Lock::new(options),
         })
     }
 
-    /// The options the limiter was built with.
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
     ///
     /// ```
     /// use tollgate::{GcraLimiter, GcraOptions, ManualClock};
@@ -635,8 +750,48 @@ impl<C: Clock> GcraLimiter<C> {
     /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(5), ManualClock::new()).unwrap();
     /// assert_eq!(gcra.options().burst, 5);
     /// ```
-    pub fn options(&self) -> &GcraOptions {
-        &self.options
+    pub fn options(&self) -> GcraOptions {
+        self.options.with(|o| *o)
+    }
+
+    /// Changes the rate (the interval), the burst and the queue limit while the limiter is in
+    /// use. The rule: the theoretical arrival time keeps its instant — time already owed stays
+    /// owed — and from the change on every decision uses the new interval and burst, so the
+    /// limiter never admits more than the new configuration admits from that instant:
+    /// - **a lowered burst** refuses until the outstanding debt drains below it; a raised one
+    ///   has room at once;
+    /// - **a new rate** spaces the next permits by the new interval (debt already owed drains
+    ///   in real time, as before);
+    /// - **waiters** asking for more than the new burst are failed with
+    ///   [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit); the rest keep their places and
+    ///   are served as far as the limiter allows. A new queue limit applies to newcomers.
+    ///
+    /// Refused, changing nothing: invalid options (as [`with_clock`](Self::with_clock) refuses
+    /// them), or a different queue order ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock, OptionsError, QueueOrder};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(10), &clock).unwrap();
+    /// gcra.try_acquire(4).unwrap().forget();
+    /// gcra.reconfigure(GcraOptions::per_second(2)).unwrap(); // a burst of 2, one every 500 ms
+    /// assert_eq!(gcra.available_permits(), 1); // 400 ms still owed: room for one 500 ms slot
+    /// clock.advance(Duration::from_millis(400));
+    /// assert_eq!(gcra.available_permits(), 2);
+    /// let fifo = GcraOptions::per_second(2).with_queue(1, QueueOrder::NewestFirst);
+    /// assert_eq!(gcra.reconfigure(fifo), Err(OptionsError::FixedAtCreation));
+    /// ```
+    pub fn reconfigure(&self, options: GcraOptions) -> Result<(), OptionsError> {
+        let p = params(options.interval, options.burst, false)?;
+        if options.queue_order != self.options().queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.core.reconfigure(self, p, options.queue_limit, || {
+            self.options.with(|o| *o = options);
+        });
+        Ok(())
     }
 }
 
@@ -677,7 +832,7 @@ impl<C: Clock> GcraCore<C> {
             Self {
                 word: AtomicU64::new(Gcra::FRESH.pack()),
                 ticker: Ticker::new(crate::Instant::ZERO, 1),
-                params,
+                params: ParamsCell::new(params),
                 counters: Counters::new(),
                 queue,
                 clock,
@@ -711,7 +866,7 @@ impl<C: Clock> GcraLimiter<C> {
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: GcraCore::at_epoch(params, queue, clock),
-                options,
+                options: crate::wait::Lock::new(options),
             }
         }
     }

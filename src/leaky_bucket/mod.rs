@@ -135,7 +135,8 @@ impl LeakyBucketOptions {
 #[derive(Debug)]
 pub struct LeakyBucketMeter<C: Clock> {
     core: GcraCore<C>,
-    options: LeakyBucketOptions,
+    /// The options in force (changed by `reconfigure`, under the queue lock).
+    options: crate::wait::Lock<LeakyBucketOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -174,7 +175,7 @@ impl<C: Clock> LeakyBucketMeter<C> {
         let queue = WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
             core: GcraCore::new(params, queue, clock),
-            options,
+            options: crate::wait::Lock::new(options),
         })
     }
 
@@ -216,12 +217,13 @@ impl<C: Clock> LeakyBucketMeter<C> {
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: GcraCore::at_epoch(params, queue, clock),
-                options,
+                options: crate::wait::Lock::new(options),
             }
         }
     }
 
-    /// The options the meter was built with.
+    /// The options in force: those the meter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
     ///
     /// ```
     /// use core::time::Duration;
@@ -229,10 +231,47 @@ impl<C: Clock> LeakyBucketMeter<C> {
     ///
     /// let opts = LeakyBucketOptions::new(3, 1, Duration::from_secs(1));
     /// let meter = LeakyBucketMeter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(meter.options(), &opts);
+    /// assert_eq!(meter.options(), opts);
     /// ```
-    pub fn options(&self) -> &LeakyBucketOptions {
-        &self.options
+    pub fn options(&self) -> LeakyBucketOptions {
+        self.options.with(|o| *o)
+    }
+
+    /// Changes the capacity, the leak rate and the queue limit while the meter is in use,
+    /// by GCRA's rule ([`GcraLimiter::reconfigure`](crate::GcraLimiter::reconfigure)): the
+    /// level keeps what it holds and drains at the new rate from the change on; a level above
+    /// a lowered capacity admits nothing until it drains below it; waiters asking for more than
+    /// the new capacity are failed with [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
+    /// Refused, changing nothing: invalid options, or a different queue order
+    /// ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let sec = Duration::from_secs(1);
+    /// let meter = LeakyBucketMeter::with_clock(LeakyBucketOptions::new(10, 1, sec), &clock).unwrap();
+    /// meter.try_acquire(6).unwrap().forget();
+    /// meter.reconfigure(LeakyBucketOptions::new(5, 1, sec)).unwrap();
+    /// assert!(meter.try_acquire(1).is_err()); // level 6 over a capacity of 5
+    /// clock.advance(2 * sec); // drains to 4
+    /// assert!(meter.try_acquire(1).is_ok());
+    /// ```
+    pub fn reconfigure(&self, options: LeakyBucketOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        let p = params(
+            interval_of(options.leak_interval, options.leak),
+            options.capacity,
+            false,
+        )?;
+        if options.queue_order != self.options().queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.core.reconfigure(self, p, options.queue_limit, || {
+            self.options.with(|o| *o = options);
+        });
+        Ok(())
     }
 }
 
@@ -393,7 +432,8 @@ impl ShaperOptions {
 #[derive(Debug)]
 pub struct LeakyBucketShaper<C: Clock> {
     core: GcraCore<C>,
-    options: ShaperOptions,
+    /// The options in force (changed by `reconfigure`, under the queue lock).
+    options: crate::wait::Lock<ShaperOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -427,7 +467,7 @@ impl<C: Clock> LeakyBucketShaper<C> {
         let queue = WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
             core: GcraCore::new(params, queue, clock),
-            options,
+            options: crate::wait::Lock::new(options),
         })
     }
 
@@ -455,12 +495,13 @@ impl<C: Clock> LeakyBucketShaper<C> {
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: GcraCore::at_epoch(params, queue, clock),
-                options,
+                options: crate::wait::Lock::new(options),
             }
         }
     }
 
-    /// The options the shaper was built with.
+    /// The options in force: those the shaper was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
     ///
     /// ```
     /// use tollgate::{LeakyBucketShaper, ManualClock, ShaperOptions};
@@ -468,8 +509,40 @@ impl<C: Clock> LeakyBucketShaper<C> {
     /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(3), ManualClock::new()).unwrap();
     /// assert_eq!(shaper.options().queue_limit, 3);
     /// ```
-    pub fn options(&self) -> &ShaperOptions {
-        &self.options
+    pub fn options(&self) -> ShaperOptions {
+        self.options.with(|o| *o)
+    }
+
+    /// Changes the departure interval, the largest request and the queue limit while the
+    /// shaper is in use, by GCRA's rule
+    /// ([`GcraLimiter::reconfigure`](crate::GcraLimiter::reconfigure)): departures already
+    /// scheduled keep their slots, and the next ones are spaced by the new interval; waiters
+    /// asking for more than the new largest request are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the rest keep their places.
+    /// Refused, changing nothing: invalid options, or a different queue order
+    /// ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketShaper, Limiter, ManualClock, ShaperOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(10), &clock).unwrap();
+    /// shaper.try_acquire(1).unwrap().forget(); // the next slot: 100 ms
+    /// shaper.reconfigure(ShaperOptions::per_second(2)).unwrap();
+    /// clock.advance(Duration::from_millis(100));
+    /// shaper.try_acquire(1).unwrap().forget(); // that slot kept; the next one 500 ms later
+    /// assert_eq!(shaper.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_millis(500)));
+    /// ```
+    pub fn reconfigure(&self, options: ShaperOptions) -> Result<(), OptionsError> {
+        let p = params(options.interval, options.max_permits, true)?;
+        if options.queue_order != self.options().queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.core.reconfigure(self, p, options.queue_limit, || {
+            self.options.with(|o| *o = options);
+        });
+        Ok(())
     }
 }
 
