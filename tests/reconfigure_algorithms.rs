@@ -1,4 +1,5 @@
-//! Reconfiguring GCRA and the leaky buckets while they are in use: every decision follows a
+//! Reconfiguring GCRA, the leaky buckets, the sliding-window counter and the sliding log while
+//! they are in use. GCRA and the leaky buckets: every decision follows a
 //! plain GCRA model whose parameters switch at the reconfiguration and whose theoretical arrival
 //! time carries over; waiters larger than a lowered burst are failed; what is fixed at creation
 //! is refused and changes nothing; concurrent reconfigurations never let more through than the
@@ -8,7 +9,8 @@ use std::time::Duration;
 
 use tollgate::{
     GcraLimiter, GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, Limiter,
-    ManualClock, OptionsError, QueueOrder, Reason, ShaperOptions,
+    ManualClock, OptionsError, QueueOrder, Reason, ShaperOptions, SlidingCounterLimiter,
+    SlidingCounterOptions, SlidingLogLimiter, SlidingLogOptions,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -244,4 +246,92 @@ fn reconfiguring_under_load_never_over_admits() {
     let s = gcra.statistics();
     assert_eq!(s.total_successful, u64::from(granted));
     assert_eq!(s.total_successful + s.total_failed, 8_000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sliding-window counter and log: the limit changes, the window is fixed.
+
+#[test]
+fn the_counter_keeps_its_counts_under_a_new_limit() {
+    let clock = ManualClock::new();
+    let minute = Duration::from_secs(60);
+    let opts = SlidingCounterOptions::new(10, minute);
+    let counter = SlidingCounterLimiter::with_clock(opts, &clock).unwrap();
+    counter.try_acquire(6).unwrap().forget();
+    counter
+        .reconfigure(SlidingCounterOptions::new(5, minute))
+        .unwrap();
+    assert_eq!(counter.options(), SlidingCounterOptions::new(5, minute));
+    assert_eq!(counter.available_permits(), 0);
+    let denied = counter.try_acquire(1).unwrap_err();
+    assert_eq!(denied.reason(), Reason::Exhausted);
+    assert_eq!(
+        counter.try_acquire(6).unwrap_err().reason(),
+        Reason::ExceedsLimit
+    );
+    // The next window weighs the 6 by the part of it still covered: gone after a full window.
+    clock.advance(2 * minute);
+    assert_eq!(counter.available_permits(), 5);
+    counter
+        .reconfigure(SlidingCounterOptions::new(20, minute))
+        .unwrap();
+    assert_eq!(counter.available_permits(), 20);
+    for (bad, err) in [
+        (
+            SlidingCounterOptions::new(5, 2 * minute),
+            OptionsError::FixedAtCreation,
+        ),
+        (
+            SlidingCounterOptions::new(0, minute),
+            OptionsError::ZeroLimit,
+        ),
+    ] {
+        assert_eq!(counter.reconfigure(bad), Err(err));
+        assert_eq!(counter.options().permit_limit, 20);
+    }
+}
+
+/// The log's guarantee holds across reconfigurations: at every admission, the admissions in
+/// the rolling window ending there (itself included) are at most the limit in force.
+#[test]
+fn the_log_never_lets_a_window_hold_more_than_the_limit_in_force() {
+    for seed in [3u64, 5, 99] {
+        let mut next = walk(seed);
+        let clock = ManualClock::new();
+        let window = 1_000u64;
+        let opts = |limit| SlidingLogOptions::new(limit, Duration::from_nanos(window));
+        let log = SlidingLogLimiter::<_, 16>::with_clock(opts(8), &clock).unwrap();
+        let mut limit = 8u32;
+        let mut admitted: Vec<u64> = Vec::new();
+        let mut now = 0u64;
+        for step in 0..5_000 {
+            let x = next();
+            if x % 61 == 0 {
+                limit = 1 + (x >> 12) as u32 % 16;
+                log.reconfigure(opts(limit)).unwrap();
+            }
+            let dt = (x >> 4) % 150;
+            clock.advance(Duration::from_nanos(dt));
+            now += dt;
+            let n = 1 + (x >> 40) as u32 % limit;
+            if let Ok(lease) = log.try_acquire(n) {
+                lease.forget();
+                admitted.extend(std::iter::repeat_n(now, n as usize));
+                let in_window = admitted.iter().filter(|&&t| t + window > now).count();
+                assert!(
+                    in_window <= limit as usize,
+                    "step {step}: {in_window} in the window, limit {limit}"
+                );
+            }
+        }
+        assert_eq!(
+            log.reconfigure(opts(17)),
+            Err(OptionsError::ExceedsCapacity { max: 16 })
+        );
+        assert_eq!(
+            log.reconfigure(SlidingLogOptions::new(4, Duration::from_nanos(2 * window))),
+            Err(OptionsError::FixedAtCreation)
+        );
+        assert_eq!(log.options(), opts(limit));
+    }
 }

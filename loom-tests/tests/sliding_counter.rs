@@ -72,3 +72,40 @@ fn takes_race_the_window_roll() {
         }
     });
 }
+
+/// `reconfigure` lowering the limit from 3 to 1 races `try_acquire(2)` on an empty counter:
+/// the take decides on one reading of the limit. Granted before the change (2 counted, then
+/// nothing fits under the new limit), or refused as exceeding the new limit after it.
+#[test]
+fn reconfigure_races_a_take() {
+    check(|| {
+        let clock = RecordingClock::new();
+        let c = Arc::new(
+            SlidingCounterLimiter::with_clock(
+                SlidingCounterOptions::new(3, ns(100)),
+                clock.clone(),
+            )
+            .unwrap(),
+        );
+        let c1 = c.clone();
+        let changer = thread::spawn(move || {
+            c1.reconfigure(SlidingCounterOptions::new(1, ns(100)))
+                .unwrap();
+        });
+        let c2 = c.clone();
+        let taker = thread::spawn(move || c2.try_acquire(2).map(|l| l.permits()));
+        changer.join().unwrap();
+        match taker.join().unwrap() {
+            Ok(n) => {
+                assert_eq!(n, 2);
+                assert_eq!(c.available_permits(), 0);
+                assert!(c.try_acquire(1).is_err());
+            }
+            Err(e) => {
+                assert_eq!(e.reason(), tollgate::Reason::ExceedsLimit, "{e:?}");
+                assert_eq!(c.available_permits(), 1);
+            }
+        }
+        assert_eq!(c.options().permit_limit, 1);
+    });
+}

@@ -12,7 +12,7 @@ use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
 use crate::options::OptionsError;
 use crate::stats::Counters;
-use crate::sync::{AtomicU128, Ordering};
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
 
 use state::{Counter, Denied, Shape};
@@ -145,7 +145,10 @@ impl SlidingCounterOptions {
 pub struct SlidingCounterLimiter<C: Clock> {
     word: AtomicU128,
     ticker: Ticker,
-    shape: Shape,
+    /// Permits per window (changed by `reconfigure`; only ever a `u32`).
+    limit: AtomicU64,
+    /// The window in nanoseconds (fixed at creation).
+    window: u64,
     counters: Counters,
     clock: C,
     options: SlidingCounterOptions,
@@ -184,10 +187,8 @@ impl<C: Clock> SlidingCounterLimiter<C> {
         Ok(Self {
             word: AtomicU128::new(Counter::FRESH.pack()),
             ticker: Ticker::new(clock.now(), window),
-            shape: Shape {
-                limit: options.permit_limit,
-                window,
-            },
+            limit: AtomicU64::new(options.permit_limit as u64),
+            window,
             counters: Counters::new(),
             clock,
             options,
@@ -218,10 +219,8 @@ impl<C: Clock> SlidingCounterLimiter<C> {
             Self {
                 word: AtomicU128::new(Counter::FRESH.pack()),
                 ticker: Ticker::new(crate::Instant::ZERO, window),
-                shape: Shape {
-                    limit: options.permit_limit,
-                    window,
-                },
+                limit: AtomicU64::new(options.permit_limit as u64),
+                window,
                 counters: Counters::new(),
                 clock,
                 options,
@@ -237,17 +236,61 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), ManualClock::new()).unwrap();
     /// assert_eq!(c.options().permit_limit, 2);
     /// ```
-    pub fn options(&self) -> &SlidingCounterOptions {
-        &self.options
+    pub fn options(&self) -> SlidingCounterOptions {
+        SlidingCounterOptions {
+            permit_limit: self.shape().limit,
+            ..self.options
+        }
+    }
+
+    /// Changes the permit limit while the limiter is in use. The counts already taken stay
+    /// counted: under a lowered limit it refuses until the weighted count of the rolling window
+    /// falls below the new limit; under a raised one it has room at once. Refused, changing
+    /// nothing: invalid options (as [`with_clock`](Self::with_clock) refuses them), or a
+    /// different window ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, OptionsError, SlidingCounterLimiter, SlidingCounterOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let counter = SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, minute), &clock).unwrap();
+    /// counter.try_acquire(6).unwrap().forget();
+    /// counter.reconfigure(SlidingCounterOptions::new(5, minute)).unwrap();
+    /// assert!(counter.try_acquire(1).is_err()); // 6 counted, 5 allowed
+    /// counter.reconfigure(SlidingCounterOptions::new(20, minute)).unwrap();
+    /// assert_eq!(counter.available_permits(), 14);
+    /// let other = SlidingCounterOptions::new(20, 2 * minute);
+    /// assert_eq!(counter.reconfigure(other), Err(OptionsError::FixedAtCreation));
+    /// ```
+    pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        if options.window != self.options.window {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.limit
+            .store(u64::from(options.permit_limit), Ordering::Release);
+        Ok(())
+    }
+
+    /// The window's shape now: one reading of the limit for a whole decision.
+    #[inline(always)]
+    fn shape(&self) -> Shape {
+        Shape {
+            // Only ever stored from a `u32`.
+            limit: self.limit.load(Ordering::Acquire) as u32,
+            window: self.window,
+        }
     }
 
     #[inline]
     fn take(&self, n: u32) -> Result<(), Rejection> {
-        if n > self.shape.limit {
+        let s = self.shape();
+        if n > s.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let (k, into) = self.ticker.tick(self.clock.now());
-        let s = self.shape;
         let result = cas::transition(&self.word, |w| {
             Counter::unpack(w)
                 .try_take(k, into, n, s)
@@ -270,17 +313,18 @@ impl<C: Clock> SlidingCounterLimiter<C> {
 
 impl<C: Clock> crate::limiter::Peek for SlidingCounterLimiter<C> {
     fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        if permits > self.shape.limit {
+        let s = self.shape();
+        if permits > s.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let (k, into) = self.ticker.tick(self.clock.now());
         let c = Counter::unpack(self.word.load(Ordering::Acquire));
-        match c.try_take(k, into, permits, self.shape) {
+        match c.try_take(k, into, permits, s) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
             Err(Denied::Exhausted) => Err(Rejection::with_retry_after(
                 Reason::Exhausted,
-                duration_from_nanos_u128(c.wait(k, into, permits.max(1), self.shape).max(1)),
+                duration_from_nanos_u128(c.wait(k, into, permits.max(1), s).max(1)),
             )),
         }
     }
@@ -296,7 +340,7 @@ impl<C: Clock> Limiter for SlidingCounterLimiter<C> {
 
     fn available_permits(&self) -> u64 {
         let (k, into) = self.ticker.tick(self.clock.now());
-        Counter::unpack(self.word.load(Ordering::Acquire)).available(k, into, self.shape)
+        Counter::unpack(self.word.load(Ordering::Acquire)).available(k, into, self.shape())
     }
 
     fn statistics(&self) -> Statistics {

@@ -10,7 +10,7 @@ use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
 use crate::options::OptionsError;
 use crate::stats::Counters;
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
 use crate::wait::Lock;
 
@@ -151,7 +151,11 @@ pub struct SlidingLogLimiter<C: Clock, const N: usize = 16> {
     log: Lock<Log<N>>,
     closed: AtomicBool,
     ticker: Ticker,
-    shape: Shape,
+    /// Permits per window: changed by `reconfigure` and read by every decision under the log's
+    /// lock (only ever a `u32`).
+    limit: AtomicU64,
+    /// The window in nanoseconds (fixed at creation).
+    window: u64,
     counters: Counters,
     clock: C,
     options: SlidingLogOptions,
@@ -196,10 +200,8 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
             log: Lock::new(Log::new()),
             closed: AtomicBool::new(false),
             ticker: Ticker::new(clock.now(), 1),
-            shape: Shape {
-                limit: options.permit_limit,
-                window,
-            },
+            limit: AtomicU64::new(options.permit_limit as u64),
+            window,
             counters: Counters::new(),
             clock,
             options,
@@ -232,10 +234,8 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
                 log: Lock::new(Log::new()),
                 closed: AtomicBool::new(false),
                 ticker: Ticker::new(crate::Instant::ZERO, 1),
-                shape: Shape {
-                    limit: options.permit_limit,
-                    window,
-                },
+                limit: AtomicU64::new(options.permit_limit as u64),
+                window,
                 counters: Counters::new(),
                 clock,
                 options,
@@ -243,7 +243,8 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
         }
     }
 
-    /// The options the limiter was built with.
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
     ///
     /// ```
     /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
@@ -251,8 +252,56 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// let log = SlidingLogLimiter::<_, 4>::with_clock(SlidingLogOptions::per_second(4), ManualClock::new()).unwrap();
     /// assert_eq!(log.options().permit_limit, 4);
     /// ```
-    pub fn options(&self) -> &SlidingLogOptions {
-        &self.options
+    pub fn options(&self) -> SlidingLogOptions {
+        SlidingLogOptions {
+            permit_limit: self.shape().limit,
+            ..self.options
+        }
+    }
+
+    /// Changes the permit limit while the limiter is in use, up to the ring's capacity `N`.
+    /// The log keeps its entries: under a lowered limit it refuses until enough of them leave
+    /// the window, so no rolling window that ends after the change and admits anything holds
+    /// more than the new limit; under a raised one it has room at once. Refused, changing
+    /// nothing: invalid options, a limit above `N` ([`OptionsError::ExceedsCapacity`]), or a
+    /// different window ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let log = SlidingLogLimiter::<_, 8>::with_clock(SlidingLogOptions::new(4, minute), &clock).unwrap();
+    /// log.try_acquire(3).unwrap().forget();
+    /// log.reconfigure(SlidingLogOptions::new(2, minute)).unwrap();
+    /// assert!(log.try_acquire(1).is_err()); // 3 in the window, 2 allowed
+    /// log.reconfigure(SlidingLogOptions::new(8, minute)).unwrap();
+    /// assert_eq!(log.available_permits(), 5);
+    /// let too_many = SlidingLogOptions::new(9, minute);
+    /// assert_eq!(log.reconfigure(too_many), Err(OptionsError::ExceedsCapacity { max: 8 }));
+    /// ```
+    pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
+        options.validate(N)?;
+        if options.window != self.options.window {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        // Under the log's lock, where every decision reads it.
+        self.log.with(|_| {
+            self.limit
+                .store(u64::from(options.permit_limit), Ordering::Release);
+        });
+        Ok(())
+    }
+
+    /// The window's shape (read under the log's lock for a decision).
+    #[inline]
+    fn shape(&self) -> Shape {
+        Shape {
+            // Only ever stored from a `u32`.
+            limit: self.limit.load(Ordering::Acquire) as u32,
+            window: self.window,
+        }
     }
 
     /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
@@ -278,12 +327,12 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// Takes `n` permits now (`take`), or decides on a copy of the log (a peek: nothing is
     /// admitted and no expired entry dropped).
     fn decide(&self, n: u32, take: bool) -> Result<(), Rejection> {
-        if n > self.shape.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
-        }
         let now = self.now();
-        let s = self.shape;
         self.log.with(|log| {
+            let s = self.shape();
+            if n > s.limit {
+                return Err(Rejection::new(Reason::ExceedsLimit));
+            }
             // Checked under the lock: nothing is admitted after `close` returns.
             if self.closed.load(Ordering::Acquire) {
                 return Err(Rejection::new(Reason::Closed));
@@ -317,8 +366,10 @@ impl<C: Clock, const N: usize> Limiter for SlidingLogLimiter<C, N> {
 
     fn available_permits(&self) -> u64 {
         let now = self.now();
-        let used = self.log.with(|log| log.used_at(now, self.shape));
-        u64::from(self.shape.limit).saturating_sub(used)
+        self.log.with(|log| {
+            let s = self.shape();
+            u64::from(s.limit).saturating_sub(log.used_at(now, s))
+        })
     }
 
     fn statistics(&self) -> Statistics {
@@ -333,7 +384,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingLogLimiter<C, N> {
     /// Idle since the newest entry left the window (since creation if none was ever taken).
     fn idle_duration(&self) -> Option<Duration> {
         let now = self.now();
-        let since = self.log.with(|log| log.empty_since(now, self.shape))?;
+        let since = self.log.with(|log| log.empty_since(now, self.shape()))?;
         Some(Duration::from_nanos(now.saturating_sub(since)))
     }
 
@@ -350,7 +401,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingLogLimiter<C, N> {
 impl<C: Clock, const N: usize> Replenishing for SlidingLogLimiter<C, N> {
     /// The window: an entry comes back exactly one window after it was taken.
     fn replenishment_period(&self) -> Duration {
-        Duration::from_nanos(self.shape.window)
+        Duration::from_nanos(self.window)
     }
 
     /// Drops the entries that can never count again (those that left the window by the newest
@@ -358,10 +409,10 @@ impl<C: Clock, const N: usize> Replenishing for SlidingLogLimiter<C, N> {
     /// does, so a clock stepped back afterwards sees the log as the last admission left it.
     fn replenish(&self) -> u64 {
         let now = self.now();
-        let used = self.log.with(|log| {
-            log.expire(self.shape);
-            log.used_at(now, self.shape)
-        });
-        u64::from(self.shape.limit).saturating_sub(used)
+        self.log.with(|log| {
+            let s = self.shape();
+            log.expire(s);
+            u64::from(s.limit).saturating_sub(log.used_at(now, s))
+        })
     }
 }
