@@ -175,14 +175,20 @@ fn reconfigure_races_a_take(unit: u64) {
     });
 }
 
-/// Intervals under 2^32 ns: both parameters in one word.
+/// Intervals under 2^31 ns: both parameters in one word.
 #[test]
 fn reconfigure_races_a_take_in_one_word() {
     reconfigure_races_a_take(10);
 }
 
-/// Intervals of 2^32 ns and more: the parameters under the sequence lock.
+/// Slow intervals with a small burst: the word's other form.
+#[test]
+fn reconfigure_races_a_take_in_the_slow_form() {
+    reconfigure_races_a_take(1 << 33);
+}
+
+/// Intervals of 2^47 ns and more: the parameters under the sequence lock.
 #[test]
 fn reconfigure_races_a_take_under_the_sequence_lock() {
-    reconfigure_races_a_take(1 << 33);
+    reconfigure_races_a_take(1 << 48);
 }

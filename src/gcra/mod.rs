@@ -33,15 +33,17 @@ pub(crate) struct GcraCore<C> {
 /// The interval and burst every decision reads, which [`GcraCore::reconfigure`] changes while
 /// the limiter is in use; a decision reads one consistent pair, with no locked instruction.
 ///
-/// Both fit one word when the interval is under 2^32 ns (4.3 s: any rate above one permit per
-/// 4.3 s), which a decision reads with one load. Slower rates are kept in a sequence lock over
+/// Both fit one word, which a decision reads with one load, in one of two forms: an interval
+/// under 2^31 ns (2.1 s) with any burst, or an interval under 2^47 ns (39 hours) with a burst
+/// under 2^16. Anything else (slower rates with larger bursts) is kept in a sequence lock over
 /// three atomics (the word then reads 0). Writers are serialized by the queue lock, which on
 /// targets without `std` is a critical section: an interrupt handler can never find a write
 /// half done and spin on it; between threads a reader retries only while a write is under way.
 #[derive(Debug)]
 struct ParamsCell {
-    /// `interval << 32 | burst` when the interval fits in 32 bits; 0 when the parameters are in
-    /// the fields below (a packed pair is never 0: the interval is at least 1).
+    /// `interval << 32 | burst` (bit 63 clear), or `1 << 63 | interval << 16 | burst` for a
+    /// slow interval and a burst under 2^16; 0 when the parameters are in the fields below (a
+    /// packed pair is never 0: the interval is at least 1).
     packed: AtomicU64,
     /// Even when `interval` and `burst` are stable; odd while they are being written.
     seq: AtomicU64,
@@ -64,10 +66,12 @@ impl ParamsCell {
         }
     }
 
-    /// The one-word form of `p`, or 0 if its interval needs more than 32 bits.
+    /// The one-word form of `p`, or 0 if it fits neither.
     const fn pack(p: Params) -> u64 {
-        if p.interval >> 32 == 0 {
+        if p.interval >> 31 == 0 {
             p.interval << 32 | p.burst as u64
+        } else if p.interval >> 47 == 0 && p.burst >> 16 == 0 {
+            1 << 63 | p.interval << 16 | p.burst as u64
         } else {
             0
         }
@@ -77,14 +81,16 @@ impl ParamsCell {
     #[inline(always)]
     fn get(&self) -> Params {
         let w = self.packed.load(Ordering::Acquire);
-        if w != 0 {
+        if w >> 63 == 0 && w != 0 {
             Params::new(w >> 32, w as u32, self.shape)
+        } else if w != 0 {
+            Params::new((w << 1) >> 17, (w & 0xFFFF) as u32, self.shape)
         } else {
             self.get_wide()
         }
     }
 
-    /// [`get`](Self::get) of an interval of 2^32 ns or more: the sequence lock.
+    /// [`get`](Self::get) of parameters that fit no word: the sequence lock.
     #[cold]
     #[inline(never)]
     fn get_wide(&self) -> Params {
@@ -875,6 +881,33 @@ impl<C: Clock> GcraLimiter<C> {
 #[cfg(test)]
 mod at_epoch_tests {
     use super::*;
+
+    #[test]
+    fn params_cell_holds_every_form_and_switches_between_them() {
+        let cases = [
+            (1u64, 1u32),
+            ((1 << 31) - 1, u32::MAX),
+            (1 << 31, (1 << 16) - 1),
+            ((1 << 47) - 1, 1),
+            (1 << 31, 1 << 16),
+            (1 << 47, 1),
+            (MAX_SPAN, 1),
+        ];
+        for shape in [false, true] {
+            for &(interval, burst) in &cases {
+                let p = Params::new(interval, burst, shape);
+                let cell = ParamsCell::new(p);
+                assert_eq!(cell.get(), p, "{interval} {burst}");
+                for &(i2, b2) in &cases {
+                    let q = Params::new(i2, b2, shape);
+                    cell.set(q);
+                    assert_eq!(cell.get(), q, "{interval} {burst} -> {i2} {b2}");
+                    cell.set(p);
+                    assert_eq!(cell.get(), p);
+                }
+            }
+        }
+    }
 
     #[test]
     fn params_in_const_agrees() {
