@@ -500,3 +500,23 @@ fn a_hand_off_never_grants_owed_permits() {
         assert_eq!(l.statistics().queued_permits, 0);
     });
 }
+
+/// A lease held through a lowering and a raise of the limit (8 -> 2 -> 8) is released racing
+/// them: every permit comes back (8 available at the end), whatever the interleaving.
+#[test]
+fn a_release_racing_a_lower_and_a_raise_loses_nothing() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(8, &clock);
+        let lease = tollgate::AcquireOwned::try_acquire_owned(&l, 1).unwrap();
+        let releaser = thread::spawn(move || drop(lease));
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            l1.reconfigure(ConcurrencyOptions::new(2)).unwrap();
+            l1.reconfigure(ConcurrencyOptions::new(8)).unwrap();
+        });
+        releaser.join().unwrap();
+        changer.join().unwrap();
+        assert_eq!(l.available_permits(), 8, "{l:?}");
+    });
+}

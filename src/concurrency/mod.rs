@@ -528,15 +528,19 @@ where
 impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     #[inline]
     fn release(&self, permits: u32) {
-        // Fast path: nobody waits and nothing is owed, one CAS. The limit that caps the
-        // give-back is read with each attempt: a reconfiguration that raised it has written it
-        // before the word change that made an earlier attempt fail.
+        // Fast path: nobody waits and nothing is owed, one CAS. The decision depends on the
+        // word alone, never on the limit: with nothing owed, the permits available plus those
+        // held make the limit, so the give-back never needs capping. A cap read from the limit
+        // would pair the word with a limit of another moment: a word that returned to the same
+        // value (lowered, then raised back: an ABA the CAS cannot see) would be capped at the
+        // lowered limit and lose permits (loom: `a_release_racing_a_lower_and_a_raise_loses_
+        // nothing`). The field's own maximum only guards the flag bits.
         let fast = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
             if s.waiters() || s.indebted() {
                 return Err(());
             }
-            let next = s.give_back(permits, self.limit());
+            let next = s.give_back(permits, MAX_LIMIT);
             Ok((self.date_if_idle(next).pack(), ()))
         });
         if fast.is_ok() {
