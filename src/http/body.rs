@@ -65,7 +65,12 @@ pin_project! {
 
 impl<B> LimitedBody<B> {
     pub(crate) fn new(body: B, permits: Permits) -> Self {
-        let permits = permits.holds().then_some(permits);
+        Self::held(body, permits.holds().then_some(permits))
+    }
+
+    /// `body` holding `permits` (`Some` only if they hold something).
+    #[inline]
+    pub(crate) fn held(body: B, permits: Option<Permits>) -> Self {
         Self {
             inner: Inner::Body { body, permits },
         }

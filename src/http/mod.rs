@@ -1371,6 +1371,7 @@ struct Admitted {
 }
 
 impl Admitted {
+    #[inline(always)]
     fn new() -> Self {
         Self {
             permits: Permits::default(),
@@ -1384,26 +1385,65 @@ impl Admitted {
     }
 
     fn finish<B>(self, shared: Option<&Shared>, resp: Response<B>) -> Response<LimitedBody<B>> {
+        let Self {
+            permits,
+            quotas,
+            pause,
+        } = self;
         let (mut parts, body) = resp.into_parts();
         if let Some(shared) = shared {
-            shared.quota_headers(&mut parts.headers, &self.quotas);
-            if let Some((i, key)) = self.pause {
-                if parts.status == StatusCode::TOO_MANY_REQUESTS {
-                    // Delay-seconds or an HTTP-date (against the wall clock, which is what a
-                    // date is in); the pause itself runs on the layer's clock.
-                    if let Some(wait) = parts
-                        .headers
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|s| retry_after::delay(s, std::time::SystemTime::now()))
-                    {
-                        let now = shared.clock.now().as_nanos();
-                        shared.policies[i].pauses.pause(key, now, wait);
-                    }
+            shared.after(&mut parts, &quotas, pause);
+        }
+        Response::from_parts(parts, LimitedBody::new(body, permits))
+    }
+
+    /// What the response future keeps: the permits, if any are held, and the rest only when
+    /// a header or a pause needs it (boxed, with the layer's state, so that the common
+    /// future — a rate policy, headers off — carries two words beside the inner future).
+    #[inline(always)]
+    fn split(self, shared: &Arc<Shared>) -> (Option<Permits>, Option<Box<Extra>>) {
+        let extra = self.needs_shared().then(|| {
+            Box::new(Extra {
+                quotas: self.quotas,
+                pause: self.pause,
+                shared: shared.clone(),
+            })
+        });
+        (self.permits.holds().then_some(self.permits), extra)
+    }
+}
+
+/// The part of [`Admitted`] a response needs the layer's state for.
+struct Extra {
+    quotas: Quotas,
+    pause: Option<(usize, Key)>,
+    shared: Arc<Shared>,
+}
+
+impl Shared {
+    /// On the inner service's response: the quota headers, and the pause on an upstream 429.
+    fn after(
+        &self,
+        parts: &mut http::response::Parts,
+        quotas: &Quotas,
+        pause: Option<(usize, Key)>,
+    ) {
+        self.quota_headers(&mut parts.headers, quotas);
+        if let Some((i, key)) = pause {
+            if parts.status == StatusCode::TOO_MANY_REQUESTS {
+                // Delay-seconds or an HTTP-date (against the wall clock, which is what a
+                // date is in); the pause itself runs on the layer's clock.
+                if let Some(wait) = parts
+                    .headers
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|s| retry_after::delay(s, std::time::SystemTime::now()))
+                {
+                    let now = self.clock.now().as_nanos();
+                    self.policies[i].pauses.pause(key, now, wait);
                 }
             }
         }
-        Response::from_parts(parts, LimitedBody::new(body, self.permits))
     }
 }
 
@@ -1437,12 +1477,13 @@ where
                 Step::Wait(key) => return self.wait(req, plan, slot, key, admitted),
             }
         }
-        let shared = admitted.needs_shared().then(|| self.shared.clone());
-        ResponseFuture::admitted(self.inner.call(req), admitted, shared)
+        let (permits, extra) = admitted.split(&self.shared);
+        ResponseFuture::admitted(self.inner.call(req), permits, extra)
     }
 }
 
 impl Admitted {
+    #[inline(always)]
     fn grant(&mut self, slot: usize, i: usize, g: Grant, shared: &Shared, view: &RequestView<'_>) {
         self.permits.0[slot] = g.permit;
         self.quotas[slot] = g.quota.map(|q| (i, q));
@@ -1543,8 +1584,8 @@ pin_project! {
         Admitted {
             #[pin]
             fut: F,
-            admitted: Option<Admitted>,
-            shared: Option<Arc<Shared>>,
+            permits: Option<Permits>,
+            extra: Option<Box<Extra>>,
         },
         // Refused: the rejection, ready.
         Rejected { resp: Option<Response<LimitedBody<B>>> },
@@ -1554,12 +1595,13 @@ pin_project! {
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    fn admitted(fut: F, admitted: Admitted, shared: Option<Arc<Shared>>) -> Self {
+    #[inline(always)]
+    fn admitted(fut: F, permits: Option<Permits>, extra: Option<Box<Extra>>) -> Self {
         Self {
             state: State::Admitted {
                 fut,
-                admitted: Some(admitted),
-                shared,
+                permits,
+                extra,
             },
         }
     }
@@ -1587,12 +1629,23 @@ where
         match self.project().state.project() {
             StateProj::Admitted {
                 fut,
-                admitted,
-                shared,
+                permits,
+                extra,
             } => {
                 let resp = core::task::ready!(fut.poll(cx))?;
-                let admitted = admitted.take().unwrap_or_else(Admitted::new);
-                Poll::Ready(Ok(admitted.finish(shared.as_deref(), resp)))
+                let (mut parts, body) = resp.into_parts();
+                if let Some(extra) = extra.take() {
+                    let Extra {
+                        quotas,
+                        pause,
+                        shared,
+                    } = *extra;
+                    shared.after(&mut parts, &quotas, pause);
+                }
+                Poll::Ready(Ok(Response::from_parts(
+                    parts,
+                    LimitedBody::held(body, permits.take()),
+                )))
             }
             StateProj::Rejected { resp } => Poll::Ready(Ok(resp.take().unwrap_or_else(|| {
                 // Polled again after completion: an empty 500 rather than a panic.
