@@ -5,8 +5,10 @@
 //!
 //! ```text
 //! http_probe <mode> <requests>
-//!   mode: plain | tollgate-allow | tollgate-allow-global | tollgate-reject
-//!         | governor-allow | governor-reject
+//!   mode: plain | governor-allow | governor-reject
+//!         | tollgate-allow | tollgate-allow-global | tollgate-reject          (RateLimitLayer)
+//!         | tollgate-axum-allow | tollgate-axum-allow-global | tollgate-axum-reject
+//!                                             (RateLimitLayer::for_axum, axum's own Body)
 //! ```
 //! The limited modes copy `benches/http_load/server.rs`: keyed by peer IP, `allow` limits no
 //! run reaches, `reject` one request an hour. `tollgate-allow-global` is one unkeyed bucket.
@@ -51,16 +53,16 @@ fn tollgate(limit: u32, per: Duration, key: KeyBy) -> RateLimiting {
 
 fn app(mode: &str) -> Router {
     let base = Router::new().route("/", get(|| async { "hello" }));
-    let allow = || tollgate(1_000_000_000, Duration::from_secs(10), KeyBy::CLIENT_IP);
+    let allow = |key| tollgate(1_000_000_000, Duration::from_secs(10), key);
+    let reject = || tollgate(1, Duration::from_secs(3600), KeyBy::CLIENT_IP);
     match mode {
         "plain" => base,
-        "tollgate-allow" => base.layer(allow().layer()),
-        "tollgate-allow-global" => {
-            base.layer(tollgate(1_000_000_000, Duration::from_secs(10), KeyBy::Global).layer())
-        }
-        "tollgate-reject" => {
-            base.layer(tollgate(1, Duration::from_secs(3600), KeyBy::CLIENT_IP).layer())
-        }
+        "tollgate-allow" => base.layer(allow(KeyBy::CLIENT_IP).layer()),
+        "tollgate-allow-global" => base.layer(allow(KeyBy::Global).layer()),
+        "tollgate-reject" => base.layer(reject().layer()),
+        "tollgate-axum-allow" => base.layer(allow(KeyBy::CLIENT_IP).layer().for_axum()),
+        "tollgate-axum-allow-global" => base.layer(allow(KeyBy::Global).layer().for_axum()),
+        "tollgate-axum-reject" => base.layer(reject().layer().for_axum()),
         "governor-allow" => {
             let config = GovernorConfigBuilder::default()
                 .per_nanosecond(1)

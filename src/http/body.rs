@@ -129,6 +129,26 @@ impl<B> LimitedBody<B> {
     }
 }
 
+impl<B> LimitedBody<B>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    /// As axum's body: the inner body itself when it holds no permit (no allocation when it
+    /// already is axum's `Body`), this body boxed while it holds one.
+    pub(crate) fn into_axum(self) -> axum::body::Body {
+        match self.inner {
+            Inner::Body {
+                body,
+                permits: None,
+            } => axum::body::Body::new(body),
+            Inner::Full { data: None } => axum::body::Body::empty(),
+            Inner::Full { data: Some(data) } => axum::body::Body::from(data),
+            inner => axum::body::Body::new(Self { inner }),
+        }
+    }
+}
+
 impl<B> Body for LimitedBody<B>
 where
     B: Body<Data = Bytes>,

@@ -70,6 +70,7 @@
 //! # let _ = app;
 //! ```
 
+mod axum_body;
 mod body;
 mod client_ip;
 mod key_hash;
@@ -97,6 +98,7 @@ use crate::lease::{Reason, Rejection};
 use crate::options::OptionsError;
 use crate::quota::QuotaState;
 
+pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
 use body::Permits;
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
