@@ -200,8 +200,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.project()
             .inner
-            .poll(cx)
-            .map(|r| r.map(|resp| resp.map(LimitedBody::into_axum)))
+            .poll_map(cx, LimitedBody::axum_held, LimitedBody::into_axum)
     }
 }
 

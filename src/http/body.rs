@@ -136,6 +136,16 @@ where
 {
     /// As axum's body: the inner body itself when it holds no permit (no allocation when it
     /// already is axum's `Body`), this body boxed while it holds one.
+    /// `body` holding `permits`, as axum's body: `body` itself if there are none.
+    #[inline]
+    pub(crate) fn axum_held(body: B, permits: Option<Permits>) -> axum::body::Body {
+        match permits {
+            None => axum::body::Body::new(body),
+            permits => axum::body::Body::new(Self::held(body, permits)),
+        }
+    }
+
+    /// The same as [`into_axum`](Self::into_axum) on [`held`](Self::held)`(body, permits)`.
     pub(crate) fn into_axum(self) -> axum::body::Body {
         match self.inner {
             Inner::Body {

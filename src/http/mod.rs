@@ -1403,15 +1403,19 @@ impl Admitted {
     /// a header or a pause needs it (boxed, with the layer's state, so that the common
     /// future — a rate policy, headers off — carries two words beside the inner future).
     #[inline(always)]
-    fn split(self, shared: &Arc<Shared>) -> (Option<Permits>, Option<Box<Extra>>) {
+    fn split(&mut self, shared: &Arc<Shared>) -> (Option<Permits>, Option<Box<Extra>>) {
         let extra = self.needs_shared().then(|| {
             Box::new(Extra {
-                quotas: self.quotas,
-                pause: self.pause,
+                quotas: core::mem::take(&mut self.quotas),
+                pause: self.pause.take(),
                 shared: shared.clone(),
             })
         });
-        (self.permits.holds().then_some(self.permits), extra)
+        let permits = self
+            .permits
+            .holds()
+            .then(|| core::mem::take(&mut self.permits));
+        (permits, extra)
     }
 }
 
@@ -1480,6 +1484,7 @@ where
             }
         }
         let (permits, extra) = admitted.split(&self.shared);
+        drop(admitted); // holds nothing now
         ResponseFuture::admitted(self.inner.call(req), permits, extra)
     }
 }
@@ -1621,13 +1626,21 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F, B, E>
+impl<F, B, E> ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
 {
-    type Output = Result<Response<LimitedBody<B>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    /// Polls, making the response's body with `admitted` from an admitted request's inner
+    /// body and its held permits, or with `other` from a [`LimitedBody`] (a rejection, or the
+    /// slow path's response): so that a body type other than `LimitedBody` (axum's) is built
+    /// in one step.
+    #[inline(always)]
+    pub(crate) fn poll_map<R>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        admitted: impl FnOnce(B, Option<Permits>) -> R,
+        other: impl FnOnce(LimitedBody<B>) -> R,
+    ) -> Poll<Result<Response<R>, E>> {
         match self.project().state.project() {
             StateProj::Admitted {
                 fut,
@@ -1635,28 +1648,45 @@ where
                 extra,
             } => {
                 let resp = core::task::ready!(fut.poll(cx))?;
-                let (mut parts, body) = resp.into_parts();
-                if let Some(extra) = extra.take() {
-                    let Extra {
-                        quotas,
-                        pause,
-                        shared,
-                    } = *extra;
-                    shared.after(&mut parts, &quotas, pause);
-                }
-                Poll::Ready(Ok(Response::from_parts(
-                    parts,
-                    LimitedBody::held(body, permits.take()),
-                )))
+                let permits = permits.take();
+                Poll::Ready(Ok(match extra.take() {
+                    None => resp.map(|body| admitted(body, permits)),
+                    Some(extra) => {
+                        let Extra {
+                            quotas,
+                            pause,
+                            shared,
+                        } = *extra;
+                        let (mut parts, body) = resp.into_parts();
+                        shared.after(&mut parts, &quotas, pause);
+                        Response::from_parts(parts, admitted(body, permits))
+                    }
+                }))
             }
-            StateProj::Rejected { resp } => Poll::Ready(Ok(resp.take().unwrap_or_else(|| {
-                // Polled again after completion: an empty 500 rather than a panic.
-                let mut r = Response::new(LimitedBody::full(Bytes::new()));
-                *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-                r
-            }))),
-            StateProj::Waiting { fut } => fut.as_mut().poll(cx),
+            StateProj::Rejected { resp } => Poll::Ready(Ok(resp
+                .take()
+                .unwrap_or_else(|| {
+                    // Polled again after completion: an empty 500 rather than a panic.
+                    let mut r = Response::new(LimitedBody::full(Bytes::new()));
+                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    r
+                })
+                .map(other))),
+            StateProj::Waiting { fut } => {
+                fut.as_mut().poll(cx).map(|r| r.map(|resp| resp.map(other)))
+            }
         }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<LimitedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.poll_map(cx, LimitedBody::held, core::convert::identity)
     }
 }
 
