@@ -39,9 +39,11 @@ fn app(mode: &str) -> Router {
         "plain" => base,
         "tollgate-allow" => base.layer(tollgate(1_000_000_000, Duration::from_secs(10)).layer()),
         "tollgate-reject" => base.layer(tollgate(1, Duration::from_secs(3600)).layer()),
-        "tollgate-axum-allow" => {
-            base.layer(tollgate(1_000_000_000, Duration::from_secs(10)).layer().for_axum())
-        }
+        "tollgate-axum-allow" => base.layer(
+            tollgate(1_000_000_000, Duration::from_secs(10))
+                .layer()
+                .for_axum(),
+        ),
         "tollgate-axum-reject" => {
             base.layer(tollgate(1, Duration::from_secs(3600)).layer().for_axum())
         }
