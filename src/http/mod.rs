@@ -26,7 +26,10 @@
 //!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
 //! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
 //!   lock-free decision. The rejected path allocates the response's header map and nothing else
-//!   (the body is a static `Bytes`, `Retry-After` values are cached).
+//!   (the body is a static `Bytes`, `Retry-After` values are cached). Under axum, add
+//!   [`.for_axum()`](RateLimitLayer::for_axum) to each layer: axum boxes every response body
+//!   that is not its own `Body`, which a [`LimitedBody`] is not; `for_axum` hands axum the
+//!   inner body itself (wrapped only while it holds a concurrency permit).
 //! - **Extension point.** Every decision goes through [`PolicyLimiter`], whose waiting half is
 //!   async: a Redis-backed limiter plugs in with [`Policy::custom`].
 //!
@@ -63,10 +66,10 @@
 //!     .unwrap();
 //!
 //! let app: Router = Router::new()
-//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap()))
-//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap()))
+//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap().for_axum()))
+//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap().for_axum()))
 //!     .route("/health", get(|| async { "ok" }))
-//!     .layer(limits.layer());
+//!     .layer(limits.layer().for_axum());
 //! # let _ = app;
 //! ```
 
