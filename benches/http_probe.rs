@@ -9,6 +9,7 @@
 //!         | tollgate-allow | tollgate-allow-global | tollgate-reject          (RateLimitLayer)
 //!         | tollgate-axum-allow | tollgate-axum-allow-global | tollgate-axum-reject
 //!                                             (RateLimitLayer::for_axum, axum's own Body)
+//!         | tollgate-axum-allow-coarse          (the same on a CoarseClock)
 //! ```
 //! The limited modes copy `benches/http_load/server.rs`: keyed by peer IP, `allow` limits no
 //! run reaches, `reject` one request an hour. `tollgate-allow-global` is one unkeyed bucket.
@@ -63,6 +64,25 @@ fn app(mode: &str) -> Router {
         "tollgate-axum-allow" => base.layer(allow(KeyBy::CLIENT_IP).layer().for_axum()),
         "tollgate-axum-allow-global" => base.layer(allow(KeyBy::Global).layer().for_axum()),
         "tollgate-axum-reject" => base.layer(reject().layer().for_axum()),
+        // The layer's clock a CoarseClock (here refreshed by hand, never: the probe runs in
+        // well under one period): what reading the time costs.
+        "tollgate-axum-allow-coarse" => base.layer(
+            RateLimiting::builder()
+                .global(
+                    Policy::token_bucket(TokenBucketOptions::new(
+                        1_000_000_000,
+                        1_000_000_000,
+                        Duration::from_secs(10),
+                    ))
+                    .expect("valid options")
+                    .partition_by(KeyBy::CLIENT_IP),
+                )
+                .clock(tollgate::CoarseClock::manual())
+                .build()
+                .expect("valid policy")
+                .layer()
+                .for_axum(),
+        ),
         "governor-allow" => {
             let config = GovernorConfigBuilder::default()
                 .per_nanosecond(1)
