@@ -1477,6 +1477,24 @@ where
         let shared = &*self.shared;
         let view = RequestView::of(&req);
         let plan = shared.plan(self.mode, &view);
+        // The common case first: one policy, granted at once, nothing to report or pause on.
+        if let [Some(i), None] = plan {
+            if !shared.want_quota() && !shared.policies[i].policy.pause_on_429 {
+                match shared.decide(i, &view) {
+                    Step::Granted(g) => {
+                        let permits = g
+                            .permit
+                            .holds()
+                            .then(|| Permits([g.permit, Permit::none()]));
+                        return ResponseFuture::admitted(self.inner.call(req), permits, None);
+                    }
+                    Step::Denied(d) => return ResponseFuture::rejected(shared.reject(i, d, &view)),
+                    Step::Wait(key) => {
+                        return self.wait(req, plan, 0, key, Admitted::new());
+                    }
+                }
+            }
+        }
         let mut admitted = Admitted::new();
         for (slot, i) in plan.into_iter().enumerate() {
             let Some(i) = i else { continue };
