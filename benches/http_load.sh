@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# HTTP load benchmark in one run: plain axum vs axum + tollgate::http vs axum + tower_governor,
+# HTTP load benchmark in one run: plain axum vs axum + tollgate::http (`layer()`, and
+# `layer().for_axum()`) vs axum + tower_governor,
 # on the allowed path and on the rejected path (every limited mode keys by peer IP).
 #
 #   bash benches/http_load.sh [seconds per run (default 5)] [repetitions (default 3)]
@@ -24,7 +25,7 @@ if [ "$CPUS" -ge 2 ] && command -v taskset >/dev/null; then
   pin_server=(taskset -c 0); pin_client=(taskset -c 1)
 fi
 
-MODES=(plain tollgate-allow governor-allow tollgate-reject governor-reject)
+MODES=(plain tollgate-allow tollgate-axum-allow governor-allow tollgate-reject tollgate-axum-reject governor-reject)
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
@@ -54,7 +55,7 @@ for rep in $(seq "$REPS"); do
   for mode in "${MODES[@]}"; do
     r=$(run_one "$mode")
     echo "$r" >>"$OUT/$mode"
-    printf 'rep %d  %-16s %10s req/s\n' "$rep" "$mode" "$r"
+    printf 'rep %d  %-20s %10s req/s\n' "$rep" "$mode" "$r"
   done
 done
 
@@ -64,11 +65,12 @@ echo "median of $REPS runs of ${SECS}s (wrk -t1 -c50, server 1 worker; load aver
 plain=$(median "$OUT/plain")
 for mode in "${MODES[@]}"; do
   m=$(median "$OUT/$mode")
-  awk -v m="$m" -v p="$plain" -v n="$mode" 'BEGIN {printf "%-16s %10.0f req/s  %6.3f x plain\n", n, m, m/p}'
+  awk -v m="$m" -v p="$plain" -v n="$mode" 'BEGIN {printf "%-20s %10.0f req/s  %6.3f x plain\n", n, m, m/p}'
 done
-ta=$(median "$OUT/tollgate-allow"); ga=$(median "$OUT/governor-allow")
-tr=$(median "$OUT/tollgate-reject"); gr=$(median "$OUT/governor-reject")
-awk -v ta="$ta" -v ga="$ga" -v tr="$tr" -v gr="$gr" 'BEGIN {
-  printf "tollgate / governor: allowed %.3f, rejected %.3f\n", ta/ga, tr/gr
-  printf "tollgate rejected / allowed: %.3f\n", tr/ta
-}'
+ga=$(median "$OUT/governor-allow"); gr=$(median "$OUT/governor-reject")
+for t in tollgate tollgate-axum; do
+  ta=$(median "$OUT/$t-allow"); tr=$(median "$OUT/$t-reject")
+  awk -v t="$t" -v ta="$ta" -v ga="$ga" -v tr="$tr" -v gr="$gr" 'BEGIN {
+    printf "%s / governor: allowed %.3f, rejected %.3f; its rejected / allowed: %.3f\n", t, ta/ga, tr/gr, tr/ta
+  }'
+done

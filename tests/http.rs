@@ -425,6 +425,11 @@ fn streaming_app(
     limits: &RateLimiting,
     feeds: mpsc::UnboundedSender<mpsc::Sender<Bytes>>,
 ) -> Router {
+    streaming_router(feeds).layer(limits.layer())
+}
+
+/// [`streaming_app`]'s route, without a layer.
+fn streaming_router(feeds: mpsc::UnboundedSender<mpsc::Sender<Bytes>>) -> Router {
     let handler = move || {
         let feeds = feeds.clone();
         async move {
@@ -434,9 +439,67 @@ fn streaming_app(
             axum::body::Body::new(ChannelBody(rx))
         }
     };
-    Router::new()
-        .route("/stream", get(handler))
-        .layer(limits.layer())
+    Router::new().route("/stream", get(handler))
+}
+
+/// `RateLimitLayer::for_axum`: the same answers, headers and held permits as the layer, with
+/// axum's own body.
+#[tokio::test]
+async fn the_axum_layer_answers_alike_and_streams_holding_its_permit() {
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(fixed(2, 60).partition_by(KeyBy::CLIENT_IP))
+        .rate_limit_headers(true)
+        .rejection_body("slow down")
+        .clock(clock)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "home" }))
+        .layer(limits.layer().for_axum());
+    let addr = serve(app).await;
+    let c = client();
+    for remaining in ["1", "0"] {
+        let got = fetch(&c, addr, "/").await;
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(got.body, "home");
+        assert_eq!(
+            got.all("ratelimit"),
+            [format!("\"global\";r={remaining};t=60")]
+        );
+    }
+    let refused = fetch(&c, addr, "/").await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.header("retry-after"), Some("60"));
+    assert_eq!(refused.body, "slow down");
+
+    // A concurrency permit lives as long as the (axum) body.
+    let limits = RateLimiting::builder()
+        .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
+        .build()
+        .unwrap();
+    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
+    let addr = serve(streaming_router(feed_tx).layer(limits.layer().for_axum())).await;
+    let a = stream(&c, addr).await;
+    assert_eq!(a.status(), StatusCode::OK);
+    let feed = feeds.recv().await.unwrap();
+    assert_eq!(
+        fetch(&c, addr, "/stream").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    feed.send(Bytes::from_static(b"last chunk")).await.unwrap();
+    drop(feed);
+    let body = a.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "first chunk;last chunk");
+    let mut status = StatusCode::TOO_MANY_REQUESTS;
+    for _ in 0..1000 {
+        status = stream(&c, addr).await.status();
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 //! ```text
 //! http_load <mode> <addr>
 //!   mode: plain | tollgate-allow | tollgate-reject | governor-allow | governor-reject
+//!         | tollgate-axum-allow | tollgate-axum-reject   (`RateLimitLayer::for_axum`)
 //! ```
 //! Every limited mode keys by the peer IP, as a public server would: `allow` modes have limits
 //! no load test reaches, `reject` modes admit one request an hour (so nearly every request of
@@ -38,6 +39,14 @@ fn app(mode: &str) -> Router {
         "plain" => base,
         "tollgate-allow" => base.layer(tollgate(1_000_000_000, Duration::from_secs(10)).layer()),
         "tollgate-reject" => base.layer(tollgate(1, Duration::from_secs(3600)).layer()),
+        "tollgate-axum-allow" => base.layer(
+            tollgate(1_000_000_000, Duration::from_secs(10))
+                .layer()
+                .for_axum(),
+        ),
+        "tollgate-axum-reject" => {
+            base.layer(tollgate(1, Duration::from_secs(3600)).layer().for_axum())
+        }
         "governor-allow" => {
             let config = GovernorConfigBuilder::default()
                 .per_nanosecond(1)

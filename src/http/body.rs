@@ -65,7 +65,12 @@ pin_project! {
 
 impl<B> LimitedBody<B> {
     pub(crate) fn new(body: B, permits: Permits) -> Self {
-        let permits = permits.holds().then_some(permits);
+        Self::held(body, permits.holds().then_some(permits))
+    }
+
+    /// `body` holding `permits` (`Some` only if they hold something).
+    #[inline]
+    pub(crate) fn held(body: B, permits: Option<Permits>) -> Self {
         Self {
             inner: Inner::Body { body, permits },
         }
@@ -121,6 +126,36 @@ impl<B> LimitedBody<B> {
                 ..
             }
         )
+    }
+}
+
+impl<B> LimitedBody<B>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    /// As axum's body: the inner body itself when it holds no permit (no allocation when it
+    /// already is axum's `Body`), this body boxed while it holds one.
+    /// `body` holding `permits`, as axum's body: `body` itself if there are none.
+    #[inline]
+    pub(crate) fn axum_held(body: B, permits: Option<Permits>) -> axum::body::Body {
+        match permits {
+            None => axum::body::Body::new(body),
+            permits => axum::body::Body::new(Self::held(body, permits)),
+        }
+    }
+
+    /// The same as [`into_axum`](Self::into_axum) on [`held`](Self::held)`(body, permits)`.
+    pub(crate) fn into_axum(self) -> axum::body::Body {
+        match self.inner {
+            Inner::Body {
+                body,
+                permits: None,
+            } => axum::body::Body::new(body),
+            Inner::Full { data: None } => axum::body::Body::empty(),
+            Inner::Full { data: Some(data) } => axum::body::Body::from(data),
+            inner => axum::body::Body::new(Self { inner }),
+        }
     }
 }
 

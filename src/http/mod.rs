@@ -26,7 +26,10 @@
 //!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
 //! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
 //!   lock-free decision. The rejected path allocates the response's header map and nothing else
-//!   (the body is a static `Bytes`, `Retry-After` values are cached).
+//!   (the body is a static `Bytes`, `Retry-After` values are cached). Under axum, add
+//!   [`.for_axum()`](RateLimitLayer::for_axum) to each layer: axum boxes every response body
+//!   that is not its own `Body`, which a [`LimitedBody`] is not; `for_axum` hands axum the
+//!   inner body itself (wrapped only while it holds a concurrency permit).
 //! - **Extension point.** Every decision goes through [`PolicyLimiter`], whose waiting half is
 //!   async: a Redis-backed limiter plugs in with [`Policy::custom`].
 //!
@@ -63,13 +66,14 @@
 //!     .unwrap();
 //!
 //! let app: Router = Router::new()
-//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap()))
-//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap()))
+//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap().for_axum()))
+//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap().for_axum()))
 //!     .route("/health", get(|| async { "ok" }))
-//!     .layer(limits.layer());
+//!     .layer(limits.layer().for_axum());
 //! # let _ = app;
 //! ```
 
+mod axum_body;
 mod body;
 mod client_ip;
 mod key_hash;
@@ -97,6 +101,7 @@ use crate::lease::{Reason, Rejection};
 use crate::options::OptionsError;
 use crate::quota::QuotaState;
 
+pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
 use body::Permits;
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
@@ -1371,6 +1376,7 @@ struct Admitted {
 }
 
 impl Admitted {
+    #[inline(always)]
     fn new() -> Self {
         Self {
             permits: Permits::default(),
@@ -1384,26 +1390,69 @@ impl Admitted {
     }
 
     fn finish<B>(self, shared: Option<&Shared>, resp: Response<B>) -> Response<LimitedBody<B>> {
+        let Self {
+            permits,
+            quotas,
+            pause,
+        } = self;
         let (mut parts, body) = resp.into_parts();
         if let Some(shared) = shared {
-            shared.quota_headers(&mut parts.headers, &self.quotas);
-            if let Some((i, key)) = self.pause {
-                if parts.status == StatusCode::TOO_MANY_REQUESTS {
-                    // Delay-seconds or an HTTP-date (against the wall clock, which is what a
-                    // date is in); the pause itself runs on the layer's clock.
-                    if let Some(wait) = parts
-                        .headers
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|s| retry_after::delay(s, std::time::SystemTime::now()))
-                    {
-                        let now = shared.clock.now().as_nanos();
-                        shared.policies[i].pauses.pause(key, now, wait);
-                    }
+            shared.after(&mut parts, &quotas, pause);
+        }
+        Response::from_parts(parts, LimitedBody::new(body, permits))
+    }
+
+    /// What the response future keeps: the permits, if any are held, and the rest only when
+    /// a header or a pause needs it (boxed, with the layer's state, so that the common
+    /// future — a rate policy, headers off — carries two words beside the inner future).
+    #[inline(always)]
+    fn split(&mut self, shared: &Arc<Shared>) -> (Option<Permits>, Option<Box<Extra>>) {
+        let extra = self.needs_shared().then(|| {
+            Box::new(Extra {
+                quotas: core::mem::take(&mut self.quotas),
+                pause: self.pause.take(),
+                shared: shared.clone(),
+            })
+        });
+        let permits = self
+            .permits
+            .holds()
+            .then(|| core::mem::take(&mut self.permits));
+        (permits, extra)
+    }
+}
+
+/// The part of [`Admitted`] a response needs the layer's state for.
+struct Extra {
+    quotas: Quotas,
+    pause: Option<(usize, Key)>,
+    shared: Arc<Shared>,
+}
+
+impl Shared {
+    /// On the inner service's response: the quota headers, and the pause on an upstream 429.
+    fn after(
+        &self,
+        parts: &mut http::response::Parts,
+        quotas: &Quotas,
+        pause: Option<(usize, Key)>,
+    ) {
+        self.quota_headers(&mut parts.headers, quotas);
+        if let Some((i, key)) = pause {
+            if parts.status == StatusCode::TOO_MANY_REQUESTS {
+                // Delay-seconds or an HTTP-date (against the wall clock, which is what a
+                // date is in); the pause itself runs on the layer's clock.
+                if let Some(wait) = parts
+                    .headers
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|s| retry_after::delay(s, std::time::SystemTime::now()))
+                {
+                    let now = self.clock.now().as_nanos();
+                    self.policies[i].pauses.pause(key, now, wait);
                 }
             }
         }
-        Response::from_parts(parts, LimitedBody::new(body, self.permits))
     }
 }
 
@@ -1428,6 +1477,24 @@ where
         let shared = &*self.shared;
         let view = RequestView::of(&req);
         let plan = shared.plan(self.mode, &view);
+        // The common case first: one policy, granted at once, nothing to report or pause on.
+        if let [Some(i), None] = plan {
+            if !shared.want_quota() && !shared.policies[i].policy.pause_on_429 {
+                match shared.decide(i, &view) {
+                    Step::Granted(g) => {
+                        let permits = g
+                            .permit
+                            .holds()
+                            .then(|| Permits([g.permit, Permit::none()]));
+                        return ResponseFuture::admitted(self.inner.call(req), permits, None);
+                    }
+                    Step::Denied(d) => return ResponseFuture::rejected(shared.reject(i, d, &view)),
+                    Step::Wait(key) => {
+                        return self.wait(req, plan, 0, key, Admitted::new());
+                    }
+                }
+            }
+        }
         let mut admitted = Admitted::new();
         for (slot, i) in plan.into_iter().enumerate() {
             let Some(i) = i else { continue };
@@ -1437,12 +1504,14 @@ where
                 Step::Wait(key) => return self.wait(req, plan, slot, key, admitted),
             }
         }
-        let shared = admitted.needs_shared().then(|| self.shared.clone());
-        ResponseFuture::admitted(self.inner.call(req), admitted, shared)
+        let (permits, extra) = admitted.split(&self.shared);
+        drop(admitted); // holds nothing now
+        ResponseFuture::admitted(self.inner.call(req), permits, extra)
     }
 }
 
 impl Admitted {
+    #[inline(always)]
     fn grant(&mut self, slot: usize, i: usize, g: Grant, shared: &Shared, view: &RequestView<'_>) {
         self.permits.0[slot] = g.permit;
         self.quotas[slot] = g.quota.map(|q| (i, q));
@@ -1543,8 +1612,8 @@ pin_project! {
         Admitted {
             #[pin]
             fut: F,
-            admitted: Option<Admitted>,
-            shared: Option<Arc<Shared>>,
+            permits: Option<Permits>,
+            extra: Option<Box<Extra>>,
         },
         // Refused: the rejection, ready.
         Rejected { resp: Option<Response<LimitedBody<B>>> },
@@ -1554,12 +1623,13 @@ pin_project! {
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    fn admitted(fut: F, admitted: Admitted, shared: Option<Arc<Shared>>) -> Self {
+    #[inline(always)]
+    fn admitted(fut: F, permits: Option<Permits>, extra: Option<Box<Extra>>) -> Self {
         Self {
             state: State::Admitted {
                 fut,
-                admitted: Some(admitted),
-                shared,
+                permits,
+                extra,
             },
         }
     }
@@ -1577,6 +1647,59 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     }
 }
 
+impl<F, B, E> ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    /// Polls, making the response's body with `admitted` from an admitted request's inner
+    /// body and its held permits, or with `other` from a [`LimitedBody`] (a rejection, or the
+    /// slow path's response): so that a body type other than `LimitedBody` (axum's) is built
+    /// in one step.
+    #[inline(always)]
+    pub(crate) fn poll_map<R>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        admitted: impl FnOnce(B, Option<Permits>) -> R,
+        other: impl FnOnce(LimitedBody<B>) -> R,
+    ) -> Poll<Result<Response<R>, E>> {
+        match self.project().state.project() {
+            StateProj::Admitted {
+                fut,
+                permits,
+                extra,
+            } => {
+                let resp = core::task::ready!(fut.poll(cx))?;
+                let permits = permits.take();
+                Poll::Ready(Ok(match extra.take() {
+                    None => resp.map(|body| admitted(body, permits)),
+                    Some(extra) => {
+                        let Extra {
+                            quotas,
+                            pause,
+                            shared,
+                        } = *extra;
+                        let (mut parts, body) = resp.into_parts();
+                        shared.after(&mut parts, &quotas, pause);
+                        Response::from_parts(parts, admitted(body, permits))
+                    }
+                }))
+            }
+            StateProj::Rejected { resp } => Poll::Ready(Ok(resp
+                .take()
+                .unwrap_or_else(|| {
+                    // Polled again after completion: an empty 500 rather than a panic.
+                    let mut r = Response::new(LimitedBody::full(Bytes::new()));
+                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    r
+                })
+                .map(other))),
+            StateProj::Waiting { fut } => {
+                fut.as_mut().poll(cx).map(|r| r.map(|resp| resp.map(other)))
+            }
+        }
+    }
+}
+
 impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
@@ -1584,24 +1707,7 @@ where
     type Output = Result<Response<LimitedBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Admitted {
-                fut,
-                admitted,
-                shared,
-            } => {
-                let resp = core::task::ready!(fut.poll(cx))?;
-                let admitted = admitted.take().unwrap_or_else(Admitted::new);
-                Poll::Ready(Ok(admitted.finish(shared.as_deref(), resp)))
-            }
-            StateProj::Rejected { resp } => Poll::Ready(Ok(resp.take().unwrap_or_else(|| {
-                // Polled again after completion: an empty 500 rather than a panic.
-                let mut r = Response::new(LimitedBody::full(Bytes::new()));
-                *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-                r
-            }))),
-            StateProj::Waiting { fut } => fut.as_mut().poll(cx),
-        }
+        self.poll_map(cx, LimitedBody::held, core::convert::identity)
     }
 }
 
