@@ -528,27 +528,32 @@ where
 impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     #[inline]
     fn release(&self, permits: u32) {
-        // Fast path: nobody waits and nothing is owed, one CAS. The decision depends on the
-        // word alone, never on the limit: with nothing owed, the permits available plus those
-        // held make the limit, so the give-back never needs capping. A cap read from the limit
-        // would pair the word with a limit of another moment: a word that returned to the same
-        // value (lowered, then raised back: an ABA the CAS cannot see) would be capped at the
-        // lowered limit and lose permits (loom: `a_release_racing_a_lower_and_a_raise_loses_
-        // nothing`). The field's own maximum only guards the flag bits.
+        // Fast path: nobody waits and nothing is owed, one CAS. With nothing owed, the permits
+        // available and held make the limit, so a release never needs capping; the fast path
+        // writes the uncapped sum and leaves a sum above the limit it reads (a release of more
+        // than was taken, or a limit read from another moment) to the slow path, under the
+        // queue lock, where the limit holds still. Capping here instead would pair the word
+        // with a limit of another moment: a word that returned to the same value (lowered,
+        // then raised back: an ABA the CAS cannot see) would be capped at the lowered limit
+        // and lose permits (loom: `a_release_racing_a_lower_and_a_raise_loses_nothing`).
         let fast = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
             if s.waiters() || s.indebted() {
                 return Err(());
             }
             let next = s.give_back(permits, MAX_LIMIT);
+            if next.available() > self.limit() {
+                return Err(());
+            }
             Ok((self.date_if_idle(next).pack(), ()))
         });
         if fast.is_ok() {
             return;
         }
-        // Waiters or a debt: return the permits under the queue lock, paying what is owed
-        // first, and hand the rest to the queue's serving end: in the same CAS, the permits
-        // of the waiter there are taken for it if they fit now (direct hand-off).
+        // Waiters, a debt, or a sum above the limit: return the permits under the queue lock,
+        // paying what is owed first (capped at the limit, which holds still there), and hand
+        // the rest to the queue's serving end: in the same CAS, the permits of the waiter there
+        // are taken for it if they fit now (direct hand-off).
         self.queue.give_back_and_serve(self, |head| {
             let debt = self.debt.load(Ordering::Relaxed) as u64;
             let Ok((_, (owed, handed))) = cas::transition(&self.word, |w| {
