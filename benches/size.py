@@ -49,6 +49,8 @@ for line in run("llvm-objdump", "-t", lib).splitlines():
     m = re.match(r"^[0-9a-f]+\s+([lgw! ]+)\s*([FOdf ]*)\s+(\S+)\s+[0-9a-f]+\s+(.*)$", line)
     if m and member:
         flags, section, name = m.group(1), m.group(3), m.group(4).strip()
+        # Hidden symbols (compiler builtins such as `__aeabi_uldivmod`) print with a prefix.
+        name = name.removeprefix(".hidden ").strip()
         if section in ("*UND*", "*ABS*") or not name:
             continue
         glob = "g" in flags or "w" in flags
