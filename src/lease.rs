@@ -1,6 +1,7 @@
 //! What an acquisition returns: a [`Lease`] on success, a [`Rejection`] otherwise; and the
 //! [`Statistics`] every limiter keeps.
 
+use crate::nanos::Nanos;
 use core::fmt;
 use core::time::Duration;
 
@@ -221,10 +222,15 @@ impl Reason {
 /// assert_eq!(rejection.reason(), Reason::Exhausted);
 /// assert_eq!(rejection.retry_after(), Some(Duration::from_secs(6)));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// The wait is kept as the limiter computed it, in nanoseconds; it becomes a `Duration` only
+/// when [`retry_after`](Self::retry_after) is called, so a denial that nobody asks about costs
+/// no division.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rejection {
     reason: Reason,
-    retry_after: Option<Duration>,
+    /// RetryAfter in nanoseconds, or [`Nanos::NONE`].
+    retry_ns: Nanos,
 }
 
 impl Rejection {
@@ -232,15 +238,33 @@ impl Rejection {
     pub const fn new(reason: Reason) -> Self {
         Self {
             reason,
-            retry_after: None,
+            retry_ns: Nanos::NONE,
         }
     }
 
     /// A rejection for `reason` that would succeed after `retry_after` if nothing else happened.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Reason, Rejection};
+    ///
+    /// let r = Rejection::with_retry_after(Reason::Exhausted, Duration::MAX);
+    /// assert_eq!(r.retry_after(), Some(Duration::MAX));
+    /// assert_eq!(Rejection::new(Reason::Closed).retry_after(), None);
+    /// ```
     pub const fn with_retry_after(reason: Reason, retry_after: Duration) -> Self {
         Self {
             reason,
-            retry_after: Some(retry_after),
+            retry_ns: Nanos::from_duration(retry_after),
+        }
+    }
+
+    /// A rejection for `reason` with a RetryAfter of `wait` (a limiter's denial: no division).
+    #[inline(always)]
+    pub(crate) const fn after(reason: Reason, wait: Nanos) -> Self {
+        Self {
+            reason,
+            retry_ns: wait,
         }
     }
 
@@ -253,7 +277,21 @@ impl Rejection {
     /// (rounded up to the clock's nanosecond; never zero). `None` where the limiter cannot know
     /// (a concurrency limiter), or no wait helps (exceeds limit, closed).
     pub const fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        if self.retry_ns.is_none() {
+            None
+        } else {
+            Some(self.retry_ns.to_duration())
+        }
+    }
+}
+
+/// As a struct of the reason and [`retry_after`](Rejection::retry_after).
+impl fmt::Debug for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejection")
+            .field("reason", &self.reason)
+            .field("retry_after", &self.retry_after())
+            .finish()
     }
 }
 
@@ -274,7 +312,7 @@ impl fmt::Display for Reason {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.reason.phrase())?;
-        if let Some(d) = self.retry_after {
+        if let Some(d) = self.retry_after() {
             write!(f, " (retry after {d:?})")?;
         }
         Ok(())
@@ -287,7 +325,7 @@ impl core::error::Error for Rejection {}
 #[cfg(feature = "defmt")]
 impl defmt::Format for Rejection {
     fn format(&self, f: defmt::Formatter<'_>) {
-        match self.retry_after {
+        match self.retry_after() {
             Some(d) => defmt::write!(
                 f,
                 "Rejection {{ reason: {}, retry_after_ns: {=u64} }}",

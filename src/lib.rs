@@ -84,6 +84,7 @@ use embassy_time as _;
 mod fixed_window;
 mod lease;
 mod limiter;
+mod nanos;
 mod noop;
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]

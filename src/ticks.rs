@@ -13,23 +13,35 @@
 
 use core::time::Duration;
 
+use crate::nanos::Nanos;
+
 use crate::clock::Instant;
 
 /// Nanoseconds after creation from which a reading counts as a backwards step (2^63: 292 years).
 pub(crate) const HORIZON_NS: u64 = 1 << 63;
 
 /// A limiter's time scale: its creation instant and its period in nanoseconds (never zero).
+///
+/// Finding the tick of an instant divides by the period. A run-time 64-bit division is a slow
+/// instruction on a 64-bit CPU and, on a 32-bit MCU, a call to a library routine of almost a
+/// kilobyte of code. The ticker divides by multiplying with the period's reciprocal instead,
+/// computed once at creation ([`Reciprocal`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Ticker {
     origin: Instant,
     period: u64,
+    recip: Reciprocal,
 }
 
 impl Ticker {
     /// `period_ns` must be at least 1 (options validation guarantees it).
     pub(crate) const fn new(origin: Instant, period_ns: u64) -> Self {
         let period = if period_ns == 0 { 1 } else { period_ns };
-        Self { origin, period }
+        Self {
+            origin,
+            period,
+            recip: Reciprocal::of(period),
+        }
     }
 
     pub(crate) const fn period_ns(&self) -> u64 {
@@ -52,8 +64,7 @@ impl Ticker {
     /// The tick `now` falls in, and the nanoseconds since that tick began.
     #[inline]
     pub(crate) fn tick(&self, now: Instant) -> (u64, u64) {
-        let e = self.elapsed(now);
-        (e / self.period, e % self.period)
+        self.recip.div_rem_elapsed(self.elapsed(now), self.period)
     }
 
     /// [`tick`](Self::tick) of an elapsed time `e` (from [`elapsed`](Self::elapsed)), found
@@ -65,7 +76,7 @@ impl Ticker {
     pub(crate) fn locate(&self, e: u64, hint: u64) -> (u64, u64) {
         match self.offset_in(e, hint) {
             Some(into) => (hint, into),
-            None => (e / self.period, e % self.period),
+            None => self.recip.div_rem_elapsed(e, self.period),
         }
     }
 
@@ -94,40 +105,31 @@ impl Ticker {
 
     /// The wait from `into` nanoseconds into some tick until `ticks` ticks after that tick began
     /// (zero for `ticks == 0`; `into` is less than a period, so otherwise at least 1 ns).
-    pub(crate) fn wait_for(&self, ticks: u64, into: u64) -> Duration {
-        if ticks == 0 {
-            return Duration::ZERO;
-        }
+    pub(crate) fn wait_for(&self, ticks: u64, into: u64) -> Nanos {
         match u32::try_from(ticks) {
             Ok(ticks) => self.wait_ticks(ticks, into),
             Err(_) => self.wait_for_long(ticks, into),
         }
     }
 
-    /// [`wait_for`](Self::wait_for) of 2^32 ticks or more, from [`wait_ticks`](Self::wait_ticks)
-    /// of each 32-bit half: `ticks·period = hi·period·2^32 + lo·period`, and a `Duration` times
-    /// 2^32 is exact in 64-bit arithmetic (its nanoseconds times 2^32 fit in 62 bits). No 128-bit
-    /// arithmetic, and little code beside `wait_ticks`.
+    /// [`wait_for`](Self::wait_for) of 2^32 ticks or more: `ticks·period = hi·period·2^32 +
+    /// lo·period`, each product exact in 96 bits ([`Nanos::product`]), the sum in 128 (shifts
+    /// and additions only).
     #[cold]
     #[inline(never)]
-    fn wait_for_long(&self, ticks: u64, into: u64) -> Duration {
-        const NS: u64 = 1_000_000_000;
+    fn wait_for_long(&self, ticks: u64, into: u64) -> Nanos {
         let (hi, lo) = ((ticks >> 32) as u32, ticks as u32);
-        let high = self.wait_ticks(hi, 0);
-        let nanos = u64::from(high.subsec_nanos()) << 32;
-        high.as_secs()
-            .checked_mul(1 << 32)
-            .and_then(|s| s.checked_add(nanos / NS))
-            .and_then(|s| Duration::new(s, (nanos % NS) as u32).checked_add(self.wait_ticks(lo, 0)))
-            // `into` is less than a period: no underflow.
-            .map_or(Duration::MAX, |d| d - Duration::from_nanos(into))
+        let high = Nanos::product(self.period, hi) << 32; // < 2^95 · 2^32
+        let low = Nanos::product(self.period, lo); // < 2^96
+                                                   // `into` is less than a period, so than the total: no underflow.
+        Nanos::from_u128(high + low - u128::from(into))
     }
 
     /// [`wait_until`](Self::wait_until) for one request: the wait until `ticks` ticks after
     /// `base`, at most `u32::MAX` (as
     /// [`Bucket::ticks_to_take`](crate::bucket::state::Bucket::ticks_to_take) gives).
     #[inline]
-    pub(crate) fn wait_one(&self, k: u64, into: u64, base: u64, ticks: u32) -> Duration {
+    pub(crate) fn wait_one(&self, k: u64, into: u64, base: u64, ticks: u32) -> Nanos {
         if base > k {
             self.wait_ticks(ticks, 0)
         } else {
@@ -137,33 +139,19 @@ impl Ticker {
         }
     }
 
-    /// [`wait_for`](Self::wait_for) of at most `u32::MAX` ticks (one request's), with less
-    /// arithmetic past 2^64 ns than the general case: `ticks·(period mod 10^9)` fits in 62
-    /// bits, so the seconds are `ticks·(period / 10^9)` plus that over 10^9. This is the only
-    /// wait a `try_acquire` without a queue reaches, and the smallest code for it.
-    pub(crate) fn wait_ticks(&self, ticks: u32, into: u64) -> Duration {
+    /// [`wait_for`](Self::wait_for) of at most `u32::MAX` ticks (one request's): one
+    /// multiplication while the product fits 64 bits, else the exact 96-bit product. This is the
+    /// only wait a `try_acquire` without a queue reaches, and the smallest code for it.
+    #[inline]
+    pub(crate) fn wait_ticks(&self, ticks: u32, into: u64) -> Nanos {
         if ticks == 0 {
-            return Duration::ZERO;
+            return Nanos::ZERO;
         }
-        let t = u64::from(ticks);
-        let (secs, nanos) = match t.checked_mul(self.period) {
-            Some(ns) => return Duration::from_nanos(ns - into), // the common case
-            None => {
-                let (ps, pn) = split_ns(self.period);
-                let (fs, fnanos) = split_ns(t * u64::from(pn)); // < 2^32 * 2^30
-                let (is, inanos) = split_ns(into);
-                let Some(secs) = t.checked_mul(ps).and_then(|s| s.checked_add(fs)) else {
-                    return Duration::MAX;
-                };
-                // Minus `into`, which is less than a period and so than the total.
-                if fnanos >= inanos {
-                    (secs - is, fnanos - inanos)
-                } else {
-                    (secs - is - 1, fnanos + NANOS_PER_SEC as u32 - inanos)
-                }
-            }
-        };
-        Duration::new(secs, nanos)
+        match u64::from(ticks).checked_mul(self.period) {
+            Some(ns) => Nanos::from_u64(ns - into), // the common case
+            // `into` is less than a period, so than the product.
+            None => Nanos::from_u128(Nanos::product(self.period, ticks) - u128::from(into)),
+        }
     }
 
     /// The wait until tick `target` begins, seen from `into` ns into tick `k` by a limiter whose
@@ -171,7 +159,7 @@ impl Ticker {
     /// is stale (the thread was preempted after reading the clock while others moved the state
     /// on) or the clock stepped back: real time is at least the start of `base`, so the wait
     /// counts from there and is not inflated by the staleness.
-    pub(crate) fn wait_until(&self, k: u64, into: u64, base: u64, target: u64) -> Duration {
+    pub(crate) fn wait_until(&self, k: u64, into: u64, base: u64, target: u64) -> Nanos {
         if base > k {
             self.wait_for(target - base, 0)
         } else {
@@ -180,43 +168,98 @@ impl Ticker {
     }
 }
 
-const NANOS_PER_SEC: u64 = 1_000_000_000;
+/// `floor((2^64 - 1) / d)` for a divisor `d >= 1`: with it, `e / d` is the high half of
+/// `e · m` plus at most 2 (`m · d` lies in `(2^64 - 1 - d, 2^64 - 1]`, so
+/// `e/d - e·m/2^64 < e·(d + 1)/(d·2^64) <= 2` for any 64-bit `e`), and never more than the
+/// quotient. The ticker corrects the estimate with the remainder, so the result is exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reciprocal(u64);
 
-/// Whole seconds and the nanoseconds left of `ns`. One out-of-line copy of the division by 10^9
-/// for the waits' slow paths: on a 32-bit MCU each inlined copy is dozens of instructions.
-#[inline(never)]
-fn split_ns(ns: u64) -> (u64, u32) {
-    (ns / NANOS_PER_SEC, (ns % NANOS_PER_SEC) as u32)
+impl Reciprocal {
+    /// The reciprocal of `d >= 1`, by shift-and-subtract long division (64 steps, once, at
+    /// creation; no division routine, and usable in `const` constructors).
+    pub(crate) const fn of(d: u64) -> Reciprocal {
+        let mut q = 0u64;
+        let mut r = 0u64;
+        let mut i = 64;
+        while i > 0 {
+            i -= 1;
+            // The dividend is all ones: bring down a 1. `r < d`, so `2r + 1` needs 65 bits at
+            // most: `top` is that bit.
+            let top = r >> 63;
+            r = (r << 1) | 1;
+            if top == 1 || r >= d {
+                r = r.wrapping_sub(d);
+                q |= 1 << i;
+            }
+        }
+        Reciprocal(q)
+    }
+
+    /// [`div_rem`](Self::div_rem) of an elapsed time, below [`HORIZON_NS`]: there the estimate
+    /// is off by at most 1 (`e·(d + 1)/(d·2^64) < (d + 1)/(2d) <= 1`), so one correction.
+    #[inline]
+    pub(crate) const fn div_rem_elapsed(self, e: u64, d: u64) -> (u64, u64) {
+        debug_assert!(e < HORIZON_NS);
+        let q = mul_high(e, self.0);
+        let r = e - q * d;
+        if r >= d {
+            (q + 1, r - d)
+        } else {
+            (q, r)
+        }
+    }
+
+    /// `(e / d, e % d)` for the `d` this is the reciprocal of: one multiplication for the
+    /// estimate, one for the remainder, at most two corrections.
+    #[inline]
+    pub(crate) const fn div_rem(self, e: u64, d: u64) -> (u64, u64) {
+        let mut q = mul_high(e, self.0);
+        // `q · d <= e`: no overflow.
+        let mut r = e - q * d;
+        // Two steps written out, not a loop: a compiler turns a loop of subtractions back into
+        // the division this avoids.
+        if r >= d {
+            q += 1;
+            r -= d;
+            if r >= d {
+                q += 1;
+                r -= d;
+            }
+        }
+        (q, r)
+    }
 }
 
-/// A `Duration` of `ns` nanoseconds, for values past `u64::MAX` (saturating at `Duration::MAX`).
-///
-/// Without a 128-bit division: on a 32-bit MCU that is a library call of about 800 bytes of
-/// code, pulled into every `try_acquire` that can compute a RetryAfter. Instead `ns = hi * 2^64
-/// + lo`, and `2^64 = Q * 10^9 + R`, so the seconds are `hi * Q` plus the seconds of the 64-bit
-/// sums `hi * R` and `lo` (divisions by a constant, which compile to multiplications).
+/// The high 64 bits of the 128-bit product `a · b`.
+#[inline(always)]
+const fn mul_high(a: u64, b: u64) -> u64 {
+    #[cfg(target_pointer_width = "64")]
+    {
+        ((a as u128 * b as u128) >> 64) as u64
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        mul_high_halves(a, b)
+    }
+}
+
+/// [`mul_high`] from four 32 × 32 → 64-bit products, for 32-bit targets, where a 128-bit
+/// multiplication is a library call.
+#[inline(always)]
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))] // tested on every target
+const fn mul_high_halves(a: u64, b: u64) -> u64 {
+    let (a1, a0) = (a >> 32, a & 0xFFFF_FFFF);
+    let (b1, b0) = (b >> 32, b & 0xFFFF_FFFF);
+    let (low, cross1, cross2) = (a0 * b0, a1 * b0, a0 * b1);
+    let mid = (low >> 32) + (cross1 & 0xFFFF_FFFF) + (cross2 & 0xFFFF_FFFF);
+    a1 * b1 + (cross1 >> 32) + (cross2 >> 32) + (mid >> 32)
+}
+
+/// A `Duration` of `ns` nanoseconds, for values past `u64::MAX` (saturating at `Duration::MAX`),
+/// with no 128-bit division ([`Nanos::to_duration`]).
 pub(crate) fn duration_from_nanos_u128(ns: u128) -> Duration {
-    if let Ok(ns) = u64::try_from(ns) {
-        return Duration::from_nanos(ns); // the common case
-    }
-    const NS: u64 = 1_000_000_000;
-    const Q: u64 = u64::MAX / NS; // 2^64 = Q * NS + R (u64::MAX % NS is not NS - 1)
-    const R: u64 = u64::MAX % NS + 1;
-    let (hi, lo) = ((ns >> 64) as u64, ns as u64);
-    // hi * R < 2^64 needs hi < 2^34; past that the seconds overflow u64 anyway.
-    let Some(t) = hi.checked_mul(R) else {
-        return Duration::MAX;
-    };
-    let nanos = t % NS + lo % NS; // < 2 * 10^9
-    let secs = hi
-        .checked_mul(Q)
-        .and_then(|s| s.checked_add(t / NS))
-        .and_then(|s| s.checked_add(lo / NS))
-        .and_then(|s| s.checked_add(nanos / NS));
-    match secs {
-        Some(secs) => Duration::new(secs, (nanos % NS) as u32),
-        None => Duration::MAX,
-    }
+    Nanos::from_u128(ns).to_duration()
 }
 
 /// A duration in whole nanoseconds, or `None` past `u64::MAX` ns (584 years).
@@ -241,6 +284,63 @@ pub(crate) const fn period_nanos(d: Duration) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let divisors = [
+            1u64,
+            2,
+            3,
+            7,
+            10,
+            1_000,
+            999_999_937,
+            1_000_000_000,
+            u64::from(u32::MAX),
+            1 << 32,
+            (1 << 32) + 1,
+            3_600_000_000_000,
+            (1 << 62) + 12345,
+            HORIZON_NS - 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for d in divisors {
+            let r = Reciprocal::of(d);
+            assert_eq!(r.0, u64::MAX / d, "{d}");
+            let mut es = vec![0, 1, d - 1, d, d.saturating_add(1), u64::MAX, u64::MAX - 1];
+            es.extend((1..=3).map(|k: u64| k.saturating_mul(d)));
+            es.push((u64::MAX / d) * d);
+            es.push(HORIZON_NS - 1);
+            es.push((HORIZON_NS - 1) / d * d);
+            es.push(((HORIZON_NS - 1) / d * d).saturating_sub(1));
+            es.push(((u64::MAX / d) * d).wrapping_sub(1));
+            for _ in 0..2_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                es.push(x >> (x % 64));
+            }
+            for e in es {
+                assert_eq!(r.div_rem(e, d), (e / d, e % d), "{e} / {d}");
+                if e < HORIZON_NS {
+                    assert_eq!(r.div_rem_elapsed(e, d), (e / d, e % d), "{e} / {d}");
+                }
+            }
+        }
+        // The 32-bit targets' high product agrees with the 128-bit one.
+        for (a, b) in [
+            (u64::MAX, u64::MAX),
+            (x, x.rotate_left(7)),
+            (1 << 63, 3),
+            (0, 5),
+        ] {
+            let high = ((u128::from(a) * u128::from(b)) >> 64) as u64;
+            assert_eq!(mul_high_halves(a, b), high);
+            assert_eq!(mul_high(a, b), high);
+        }
+    }
 
     #[test]
     fn ticks_from_origin_and_backwards_steps() {
@@ -332,7 +432,7 @@ mod tests {
             for ticks in edges {
                 for into in [0, 1, period / 2, period - 1] {
                     assert_eq!(
-                        t.wait_for(ticks, into),
+                        t.wait_for(ticks, into).to_duration(),
                         reference(period, ticks, into),
                         "{period} {ticks} {into}"
                     );
@@ -364,7 +464,7 @@ mod tests {
                 }
                 let (ticks, into) = (x >> (x % 48), x % period);
                 assert_eq!(
-                    t.wait_for(ticks, into),
+                    t.wait_for(ticks, into).to_duration(),
                     reference(period, ticks, into),
                     "{period} {ticks} {into}"
                 );
@@ -425,18 +525,18 @@ mod tests {
     fn stale_readings_wait_from_the_state_tick() {
         let t = Ticker::new(Instant::ZERO, 10);
         // Reading 3 ns into tick 5, state at tick 5: 2 ticks after 5 begins.
-        assert_eq!(t.wait_until(5, 3, 5, 7), Duration::from_nanos(17));
+        assert_eq!(t.wait_until(5, 3, 5, 7), Nanos::from_u64(17));
         // Reading in tick 2 but the state is at tick 5: real time is at least tick 5's start.
-        assert_eq!(t.wait_until(2, 3, 5, 7), Duration::from_nanos(20));
-        assert_eq!(t.wait_until(5, 3, 5, 5), Duration::ZERO);
+        assert_eq!(t.wait_until(2, 3, 5, 7), Nanos::from_u64(20));
+        assert_eq!(t.wait_until(5, 3, 5, 5), Nanos::ZERO);
     }
 
     #[test]
     fn waits_are_exact_and_saturate() {
         let t = Ticker::new(Instant::ZERO, 10);
-        assert_eq!(t.wait_for(1, 3), Duration::from_nanos(7));
+        assert_eq!(t.wait_for(1, 3), Nanos::from_u64(7));
         let big = Ticker::new(Instant::ZERO, u64::MAX);
-        assert!(big.wait_for(u64::MAX, 0) >= Duration::from_secs(u64::MAX / 2));
+        assert!(big.wait_for(u64::MAX, 0).to_duration() >= Duration::from_secs(u64::MAX / 2));
     }
 
     /// Mutation testing (issue 9): `since_start_of` dates a limiter's idleness (a bucket full

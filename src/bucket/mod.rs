@@ -11,6 +11,7 @@ use core::time::Duration;
 use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection, Statistics};
+use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 #[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
@@ -280,13 +281,10 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted { .. }, b, (k, into))) => {
+            Err((Denied::Exhausted { missing }, b, (k, into))) => {
                 // From the very instant and state the decision was made on: no second clock read.
-                let wait = self.retry_after(k, into, b, n, r);
-                Err(Rejection::with_retry_after(
-                    Reason::Exhausted,
-                    wait.max(Duration::from_nanos(1)),
-                ))
+                let wait = self.retry_after(k, into, b, n, missing, r);
+                Err(Rejection::after(Reason::Exhausted, wait.at_least_1ns()))
             }
         }
     }
@@ -319,10 +317,10 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns; the case past 2^64 ns
         // stays out of line.
         let wait = match u64::from(ticks).checked_mul(self.ticker.period_ns()) {
-            Some(ns) => Duration::from_nanos(ns - into),
+            Some(ns) => Nanos::from_u64(ns - into),
             None => self.ticker.wait_ticks(ticks, into),
         };
-        Some(Err(Rejection::with_retry_after(Reason::Exhausted, wait)))
+        Some(Err(Rejection::after(Reason::Exhausted, wait)))
     }
 
     /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
@@ -337,25 +335,31 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         match b.try_take(k, n, r, self.queue.barging()) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
-            Err(Denied::Exhausted { .. }) => Err(Rejection::with_retry_after(
+            Err(Denied::Exhausted { missing }) => Err(Rejection::after(
                 Reason::Exhausted,
-                self.retry_after(k, into, b, n, r)
-                    .max(Duration::from_nanos(1)),
+                self.retry_after(k, into, b, n, missing, r).at_least_1ns(),
             )),
         }
     }
 
     /// The exact wait before `n` tokens can be taken, seen from `into` ns into tick `k` by a
-    /// newcomer denied on the word `w`: behind an oldest-first queue, each waiter ahead is
-    /// served in turn (walked under the queue lock, with the word as it is under that lock, since
-    /// the refill cap makes the answer depend on each waiter's size, not just their sum).
+    /// newcomer denied on the word `b` for lack of `missing` tokens: behind an oldest-first
+    /// queue, each waiter ahead is served in turn (walked under the queue lock, with the word as
+    /// it is under that lock, since the refill cap makes the answer depend on each waiter's
+    /// size, not just their sum).
+    ///
+    /// With nobody ahead, `missing` is what the decision found short on `b` refilled to
+    /// `max(k, b.tick)` (refilling to an earlier tick changes nothing), so the wait is the whole
+    /// ticks of refill that bring it, from there: no second refill computation.
     #[inline]
-    fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32, r: Refill) -> Duration {
+    fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32, missing: u64, r: Refill) -> Nanos {
         if b.waiters && !self.queue.barging() {
             self.retry_after_queued(k, into, n)
         } else {
             let base = k.max(b.tick);
-            let ticks = b.at(base, r).ticks_to_take(r, n.max(1));
+            // At most `n <= limit` (1 for a probe).
+            let missing = u32::try_from(missing).unwrap_or(u32::MAX);
+            let ticks = Bucket { tokens: 0, ..b }.ticks_to_take(r, missing);
             self.ticker.wait_one(k, into, base, ticks)
         }
     }
@@ -364,7 +368,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// of line).
     #[cold]
     #[inline(never)]
-    fn retry_after_queued(&self, k: u64, into: u64, n: u32) -> Duration {
+    fn retry_after_queued(&self, k: u64, into: u64, n: u32) -> Nanos {
         self.queue.with_requests(|ahead| {
             let b = self.word.load();
             self.wait_behind(k, into, b, ahead.chain(core::iter::once(n.max(1))))
@@ -380,7 +384,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         into: u64,
         b: Bucket,
         requests: impl IntoIterator<Item = u32>,
-    ) -> Duration {
+    ) -> Nanos {
         let base = k.max(b.tick);
         let r = self.refill();
         let ticks = b.at(base, r).ticks_to_serve(r, requests);
@@ -422,7 +426,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
     /// most the limit; beyond one limit, refills are counted uncapped as the tokens are taken
     /// in order as they arrive). Zero if it holds them already.
-    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+    pub(crate) fn wait_for(&self, total: u64) -> Nanos {
         let (k, into) = self.ticker.tick(self.clock.now());
         let b = self.word.load();
         if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill().limit)) {
@@ -679,7 +683,7 @@ macro_rules! bucket_limiter {
                 }
             }
             fn wait_for_permits(&self, total: u64) -> Option<core::time::Duration> {
-                Some(self.core.wait_for(total))
+                Some(self.core.wait_for(total).to_duration())
             }
             fn lease(&self, n: u32) -> $crate::Lease<'_> {
                 $crate::Lease::unreleased(n)

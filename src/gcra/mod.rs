@@ -9,6 +9,7 @@ use core::time::Duration;
 use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection, Statistics};
+use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
@@ -250,9 +251,9 @@ impl<C: Clock> GcraCore<C> {
                 if !self.queue.barging() && self.queue.queued_permits() != 0 {
                     return None;
                 }
-                Some(Err(Rejection::with_retry_after(
+                Some(Err(Rejection::after(
                     Reason::Exhausted,
-                    Duration::from_nanos(wait),
+                    Nanos::from_u64(wait),
                 )))
             }
         }
@@ -289,10 +290,7 @@ impl<C: Clock> GcraCore<C> {
                     self.queue.queued_permits()
                 };
                 let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, p);
-                Rejection::with_retry_after(
-                    Reason::Exhausted,
-                    duration_from_nanos_u128(wait.max(1)),
-                )
+                Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
             }
         }
     }

@@ -108,7 +108,7 @@ impl KeyedBucket {
             .max(1);
         let ticks = Bucket::ticks_to_gain(missing, self.refill).saturating_add(b.tick.max(k) - k);
         let wait = self.ticker.wait_for(ticks, into);
-        Rejection::with_retry_after(Reason::Exhausted, wait.max(Duration::from_nanos(1)))
+        Rejection::after(Reason::Exhausted, wait.at_least_1ns())
     }
 
     /// Tokens in word `w` at `now`.
@@ -203,7 +203,7 @@ impl KeyedBucket {
         let wait = self
             .ticker
             .wait_for(Bucket::ticks_to_gain(missing, self.refill), into);
-        Rejection::with_retry_after(Reason::Exhausted, wait.max(Duration::from_nanos(1)))
+        Rejection::after(Reason::Exhausted, wait.at_least_1ns())
     }
 
     /// Tokens in state `v` at tick `k`.

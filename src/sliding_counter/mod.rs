@@ -10,10 +10,11 @@ use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
+use crate::nanos::Nanos;
 use crate::options::OptionsError;
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
-use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
+use crate::ticks::{nanos_of, Ticker};
 
 use state::{Counter, Denied, Shape};
 
@@ -302,9 +303,9 @@ impl<C: Clock> SlidingCounterLimiter<C> {
             Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted, w)) => {
                 let wait = Counter::unpack(w).wait(k, into, n.max(1), s);
-                Err(Rejection::with_retry_after(
+                Err(Rejection::after(
                     Reason::Exhausted,
-                    duration_from_nanos_u128(wait.max(1)),
+                    Nanos::from_u128(wait.max(1)),
                 ))
             }
         }
@@ -322,9 +323,9 @@ impl<C: Clock> crate::limiter::Peek for SlidingCounterLimiter<C> {
         match c.try_take(k, into, permits, s) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
-            Err(Denied::Exhausted) => Err(Rejection::with_retry_after(
+            Err(Denied::Exhausted) => Err(Rejection::after(
                 Reason::Exhausted,
-                duration_from_nanos_u128(c.wait(k, into, permits.max(1), s).max(1)),
+                Nanos::from_u128(c.wait(k, into, permits.max(1), s).max(1)),
             )),
         }
     }

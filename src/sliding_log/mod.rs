@@ -8,10 +8,11 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
+use crate::nanos::Nanos;
 use crate::options::OptionsError;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
+use crate::ticks::{nanos_of, Ticker};
 use crate::wait::Lock;
 
 use state::{Denied, Log, Shape};
@@ -343,7 +344,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
                 log.clone().try_take(now, n, s)
             };
             decided.map_err(|Denied::Exhausted { wait }| {
-                Rejection::with_retry_after(Reason::Exhausted, duration_from_nanos_u128(wait))
+                Rejection::after(Reason::Exhausted, Nanos::from_u128(wait))
             })
         })
     }

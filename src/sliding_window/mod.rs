@@ -10,6 +10,7 @@ use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
+use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
@@ -513,10 +514,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             // it leaves the window, `segments` segments after it began, and then `n <= limit`
             // fits. No ring to read: exactly the general path's answer (`retry_after`).
             let wait = match s.segments.checked_mul(self.ticker.period_ns()) {
-                Some(ns) => Duration::from_nanos(ns - into),
+                Some(ns) => Nanos::from_u64(ns - into),
                 None => self.ticker.wait_for(s.segments, into),
             };
-            return Some(Err(Rejection::with_retry_after(Reason::Exhausted, wait)));
+            return Some(Err(Rejection::after(Reason::Exhausted, wait)));
         }
         None
     }
@@ -540,10 +541,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted { .. }, h, (k, into))) => {
                 let wait = self.retry_after(k, into, h, n, barge);
-                Err(Rejection::with_retry_after(
-                    Reason::Exhausted,
-                    wait.max(Duration::from_nanos(1)),
-                ))
+                Err(Rejection::after(Reason::Exhausted, wait.at_least_1ns()))
             }
         }
     }
@@ -552,7 +550,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// newcomer denied on the header `h`; behind an oldest-first queue, each waiter ahead is
     /// served in turn (walked under the queue lock).
     #[cold]
-    fn retry_after(&self, k: u64, into: u64, h: Header, n: u32, barge: bool) -> Duration {
+    fn retry_after(&self, k: u64, into: u64, h: Header, n: u32, barge: bool) -> Nanos {
         let newcomer = core::iter::once(n.max(1));
         if h.waiters && !barge {
             self.queue.with_requests(|ahead| {
@@ -566,7 +564,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
 
     /// How long until time alone lets the window grant `total` permits (in requests of at most
     /// the limit, each counted in the segment it is granted in). Zero if they are free now.
-    fn wait_for(&self, total: u64) -> Duration {
+    fn wait_for(&self, total: u64) -> Nanos {
         let (k, into) = self.ticker.tick(self.clock.now());
         let h = self.header.load();
         let limit = self.limit();
@@ -578,7 +576,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         let windows = whole.saturating_sub(1);
         let extra =
             u128::from(windows) * u128::from(self.segments) * u128::from(self.ticker.period_ns());
-        wait.saturating_add(crate::ticks::duration_from_nanos_u128(extra))
+        wait.saturating_add(Nanos::from_u128(extra))
     }
 
     /// The wait until the last of `requests` is granted (in order, each as soon as the window
@@ -596,7 +594,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         into: u64,
         mut h: Header,
         requests: impl IntoIterator<Item = u32>,
-    ) -> Duration {
+    ) -> Nanos {
         let segments = self.segments;
         let mut window = [0u64; N];
         let window = &mut window[..segments as usize];
@@ -729,7 +727,7 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
         }
     }
     fn wait_for_permits(&self, total: u64) -> Option<Duration> {
-        Some(self.wait_for(total))
+        Some(self.wait_for(total).to_duration())
     }
     fn lease(&self, n: u32) -> Lease<'_> {
         Lease::unreleased(n)
@@ -798,10 +796,9 @@ impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingWindowLimiter<C, 
         match h.try_take(k, permits, s, barge, |j| self.frozen(j)) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
-            Err(Denied::Exhausted { .. }) => Err(Rejection::with_retry_after(
+            Err(Denied::Exhausted { .. }) => Err(Rejection::after(
                 Reason::Exhausted,
-                self.retry_after(k, into, h, permits, barge)
-                    .max(Duration::from_nanos(1)),
+                self.retry_after(k, into, h, permits, barge).at_least_1ns(),
             )),
         }
     }
@@ -966,7 +963,7 @@ mod tests {
         // (segments 2..=4 holding 0, 1, 1) has room for 1 when segment 3 leaves, at segment 6,
         // two segments after the start of segment 4 (where real time is at least).
         let wait = l.retry_after(1, 0, decided, 1, false);
-        assert_eq!(wait, Duration::from_nanos(20));
+        assert_eq!(wait, Nanos::from_u64(20));
         at(&clock, 59);
         assert!(l.try_acquire(1).is_err());
         at(&clock, 60);
