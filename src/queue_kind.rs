@@ -63,6 +63,7 @@ impl QueueKind for WaitQueue {
     fn barging(&self) -> bool {
         WaitQueue::barging(self)
     }
+    #[inline]
     fn queued_permits(&self) -> u64 {
         WaitQueue::queued_permits(self)
     }

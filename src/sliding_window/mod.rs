@@ -14,7 +14,7 @@ use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
-use crate::ticks::{period_nanos, Ticker};
+use crate::ticks::{period_nanos, Reciprocal, Ticker};
 use crate::wait::{self, Acquire, Source, WaitQueue};
 
 use state::{Denied, Header, Shape, TICK_MAX};
@@ -222,6 +222,8 @@ pub struct SlidingWindowLimiter<C: Clock, const N: usize = 16> {
     ticker: Ticker,
     /// Segments per window (fixed at creation).
     segments: u64,
+    /// Its reciprocal: a segment's slot in the ring without a division.
+    by_segments: Reciprocal,
     /// Permits per window (changed by `reconfigure`).
     limit: AtomicU64,
     counters: Counters,
@@ -250,6 +252,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             ring: core::array::from_fn(|_| AtomicU128::new(0)),
             ticker: Ticker::new(clock.now(), segment),
             segments: u64::from(options.segments_per_window),
+            by_segments: Reciprocal::of(options.segments_per_window as u64),
             limit: AtomicU64::new(options.permit_limit as u64),
             counters: Counters::new(),
             queue: WaitQueue::new(options.queue_limit, options.queue_order),
@@ -290,6 +293,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 ring: empty_ring(),
                 ticker: Ticker::new(crate::Instant::ZERO, segment),
                 segments: options.segments_per_window as u64,
+                by_segments: Reciprocal::of(options.segments_per_window as u64),
                 limit: AtomicU64::new(options.permit_limit as u64),
                 counters: Counters::new(),
                 queue: WaitQueue::new(options.queue_limit, options.queue_order),
@@ -379,14 +383,21 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         }
     }
 
+    /// The ring slot of `segment`: `segment % segments`, by multiplication (a 64-bit division
+    /// is a slow instruction, and a library routine of almost a kilobyte on a 32-bit MCU).
+    #[inline]
+    fn index(&self, segment: u64) -> u64 {
+        self.by_segments.div_rem(segment, self.segments).1
+    }
+
     fn slot(&self, segment: u64) -> &AtomicU128 {
         // `segments <= N` (validated), so the index is in bounds.
-        &self.ring[(segment % self.segments) as usize]
+        &self.ring[self.index(segment) as usize]
     }
 
     /// The frozen count of segment `j`: its slot, if the slot still holds segment `j`.
     fn frozen(&self, j: u64) -> u32 {
-        self.frozen_in(j % self.segments, j)
+        self.frozen_in(self.index(j), j)
     }
 
     /// [`frozen`](Self::frozen) with the slot index `j % segments` already known.
@@ -631,7 +642,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     fn read_window(&self, base: u64, h: Header, window: &mut [u64]) {
         let segments = self.segments;
         // `window[i]` is segment `base + 1 + i - segments`, in slot `(base + 1 + i) % segments`.
-        let mut index = (base + 1) % segments;
+        let mut index = self.index(base + 1);
         for (i, c) in window.iter_mut().enumerate() {
             *c = match (base + 1 + i as u64).checked_sub(segments) {
                 Some(j) if j < h.tick => u64::from(self.frozen_in(index, j)),

@@ -299,6 +299,7 @@ impl WaitQueue {
     }
 
     /// Permits requested by queued waiters (a lock-free snapshot).
+    #[inline]
     pub(crate) fn queued_permits(&self) -> u64 {
         self.queued.load(Ordering::Acquire)
     }
