@@ -91,9 +91,9 @@ impl ParamsCell {
         }
     }
 
-    /// [`get`](Self::get) of parameters that fit no word: the sequence lock.
-    #[cold]
-    #[inline(never)]
+    /// [`get`](Self::get) of parameters that fit no word: the sequence lock (a few loads, kept
+    /// inline: a decision on a day-long interval is no rarer than any other).
+    #[inline(always)]
     fn get_wide(&self) -> Params {
         loop {
             let before = self.seq.load(Ordering::Acquire);
