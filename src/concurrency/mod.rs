@@ -370,7 +370,9 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     #[inline]
     fn date_if_idle(&self, next: State) -> State {
         let limit = self.limit();
-        if !self.eager {
+        // `eager` is never set where the stamp cannot be raised (32-bit MCUs): saying so here
+        // lets the compiler drop the eager branch's code there.
+        if !Stamp::RAISES || !self.eager {
             return next.mark_undated_if_idle(limit);
         }
         if next.idle(limit) {

@@ -4,7 +4,7 @@
 //!
 //! The queued limiter's rare paths — a release that pays a debt left by a lowered limit, or
 //! whose sum lands above the limit it read, and `reconfigure` — run under its queue lock, where
-//! the limit and the debt hold still. Without a queue they run under [`SLOW_PATH`], one lock
+//! the limit and the debt hold still. Without a queue they run under one lock
 //! shared by every limiter without a queue: a `critical-section` section without `std`
 //! (interrupt-safe, as the queue lock is), a mutex with it. Taking a permit never locks, and
 //! neither does a release while nothing is owed.
@@ -19,11 +19,26 @@ use crate::options::OptionsError;
 use crate::queue_kind::NoQueue;
 use crate::stats::Counters;
 use crate::sync::AtomicUsize;
-use crate::wait::Lock;
 
-/// The lock of the rare paths of every concurrency limiter without a queue (see the module
-/// docs): held for one compare-and-swap and two plain atomic accesses.
-static SLOW_PATH: Lock<()> = Lock::new(());
+/// Runs `f` under the lock of the rare paths of every concurrency limiter without a queue (see
+/// the module docs), held for one compare-and-swap and two plain atomic accesses: a
+/// `critical-section` section without `std`, a mutex with it.
+#[inline(always)]
+fn slow_path<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "std")]
+    {
+        static SLOW_PATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        // The lock guards no data of its own: a panic under it leaves nothing inconsistent.
+        let _held = SLOW_PATH
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f()
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        critical_section::with(|_| f())
+    }
+}
 
 impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
     /// A limiter without a wait queue ([`NoQueue`]), reading time from `clock`. The options'
@@ -145,7 +160,7 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
         if options.queue_limit != 0 {
             return Err(OptionsError::NoWaitQueue);
         }
-        SLOW_PATH.with(|()| self.apply_limit(options.permit_limit));
+        slow_path(|| self.apply_limit(options.permit_limit));
         Ok(())
     }
 }
@@ -201,7 +216,7 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C, NoQueue> {
         if self.release_fast(permits) {
             return;
         }
-        SLOW_PATH.with(|()| {
+        slow_path(|| {
             let _ = self.repay_and_hand(permits, None);
         });
     }
