@@ -481,3 +481,19 @@ fn releases_racing_reconfigurations_lose_no_permit() {
     assert_eq!(limiter.options().permit_limit, 8);
     assert_eq!(limiter.available_permits(), 8);
 }
+
+/// An owned lease of a limiter without a queue gives its permits back when dropped, from
+/// another thread too.
+#[test]
+fn owned_leases_of_a_concurrency_limiter_without_a_queue_come_back() {
+    use std::sync::Arc;
+    use tollgate::AcquireOwned;
+    let limiter = Arc::new(
+        ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(2), ManualClock::new()).unwrap(),
+    );
+    let lease = limiter.try_acquire_owned(2).unwrap();
+    assert!(lease.returns_permits());
+    assert_eq!(limiter.available_permits(), 0);
+    std::thread::spawn(move || drop(lease)).join().unwrap();
+    assert_eq!(limiter.available_permits(), 2);
+}
