@@ -3,7 +3,6 @@
 
 mod stamp;
 mod state;
-#[cfg(not(loom))]
 mod unqueued;
 
 use core::convert::Infallible;

@@ -25,7 +25,15 @@ use crate::sync::AtomicUsize;
 /// `critical-section` section without `std`, a mutex with it.
 #[inline(always)]
 fn slow_path<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(feature = "std")]
+    #[cfg(loom)]
+    {
+        loom::lazy_static! {
+            static ref SLOW_PATH: loom::sync::Mutex<()> = loom::sync::Mutex::new(());
+        }
+        let _held = SLOW_PATH.lock().unwrap();
+        f()
+    }
+    #[cfg(all(not(loom), feature = "std"))]
     {
         static SLOW_PATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
         // The lock guards no data of its own: a panic under it leaves nothing inconsistent.
@@ -34,7 +42,7 @@ fn slow_path<R>(f: impl FnOnce() -> R) -> R {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f()
     }
-    #[cfg(not(feature = "std"))]
+    #[cfg(all(not(loom), not(feature = "std")))]
     {
         critical_section::with(|_| f())
     }
@@ -82,54 +90,56 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
         })
     }
 
-    /// [`at_epoch`](ConcurrencyLimiter::at_epoch) without a wait queue ([`NoQueue`]): a
-    /// `static` limiter for firmware that shares it with interrupt handlers and never waits.
-    /// Its idleness counts from the clock's epoch, and no release reads the clock. Invalid
-    /// options, or a queue limit above 0, stop the build.
-    ///
-    /// ```
-    /// use tollgate::{Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, NoQueue};
-    ///
-    /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds since boot
-    /// impl Clock for Uptime {
-    ///     fn now(&self) -> Instant {
-    ///         Instant::from_nanos(0)
-    ///     }
-    /// }
-    ///
-    /// static PERMITS: ConcurrencyLimiter<Uptime, NoQueue> =
-    ///     ConcurrencyLimiter::at_epoch_without_queue(ConcurrencyOptions::new(4), Uptime);
-    ///
-    /// let lease = PERMITS.try_acquire(3).unwrap();
-    /// assert_eq!(PERMITS.available_permits(), 1);
-    /// drop(lease);
-    /// assert_eq!(PERMITS.available_permits(), 4);
-    /// ```
-    ///
-    /// ```compile_fail
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock, NoQueue, QueueOrder};
-    /// static QUEUED: ConcurrencyLimiter<ManualClock, NoQueue> = ConcurrencyLimiter::at_epoch_without_queue(
-    ///     ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst),
-    ///     ManualClock::new(),
-    /// );
-    /// ```
-    pub const fn at_epoch_without_queue(options: ConcurrencyOptions, clock: C) -> Self {
-        if let Err(e) = options.validate() {
-            e.panic_in_const();
-        }
-        if options.queue_limit != 0 {
-            OptionsError::NoWaitQueue.panic_in_const();
-        }
-        Self {
-            word: AtomicUsize::new(State::full(options.permit_limit).pack()),
-            idle_since: Stamp::new(0),
-            eager: false,
-            counters: Counters::new(),
-            queue: NoQueue,
-            limit: AtomicUsize::new(options.permit_limit as usize),
-            debt: AtomicUsize::new(0),
-            options,
-            clock,
+    crate::sync::const_unless_loom! {
+        /// [`at_epoch`](ConcurrencyLimiter::at_epoch) without a wait queue ([`NoQueue`]): a
+        /// `static` limiter for firmware that shares it with interrupt handlers and never waits.
+        /// Its idleness counts from the clock's epoch, and no release reads the clock. Invalid
+        /// options, or a queue limit above 0, stop the build.
+        ///
+        /// ```
+        /// use tollgate::{Clock, ConcurrencyLimiter, ConcurrencyOptions, Instant, Limiter, NoQueue};
+        ///
+        /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds since boot
+        /// impl Clock for Uptime {
+        ///     fn now(&self) -> Instant {
+        ///         Instant::from_nanos(0)
+        ///     }
+        /// }
+        ///
+        /// static PERMITS: ConcurrencyLimiter<Uptime, NoQueue> =
+        ///     ConcurrencyLimiter::at_epoch_without_queue(ConcurrencyOptions::new(4), Uptime);
+        ///
+        /// let lease = PERMITS.try_acquire(3).unwrap();
+        /// assert_eq!(PERMITS.available_permits(), 1);
+        /// drop(lease);
+        /// assert_eq!(PERMITS.available_permits(), 4);
+        /// ```
+        ///
+        /// ```compile_fail
+        /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock, NoQueue, QueueOrder};
+        /// static QUEUED: ConcurrencyLimiter<ManualClock, NoQueue> = ConcurrencyLimiter::at_epoch_without_queue(
+        ///     ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst),
+        ///     ManualClock::new(),
+        /// );
+        /// ```
+        pub fn at_epoch_without_queue(options: ConcurrencyOptions, clock: C) -> Self {
+            if let Err(e) = options.validate() {
+                e.panic_in_const();
+            }
+            if options.queue_limit != 0 {
+                OptionsError::NoWaitQueue.panic_in_const();
+            }
+            Self {
+                word: AtomicUsize::new(State::full(options.permit_limit).pack()),
+                idle_since: Stamp::new(0),
+                eager: false,
+                counters: Counters::new(),
+                queue: NoQueue,
+                limit: AtomicUsize::new(options.permit_limit as usize),
+                debt: AtomicUsize::new(0),
+                options,
+                clock,
+            }
         }
     }
 
