@@ -4,10 +4,10 @@
 //!
 //! The queued limiter's rare paths — a release that pays a debt left by a lowered limit, or
 //! whose sum lands above the limit it read, and `reconfigure` — run under its queue lock, where
-//! the limit and the debt hold still. Without a queue they run under one lock
-//! shared by every limiter without a queue: a `critical-section` section without `std`
-//! (interrupt-safe, as the queue lock is), a mutex with it. Taking a permit never locks, and
-//! neither does a release while nothing is owed.
+//! the limit and the debt hold still. Without a queue they run under one lock shared by every
+//! limiter without a queue: a `critical-section` section without `std` (interrupt-safe, as the
+//! queue lock is), a mutex with it (loom's under `cfg(loom)`). Taking a permit never locks, and
+//! neither does a release while nothing is owed and its sum stays within the limit.
 
 use core::time::Duration;
 
@@ -21,8 +21,8 @@ use crate::stats::Counters;
 use crate::sync::AtomicUsize;
 
 /// Runs `f` under the lock of the rare paths of every concurrency limiter without a queue (see
-/// the module docs), held for one compare-and-swap and two plain atomic accesses: a
-/// `critical-section` section without `std`, a mutex with it.
+/// the module docs), held for one transition of the word (a compare-and-swap loop) and the
+/// debt's load and store: a `critical-section` section without `std`, a mutex with it.
 #[inline(always)]
 fn slow_path<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(loom)]
