@@ -31,7 +31,7 @@ use iai_callgrind::{library_benchmark, library_benchmark_group, main};
 use portable_atomic::AtomicU128;
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Limiter,
-    ManualClock, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
+    ManualClock, NoQueue, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
     TokenBucketOptions,
 };
 
@@ -122,6 +122,21 @@ fn concurrency_setup(kind: &str) -> &'static ConcurrencyLimiter<&'static ManualC
     let limit = if kind == "denied" { 1 } else { 1 << 20 };
     let c = clock();
     let l = leak(ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), c).unwrap());
+    age(c);
+    drop(l.try_acquire(1).unwrap()); // warm up acquire and release
+    if kind != "full" {
+        l.try_acquire(1).unwrap().forget();
+    }
+    l
+}
+
+/// [`concurrency_setup`] for the limiter without a wait queue (`NoQueue`).
+fn concurrency_no_queue_setup(
+    kind: &str,
+) -> &'static ConcurrencyLimiter<&'static ManualClock, NoQueue> {
+    let limit = if kind == "denied" { 1 } else { 1 << 20 };
+    let c = clock();
+    let l = leak(ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(limit), c).unwrap());
     age(c);
     drop(l.try_acquire(1).unwrap()); // warm up acquire and release
     if kind != "full" {
@@ -262,6 +277,15 @@ fn concurrency(l: &'static ConcurrencyLimiter<&'static ManualClock>) {
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
+// The same without a wait queue.
+#[library_benchmark]
+#[bench::acquire_release(args = ("full"), setup = concurrency_no_queue_setup)]
+#[bench::acquire_release_held(args = ("held"), setup = concurrency_no_queue_setup)]
+#[bench::denied(args = ("denied"), setup = concurrency_no_queue_setup)]
+fn concurrency_no_queue(l: &'static ConcurrencyLimiter<&'static ManualClock, NoQueue>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Peers
 
@@ -287,7 +311,7 @@ library_benchmark_group!(
 
 library_benchmark_group!(
     name = limiters;
-    benchmarks = token_bucket, fixed_window, sliding_window, concurrency
+    benchmarks = token_bucket, fixed_window, sliding_window, concurrency, concurrency_no_queue
 );
 
 library_benchmark_group!(

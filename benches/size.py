@@ -124,7 +124,8 @@ if sizes:
         if m:
             words += [int.from_bytes(bytes.fromhex(w), "little") for w in m.group(1).split()]
     names = ["TokenBucketLimiter", "TokenBucketLimiter<_, NoQueue>", "FixedWindowLimiter",
-             "SlidingWindowLimiter<_, 16>", "ConcurrencyLimiter"]
+             "SlidingWindowLimiter<_, 16>", "ConcurrencyLimiter",
+             "ConcurrencyLimiter<_, NoQueue>"]
     print("object sizes (state word + options + wait queue + statistics):",
           ", ".join(f"{n} {w} B" for n, w in zip(names, words)))
 

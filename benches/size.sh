@@ -18,4 +18,5 @@ extra=()
 [ -n "${VERBOSE:-}" ] && extra+=(-v=1)
 python3 ../size.py "$bin" "target/$target/release/libtollgate_size_probe.a" \
   probe_token_bucket_try_acquire=1024 probe_token_bucket_no_queue_try_acquire=1024 \
-  probe_concurrency_acquire_release=512 "${extra[@]}"
+  probe_concurrency_acquire_release=512 probe_concurrency_no_queue_acquire_release=512 \
+  "${extra[@]}"

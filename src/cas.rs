@@ -5,6 +5,7 @@
 //! this loop is the only code that touches the state word on the acquire and release paths, and it
 //! is what the loom models in `loom-tests/` check.
 
+#[cfg(any(loom, target_has_atomic = "64"))]
 use crossbeam_utils::Backoff;
 
 #[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
@@ -19,11 +20,18 @@ pub(crate) trait Word {
     fn cas(&self, current: Self::Value, new: Self::Value) -> Result<Self::Value, Self::Value>;
 
     /// [`transition`] on this word: by default a compare-and-swap loop.
+    ///
+    /// A lost race backs off (spins a little longer each time) before deciding again, except on
+    /// targets without native 64-bit atomics (32-bit MCUs): there a CAS is lost to an interrupt
+    /// handler on the same core, which has finished by the time the loop runs again, or to the
+    /// one other core of a dual-core part, so it retries at once and carries no back-off code
+    /// (a firmware budget: the back-off is about 30 bytes per loop on thumbv7em).
     #[inline(always)]
     fn run<T, E>(
         &self,
         mut decide: impl FnMut(Self::Value) -> Result<(Self::Value, T), E>,
     ) -> Result<(Self::Value, T), E> {
+        #[cfg(any(loom, target_has_atomic = "64"))]
         let backoff = Backoff::new();
         let mut current = self.load();
         loop {
@@ -35,6 +43,7 @@ pub(crate) trait Word {
                 Ok(_) => return Ok((current, out)),
                 Err(actual) => {
                     current = actual;
+                    #[cfg(any(loom, target_has_atomic = "64"))]
                     backoff.spin();
                 }
             }

@@ -1,5 +1,5 @@
-//! Whether a token bucket or fixed window has a wait queue: a type parameter, so that a limiter
-//! built without one carries none of the queue's code or memory.
+//! Whether a token bucket, fixed window or concurrency limiter has a wait queue: a type
+//! parameter, so that a limiter built without one carries none of the queue's code or memory.
 //!
 //! The queue is what lets `acquire(n).await` wait; `try_acquire` on a limiter that has one must
 //! still respect it (an oldest-first queue holds newcomers back, and serves its waiters when a
@@ -9,8 +9,9 @@
 
 use crate::wait::WaitQueue;
 
-/// The kind of queue a [`TokenBucketLimiter`](crate::TokenBucketLimiter) or
-/// [`FixedWindowLimiter`](crate::FixedWindowLimiter) has: a wait queue (the default, which
+/// The kind of queue a [`TokenBucketLimiter`](crate::TokenBucketLimiter),
+/// [`FixedWindowLimiter`](crate::FixedWindowLimiter) or
+/// [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) has: a wait queue (the default, which
 /// the limiter's own constructors build) or [`NoQueue`].
 ///
 /// Sealed: there are exactly these two.
@@ -75,16 +76,31 @@ impl QueueKind for WaitQueue {
     }
 }
 
-/// No wait queue: a [`TokenBucketLimiter`](crate::TokenBucketLimiter) or
-/// [`FixedWindowLimiter`](crate::FixedWindowLimiter) that only decides at once
+/// No wait queue: a [`TokenBucketLimiter`](crate::TokenBucketLimiter),
+/// [`FixedWindowLimiter`](crate::FixedWindowLimiter) or
+/// [`ConcurrencyLimiter`](crate::ConcurrencyLimiter) that only decides at once
 /// (`try_acquire`), with none of the queue's code or memory. Built by the limiters'
 /// `without_queue` and `at_epoch_without_queue` constructors; its options' queue limit must be
 /// 0 ([`OptionsError::NoWaitQueue`](crate::OptionsError::NoWaitQueue) otherwise).
 ///
 /// On a Cortex-M4 (`benches/size.sh`) a token bucket's `try_acquire` is about half the code
-/// of one with a queue, and the limiter about a third of the memory. Everything else is the
-/// same: the same decisions, RetryAfter, statistics, idle duration, `close`, `reconfigure`.
-/// There is no `acquire` to wait with.
+/// of one with a queue, and the limiter about a third of the memory; a concurrency limiter's
+/// acquire and release, with no queue to hand permits to, well under half. Everything else is
+/// the same: the same decisions, RetryAfter, statistics, idle duration, `close`,
+/// `reconfigure`, and a concurrency lease still gives its permits back when dropped. There is
+/// no `acquire` to wait with.
+///
+/// ```
+/// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter, ManualClock, NoQueue};
+///
+/// static PERMITS: ConcurrencyLimiter<ManualClock, NoQueue> =
+///     ConcurrencyLimiter::at_epoch_without_queue(ConcurrencyOptions::new(2), ManualClock::new());
+///
+/// let lease = PERMITS.try_acquire(2).unwrap();
+/// assert!(PERMITS.try_acquire(1).is_err());
+/// drop(lease);
+/// assert_eq!(PERMITS.available_permits(), 2);
+/// ```
 ///
 /// ```
 /// use core::time::Duration;

@@ -1,6 +1,6 @@
-//! Token buckets and fixed windows built without a wait queue (`NoQueue`): the same decisions,
-//! RetryAfter, statistics and idle duration as the queued limiters with a queue limit of 0,
-//! and typed errors for anything that would need a queue.
+//! Token buckets, fixed windows and concurrency limiters built without a wait queue (`NoQueue`):
+//! the same decisions, RetryAfter, statistics and idle duration as the queued limiters with a
+//! queue limit of 0, and typed errors for anything that would need a queue.
 
 use std::time::Duration;
 
@@ -221,4 +221,279 @@ fn limiters_without_a_queue_compose_in_chains() {
     // As for every rate limiter, a chain's rollback gives the bucket nothing back (see `Chain`).
     assert_eq!(bucket.available_permits(), 0);
     assert_eq!(window.available_permits(), 0);
+}
+
+// The concurrency limiter without a queue.
+
+use tollgate::{ConcurrencyLimiter, ConcurrencyOptions};
+
+fn bare(limit: u32, clock: &ManualClock) -> ConcurrencyLimiter<&ManualClock, NoQueue> {
+    ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(limit), clock).unwrap()
+}
+
+#[test]
+fn a_concurrency_limiter_without_a_queue_decides_as_one_with_a_queue_limit_of_zero() {
+    for (seed, limit) in [(5u64, 1u32), (13, 4), (99, 64)] {
+        let clock = ManualClock::new();
+        let opts = ConcurrencyOptions::new(limit);
+        let queued = ConcurrencyLimiter::with_clock(opts, &clock).unwrap();
+        let unqueued = bare(limit, &clock);
+        // Hold some leases across steps, so that releases come back out of order.
+        let mut walk = Walk(seed);
+        let mut held = Vec::new();
+        for step in 0..5_000 {
+            let x = walk.next();
+            clock.advance(Duration::from_nanos(x % 700));
+            let n = ((x >> 16) % (u64::from(limit) + 2)) as u32;
+            assert_eq!(queued.peek(n), unqueued.peek(n), "step {step}: peek({n})");
+            match (queued.try_acquire(n), unqueued.try_acquire(n)) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.permits(), b.permits());
+                    if x & 4 == 0 {
+                        held.push((a, b));
+                    }
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b, "step {step}: try_acquire({n})"),
+                (a, b) => panic!("step {step}: try_acquire({n}): {a:?} vs {b:?}"),
+            }
+            if x & 8 == 0 && !held.is_empty() {
+                let i = (x >> 32) as usize % held.len();
+                drop(held.swap_remove(i));
+            }
+            assert_eq!(queued.available_permits(), unqueued.available_permits());
+            assert_eq!(
+                queued.idle_duration(),
+                unqueued.idle_duration(),
+                "step {step}"
+            );
+        }
+        drop(held);
+        assert_eq!(queued.statistics(), unqueued.statistics());
+        assert_eq!(unqueued.available_permits(), u64::from(limit));
+    }
+}
+
+#[test]
+fn the_limit_holds_and_releases_return_the_permits() {
+    let clock = ManualClock::new();
+    let limiter = bare(3, &clock);
+    let a = limiter.try_acquire(2).unwrap();
+    assert!(a.returns_permits());
+    let denied = limiter.try_acquire(2).unwrap_err();
+    assert_eq!(denied.reason(), Reason::Exhausted);
+    assert_eq!(
+        denied.retry_after(),
+        None,
+        "only releases bring permits back"
+    );
+    assert_eq!(
+        limiter.try_acquire(4).unwrap_err().reason(),
+        Reason::ExceedsLimit
+    );
+    let b = limiter.try_acquire(1).unwrap();
+    assert_eq!(limiter.available_permits(), 0);
+    assert_eq!(limiter.peek(1).unwrap_err().reason(), Reason::Exhausted);
+    drop(a);
+    assert_eq!(limiter.available_permits(), 2);
+    drop(b);
+    assert_eq!(limiter.available_permits(), 3);
+    // A probe takes nothing and returns nothing.
+    let probe = limiter.try_acquire(0).unwrap();
+    assert!(!probe.returns_permits());
+    // A forgotten lease keeps its permits taken.
+    assert_eq!(limiter.try_acquire(1).unwrap().forget(), 1);
+    assert_eq!(limiter.available_permits(), 2);
+}
+
+#[test]
+fn concurrency_statistics_are_exact_and_idleness_is_dated() {
+    let clock = ManualClock::new();
+    let limiter = bare(2, &clock);
+    let sec = Duration::from_secs(1);
+    clock.advance(sec);
+    assert_eq!(limiter.idle_duration(), Some(sec), "idle since creation");
+    let a = limiter.try_acquire(2).unwrap();
+    assert_eq!(limiter.idle_duration(), None);
+    for _ in 0..5 {
+        assert!(limiter.try_acquire(1).is_err());
+    }
+    clock.advance(sec);
+    drop(a); // a cheap clock: the release dates idleness
+    clock.advance(3 * sec);
+    assert_eq!(limiter.idle_duration(), Some(3 * sec));
+    let s = limiter.statistics();
+    assert_eq!(
+        (
+            s.total_successful,
+            s.total_failed,
+            s.queued_permits,
+            s.available_permits
+        ),
+        (1, 5, 0, 2)
+    );
+}
+
+#[test]
+fn closing_a_concurrency_limiter_without_a_queue_refuses_newcomers() {
+    let clock = ManualClock::new();
+    let limiter = bare(2, &clock);
+    let held = limiter.try_acquire(1).unwrap();
+    limiter.close();
+    assert!(limiter.is_closed());
+    assert_eq!(limiter.try_acquire(1).unwrap_err().reason(), Reason::Closed);
+    assert_eq!(limiter.peek(0).unwrap_err().reason(), Reason::Closed);
+    drop(held); // a lease out still gives its permit back
+    assert_eq!(limiter.available_permits(), 2);
+    assert_eq!(limiter.statistics().total_failed, 1);
+}
+
+#[test]
+fn reconfiguring_a_concurrency_limiter_without_a_queue_follows_the_queued_rule() {
+    let clock = ManualClock::new();
+    let limiter = bare(10, &clock);
+    let a = limiter.try_acquire(5).unwrap();
+    let b = limiter.try_acquire(3).unwrap();
+    // Down below what is held: 2 available absorbed, 4 owed.
+    limiter.reconfigure(ConcurrencyOptions::new(4)).unwrap();
+    assert_eq!(limiter.options().permit_limit, 4);
+    assert_eq!(limiter.available_permits(), 0);
+    assert_eq!(limiter.idle_duration(), None);
+    assert_eq!(
+        limiter.try_acquire(5).unwrap_err().reason(),
+        Reason::ExceedsLimit
+    );
+    drop(b); // pays 3 of the 4 owed
+    assert_eq!(limiter.available_permits(), 0);
+    assert!(limiter.try_acquire(1).is_err());
+    // Up while still owing 1: the raise pays it, the rest is available at once.
+    limiter.reconfigure(ConcurrencyOptions::new(6)).unwrap();
+    assert_eq!(limiter.available_permits(), 1);
+    let c = limiter.try_acquire(1).unwrap();
+    drop(a); // 5 back: all 6 but c's
+    assert_eq!(limiter.available_permits(), 5);
+    drop(c);
+    assert_eq!(limiter.available_permits(), 6);
+    // Down within what is available: nothing owed.
+    let d = limiter.try_acquire(2).unwrap();
+    limiter.reconfigure(ConcurrencyOptions::new(3)).unwrap();
+    assert_eq!(limiter.available_permits(), 1);
+    drop(d);
+    assert_eq!(limiter.available_permits(), 3);
+    // A release of more than was taken never lifts the count above the limit.
+    tollgate::Release::release(&limiter, 5);
+    assert_eq!(limiter.available_permits(), 3);
+    // The queue order of a queue that does not exist changes nothing: accepted.
+    let reordered = ConcurrencyOptions::new(2).with_queue(0, QueueOrder::NewestFirst);
+    limiter.reconfigure(reordered).unwrap();
+    assert_eq!(limiter.options().permit_limit, 2);
+    assert_eq!(limiter.available_permits(), 2);
+    assert_eq!(limiter.idle_duration(), Some(Duration::ZERO));
+}
+
+#[test]
+fn a_concurrency_queue_limit_is_refused_at_creation_and_at_reconfiguration() {
+    let clock = ManualClock::new();
+    for order in [QueueOrder::OldestFirst, QueueOrder::NewestFirst] {
+        let queued = ConcurrencyOptions::new(4).with_queue(1, order);
+        let err = ConcurrencyLimiter::without_queue(queued, &clock).unwrap_err();
+        assert_eq!(err, OptionsError::NoWaitQueue);
+    }
+    assert_eq!(
+        ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(0), &clock).unwrap_err(),
+        OptionsError::ZeroLimit
+    );
+    let limiter = bare(4, &clock);
+    let _held = limiter.try_acquire(3).unwrap();
+    let queued = ConcurrencyOptions::new(8).with_queue(2, QueueOrder::OldestFirst);
+    for (new, err) in [
+        (queued, OptionsError::NoWaitQueue),
+        (ConcurrencyOptions::new(0), OptionsError::ZeroLimit),
+    ] {
+        assert_eq!(limiter.reconfigure(new), Err(err));
+        assert_eq!(
+            limiter.options(),
+            ConcurrencyOptions::new(4),
+            "nothing changed"
+        );
+        assert_eq!(limiter.available_permits(), 1);
+    }
+}
+
+static PERMITS: ConcurrencyLimiter<ManualClock, NoQueue> =
+    ConcurrencyLimiter::at_epoch_without_queue(ConcurrencyOptions::new(3), ManualClock::new());
+
+/// Four threads take and release from one `static` limiter (and one reconfigures it): never
+/// more than the limit in force is held, and every permit comes back.
+#[test]
+fn a_static_concurrency_limiter_without_a_queue_never_exceeds_its_limit() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let inside = AtomicU32::new(0);
+    let most = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (inside, most) = (&inside, &most);
+            s.spawn(move || {
+                let mut walk = Walk(t + 1);
+                for _ in 0..20_000 {
+                    let n = (walk.next() % 2) as u32 + 1;
+                    if let Ok(lease) = PERMITS.try_acquire(n) {
+                        let now = inside.fetch_add(n, Ordering::SeqCst) + n;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        assert!(now <= 3, "{now} held, limit 3");
+                        inside.fetch_sub(n, Ordering::SeqCst);
+                        drop(lease);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(PERMITS.available_permits(), 3);
+    assert!(most.load(Ordering::SeqCst) <= 3);
+    let s = PERMITS.statistics();
+    assert_eq!(s.total_successful + s.total_failed, 80_000);
+}
+
+/// Threads take and release while another lowers and raises the limit: every permit comes
+/// back once the leases are gone, and the limit in force at the end is what is available.
+#[test]
+fn releases_racing_reconfigurations_lose_no_permit() {
+    let clock = ManualClock::new();
+    let limiter = bare(8, &clock);
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let limiter = &limiter;
+            s.spawn(move || {
+                let mut walk = Walk(t + 7);
+                for _ in 0..20_000 {
+                    let n = (walk.next() % 3) as u32 + 1;
+                    drop(limiter.try_acquire(n));
+                }
+            });
+        }
+        s.spawn(|| {
+            for i in 0..2_000u32 {
+                limiter
+                    .reconfigure(ConcurrencyOptions::new(1 + i % 8))
+                    .unwrap();
+            }
+        });
+    });
+    assert_eq!(limiter.options().permit_limit, 8);
+    assert_eq!(limiter.available_permits(), 8);
+}
+
+/// An owned lease of a limiter without a queue gives its permits back when dropped, from
+/// another thread too.
+#[test]
+fn owned_leases_of_a_concurrency_limiter_without_a_queue_come_back() {
+    use std::sync::Arc;
+    use tollgate::AcquireOwned;
+    let limiter = Arc::new(
+        ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(2), ManualClock::new()).unwrap(),
+    );
+    let lease = limiter.try_acquire_owned(2).unwrap();
+    assert!(lease.returns_permits());
+    assert_eq!(limiter.available_permits(), 0);
+    std::thread::spawn(move || drop(lease)).join().unwrap();
+    assert_eq!(limiter.available_permits(), 2);
 }

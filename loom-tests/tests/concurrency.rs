@@ -520,3 +520,93 @@ fn a_release_racing_a_lower_and_a_raise_loses_nothing() {
         assert_eq!(l.available_permits(), 8, "{l:?}");
     });
 }
+
+// The limiter without a wait queue (`NoQueue`): the same word and transitions, its rare paths
+// (a release that pays a debt or lands above the limit, `reconfigure`) under one slow-path lock
+// instead of the queue lock.
+
+type Bare = ConcurrencyLimiter<Arc<ManualClock>, tollgate::NoQueue>;
+
+fn bare(limit: u32, clock: &Arc<ManualClock>) -> Arc<Bare> {
+    Arc::new(
+        ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(limit), clock.clone()).unwrap(),
+    )
+}
+
+/// Without a queue: a lease released racing a lowering and a raise of the limit (8 -> 2 -> 8)
+/// loses nothing.
+#[test]
+fn no_queue_a_release_racing_a_lower_and_a_raise_loses_nothing() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = bare(8, &clock);
+        let lease = tollgate::AcquireOwned::try_acquire_owned(&l, 1).unwrap();
+        let releaser = thread::spawn(move || drop(lease));
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            l1.reconfigure(ConcurrencyOptions::new(2)).unwrap();
+            l1.reconfigure(ConcurrencyOptions::new(8)).unwrap();
+        });
+        releaser.join().unwrap();
+        changer.join().unwrap();
+        assert_eq!(l.available_permits(), 8, "{l:?}");
+    });
+}
+
+/// Without a queue: both permits held, the limit lowered under them (one owed), a release that
+/// pays the debt, and a raise back, racing a newcomer: whatever the newcomer got, every permit
+/// comes back and the limit in force is what is available.
+#[test]
+fn no_queue_a_debt_is_paid_racing_a_newcomer_and_a_raise() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = bare(2, &clock);
+        let a = tollgate::AcquireOwned::try_acquire_owned(&l, 1).unwrap();
+        let b = take_and_keep_bare(&l, 1).unwrap();
+        let l1 = l.clone();
+        let changer = thread::spawn(move || {
+            l1.reconfigure(ConcurrencyOptions::new(1)).unwrap();
+            drop(a); // pays the debt: nothing becomes available
+            l1.reconfigure(ConcurrencyOptions::new(2)).unwrap();
+        });
+        let l2 = l.clone();
+        let newcomer = thread::spawn(move || take_and_keep_bare(&l2, 1).ok());
+        changer.join().unwrap();
+        let got = newcomer.join().unwrap();
+        l.release(b);
+        if let Some(n) = got {
+            l.release(n);
+        }
+        assert_eq!(l.options().permit_limit, 2);
+        assert_eq!(l.available_permits(), 2, "{l:?}");
+    });
+}
+
+/// Without a queue: two reconfigurations at once apply whole, one after the other: the limit in
+/// force at the end is what becomes available once the lease out comes back.
+#[test]
+fn no_queue_racing_reconfigurations_apply_whole() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = bare(4, &clock);
+        let held = take_and_keep_bare(&l, 2).unwrap();
+        let l1 = l.clone();
+        let down = thread::spawn(move || l1.reconfigure(ConcurrencyOptions::new(1)).unwrap());
+        let l2 = l.clone();
+        let up = thread::spawn(move || l2.reconfigure(ConcurrencyOptions::new(3)).unwrap());
+        down.join().unwrap();
+        up.join().unwrap();
+        l.release(held);
+        let limit = l.options().permit_limit;
+        assert!(limit == 1 || limit == 3);
+        assert_eq!(l.available_permits(), u64::from(limit), "{l:?}");
+    });
+}
+
+/// [`take_and_keep`] on the limiter without a queue.
+fn take_and_keep_bare(l: &Bare, n: u32) -> Result<u32, Rejection> {
+    l.try_acquire(n).map(|lease| {
+        assert!(lease.returns_permits());
+        lease.forget()
+    })
+}

@@ -3,6 +3,7 @@
 
 mod stamp;
 mod state;
+mod unqueued;
 
 use core::convert::Infallible;
 use core::time::Duration;
@@ -12,6 +13,7 @@ use crate::clock::{Clock, Instant};
 use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
 use crate::limiter::Limiter;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::wait::{self, Acquire, Source, WaitQueue};
@@ -102,20 +104,26 @@ impl ConcurrencyOptions {
 /// assert!(limiter.try_acquire(3).is_ok());
 /// assert_eq!(limiter.try_acquire(4).unwrap_err().reason(), Reason::ExceedsLimit);
 /// ```
+///
+/// The second parameter is the kind of queue: a wait queue by default;
+/// [`NoQueue`](crate::NoQueue) for a limiter that only decides at once (`try_acquire`, and the
+/// release when a lease drops), with none of the queue's code or memory (built by
+/// [`without_queue`](ConcurrencyLimiter::without_queue) and
+/// [`at_epoch_without_queue`](ConcurrencyLimiter::at_epoch_without_queue)).
 #[derive(Debug)]
-pub struct ConcurrencyLimiter<C: Clock> {
+pub struct ConcurrencyLimiter<C: Clock, Q = WaitQueue> {
     word: AtomicUsize,
     /// The idle stamp: raw clock nanoseconds since which the limiter has been idle.
     idle_since: Stamp,
     /// Releases date idleness themselves (a cheap clock, and a 64-bit stamp to `fetch_max`).
     eager: bool,
     counters: Counters,
-    queue: WaitQueue,
+    queue: Q,
     /// The permit limit now (changed by `reconfigure`).
     limit: AtomicUsize,
     /// Permits owed by the leases out after the limit was lowered below what they hold (see
     /// `State::lower`): nonzero only while the word is `indebted`, read and written only under
-    /// the queue lock.
+    /// the queue lock (without a queue, under the slow-path lock: see `unqueued`).
     debt: AtomicUsize,
     options: ConcurrencyOptions,
     clock: C,
@@ -203,24 +211,6 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         }
     }
 
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock};
-    ///
-    /// let opts = ConcurrencyOptions::new(8);
-    /// let limiter = ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(limiter.options(), opts);
-    /// ```
-    pub fn options(&self) -> ConcurrencyOptions {
-        ConcurrencyOptions {
-            permit_limit: self.limit(),
-            queue_limit: self.queue.limit(),
-            ..self.options
-        }
-    }
-
     /// Changes the permit limit and the queue limit while the limiter is in use — what an
     /// adaptive concurrency controller (AIMD, gradient) does on every sample. The rule:
     /// - **A raised limit** makes the difference available at once (serving waiters).
@@ -256,58 +246,9 @@ impl<C: Clock> ConcurrencyLimiter<C> {
             return Err(OptionsError::FixedAtCreation);
         }
         let new = options.permit_limit;
-        self.queue.reconfigure(self, options.queue_limit, new, || {
-            let old = self.limit();
-            let debt = self.debt.load(Ordering::Relaxed) as u64;
-            // A release's give-back is capped at the limit it reads: raise the limit before
-            // the permits arrive, lower it only after the word has absorbed the cut, so that
-            // no racing release is capped below what it returns.
-            if new > old {
-                self.limit.store(new as usize, Ordering::Release);
-            }
-            let Ok((_, owed)) = cas::transition(&self.word, |w| {
-                let s = State::unpack(w);
-                let (next, owed) = if new < old {
-                    s.lower(old - new, debt)
-                } else {
-                    s.repay(new - old, debt, new)
-                };
-                Ok::<_, Infallible>((self.date_if_idle(next).pack(), owed))
-            });
-            if new < old {
-                self.limit.store(new as usize, Ordering::Release);
-            }
-            self.debt.store(owed as usize, Ordering::Relaxed);
-        });
+        self.queue
+            .reconfigure(self, options.queue_limit, new, || self.apply_limit(new));
         Ok(())
-    }
-
-    /// The permit limit now.
-    #[inline(always)]
-    fn limit(&self) -> u32 {
-        // Only ever stored from a `u32`.
-        self.limit.load(Ordering::Acquire) as u32
-    }
-
-    fn state(&self) -> State {
-        State::unpack(self.word.load(Ordering::Acquire))
-    }
-
-    fn take(&self, permits: u32) -> Result<(), Rejection> {
-        if permits > self.limit() {
-            return Err(Rejection::new(Reason::ExceedsLimit));
-        }
-        let barge = self.queue.barging();
-        cas::transition(&self.word, |w| {
-            State::unpack(w)
-                .try_take(permits, barge)
-                .map(|s| (s.pack(), ()))
-        })
-        .map(|_| ())
-        .map_err(|d| match d {
-            Denied::Closed => Rejection::new(Reason::Closed),
-            Denied::Exhausted => Rejection::new(Reason::Exhausted),
-        })
     }
 
     /// Waits for `permits` in the queue (see [`Acquire`]). Rejected at once if the request
@@ -343,6 +284,82 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     {
         wait::acquire_blocking(self, permits, timeout)
     }
+}
+
+impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock};
+    ///
+    /// let opts = ConcurrencyOptions::new(8);
+    /// let limiter = ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(limiter.options(), opts);
+    /// ```
+    pub fn options(&self) -> ConcurrencyOptions {
+        ConcurrencyOptions {
+            permit_limit: self.limit(),
+            queue_limit: self.queue.queue_limit(),
+            ..self.options
+        }
+    }
+
+    /// Sets the permit limit to `new` (the caller holds the queue lock, or the slow-path lock
+    /// of a limiter without a queue, so that reconfigurations apply whole, one after the
+    /// other, and no slow release runs meanwhile): the word absorbs the cut or receives the
+    /// raise, and the debt follows.
+    fn apply_limit(&self, new: u32) {
+        let old = self.limit();
+        let debt = self.debt.load(Ordering::Relaxed) as u64;
+        // A release's give-back is capped at the limit it reads: raise the limit before
+        // the permits arrive, lower it only after the word has absorbed the cut, so that
+        // no racing release is capped below what it returns.
+        if new > old {
+            self.limit.store(new as usize, Ordering::Release);
+        }
+        let Ok((_, owed)) = cas::transition(&self.word, |w| {
+            let s = State::unpack(w);
+            let (next, owed) = if new < old {
+                s.lower(old - new, debt)
+            } else {
+                s.repay(new - old, debt, new)
+            };
+            Ok::<_, Infallible>((self.date_if_idle(next).pack(), owed))
+        });
+        if new < old {
+            self.limit.store(new as usize, Ordering::Release);
+        }
+        self.debt.store(owed as usize, Ordering::Relaxed);
+    }
+
+    /// The permit limit now.
+    #[inline(always)]
+    fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        self.limit.load(Ordering::Acquire) as u32
+    }
+
+    fn state(&self) -> State {
+        State::unpack(self.word.load(Ordering::Acquire))
+    }
+
+    fn take(&self, permits: u32) -> Result<(), Rejection> {
+        if permits > self.limit() {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let barge = self.queue.barging();
+        cas::transition(&self.word, |w| {
+            State::unpack(w)
+                .try_take(permits, barge)
+                .map(|s| (s.pack(), ()))
+        })
+        .map(|_| ())
+        .map_err(|d| match d {
+            Denied::Closed => Rejection::new(Reason::Closed),
+            Denied::Exhausted => Rejection::new(Reason::Exhausted),
+        })
+    }
 
     /// Called inside a transition, before the CAS that would write `next`; returns the state to
     /// write. If `next` is idle: with `eager` dating, stamps the idle start first, so that no
@@ -352,7 +369,9 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     #[inline]
     fn date_if_idle(&self, next: State) -> State {
         let limit = self.limit();
-        if !self.eager {
+        // `eager` is never set where the stamp cannot be raised (32-bit MCUs): saying so here
+        // lets the compiler drop the eager branch's code there.
+        if !Stamp::RAISES || !self.eager {
             return next.mark_undated_if_idle(limit);
         }
         if next.idle(limit) {
@@ -445,11 +464,11 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     }
 }
 
-impl<C: Clock> crate::limiter::Peek for ConcurrencyLimiter<C>
-where
-    C: Sync,
-{
-    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+/// The decisions and bookkeeping shared by both queue kinds, written once and inlined into each
+/// kind's `Limiter` and `Release` implementations.
+impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
+    #[inline(always)]
+    fn peek_now(&self, permits: u32) -> Result<(), Rejection> {
         if permits > self.limit() {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
@@ -459,38 +478,24 @@ where
             Err(Denied::Exhausted) => Err(Rejection::new(Reason::Exhausted)),
         }
     }
-}
 
-impl<C: Clock> Limiter for ConcurrencyLimiter<C>
-where
-    C: Sync,
-{
-    #[inline]
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        let taken = self.counters.count(self.take(permits));
-        taken.map(|()| {
-            if permits == 0 {
-                Lease::unreleased(0)
-            } else {
-                Lease::releasing(permits, self)
-            }
-        })
-    }
-
-    fn available_permits(&self) -> u64 {
+    #[inline(always)]
+    fn available_now(&self) -> u64 {
         u64::from(self.state().available())
     }
 
-    fn statistics(&self) -> Statistics {
+    #[inline(always)]
+    fn statistics_now(&self) -> Statistics {
         Statistics {
-            available_permits: self.available_permits(),
+            available_permits: self.available_now(),
             queued_permits: self.queue.queued_permits(),
             total_successful: self.counters.successful(),
             total_failed: self.counters.failed(),
         }
     }
 
-    fn idle_duration(&self) -> Option<Duration> {
+    #[inline(always)]
+    fn idle_now(&self) -> Option<Duration> {
         let limit = self.limit();
         if self.state().undated() {
             self.date_now();
@@ -513,10 +518,100 @@ where
         })
     }
 
-    fn close(&self) {
+    /// Marks the word closed (a queued limiter then fails its waiters).
+    #[inline(always)]
+    fn close_word(&self) {
         let _ = cas::transition(&self.word, |w| {
             Ok::<_, Infallible>((State::unpack(w).close().pack(), ()))
         });
+    }
+
+    /// A release's fast path: nobody waits and nothing is owed, one CAS; `false` sends the
+    /// release to the slow path ([`repay_and_hand`](Self::repay_and_hand) under a lock).
+    ///
+    /// With nothing owed, the permits available and held make the limit, so a release never
+    /// needs capping; the fast path writes the uncapped sum and leaves a sum above the limit it
+    /// reads (a release of more than was taken, or a limit read from another moment) to the
+    /// slow path, under the lock, where the limit holds still. Capping here instead would pair
+    /// the word with a limit of another moment: a word that returned to the same value
+    /// (lowered, then raised back: an ABA the CAS cannot see) would be capped at the lowered
+    /// limit and lose permits (loom: `a_release_racing_a_lower_and_a_raise_loses_nothing`).
+    #[inline(always)]
+    fn release_fast(&self, permits: u32) -> bool {
+        cas::transition(&self.word, |w| {
+            let s = State::unpack(w);
+            if s.waiters() || s.indebted() {
+                return Err(());
+            }
+            let next = s.give_back(permits, MAX_LIMIT);
+            if next.available() > self.limit() {
+                return Err(());
+            }
+            Ok((self.date_if_idle(next).pack(), ()))
+        })
+        .is_ok()
+    }
+
+    /// A release's slow path, under the queue lock (or the slow-path lock of a limiter without
+    /// a queue): returns the permits, paying what is owed first (capped at the limit, which
+    /// holds still there), and hands the rest to `head`, the permits of the waiter at the
+    /// queue's serving end: in the same CAS, they are taken for it if they fit now (direct
+    /// hand-off). Returns the hand-off (as `give_back_and_serve` wants it).
+    #[inline(always)]
+    fn repay_and_hand(&self, permits: u32, head: Option<u32>) -> Option<(u64, bool)> {
+        let debt = self.debt.load(Ordering::Relaxed) as u64;
+        let Ok((_, (owed, handed))) = cas::transition(&self.word, |w| {
+            let (next, owed) = State::unpack(w).repay(permits, debt, self.limit());
+            let (next, handed) = match head.map(|n| next.try_take(n, true)) {
+                Some(Ok(taken)) => (taken, Some(taken.available() > 0)),
+                _ => (next, None),
+            };
+            Ok::<_, Infallible>((self.date_if_idle(next).pack(), (owed, handed)))
+        });
+        self.debt.store(owed as usize, Ordering::Relaxed);
+        handed.map(|left| (0, left))
+    }
+}
+
+impl<C: Clock> crate::limiter::Peek for ConcurrencyLimiter<C>
+where
+    C: Sync,
+{
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        self.peek_now(permits)
+    }
+}
+
+impl<C: Clock> Limiter for ConcurrencyLimiter<C>
+where
+    C: Sync,
+{
+    #[inline]
+    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+        let taken = self.counters.count(self.take(permits));
+        taken.map(|()| {
+            if permits == 0 {
+                Lease::unreleased(0)
+            } else {
+                Lease::releasing(permits, self)
+            }
+        })
+    }
+
+    fn available_permits(&self) -> u64 {
+        self.available_now()
+    }
+
+    fn statistics(&self) -> Statistics {
+        self.statistics_now()
+    }
+
+    fn idle_duration(&self) -> Option<Duration> {
+        self.idle_now()
+    }
+
+    fn close(&self) {
+        self.close_word();
         self.queue.close(self);
     }
 
@@ -528,45 +623,12 @@ where
 impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     #[inline]
     fn release(&self, permits: u32) {
-        // Fast path: nobody waits and nothing is owed, one CAS. With nothing owed, the permits
-        // available and held make the limit, so a release never needs capping; the fast path
-        // writes the uncapped sum and leaves a sum above the limit it reads (a release of more
-        // than was taken, or a limit read from another moment) to the slow path, under the
-        // queue lock, where the limit holds still. Capping here instead would pair the word
-        // with a limit of another moment: a word that returned to the same value (lowered,
-        // then raised back: an ABA the CAS cannot see) would be capped at the lowered limit
-        // and lose permits (loom: `a_release_racing_a_lower_and_a_raise_loses_nothing`).
-        let fast = cas::transition(&self.word, |w| {
-            let s = State::unpack(w);
-            if s.waiters() || s.indebted() {
-                return Err(());
-            }
-            let next = s.give_back(permits, MAX_LIMIT);
-            if next.available() > self.limit() {
-                return Err(());
-            }
-            Ok((self.date_if_idle(next).pack(), ()))
-        });
-        if fast.is_ok() {
+        if self.release_fast(permits) {
             return;
         }
-        // Waiters, a debt, or a sum above the limit: return the permits under the queue lock,
-        // paying what is owed first (capped at the limit, which holds still there), and hand
-        // the rest to the queue's serving end: in the same CAS, the permits of the waiter there
-        // are taken for it if they fit now (direct hand-off).
-        self.queue.give_back_and_serve(self, |head| {
-            let debt = self.debt.load(Ordering::Relaxed) as u64;
-            let Ok((_, (owed, handed))) = cas::transition(&self.word, |w| {
-                let (next, owed) = State::unpack(w).repay(permits, debt, self.limit());
-                let (next, handed) = match head.map(|n| next.try_take(n, true)) {
-                    Some(Ok(taken)) => (taken, Some(taken.available() > 0)),
-                    _ => (next, None),
-                };
-                Ok::<_, Infallible>((self.date_if_idle(next).pack(), (owed, handed)))
-            });
-            self.debt.store(owed as usize, Ordering::Relaxed);
-            handed.map(|left| (0, left))
-        });
+        // Waiters, a debt, or a sum above the limit: under the queue lock, then serve the queue.
+        self.queue
+            .give_back_and_serve(self, |head| self.repay_and_hand(permits, head));
     }
 }
 

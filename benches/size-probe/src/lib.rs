@@ -78,6 +78,22 @@ pub extern "C" fn probe_concurrency_acquire_release(
     }
 }
 
+/// `try_acquire(n)` on a concurrency limiter without a wait queue ([`NoQueue`]) and the release
+/// when the lease drops.
+#[no_mangle]
+pub extern "C" fn probe_concurrency_no_queue_acquire_release(
+    l: &ConcurrencyLimiter<ProbeClock, NoQueue>,
+    n: u32,
+) -> bool {
+    match l.try_acquire(n) {
+        Ok(lease) => {
+            drop(lease);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// The RetryAfter of a denial, in nanoseconds (0 when admitted): what a firmware program reads
 /// to know when to come back.
 #[no_mangle]
@@ -96,12 +112,13 @@ pub extern "C" fn probe_token_bucket_retry_after(
 
 /// Sizes in bytes of each limiter object (state word, options, wait queue, statistics).
 #[no_mangle]
-pub static PROBE_SIZES: [u32; 5] = [
+pub static PROBE_SIZES: [u32; 6] = [
     core::mem::size_of::<TokenBucketLimiter<ProbeClock>>() as u32,
     core::mem::size_of::<TokenBucketLimiter<ProbeClock, NoQueue>>() as u32,
     core::mem::size_of::<FixedWindowLimiter<ProbeClock>>() as u32,
     core::mem::size_of::<SlidingWindowLimiter<ProbeClock>>() as u32,
     core::mem::size_of::<ConcurrencyLimiter<ProbeClock>>() as u32,
+    core::mem::size_of::<ConcurrencyLimiter<ProbeClock, NoQueue>>() as u32,
 ];
 
 #[panic_handler]

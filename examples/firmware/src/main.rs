@@ -1,12 +1,14 @@
 //! A SysTick interrupt handler and the main loop share a `static` token bucket, a `static`
-//! concurrency limiter and a `static` fixed window without a wait queue (`NoQueue`), built in
-//! constants with `at_epoch` / `at_epoch_without_queue`.
+//! concurrency limiter, and a `static` fixed window and concurrency limiter without a wait queue
+//! (`NoQueue`), built in constants with `at_epoch` / `at_epoch_without_queue`.
 //!
 //! Run in QEMU (LM3S6965, Cortex-M3): `cargo run --release` from this directory. The SysTick
-//! handler advances the clock and takes permits from the same two limiters that the main loop
+//! handler advances the clock and takes permits from the same limiters that the main loop
 //! hammers; at the end the program checks that the bucket and the window never admitted more than
-//! their limits plus what time brought, that the concurrency limiter never had more than its limit out, and that every
-//! permit came back. It exits through semihosting with status 0 on success, 1 on failure.
+//! their limits plus what time brought, that the concurrency limiters never had more than their
+//! limits out (the one without a queue is lowered and raised under held leases, so that its
+//! releases pay a debt on the slow path while the handler races them), and that every permit
+//! came back. It exits through semihosting with status 0 on success, 1 on failure.
 #![no_std]
 #![no_main]
 
@@ -18,8 +20,8 @@ use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::{debug, hprintln};
 use panic_semihosting as _;
 use tollgate::{
-    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
-    Instant, Limiter, NoQueue, TokenBucketLimiter, TokenBucketOptions,
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Instant,
+    Limiter, NoQueue, TokenBucketLimiter, TokenBucketOptions,
 };
 
 /// SysTick reload value: an interrupt every `PERIOD` core cycles (`FIRMWARE_SYSTICK_PERIOD` at
@@ -48,6 +50,7 @@ const BUCKET_REFILL: u32 = 5;
 const BUCKET_PERIOD_TICKS: u64 = 10;
 const PERMITS: u32 = 3;
 const WINDOW_LIMIT: u32 = 7;
+const GATE_LIMIT: u32 = 2;
 const WINDOW_TICKS: u64 = 4;
 
 /// Ticks counted by the SysTick handler.
@@ -79,6 +82,42 @@ static WINDOW: FixedWindowLimiter<TickClock, NoQueue> = FixedWindowLimiter::at_e
     FixedWindowOptions::new(WINDOW_LIMIT, Duration::from_nanos(WINDOW_TICKS * TICK_NS)),
     TickClock,
 );
+/// A concurrency limiter with no wait queue: `try_acquire` and the release on drop, and none of
+/// the queue's code.
+static GATE: ConcurrencyLimiter<TickClock, NoQueue> =
+    ConcurrencyLimiter::at_epoch_without_queue(ConcurrencyOptions::new(GATE_LIMIT), TickClock);
+/// Permits of `GATE` held right now (never more than are), and the most ever held.
+static GATE_HELD: AtomicU32 = AtomicU32::new(0);
+static GATE_MAX_HELD: AtomicU32 = AtomicU32::new(0);
+
+/// Takes one permit of `GATE` and gives it back.
+fn gate() {
+    if let Ok(lease) = GATE.try_acquire(1) {
+        let now = GATE_HELD.fetch_add(1, Ordering::AcqRel) + 1;
+        GATE_MAX_HELD.fetch_max(now, Ordering::AcqRel);
+        GATE_HELD.fetch_sub(1, Ordering::AcqRel);
+        drop(lease);
+    }
+}
+
+/// Both permits of `GATE` out, its limit lowered to 1 under them (1 owed), then the leases given
+/// back around a raise to the full limit: the first release pays the debt on the slow path (a
+/// critical section), while the handler takes and releases whatever is free.
+fn cycle_gate() {
+    let (Ok(a), Ok(b)) = (GATE.try_acquire(1), GATE.try_acquire(1)) else {
+        return;
+    };
+    let now = GATE_HELD.fetch_add(2, Ordering::AcqRel) + 2;
+    GATE_MAX_HELD.fetch_max(now, Ordering::AcqRel);
+    GATE.reconfigure(ConcurrencyOptions::new(1)).unwrap();
+    GATE_HELD.fetch_sub(1, Ordering::AcqRel);
+    drop(a);
+    GATE.reconfigure(ConcurrencyOptions::new(GATE_LIMIT))
+        .unwrap();
+    GATE_HELD.fetch_sub(1, Ordering::AcqRel);
+    drop(b);
+}
+
 /// Permits the window granted, to either side.
 static WINDOW_TAKEN: AtomicU32 = AtomicU32::new(0);
 
@@ -121,7 +160,7 @@ fn main() -> ! {
 
     let mut main_admitted = 0u32;
     let mut main_held = 0u32;
-    for _ in 0..ITERATIONS {
+    for i in 0..ITERATIONS {
         if let Ok(lease) = BUCKET.try_acquire(1) {
             TAKEN.fetch_add(1, Ordering::AcqRel);
             main_admitted += 1;
@@ -131,6 +170,10 @@ fn main() -> ! {
             main_held += 1;
         }
         window();
+        gate();
+        if i % 16 == 0 {
+            cycle_gate();
+        }
     }
     cp.SYST.disable_interrupt();
     let ticks = u64::from(TICKS.load(Ordering::Acquire));
@@ -167,12 +210,26 @@ fn main() -> ! {
         window_taken,
         window_budget
     );
+    let gate_stats = GATE.statistics();
+    hprintln!(
+        "concurrency (no queue): {} granted, {} refused, held at most {} of {}; {} of {} free at the end",
+        gate_stats.total_successful,
+        gate_stats.total_failed,
+        GATE_MAX_HELD.load(Ordering::Acquire),
+        GATE_LIMIT,
+        GATE.available_permits(),
+        GATE_LIMIT
+    );
     let ok = u64::from(taken) <= budget
         && u64::from(window_taken) <= window_budget
         && window_taken > 0
         && MAX_HELD.load(Ordering::Acquire) <= PERMITS
         && available == u64::from(PERMITS)
-        && IRQ_DECISIONS.load(Ordering::Acquire) > 0;
+        && IRQ_DECISIONS.load(Ordering::Acquire) > 0
+        && GATE_MAX_HELD.load(Ordering::Acquire) <= GATE_LIMIT
+        && GATE.available_permits() == u64::from(GATE_LIMIT)
+        && GATE.options().permit_limit == GATE_LIMIT
+        && gate_stats.total_successful > 0;
     hprintln!("{}", if ok { "PASS" } else { "FAIL" });
     debug::exit(if ok {
         debug::EXIT_SUCCESS
@@ -195,4 +252,5 @@ fn SysTick() {
     }
     hold();
     window();
+    gate();
 }
