@@ -329,6 +329,24 @@ mod tests {
                 }
             }
         }
+        // Random divisors of every magnitude, each with random dividends of every magnitude.
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let d = (x >> (x % 64)).max(1);
+            let r = Reciprocal::of(d);
+            assert_eq!(r.0, u64::MAX / d, "{d}");
+            for _ in 0..200 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let e = x >> (x % 64);
+                assert_eq!(r.div_rem(e, d), (e / d, e % d), "{e} / {d}");
+                let e = e >> 1; // below the horizon
+                assert_eq!(r.div_rem_elapsed(e, d), (e / d, e % d), "{e} / {d}");
+            }
+        }
         // The 32-bit targets' high product agrees with the 128-bit one.
         for (a, b) in [
             (u64::MAX, u64::MAX),
