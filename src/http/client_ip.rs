@@ -330,8 +330,19 @@ impl ClientIp {
     /// let client = lb.resolve(ClientIp::peer_of(req.extensions()), req.headers());
     /// assert_eq!(client, Some(ip("203.0.113.7")));
     /// ```
+    #[inline]
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         let peer = peer?.to_canonical();
+        match &self.trust {
+            // The default, inline; proxies out of line.
+            Trust::Nobody => Some(peer),
+            _ => self.behind_proxies(peer, headers),
+        }
+    }
+
+    /// [`ClientIp::resolve`] when some proxy is trusted.
+    #[inline(never)]
+    fn behind_proxies(&self, peer: IpAddr, headers: &HeaderMap) -> Option<IpAddr> {
         match &self.trust {
             Trust::Nobody => Some(peer),
             Trust::Networks(nets) => {

@@ -105,6 +105,7 @@ pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
 use body::Permits;
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
+use policy::Rate;
 pub use policy::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
     PolicyQuota, RequestView, SharedClock, NO_KEY,
@@ -643,6 +644,8 @@ struct Compiled {
     name: Box<str>,
     policy: Policy,
     limiter: Arc<dyn PolicyLimiter>,
+    /// The same limiter, direct, when it is a keyed rate policy (the fast path).
+    rate: Option<Rate>,
     describe: PolicyQuota,
     policy_header: HeaderValue,
     pauses: Pauses,
@@ -653,7 +656,7 @@ impl Compiled {
         if !valid_name(&name) {
             return Err(BuildError::InvalidName(name));
         }
-        let limiter = policy.build(clock)?;
+        let (limiter, rate) = policy.build(clock)?;
         let describe = limiter.describe();
         let mut w = HeaderBuf::new();
         let _ = fmt::Write::write_fmt(&mut w, format_args!("\"{name}\";q={}", describe.quota));
@@ -670,6 +673,7 @@ impl Compiled {
             name: name.into_boxed_str(),
             policy,
             limiter,
+            rate,
             describe,
             policy_header,
             pauses: Pauses::default(),
@@ -1479,7 +1483,27 @@ where
         let plan = shared.plan(self.mode, &view);
         // The common case first: one policy, granted at once, nothing to report or pause on.
         if let [Some(i), None] = plan {
-            if !shared.want_quota() && !shared.policies[i].policy.pause_on_429 {
+            let p = &shared.policies[i];
+            if !shared.want_quota() && !p.policy.pause_on_429 {
+                // A keyed rate policy and a key: the limiter directly, nothing held.
+                if let Some(rate) = &p.rate {
+                    if let Some(key) = p.policy.key.extract(&view, &shared.client_ip) {
+                        return match rate.try_acquire(&key) {
+                            Ok(()) => ResponseFuture {
+                                state: State::Plain {
+                                    fut: self.inner.call(req),
+                                },
+                            },
+                            Err(rejection) => {
+                                let d = Denial {
+                                    rejection,
+                                    quota: None,
+                                };
+                                ResponseFuture::rejected(shared.reject(i, d, &view))
+                            }
+                        };
+                    }
+                }
                 match shared.decide(i, &view) {
                     Step::Granted(g) => {
                         let permits = g
@@ -1608,6 +1632,12 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
+        // Admitted, holding nothing and reporting nothing (the fast path): the inner
+        // service's response, its body to hand over as it is.
+        Plain {
+            #[pin]
+            fut: F,
+        },
         // Admitted: the inner service's response, to wrap.
         Admitted {
             #[pin]
@@ -1663,6 +1693,10 @@ where
         other: impl FnOnce(LimitedBody<B>) -> R,
     ) -> Poll<Result<Response<R>, E>> {
         match self.project().state.project() {
+            StateProj::Plain { fut } => {
+                let resp = core::task::ready!(fut.poll(cx))?;
+                Poll::Ready(Ok(resp.map(|body| admitted(body, None))))
+            }
             StateProj::Admitted {
                 fut,
                 permits,
@@ -1714,7 +1748,7 @@ where
 impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match &self.state {
-            State::Admitted { .. } => "ResponseFuture::Admitted",
+            State::Plain { .. } | State::Admitted { .. } => "ResponseFuture::Admitted",
             State::Rejected { .. } => "ResponseFuture::Rejected",
             State::Waiting { .. } => "ResponseFuture::Waiting",
         })

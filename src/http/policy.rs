@@ -135,16 +135,20 @@ impl Key {
     /// ```
     pub fn ip(ip: IpAddr) -> Key {
         match ip.to_canonical() {
-            IpAddr::V4(v4) => {
-                let mut bytes = [0; 16];
-                bytes[..4].copy_from_slice(&v4.octets());
-                Key { tag: 4, bytes }
-            }
+            IpAddr::V4(v4) => Key::v4(v4),
             IpAddr::V6(v6) => Key {
                 tag: 6,
                 bytes: v6.octets(),
             },
         }
+    }
+
+    /// [`Key::ip`] of an IPv4 address.
+    #[inline]
+    pub(crate) fn v4(v4: std::net::Ipv4Addr) -> Key {
+        let mut bytes = [0; 16];
+        bytes[..4].copy_from_slice(&v4.octets());
+        Key { tag: 4, bytes }
     }
 
     /// The key of any bytes: a header value, a user id, an API key. A 128-bit hash of them,
@@ -389,11 +393,11 @@ impl KeyBy {
         match self {
             KeyBy::Global => Some(Key::GLOBAL),
             KeyBy::ClientIp { v6_prefix } => {
-                let addr = ip.resolve(ClientIp::peer_of(req.extensions), req.headers)?;
-                Some(Key::ip(match addr {
-                    IpAddr::V6(_) => mask(addr, *v6_prefix),
-                    v4 => v4,
-                }))
+                match ip.resolve(ClientIp::peer_of(req.extensions), req.headers)? {
+                    // Already canonical: no mask, no second `to_canonical`.
+                    IpAddr::V4(v4) => Some(Key::v4(v4)),
+                    v6 => Some(Key::ip(mask(v6, *v6_prefix))),
+                }
             }
             KeyBy::Header(name) => req.headers.get(name).map(|v| Key::from_bytes(v.as_bytes())),
             KeyBy::With(f) => f(req),
@@ -1357,53 +1361,67 @@ impl Policy {
         }
     }
 
-    /// Makes the policy's limiter on `clock`.
+    /// Makes the policy's limiter on `clock`, and the direct handle to it when it is a keyed
+    /// token bucket or fixed window (the layer's fast path).
     pub(crate) fn build(
         &self,
         clock: &SharedClock,
-    ) -> Result<Arc<dyn PolicyLimiter>, OptionsError> {
+    ) -> Result<(Arc<dyn PolicyLimiter>, Option<Rate>), OptionsError> {
         let (kind, pk) = match &self.source {
-            Source::Custom(l) => return Ok(l.clone()),
+            Source::Custom(l) => return Ok((l.clone(), None)),
             Source::Builtin(k, pk) => (*k, *pk),
         };
         let describe = describe(kind);
         let queue = self.queue.is_some();
         if matches!(self.key, KeyBy::Global) {
-            return Ok(Arc::new(Single {
-                limiter: Arc::new(pk.limiter(clock.clone())),
-                describe,
-                queue,
-            }));
+            let limiter = Arc::new(pk.limiter(clock.clone()));
+            // A rate limiter's lease holds nothing: the fast path may drop it at once.
+            let rate = (!queue && !matches!(kind, Kind::Concurrency(_)))
+                .then(|| Rate::Single(limiter.clone()));
+            return Ok((
+                Arc::new(Single {
+                    limiter,
+                    describe,
+                    queue,
+                }),
+                rate,
+            ));
         }
-        match kind {
-            Kind::TokenBucket(o) if !queue => Ok(Arc::new(Keyed {
-                limiter: KeyedLimiter::with_hasher_token_bucket(
-                    o,
-                    self.partitions,
-                    clock.clone(),
-                    super::key_hash::KeyHashBuilder::new(),
-                )?,
-                describe,
-            })),
-            Kind::FixedWindow(o) if !queue => Ok(Arc::new(Keyed {
-                limiter: KeyedLimiter::with_hasher_fixed_window(
-                    o,
-                    self.partitions,
-                    clock.clone(),
-                    super::key_hash::KeyHashBuilder::new(),
-                )?,
-                describe,
-            })),
+        let keyed = match kind {
+            Kind::TokenBucket(o) if !queue => KeyedLimiter::with_hasher_token_bucket(
+                o,
+                self.partitions,
+                clock.clone(),
+                super::key_hash::KeyHashBuilder::new(),
+            )?,
+            Kind::FixedWindow(o) if !queue => KeyedLimiter::with_hasher_fixed_window(
+                o,
+                self.partitions,
+                clock.clone(),
+                super::key_hash::KeyHashBuilder::new(),
+            )?,
             _ => {
                 let partitioner: Box<PartitionerFn> =
                     Box::new(move |k: &Key| Partition::new(*k, pk));
-                Ok(Arc::new(Many {
-                    limiter: Partitioned::with_clock(partitioner, self.partitions, clock.clone()),
-                    describe,
-                    queue,
-                }))
+                return Ok((
+                    Arc::new(Many {
+                        limiter: Partitioned::with_clock(
+                            partitioner,
+                            self.partitions,
+                            clock.clone(),
+                        ),
+                        describe,
+                        queue,
+                    }),
+                    None,
+                ));
             }
-        }
+        };
+        let keyed = Arc::new(Keyed {
+            limiter: keyed,
+            describe,
+        });
+        Ok((keyed.clone(), Some(Rate::Keyed(keyed))))
     }
 }
 
@@ -1540,8 +1558,28 @@ impl PolicyLimiter for Single {
     }
 }
 
+/// A built-in rate policy that never queues, called directly by the layer's fast path: no
+/// `dyn PolicyLimiter` call, no [`Decision`] (a grant holds no permit), no quota.
+pub(crate) enum Rate {
+    /// A keyed token bucket or fixed window.
+    Keyed(Arc<Keyed>),
+    /// One unpartitioned token bucket, fixed or sliding window (its lease releases nothing).
+    Single(Arc<PartitionLimiter<SharedClock>>),
+}
+
+impl Rate {
+    /// One permit for `key` now, or the rejection.
+    #[inline]
+    pub(crate) fn try_acquire(&self, key: &Key) -> Result<(), Rejection> {
+        match self {
+            Rate::Keyed(k) => k.limiter.try_acquire(key, 1).map(drop),
+            Rate::Single(l) => crate::Limiter::try_acquire(&**l, 1).map(drop),
+        }
+    }
+}
+
 /// A token bucket or fixed window per key, in the bounded lock-free table.
-struct Keyed {
+pub(crate) struct Keyed {
     limiter: KeyedLimiter<Key, SharedClock, super::key_hash::KeyHashBuilder>,
     describe: PolicyQuota,
 }
