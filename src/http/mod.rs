@@ -1487,8 +1487,8 @@ where
             if !shared.want_quota() && !p.policy.pause_on_429 {
                 // A keyed rate policy and a key: the limiter directly, nothing held.
                 if let Some(rate) = &p.rate {
-                    if let Some(key) = p.policy.key.extract(&view, &shared.client_ip) {
-                        return match rate.try_acquire(&key) {
+                    if let Some(r) = rate.try_acquire(&p.policy.key, &view, &shared.client_ip) {
+                        return match r {
                             Ok(()) => ResponseFuture {
                                 state: State::Plain {
                                     fut: self.inner.call(req),

@@ -1568,12 +1568,21 @@ pub(crate) enum Rate {
 }
 
 impl Rate {
-    /// One permit for `key` now, or the rejection.
+    /// One permit for the request's key (found by `key`, `ip`) now, or the rejection; `None`
+    /// if the request has no key. An unpartitioned limiter looks for no key.
     #[inline]
-    pub(crate) fn try_acquire(&self, key: &Key) -> Result<(), Rejection> {
+    pub(crate) fn try_acquire(
+        &self,
+        key: &KeyBy,
+        req: &RequestView<'_>,
+        ip: &ClientIp,
+    ) -> Option<Result<(), Rejection>> {
         match self {
-            Rate::Keyed(k) => k.limiter.try_acquire(key, 1).map(drop),
-            Rate::Single(l) => crate::Limiter::try_acquire(&**l, 1).map(drop),
+            Rate::Keyed(k) => {
+                let key = key.extract(req, ip)?;
+                Some(k.limiter.try_acquire(&key, 1).map(drop))
+            }
+            Rate::Single(l) => Some(crate::Limiter::try_acquire(&**l, 1).map(drop)),
         }
     }
 }
