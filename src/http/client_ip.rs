@@ -310,10 +310,22 @@ impl ClientIp {
     /// assert_eq!(ClientIp::peer_of(req.extensions()), Some(ip("192.0.2.44")));
     /// ```
     pub fn peer_of(extensions: &Extensions) -> Option<IpAddr> {
+        Self::peer_socket(extensions).map(|a| a.ip())
+    }
+
+    /// The peer's socket address, as [`ClientIp::peer_of`] finds it.
+    #[inline]
+    pub(crate) fn peer_socket(extensions: &Extensions) -> Option<SocketAddr> {
         if let Some(c) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
-            return Some(c.0.ip());
+            return Some(c.0);
         }
-        extensions.get::<SocketAddr>().map(SocketAddr::ip)
+        extensions.get::<SocketAddr>().copied()
+    }
+
+    /// Whether this is [`ClientIp::peer`]: no proxy trusted, headers ignored.
+    #[inline]
+    pub(crate) fn trusts_nobody(&self) -> bool {
+        matches!(self.trust, Trust::Nobody)
     }
 
     /// The client's address, from the peer's and the headers. Allocates nothing.

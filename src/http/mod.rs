@@ -964,6 +964,18 @@ impl Shared {
         }
     }
 
+    /// The one rate policy every request of `mode` goes through, if it has a direct handle
+    /// and nothing to report or pause on: no selector can route a request elsewhere.
+    fn fast(&self, mode: Mode) -> Option<usize> {
+        let i = match mode {
+            Mode::Policy(i) => i,
+            Mode::Router if self.selector.is_none() => self.global?,
+            Mode::Router => return None,
+        };
+        let p = &self.policies[i];
+        (p.rate.is_some() && !self.want_quota() && !p.policy.pause_on_429).then_some(i)
+    }
+
     fn want_quota(&self) -> bool {
         self.ietf || self.legacy
     }
@@ -1324,6 +1336,7 @@ impl<S> Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> RateLimit<S> {
         RateLimit {
             inner,
+            fast: self.shared.fast(self.mode),
             shared: self.shared.clone(),
             mode: self.mode,
         }
@@ -1359,6 +1372,9 @@ pub struct RateLimit<S> {
     inner: S,
     shared: Arc<Shared>,
     mode: Mode,
+    /// The policy of every request, when it is one built-in rate policy with nothing to
+    /// report or pause on (found once, here, rather than per request).
+    fast: Option<usize>,
 }
 
 impl<S> fmt::Debug for RateLimit<S> {
@@ -1480,30 +1496,34 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = &*self.shared;
         let view = RequestView::of(&req);
+        // The commonest case first: one built-in rate policy, nothing to report or pause on;
+        // the limiter directly, nothing held.
+        if let Some(i) = self.fast {
+            let p = &shared.policies[i];
+            if let Some(rate) = &p.rate {
+                if let Some(r) = rate.try_acquire(&p.policy.key, &view, &shared.client_ip) {
+                    return match r {
+                        Ok(()) => ResponseFuture {
+                            state: State::Plain {
+                                fut: self.inner.call(req),
+                            },
+                        },
+                        Err(rejection) => {
+                            let d = Denial {
+                                rejection,
+                                quota: None,
+                            };
+                            ResponseFuture::rejected(shared.reject(i, d, &view))
+                        }
+                    };
+                }
+            }
+        }
         let plan = shared.plan(self.mode, &view);
-        // The common case first: one policy, granted at once, nothing to report or pause on.
+        // Then: one policy, granted at once, nothing to report or pause on.
         if let [Some(i), None] = plan {
             let p = &shared.policies[i];
             if !shared.want_quota() && !p.policy.pause_on_429 {
-                // A keyed rate policy and a key: the limiter directly, nothing held.
-                if let Some(rate) = &p.rate {
-                    if let Some(r) = rate.try_acquire(&p.policy.key, &view, &shared.client_ip) {
-                        return match r {
-                            Ok(()) => ResponseFuture {
-                                state: State::Plain {
-                                    fut: self.inner.call(req),
-                                },
-                            },
-                            Err(rejection) => {
-                                let d = Denial {
-                                    rejection,
-                                    quota: None,
-                                };
-                                ResponseFuture::rejected(shared.reject(i, d, &view))
-                            }
-                        };
-                    }
-                }
                 match shared.decide(i, &view) {
                     Step::Granted(g) => {
                         let permits = g

@@ -6,7 +6,7 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::time::Duration;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use http::header::HeaderName;
@@ -393,7 +393,12 @@ impl KeyBy {
         match self {
             KeyBy::Global => Some(Key::GLOBAL),
             KeyBy::ClientIp { v6_prefix } => {
-                match ip.resolve(ClientIp::peer_of(req.extensions), req.headers)? {
+                let peer = ClientIp::peer_socket(req.extensions)?;
+                // The commonest case, direct: an IPv4 peer, no proxy trusted.
+                if let (SocketAddr::V4(a), true) = (peer, ip.trusts_nobody()) {
+                    return Some(Key::v4(*a.ip()));
+                }
+                match ip.resolve(Some(peer.ip()), req.headers)? {
                     // Already canonical: no mask, no second `to_canonical`.
                     IpAddr::V4(v4) => Some(Key::v4(v4)),
                     v6 => Some(Key::ip(mask(v6, *v6_prefix))),
