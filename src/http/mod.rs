@@ -1811,4 +1811,56 @@ mod tests {
             .unwrap_err();
         assert_eq!(dup, BuildError::DuplicatePolicy(GLOBAL.into()));
     }
+
+    /// The fast path (a keyed rate policy, headers off) keys an IPv4 peer as the general path
+    /// does: one bucket per address, shared with the same address as an IPv4-mapped IPv6
+    /// peer; and it is taken only when nothing is reported or paused on.
+    #[test]
+    fn the_fast_path_keys_ipv4_peers_as_the_general_path() {
+        use tower_layer::Layer;
+        let options = crate::FixedWindowOptions::new(1, Duration::from_secs(60));
+        let build = |headers: bool| {
+            RateLimiting::builder()
+                .global(
+                    Policy::fixed_window(options)
+                        .unwrap()
+                        .partition_by(KeyBy::CLIENT_IP),
+                )
+                .rate_limit_headers(headers)
+                .build()
+                .unwrap()
+        };
+        let inner =
+            |_: Request<()>| async { Ok::<_, core::convert::Infallible>(Response::new(())) };
+        let from = |ip: &str| {
+            let mut req = Request::new(());
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            req.extensions_mut()
+                .insert(std::net::SocketAddr::new(ip, 443));
+            req
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for headers in [false, true] {
+            let limits = build(headers);
+            let mut svc = limits.layer().layer(tower::service_fn(inner));
+            assert_eq!(svc.fast.is_some(), !headers);
+            let mut status = |ip: &str| {
+                let fut = Service::call(&mut svc, from(ip));
+                rt.block_on(fut).unwrap().status().as_u16()
+            };
+            assert_eq!(status("192.0.2.1"), 200);
+            assert_eq!(status("192.0.2.1"), 429);
+            assert_eq!(
+                status("::ffff:192.0.2.1"),
+                429,
+                "the mapped form is the same client"
+            );
+            assert_eq!(status("::ffff:192.0.2.2"), 200);
+            assert_eq!(status("192.0.2.2"), 429);
+            assert_eq!(status("2001:db8::1"), 200);
+            assert_eq!(status("2001:db8::2"), 429, "one /64");
+        }
+    }
 }
