@@ -599,18 +599,19 @@ impl RateLimitingBuilder {
     /// assert_eq!(bad.unwrap_err(), BuildError::InvalidName("bad\"name".into()));
     /// ```
     pub fn build(self) -> Result<RateLimiting, BuildError> {
+        let std_clock = self.clock.is_none();
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(crate::StdClock));
         let mut policies = Vec::new();
         let mut global = None;
         if let Some(p) = self.global {
             global = Some(policies.len());
-            policies.push(Compiled::new(GLOBAL.to_string(), p, &clock)?);
+            policies.push(Compiled::new(GLOBAL.to_string(), p, &clock, std_clock)?);
         }
         for (name, p) in self.policies {
             if name == GLOBAL || policies.iter().any(|c: &Compiled| *c.name == *name) {
                 return Err(BuildError::DuplicatePolicy(name));
             }
-            policies.push(Compiled::new(name, p, &clock)?);
+            policies.push(Compiled::new(name, p, &clock, std_clock)?);
         }
         let retry_after = (0..=RETRY_AFTER_CACHE).map(HeaderValue::from).collect();
         Ok(RateLimiting {
@@ -652,11 +653,16 @@ struct Compiled {
 }
 
 impl Compiled {
-    fn new(name: String, policy: Policy, clock: &SharedClock) -> Result<Self, BuildError> {
+    fn new(
+        name: String,
+        policy: Policy,
+        clock: &SharedClock,
+        std_clock: bool,
+    ) -> Result<Self, BuildError> {
         if !valid_name(&name) {
             return Err(BuildError::InvalidName(name));
         }
-        let (limiter, rate) = policy.build(clock)?;
+        let (limiter, rate) = policy.build(clock, std_clock)?;
         let describe = limiter.describe();
         let mut w = HeaderBuf::new();
         let _ = fmt::Write::write_fmt(&mut w, format_args!("\"{name}\";q={}", describe.quota));

@@ -1366,11 +1366,13 @@ impl Policy {
         }
     }
 
-    /// Makes the policy's limiter on `clock`, and the direct handle to it when it is a keyed
-    /// token bucket or fixed window (the layer's fast path).
+    /// Makes the policy's limiter on `clock` (`std_clock`: the default, a `StdClock`), and the
+    /// direct handle to it when it is a built-in rate limiter that never queues (the layer's
+    /// fast path).
     pub(crate) fn build(
         &self,
         clock: &SharedClock,
+        std_clock: bool,
     ) -> Result<(Arc<dyn PolicyLimiter>, Option<Rate>), OptionsError> {
         let (kind, pk) = match &self.source {
             Source::Custom(l) => return Ok((l.clone(), None)),
@@ -1392,41 +1394,29 @@ impl Policy {
                 rate,
             ));
         }
-        let keyed = match kind {
-            Kind::TokenBucket(o) if !queue => KeyedLimiter::with_hasher_token_bucket(
-                o,
-                self.partitions,
-                clock.clone(),
-                super::key_hash::KeyHashBuilder::new(),
-            )?,
-            Kind::FixedWindow(o) if !queue => KeyedLimiter::with_hasher_fixed_window(
-                o,
-                self.partitions,
-                clock.clone(),
-                super::key_hash::KeyHashBuilder::new(),
-            )?,
-            _ => {
-                let partitioner: Box<PartitionerFn> =
-                    Box::new(move |k: &Key| Partition::new(*k, pk));
-                return Ok((
-                    Arc::new(Many {
-                        limiter: Partitioned::with_clock(
-                            partitioner,
-                            self.partitions,
-                            clock.clone(),
-                        ),
-                        describe,
-                        queue,
-                    }),
-                    None,
-                ));
+        if !queue {
+            // On the default clock, the keyed limiter reads `StdClock` itself: no `dyn Clock`
+            // call, and the read inlined into the decision (the same epoch as the shared
+            // `Arc<StdClock>`: `StdClock` has one per process).
+            if std_clock {
+                if let Some(k) = Keyed::new(kind, self.partitions, crate::StdClock, describe)? {
+                    let k = Arc::new(k);
+                    return Ok((k.clone(), Some(Rate::KeyedStd(k))));
+                }
+            } else if let Some(k) = Keyed::new(kind, self.partitions, clock.clone(), describe)? {
+                let k = Arc::new(k);
+                return Ok((k.clone(), Some(Rate::Keyed(k))));
             }
-        };
-        let keyed = Arc::new(Keyed {
-            limiter: keyed,
-            describe,
-        });
-        Ok((keyed.clone(), Some(Rate::Keyed(keyed))))
+        }
+        let partitioner: Box<PartitionerFn> = Box::new(move |k: &Key| Partition::new(*k, pk));
+        Ok((
+            Arc::new(Many {
+                limiter: Partitioned::with_clock(partitioner, self.partitions, clock.clone()),
+                describe,
+                queue,
+            }),
+            None,
+        ))
     }
 }
 
@@ -1567,7 +1557,9 @@ impl PolicyLimiter for Single {
 /// `dyn PolicyLimiter` call, no [`Decision`] (a grant holds no permit), no quota.
 pub(crate) enum Rate {
     /// A keyed token bucket or fixed window.
-    Keyed(Arc<Keyed>),
+    Keyed(Arc<Keyed<SharedClock>>),
+    /// The same on the default clock.
+    KeyedStd(Arc<Keyed<crate::StdClock>>),
     /// One unpartitioned token bucket, fixed or sliding window (its lease releases nothing).
     Single(Arc<PartitionLimiter<SharedClock>>),
 }
@@ -1587,18 +1579,44 @@ impl Rate {
                 let key = key.extract(req, ip)?;
                 Some(k.limiter.try_acquire(&key, 1).map(drop))
             }
+            Rate::KeyedStd(k) => {
+                let key = key.extract(req, ip)?;
+                Some(k.limiter.try_acquire(&key, 1).map(drop))
+            }
             Rate::Single(l) => Some(crate::Limiter::try_acquire(&**l, 1).map(drop)),
         }
     }
 }
 
 /// A token bucket or fixed window per key, in the bounded lock-free table.
-pub(crate) struct Keyed {
-    limiter: KeyedLimiter<Key, SharedClock, super::key_hash::KeyHashBuilder>,
+pub(crate) struct Keyed<C: Clock> {
+    limiter: KeyedLimiter<Key, C, super::key_hash::KeyHashBuilder>,
     describe: PolicyQuota,
 }
 
-impl PolicyLimiter for Keyed {
+impl<C: Clock> Keyed<C> {
+    /// The keyed limiter of `kind` on `clock`, if `kind` is a token bucket or fixed window.
+    fn new(
+        kind: Kind,
+        partitions: PartitionConfig,
+        clock: C,
+        describe: PolicyQuota,
+    ) -> Result<Option<Self>, OptionsError> {
+        let hasher = super::key_hash::KeyHashBuilder::new();
+        let limiter = match kind {
+            Kind::TokenBucket(o) => {
+                KeyedLimiter::with_hasher_token_bucket(o, partitions, clock, hasher)?
+            }
+            Kind::FixedWindow(o) => {
+                KeyedLimiter::with_hasher_fixed_window(o, partitions, clock, hasher)?
+            }
+            Kind::Concurrency(_) | Kind::SlidingWindow(_) => return Ok(None),
+        };
+        Ok(Some(Self { limiter, describe }))
+    }
+}
+
+impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Keyed<C> {
     fn partitions(&self) -> Option<usize> {
         Some(self.limiter.len())
     }
