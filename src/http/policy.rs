@@ -1381,18 +1381,16 @@ impl Policy {
         let describe = describe(kind);
         let queue = self.queue.is_some();
         if matches!(self.key, KeyBy::Global) {
-            let limiter = Arc::new(pk.limiter(clock.clone()));
             // A rate limiter's lease holds nothing: the fast path may drop it at once.
-            let rate = (!queue && !matches!(kind, Kind::Concurrency(_)))
-                .then(|| Rate::Single(limiter.clone()));
-            return Ok((
-                Arc::new(Single {
-                    limiter,
-                    describe,
-                    queue,
-                }),
-                rate,
-            ));
+            let fast = !queue && !matches!(kind, Kind::Concurrency(_));
+            if std_clock {
+                let limiter = Arc::new(pk.limiter(crate::StdClock));
+                let rate = fast.then(|| Rate::SingleStd(limiter.clone()));
+                return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
+            }
+            let limiter = Arc::new(pk.limiter(clock.clone()));
+            let rate = fast.then(|| Rate::Single(limiter.clone()));
+            return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
         }
         if !queue {
             // On the default clock, the keyed limiter reads `StdClock` itself: no `dyn Clock`
@@ -1502,13 +1500,21 @@ async fn race<F: Future + ?Sized>(mut fut: Pin<&mut F>, tick: Duration) -> Optio
 }
 
 /// An unpartitioned policy: one limiter.
-struct Single {
-    limiter: Arc<PartitionLimiter<SharedClock>>,
+struct Single<C: Clock> {
+    limiter: Arc<PartitionLimiter<C>>,
     describe: PolicyQuota,
     queue: bool,
 }
 
-impl Single {
+impl<C: Clock + Send + Sync + 'static> Single<C> {
+    fn new(limiter: Arc<PartitionLimiter<C>>, describe: PolicyQuota, queue: bool) -> Self {
+        Self {
+            limiter,
+            describe,
+            queue,
+        }
+    }
+
     fn grant(&self, lease: OwnedLease, want_quota: bool) -> Grant {
         Grant {
             permit: Permit::lease(lease),
@@ -1517,7 +1523,7 @@ impl Single {
     }
 }
 
-impl PolicyLimiter for Single {
+impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Single<C> {
     #[inline]
     fn try_acquire(&self, _key: Key, want_quota: bool) -> Decision {
         match self.limiter.try_acquire_owned(1) {
@@ -1562,6 +1568,8 @@ pub(crate) enum Rate {
     KeyedStd(Arc<Keyed<crate::StdClock>>),
     /// One unpartitioned token bucket, fixed or sliding window (its lease releases nothing).
     Single(Arc<PartitionLimiter<SharedClock>>),
+    /// The same on the default clock.
+    SingleStd(Arc<PartitionLimiter<crate::StdClock>>),
 }
 
 impl Rate {
@@ -1584,6 +1592,7 @@ impl Rate {
                 Some(k.limiter.try_acquire(&key, 1).map(drop))
             }
             Rate::Single(l) => Some(crate::Limiter::try_acquire(&**l, 1).map(drop)),
+            Rate::SingleStd(l) => Some(crate::Limiter::try_acquire(&**l, 1).map(drop)),
         }
     }
 }
