@@ -428,8 +428,13 @@ impl Clock for StdClock {
     fn now(&self) -> Instant {
         static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         let epoch = EPOCH.get_or_init(std::time::Instant::now);
-        let nanos = epoch.elapsed().as_nanos();
-        Instant(u64::try_from(nanos).unwrap_or(u64::MAX))
+        let d = std::time::Instant::now().saturating_duration_since(*epoch);
+        // Seconds and nanoseconds in 64 bits (no 128-bit product), saturating as before.
+        let nanos = d
+            .as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(d.subsec_nanos()));
+        Instant(nanos)
     }
     fn advances_by_itself(&self) -> bool {
         true

@@ -310,10 +310,22 @@ impl ClientIp {
     /// assert_eq!(ClientIp::peer_of(req.extensions()), Some(ip("192.0.2.44")));
     /// ```
     pub fn peer_of(extensions: &Extensions) -> Option<IpAddr> {
+        Self::peer_socket(extensions).map(|a| a.ip())
+    }
+
+    /// The peer's socket address, as [`ClientIp::peer_of`] finds it.
+    #[inline]
+    pub(crate) fn peer_socket(extensions: &Extensions) -> Option<SocketAddr> {
         if let Some(c) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
-            return Some(c.0.ip());
+            return Some(c.0);
         }
-        extensions.get::<SocketAddr>().map(SocketAddr::ip)
+        extensions.get::<SocketAddr>().copied()
+    }
+
+    /// Whether this is [`ClientIp::peer`]: no proxy trusted, headers ignored.
+    #[inline]
+    pub(crate) fn trusts_nobody(&self) -> bool {
+        matches!(self.trust, Trust::Nobody)
     }
 
     /// The client's address, from the peer's and the headers. Allocates nothing.
@@ -330,8 +342,19 @@ impl ClientIp {
     /// let client = lb.resolve(ClientIp::peer_of(req.extensions()), req.headers());
     /// assert_eq!(client, Some(ip("203.0.113.7")));
     /// ```
+    #[inline]
     pub fn resolve(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         let peer = peer?.to_canonical();
+        match &self.trust {
+            // The default, inline; proxies out of line.
+            Trust::Nobody => Some(peer),
+            _ => self.behind_proxies(peer, headers),
+        }
+    }
+
+    /// [`ClientIp::resolve`] when some proxy is trusted.
+    #[inline(never)]
+    fn behind_proxies(&self, peer: IpAddr, headers: &HeaderMap) -> Option<IpAddr> {
         match &self.trust {
             Trust::Nobody => Some(peer),
             Trust::Networks(nets) => {

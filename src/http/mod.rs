@@ -105,6 +105,7 @@ pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
 use body::Permits;
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
+use policy::Rate;
 pub use policy::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
     PolicyQuota, RequestView, SharedClock, NO_KEY,
@@ -598,18 +599,19 @@ impl RateLimitingBuilder {
     /// assert_eq!(bad.unwrap_err(), BuildError::InvalidName("bad\"name".into()));
     /// ```
     pub fn build(self) -> Result<RateLimiting, BuildError> {
+        let std_clock = self.clock.is_none();
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(crate::StdClock));
         let mut policies = Vec::new();
         let mut global = None;
         if let Some(p) = self.global {
             global = Some(policies.len());
-            policies.push(Compiled::new(GLOBAL.to_string(), p, &clock)?);
+            policies.push(Compiled::new(GLOBAL.to_string(), p, &clock, std_clock)?);
         }
         for (name, p) in self.policies {
             if name == GLOBAL || policies.iter().any(|c: &Compiled| *c.name == *name) {
                 return Err(BuildError::DuplicatePolicy(name));
             }
-            policies.push(Compiled::new(name, p, &clock)?);
+            policies.push(Compiled::new(name, p, &clock, std_clock)?);
         }
         let retry_after = (0..=RETRY_AFTER_CACHE).map(HeaderValue::from).collect();
         Ok(RateLimiting {
@@ -643,17 +645,24 @@ struct Compiled {
     name: Box<str>,
     policy: Policy,
     limiter: Arc<dyn PolicyLimiter>,
+    /// The same limiter, direct, when it is a keyed rate policy (the fast path).
+    rate: Option<Rate>,
     describe: PolicyQuota,
     policy_header: HeaderValue,
     pauses: Pauses,
 }
 
 impl Compiled {
-    fn new(name: String, policy: Policy, clock: &SharedClock) -> Result<Self, BuildError> {
+    fn new(
+        name: String,
+        policy: Policy,
+        clock: &SharedClock,
+        std_clock: bool,
+    ) -> Result<Self, BuildError> {
         if !valid_name(&name) {
             return Err(BuildError::InvalidName(name));
         }
-        let limiter = policy.build(clock)?;
+        let (limiter, rate) = policy.build(clock, std_clock)?;
         let describe = limiter.describe();
         let mut w = HeaderBuf::new();
         let _ = fmt::Write::write_fmt(&mut w, format_args!("\"{name}\";q={}", describe.quota));
@@ -670,6 +679,7 @@ impl Compiled {
             name: name.into_boxed_str(),
             policy,
             limiter,
+            rate,
             describe,
             policy_header,
             pauses: Pauses::default(),
@@ -958,6 +968,18 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// The one rate policy every request of `mode` goes through, if it has a direct handle
+    /// and nothing to report or pause on: no selector can route a request elsewhere.
+    fn fast(&self, mode: Mode) -> Option<usize> {
+        let i = match mode {
+            Mode::Policy(i) => i,
+            Mode::Router if self.selector.is_none() => self.global?,
+            Mode::Router => return None,
+        };
+        let p = &self.policies[i];
+        (p.rate.is_some() && !self.want_quota() && !p.policy.pause_on_429).then_some(i)
     }
 
     fn want_quota(&self) -> bool {
@@ -1320,6 +1342,7 @@ impl<S> Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> RateLimit<S> {
         RateLimit {
             inner,
+            fast: self.shared.fast(self.mode),
             shared: self.shared.clone(),
             mode: self.mode,
         }
@@ -1355,6 +1378,9 @@ pub struct RateLimit<S> {
     inner: S,
     shared: Arc<Shared>,
     mode: Mode,
+    /// The policy of every request, when it is one built-in rate policy with nothing to
+    /// report or pause on (found once, here, rather than per request).
+    fast: Option<usize>,
 }
 
 impl<S> fmt::Debug for RateLimit<S> {
@@ -1476,10 +1502,34 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = &*self.shared;
         let view = RequestView::of(&req);
+        // The commonest case first: one built-in rate policy, nothing to report or pause on;
+        // the limiter directly, nothing held.
+        if let Some(i) = self.fast {
+            let p = &shared.policies[i];
+            if let Some(rate) = &p.rate {
+                if let Some(r) = rate.try_acquire(&p.policy.key, &view, &shared.client_ip) {
+                    return match r {
+                        Ok(()) => ResponseFuture {
+                            state: State::Plain {
+                                fut: self.inner.call(req),
+                            },
+                        },
+                        Err(rejection) => {
+                            let d = Denial {
+                                rejection,
+                                quota: None,
+                            };
+                            ResponseFuture::rejected(shared.reject(i, d, &view))
+                        }
+                    };
+                }
+            }
+        }
         let plan = shared.plan(self.mode, &view);
-        // The common case first: one policy, granted at once, nothing to report or pause on.
+        // Then: one policy, granted at once, nothing to report or pause on.
         if let [Some(i), None] = plan {
-            if !shared.want_quota() && !shared.policies[i].policy.pause_on_429 {
+            let p = &shared.policies[i];
+            if !shared.want_quota() && !p.policy.pause_on_429 {
                 match shared.decide(i, &view) {
                     Step::Granted(g) => {
                         let permits = g
@@ -1608,6 +1658,12 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
+        // Admitted, holding nothing and reporting nothing (the fast path): the inner
+        // service's response, its body to hand over as it is.
+        Plain {
+            #[pin]
+            fut: F,
+        },
         // Admitted: the inner service's response, to wrap.
         Admitted {
             #[pin]
@@ -1663,6 +1719,10 @@ where
         other: impl FnOnce(LimitedBody<B>) -> R,
     ) -> Poll<Result<Response<R>, E>> {
         match self.project().state.project() {
+            StateProj::Plain { fut } => {
+                let resp = core::task::ready!(fut.poll(cx))?;
+                Poll::Ready(Ok(resp.map(|body| admitted(body, None))))
+            }
             StateProj::Admitted {
                 fut,
                 permits,
@@ -1714,7 +1774,7 @@ where
 impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match &self.state {
-            State::Admitted { .. } => "ResponseFuture::Admitted",
+            State::Plain { .. } | State::Admitted { .. } => "ResponseFuture::Admitted",
             State::Rejected { .. } => "ResponseFuture::Rejected",
             State::Waiting { .. } => "ResponseFuture::Waiting",
         })
@@ -1756,5 +1816,57 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(dup, BuildError::DuplicatePolicy(GLOBAL.into()));
+    }
+
+    /// The fast path (a keyed rate policy, headers off) keys an IPv4 peer as the general path
+    /// does: one bucket per address, shared with the same address as an IPv4-mapped IPv6
+    /// peer; and it is taken only when nothing is reported or paused on.
+    #[test]
+    fn the_fast_path_keys_ipv4_peers_as_the_general_path() {
+        use tower_layer::Layer;
+        let options = crate::FixedWindowOptions::new(1, Duration::from_secs(60));
+        let build = |headers: bool| {
+            RateLimiting::builder()
+                .global(
+                    Policy::fixed_window(options)
+                        .unwrap()
+                        .partition_by(KeyBy::CLIENT_IP),
+                )
+                .rate_limit_headers(headers)
+                .build()
+                .unwrap()
+        };
+        let inner =
+            |_: Request<()>| async { Ok::<_, core::convert::Infallible>(Response::new(())) };
+        let from = |ip: &str| {
+            let mut req = Request::new(());
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            req.extensions_mut()
+                .insert(std::net::SocketAddr::new(ip, 443));
+            req
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for headers in [false, true] {
+            let limits = build(headers);
+            let mut svc = limits.layer().layer(tower::service_fn(inner));
+            assert_eq!(svc.fast.is_some(), !headers);
+            let mut status = |ip: &str| {
+                let fut = Service::call(&mut svc, from(ip));
+                rt.block_on(fut).unwrap().status().as_u16()
+            };
+            assert_eq!(status("192.0.2.1"), 200);
+            assert_eq!(status("192.0.2.1"), 429);
+            assert_eq!(
+                status("::ffff:192.0.2.1"),
+                429,
+                "the mapped form is the same client"
+            );
+            assert_eq!(status("::ffff:192.0.2.2"), 200);
+            assert_eq!(status("192.0.2.2"), 429);
+            assert_eq!(status("2001:db8::1"), 200);
+            assert_eq!(status("2001:db8::2"), 429, "one /64");
+        }
     }
 }

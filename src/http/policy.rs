@@ -6,7 +6,7 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::time::Duration;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use http::header::HeaderName;
@@ -135,16 +135,20 @@ impl Key {
     /// ```
     pub fn ip(ip: IpAddr) -> Key {
         match ip.to_canonical() {
-            IpAddr::V4(v4) => {
-                let mut bytes = [0; 16];
-                bytes[..4].copy_from_slice(&v4.octets());
-                Key { tag: 4, bytes }
-            }
+            IpAddr::V4(v4) => Key::v4(v4),
             IpAddr::V6(v6) => Key {
                 tag: 6,
                 bytes: v6.octets(),
             },
         }
+    }
+
+    /// [`Key::ip`] of an IPv4 address.
+    #[inline]
+    pub(crate) fn v4(v4: std::net::Ipv4Addr) -> Key {
+        let mut bytes = [0; 16];
+        bytes[..4].copy_from_slice(&v4.octets());
+        Key { tag: 4, bytes }
     }
 
     /// The key of any bytes: a header value, a user id, an API key. A 128-bit hash of them,
@@ -389,11 +393,16 @@ impl KeyBy {
         match self {
             KeyBy::Global => Some(Key::GLOBAL),
             KeyBy::ClientIp { v6_prefix } => {
-                let addr = ip.resolve(ClientIp::peer_of(req.extensions), req.headers)?;
-                Some(Key::ip(match addr {
-                    IpAddr::V6(_) => mask(addr, *v6_prefix),
-                    v4 => v4,
-                }))
+                let peer = ClientIp::peer_socket(req.extensions)?;
+                // The commonest case, direct: an IPv4 peer, no proxy trusted.
+                if let (SocketAddr::V4(a), true) = (peer, ip.trusts_nobody()) {
+                    return Some(Key::v4(*a.ip()));
+                }
+                match ip.resolve(Some(peer.ip()), req.headers)? {
+                    // Already canonical: no mask, no second `to_canonical`.
+                    IpAddr::V4(v4) => Some(Key::v4(v4)),
+                    v6 => Some(Key::ip(mask(v6, *v6_prefix))),
+                }
             }
             KeyBy::Header(name) => req.headers.get(name).map(|v| Key::from_bytes(v.as_bytes())),
             KeyBy::With(f) => f(req),
@@ -1357,53 +1366,55 @@ impl Policy {
         }
     }
 
-    /// Makes the policy's limiter on `clock`.
+    /// Makes the policy's limiter on `clock` (`std_clock`: the default, a `StdClock`), and the
+    /// direct handle to it when it is a built-in rate limiter that never queues (the layer's
+    /// fast path).
     pub(crate) fn build(
         &self,
         clock: &SharedClock,
-    ) -> Result<Arc<dyn PolicyLimiter>, OptionsError> {
+        std_clock: bool,
+    ) -> Result<(Arc<dyn PolicyLimiter>, Option<Rate>), OptionsError> {
         let (kind, pk) = match &self.source {
-            Source::Custom(l) => return Ok(l.clone()),
+            Source::Custom(l) => return Ok((l.clone(), None)),
             Source::Builtin(k, pk) => (*k, *pk),
         };
         let describe = describe(kind);
         let queue = self.queue.is_some();
         if matches!(self.key, KeyBy::Global) {
-            return Ok(Arc::new(Single {
-                limiter: Arc::new(pk.limiter(clock.clone())),
-                describe,
-                queue,
-            }));
+            // A rate limiter's lease holds nothing: the fast path may drop it at once.
+            let fast = !queue && !matches!(kind, Kind::Concurrency(_));
+            if std_clock {
+                let limiter = Arc::new(pk.limiter(crate::StdClock));
+                let rate = fast.then(|| Rate::SingleStd(limiter.clone()));
+                return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
+            }
+            let limiter = Arc::new(pk.limiter(clock.clone()));
+            let rate = fast.then(|| Rate::Single(limiter.clone()));
+            return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
         }
-        match kind {
-            Kind::TokenBucket(o) if !queue => Ok(Arc::new(Keyed {
-                limiter: KeyedLimiter::with_hasher_token_bucket(
-                    o,
-                    self.partitions,
-                    clock.clone(),
-                    super::key_hash::KeyHashBuilder::new(),
-                )?,
-                describe,
-            })),
-            Kind::FixedWindow(o) if !queue => Ok(Arc::new(Keyed {
-                limiter: KeyedLimiter::with_hasher_fixed_window(
-                    o,
-                    self.partitions,
-                    clock.clone(),
-                    super::key_hash::KeyHashBuilder::new(),
-                )?,
-                describe,
-            })),
-            _ => {
-                let partitioner: Box<PartitionerFn> =
-                    Box::new(move |k: &Key| Partition::new(*k, pk));
-                Ok(Arc::new(Many {
-                    limiter: Partitioned::with_clock(partitioner, self.partitions, clock.clone()),
-                    describe,
-                    queue,
-                }))
+        if !queue {
+            // On the default clock, the keyed limiter reads `StdClock` itself: no `dyn Clock`
+            // call, and the read inlined into the decision (the same epoch as the shared
+            // `Arc<StdClock>`: `StdClock` has one per process).
+            if std_clock {
+                if let Some(k) = Keyed::new(kind, self.partitions, crate::StdClock, describe)? {
+                    let k = Arc::new(k);
+                    return Ok((k.clone(), Some(Rate::KeyedStd(k))));
+                }
+            } else if let Some(k) = Keyed::new(kind, self.partitions, clock.clone(), describe)? {
+                let k = Arc::new(k);
+                return Ok((k.clone(), Some(Rate::Keyed(k))));
             }
         }
+        let partitioner: Box<PartitionerFn> = Box::new(move |k: &Key| Partition::new(*k, pk));
+        Ok((
+            Arc::new(Many {
+                limiter: Partitioned::with_clock(partitioner, self.partitions, clock.clone()),
+                describe,
+                queue,
+            }),
+            None,
+        ))
     }
 }
 
@@ -1489,13 +1500,21 @@ async fn race<F: Future + ?Sized>(mut fut: Pin<&mut F>, tick: Duration) -> Optio
 }
 
 /// An unpartitioned policy: one limiter.
-struct Single {
-    limiter: Arc<PartitionLimiter<SharedClock>>,
+struct Single<C: Clock> {
+    limiter: Arc<PartitionLimiter<C>>,
     describe: PolicyQuota,
     queue: bool,
 }
 
-impl Single {
+impl<C: Clock + Send + Sync + 'static> Single<C> {
+    fn new(limiter: Arc<PartitionLimiter<C>>, describe: PolicyQuota, queue: bool) -> Self {
+        Self {
+            limiter,
+            describe,
+            queue,
+        }
+    }
+
     fn grant(&self, lease: OwnedLease, want_quota: bool) -> Grant {
         Grant {
             permit: Permit::lease(lease),
@@ -1504,7 +1523,7 @@ impl Single {
     }
 }
 
-impl PolicyLimiter for Single {
+impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Single<C> {
     #[inline]
     fn try_acquire(&self, _key: Key, want_quota: bool) -> Decision {
         match self.limiter.try_acquire_owned(1) {
@@ -1540,13 +1559,73 @@ impl PolicyLimiter for Single {
     }
 }
 
+/// A built-in rate policy that never queues, called directly by the layer's fast path: no
+/// `dyn PolicyLimiter` call, no [`Decision`] (a grant holds no permit), no quota.
+pub(crate) enum Rate {
+    /// A keyed token bucket or fixed window.
+    Keyed(Arc<Keyed<SharedClock>>),
+    /// The same on the default clock.
+    KeyedStd(Arc<Keyed<crate::StdClock>>),
+    /// One unpartitioned token bucket, fixed or sliding window (its lease releases nothing).
+    Single(Arc<PartitionLimiter<SharedClock>>),
+    /// The same on the default clock.
+    SingleStd(Arc<PartitionLimiter<crate::StdClock>>),
+}
+
+impl Rate {
+    /// One permit for the request's key (found by `key`, `ip`) now, or the rejection; `None`
+    /// if the request has no key. An unpartitioned limiter looks for no key.
+    #[inline]
+    pub(crate) fn try_acquire(
+        &self,
+        key: &KeyBy,
+        req: &RequestView<'_>,
+        ip: &ClientIp,
+    ) -> Option<Result<(), Rejection>> {
+        match self {
+            Rate::Keyed(k) => {
+                let key = key.extract(req, ip)?;
+                Some(k.limiter.try_acquire(&key, 1).map(drop))
+            }
+            Rate::KeyedStd(k) => {
+                let key = key.extract(req, ip)?;
+                Some(k.limiter.try_acquire(&key, 1).map(drop))
+            }
+            Rate::Single(l) => Some(crate::Limiter::try_acquire(&**l, 1).map(drop)),
+            Rate::SingleStd(l) => Some(crate::Limiter::try_acquire(&**l, 1).map(drop)),
+        }
+    }
+}
+
 /// A token bucket or fixed window per key, in the bounded lock-free table.
-struct Keyed {
-    limiter: KeyedLimiter<Key, SharedClock, super::key_hash::KeyHashBuilder>,
+pub(crate) struct Keyed<C: Clock> {
+    limiter: KeyedLimiter<Key, C, super::key_hash::KeyHashBuilder>,
     describe: PolicyQuota,
 }
 
-impl PolicyLimiter for Keyed {
+impl<C: Clock> Keyed<C> {
+    /// The keyed limiter of `kind` on `clock`, if `kind` is a token bucket or fixed window.
+    fn new(
+        kind: Kind,
+        partitions: PartitionConfig,
+        clock: C,
+        describe: PolicyQuota,
+    ) -> Result<Option<Self>, OptionsError> {
+        let hasher = super::key_hash::KeyHashBuilder::new();
+        let limiter = match kind {
+            Kind::TokenBucket(o) => {
+                KeyedLimiter::with_hasher_token_bucket(o, partitions, clock, hasher)?
+            }
+            Kind::FixedWindow(o) => {
+                KeyedLimiter::with_hasher_fixed_window(o, partitions, clock, hasher)?
+            }
+            Kind::Concurrency(_) | Kind::SlidingWindow(_) => return Ok(None),
+        };
+        Ok(Some(Self { limiter, describe }))
+    }
+}
+
+impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Keyed<C> {
     fn partitions(&self) -> Option<usize> {
         Some(self.limiter.len())
     }
