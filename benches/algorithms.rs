@@ -160,12 +160,14 @@ fn st<T>(g: &mut BenchmarkGroup<'_, WallTime>, id: &str, make: impl Fn() -> T, o
     });
 }
 
-#[inline(always)]
+/// Its own function, as in `benches/throughput.rs` (see there).
+#[inline(never)]
 fn acquire<L: Limiter>(l: &L) {
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
-#[inline(always)]
+/// Its own function, as in `benches/throughput.rs` (see there).
+#[inline(never)]
 fn check<C: GovClock>(l: &Governor<C>) {
     let _ = black_box(l.check());
 }

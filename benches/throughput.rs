@@ -236,24 +236,30 @@ fn mt2<T: Sync>(
 
 // ---------------------------------------------------------------------------------------------
 // The operations, each one call
+//
+// Each is its own function (`#[inline(never)]`), ours and the peers' alike: what is timed is one
+// call of exactly that code, compiled the same way whatever the benchmark loop around it looks
+// like. Inlined into the loop, each side's code depended on the optimizer's choices for that one
+// loop (whether the closure call was inlined, whether governor's state update was), which moved
+// single rows by up to 4x between builds of unrelated code.
 
-#[inline(always)]
+#[inline(never)]
 fn acquire<L: Limiter>(l: &L) {
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
-#[inline(always)]
+#[inline(never)]
 fn check<C: GovClock>(l: &Governor<C>) {
     let _ = black_box(l.check());
 }
 
-#[inline(always)]
+#[inline(never)]
 fn sem_acquire(s: &tokio::sync::Semaphore) {
     let _ = black_box(s.try_acquire());
 }
 
 /// One load plus one compare-exchange: the floor of any lock-free decision on one word.
-#[inline(always)]
+#[inline(never)]
 fn load_cas_u64(a: &AtomicU64) {
     let cur = a.load(Ordering::Acquire);
     let _ = black_box(a.compare_exchange_weak(
@@ -265,7 +271,7 @@ fn load_cas_u64(a: &AtomicU64) {
 }
 
 /// The same on a 128-bit word, as the rate limiters' state needs (portable-atomic, as they use).
-#[inline(always)]
+#[inline(never)]
 fn load_cas_u128(a: &AtomicU128) {
     let cur = a.load(Ordering::Acquire);
     let _ = black_box(a.compare_exchange_weak(
@@ -277,7 +283,7 @@ fn load_cas_u128(a: &AtomicU128) {
 }
 
 /// A clock read feeding a load + CAS: "the same clock read + one CAS".
-#[inline(always)]
+#[inline(never)]
 fn clock_cas_u64<C: Clock>(clock: &C, a: &AtomicU64) {
     let now = black_box(clock.now().as_nanos());
     let cur = a.load(Ordering::Acquire);
@@ -289,7 +295,7 @@ fn clock_cas_u64<C: Clock>(clock: &C, a: &AtomicU64) {
     ));
 }
 
-#[inline(always)]
+#[inline(never)]
 fn clock_cas_u128<C: Clock>(clock: &C, a: &AtomicU128) {
     let now = black_box(clock.now().as_nanos());
     let cur = a.load(Ordering::Acquire);
