@@ -256,15 +256,29 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// brought its tokens) and tries once more.
     #[inline(always)]
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.take_as(n, || (), serve)
+    }
+
+    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
+    /// is built where the decision is made, not converted from `Ok(())` afterwards. (The
+    /// conversion moved the rejection between two layouts of the `Result`, in pieces a CPU
+    /// cannot forward from the stores that wrote them: a stall on every denial.)
+    #[inline(always)]
+    pub(crate) fn take_as<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
         let r = self.refill();
         if n > r.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         if let Some(quick) = self.take_quick(e, n, r) {
-            return quick;
+            return quick.map(|()| granted());
         }
-        self.take_slow(e, n, r, serve)
+        self.take_slow(e, n, r, serve).map(|()| granted())
     }
 
     /// [`take`](Self::take) past the quick path: the general transition, the queue, the
@@ -563,11 +577,12 @@ macro_rules! bucket_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken = self.core.take(permits, || self.core.queue.serve(self));
-                self.core
-                    .counters
-                    .count(taken)
-                    .map(|()| $crate::Lease::unreleased(permits))
+                let taken = self.core.take_as(
+                    permits,
+                    || $crate::Lease::unreleased(permits),
+                    || self.core.queue.serve(self),
+                );
+                self.core.counters.count(taken)
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()
@@ -603,11 +618,10 @@ macro_rules! bucket_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C, $crate::NoQueue> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken = self.core.take(permits, || {});
-                self.core
-                    .counters
-                    .count(taken)
-                    .map(|()| $crate::Lease::unreleased(permits))
+                let taken =
+                    self.core
+                        .take_as(permits, || $crate::Lease::unreleased(permits), || {});
+                self.core.counters.count(taken)
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()

@@ -467,6 +467,14 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
     #[inline(always)]
     fn take(&self, n: u32) -> Result<(), Rejection> {
+        self.take_as(n, || ())
+    }
+
+    /// [`take`](Self::take), handing back `granted()` on success, built where the decision is
+    /// made (see the token bucket's `take_as`: converting `Ok(())` afterwards moved the rejection
+    /// between two layouts of the `Result`, a store-forwarding stall on every denial).
+    #[inline(always)]
+    fn take_as<T>(&self, n: u32, granted: impl FnOnce() -> T) -> Result<T, Rejection> {
         // One reading of the limit for the whole decision (it may be reconfigured meanwhile).
         let s = self.shape();
         if n > s.limit {
@@ -493,10 +501,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
                 }
             };
             if let Some(quick) = quick {
-                return quick;
+                return quick.map(|()| granted());
             }
         }
-        self.take_slow(e, n, s)
+        self.take_slow(e, n, s).map(|()| granted())
     }
 
     /// The quick path on a header word read with no flag set (`tick`, `used`): in its own
@@ -752,8 +760,7 @@ impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
         self.counters
-            .count(self.take(permits))
-            .map(|()| Lease::unreleased(permits))
+            .count(self.take_as(permits, || Lease::unreleased(permits)))
     }
 
     fn available_permits(&self) -> u64 {
