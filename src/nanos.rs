@@ -25,11 +25,10 @@ const MAX: Nanos = Nanos::from_duration(Duration::MAX);
 /// A count of nanoseconds in `[0, Duration::MAX]`, as a high and a low word (the high word
 /// first, so that the derived order is the numeric one).
 ///
-/// The high word is a `usize`, not a `u32` (its values are below 2^30): on a 64-bit target the
-/// count is then two whole 64-bit words, which a `Result` holding a rejection is copied in. With a
-/// `u32` beside the `u64`, those copies moved the 12 bytes as 4 + 8 at an unaligned offset, a load
-/// spanning two separate stores, which a CPU cannot forward from: a ~15-cycle stall on every
-/// denial, more than half of its time.
+/// The high word is a `usize` (its values are below 2^30): on a 64-bit target the count is two
+/// whole words, so a rejection is copied in whole words. (The store-forwarding stall once seen on
+/// every denial came from converting a decision's `Result` after the fact, not from this field;
+/// see `BucketCore::take_as`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Nanos {
     hi: usize,
