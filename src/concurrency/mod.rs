@@ -479,6 +479,23 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         }
     }
 
+    /// `try_acquire` of both kinds (with and without a queue): the decision, counted, and a
+    /// lease that gives the permits back (none for a probe).
+    #[inline(always)]
+    fn try_acquire_now(&self, permits: u32) -> Result<Lease<'_>, Rejection>
+    where
+        Self: Release + Sync,
+    {
+        let taken = self.counters.count(self.take(permits));
+        taken.map(|()| {
+            if permits == 0 {
+                Lease::unreleased(0)
+            } else {
+                Lease::releasing(permits, self)
+            }
+        })
+    }
+
     #[inline(always)]
     fn available_now(&self) -> u64 {
         u64::from(self.state().available())
@@ -588,14 +605,7 @@ where
 {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        let taken = self.counters.count(self.take(permits));
-        taken.map(|()| {
-            if permits == 0 {
-                Lease::unreleased(0)
-            } else {
-                Lease::releasing(permits, self)
-            }
-        })
+        self.try_acquire_now(permits)
     }
 
     fn available_permits(&self) -> u64 {

@@ -187,14 +187,7 @@ impl<C: Clock + Sync> Peek for ConcurrencyLimiter<C, NoQueue> {
 impl<C: Clock + Sync> Limiter for ConcurrencyLimiter<C, NoQueue> {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        let taken = self.counters.count(self.take(permits));
-        taken.map(|()| {
-            if permits == 0 {
-                Lease::unreleased(0)
-            } else {
-                Lease::releasing(permits, self)
-            }
-        })
+        self.try_acquire_now(permits)
     }
 
     fn available_permits(&self) -> u64 {
