@@ -88,6 +88,22 @@ impl Ticker {
         (into < self.period).then_some(into)
     }
 
+    /// [`offset_in`](Self::offset_in) for a tick `k` that this ticker computed itself, from an
+    /// elapsed time below [`HORIZON_NS`] (a limiter's own state: its ticks come only from
+    /// [`tick`](Self::tick) and [`locate`](Self::locate)). Then `k * period <= e' < 2^63` never
+    /// wraps, and `e - k * period` wraps, to more than 2^63 - a period or more - exactly when `e`
+    /// lies before tick `k`: one multiply and one compare, no overflow checks.
+    #[inline(always)]
+    pub(crate) fn offset_in_own(&self, e: u64, k: u64) -> Option<u64> {
+        debug_assert!(
+            k <= (HORIZON_NS - 1) / self.period,
+            "not a tick of this ticker"
+        );
+        let into = e.wrapping_sub(k.wrapping_mul(self.period));
+        debug_assert_eq!(into < self.period, self.offset_in(e, k).is_some());
+        (into < self.period).then_some(into)
+    }
+
     /// The instant tick `k` begins (saturating).
     #[allow(dead_code)]
     pub(crate) fn start_of(&self, k: u64) -> Instant {
@@ -470,6 +486,46 @@ mod tests {
                     reference(period, ticks, into),
                     "{period} {ticks} {into}"
                 );
+            }
+        }
+    }
+
+    /// `offset_in_own` is `offset_in` for every tick a ticker can compute, up to the last one
+    /// before the horizon, at elapsed times in, before and after that tick.
+    #[test]
+    fn offset_in_own_agrees_for_every_tick_below_the_horizon() {
+        for period in [
+            1u64,
+            3,
+            10,
+            1_000_000_007,
+            1 << 32,
+            u64::MAX / 3,
+            HORIZON_NS - 1,
+        ] {
+            let t = Ticker::new(Instant::ZERO, period);
+            let last = (HORIZON_NS - 1) / period;
+            for k in [0, 1, 2, last / 2, last.saturating_sub(1), last] {
+                if k > last {
+                    continue;
+                }
+                let start = k * period;
+                for e in [
+                    0,
+                    1,
+                    start.saturating_sub(1),
+                    start,
+                    start + 1,
+                    start + (period - 1),
+                    start.saturating_add(period),
+                    HORIZON_NS - 1,
+                ] {
+                    assert_eq!(
+                        t.offset_in_own(e, k),
+                        t.offset_in(e, k),
+                        "period {period}, tick {k}, e {e}"
+                    );
+                }
             }
         }
     }

@@ -311,10 +311,50 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// 128-bit word, a lost race) to it.
     #[inline(always)]
     fn take_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Rejection>> {
+        match self.decide_quick(e, n, r)? {
+            Ok(()) => Some(Ok(())),
+            Err(Some(wait)) => Some(Err(Rejection::after(Reason::Exhausted, wait))),
+            Err(None) => {
+                // The wait passes 2^64 ns: out of line.
+                let (word, shift) = self.word.narrow()?;
+                let (tick, tokens) = Bucket::plain64(cas::Word::load(word), shift)?;
+                let into = self.ticker.offset_in(e, tick)?;
+                let ticks = Bucket {
+                    tokens,
+                    ..Bucket::full(r.limit)
+                }
+                .ticks_to_take(r, n);
+                Some(Err(Rejection::after(
+                    Reason::Exhausted,
+                    self.ticker.wait_ticks(ticks, into),
+                )))
+            }
+        }
+    }
+
+    /// [`take_quick`](Self::take_quick) as small values: `Ok` granted, `Err(Some(wait))`
+    /// refused with that wait, `Err(None)` refused with a wait of 2^64 ns or more (not computed
+    /// here); `None` for the general path.
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Option<Nanos>>> {
         let (word, shift) = self.word.narrow()?;
+        self.decide_quick_on(word, shift, e, n, r)
+    }
+
+    /// [`decide_quick`](Self::decide_quick) on the 64-bit `word` with a token field of `shift`
+    /// bits.
+    #[inline(always)]
+    fn decide_quick_on(
+        &self,
+        word: &AtomicU64,
+        shift: u32,
+        e: u64,
+        n: u32,
+        r: Refill,
+    ) -> Option<Result<(), Option<Nanos>>> {
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
-        let into = self.ticker.offset_in(e, tick)?;
+        let into = self.ticker.offset_in_own(e, tick)?;
         if n == 0 {
             return None;
         }
@@ -328,13 +368,70 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             ..Bucket::full(r.limit)
         }
         .ticks_to_take(r, n);
-        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns; the case past 2^64 ns
-        // stays out of line.
-        let wait = match u64::from(ticks).checked_mul(self.ticker.period_ns()) {
-            Some(ns) => Nanos::from_u64(ns - into),
-            None => self.ticker.wait_ticks(ticks, into),
+        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
+        Some(Err(u64::from(ticks)
+            .checked_mul(self.ticker.period_ns())
+            .map(|ns| Nanos::from_u64(ns - into))))
+    }
+
+    /// The whole `try_acquire` of a limiter on this core, counted: the quick decision and its
+    /// count inline, with everything else (the general path, a count that needs its slow path)
+    /// in tail calls, so that the quick path saves no registers.
+    #[inline(always)]
+    pub(crate) fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // Only the 64-bit word has a quick path. On 32-bit MCUs there is none: the general path
+        // inline, no second function (code size).
+        if cfg!(all(
+            not(loom),
+            any(not(target_has_atomic = "64"), tollgate_cs_words)
+        )) {
+            return self.counters.count(self.take_as(n, granted, serve));
+        }
+        // One reading of the refill and of the clock for the whole decision, the general path's
+        // included.
+        let r = self.refill();
+        if n > r.limit {
+            return self.try_acquire_general(None, n, r, granted, serve);
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        if let Some((word, shift)) = self.word.narrow() {
+            match self.decide_quick_on(word, shift, e, n, r) {
+                Some(Ok(())) => {
+                    return self.counters.count_granted(granted());
+                }
+                Some(Err(Some(wait))) => {
+                    return self
+                        .counters
+                        .count_rejected(Rejection::after(Reason::Exhausted, wait));
+                }
+                _ => {}
+            }
+        }
+        self.try_acquire_general(Some(e), n, r, granted, serve)
+    }
+
+    /// `try_acquire` past the quick path (which this does not repeat), counted: the general
+    /// transition at `e` ns after creation, with the refill `r`; `None` for a request over the
+    /// limit.
+    #[inline(never)]
+    fn try_acquire_general<T>(
+        &self,
+        e: Option<u64>,
+        n: u32,
+        r: Refill,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let taken = match e {
+            None => Err(Rejection::new(Reason::ExceedsLimit)),
+            Some(e) => self.take_slow(e, n, r, serve).map(|()| granted()),
         };
-        Some(Err(Rejection::after(Reason::Exhausted, wait)))
+        self.counters.count(taken)
     }
 
     /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
@@ -577,12 +674,11 @@ macro_rules! bucket_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken = self.core.take_as(
+                self.core.try_acquire_counted(
                     permits,
                     || $crate::Lease::unreleased(permits),
                     || self.core.queue.serve(self),
-                );
-                self.core.counters.count(taken)
+                )
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()
@@ -618,10 +714,8 @@ macro_rules! bucket_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C, $crate::NoQueue> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken =
-                    self.core
-                        .take_as(permits, || $crate::Lease::unreleased(permits), || {});
-                self.core.counters.count(taken)
+                self.core
+                    .try_acquire_counted(permits, || $crate::Lease::unreleased(permits), || {})
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()

@@ -355,10 +355,15 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
                 .map(|s| (s.pack(), ()))
         })
         .map(|_| ())
-        .map_err(|d| match d {
+        .map_err(Self::rejection)
+    }
+
+    #[inline(always)]
+    fn rejection(d: Denied) -> Rejection {
+        match d {
             Denied::Closed => Rejection::new(Reason::Closed),
             Denied::Exhausted => Rejection::new(Reason::Exhausted),
-        })
+        }
     }
 
     /// Called inside a transition, before the CAS that would write `next`; returns the state to
@@ -486,14 +491,58 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     where
         Self: Release + Sync,
     {
-        let taken = self.counters.count(self.take(permits));
-        taken.map(|()| {
-            if permits == 0 {
-                Lease::unreleased(0)
-            } else {
-                Lease::releasing(permits, self)
+        // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the decision
+        // (code size).
+        if cfg!(all(
+            not(loom),
+            any(not(target_has_atomic = "64"), tollgate_cs_words)
+        )) {
+            return self.try_acquire_general(permits);
+        }
+        // The decision on one reading of the word, and its count, inline; a lost race, and a
+        // count that needs its slow path, in tail calls (no registers saved on the quick path).
+        if permits <= self.limit() {
+            let w = cas::Word::load(&self.word);
+            match State::unpack(w).try_take(permits, self.queue.barging()) {
+                Ok(next) if next.pack() == w || cas::swap_once(&self.word, w, next.pack()) => {
+                    return self.counters.count_granted(self.lease(permits));
+                }
+                Ok(_) => {}
+                Err(d) => return self.counters.count_rejected(Self::rejection(d)),
             }
-        })
+        }
+        self.try_acquire_cold(permits)
+    }
+
+    #[inline(never)]
+    fn try_acquire_cold(&self, permits: u32) -> Result<Lease<'_>, Rejection>
+    where
+        Self: Release + Sync,
+    {
+        self.try_acquire_general(permits)
+    }
+
+    /// [`try_acquire_now`](Self::try_acquire_now) through the general transition.
+    #[inline(always)]
+    fn try_acquire_general(&self, permits: u32) -> Result<Lease<'_>, Rejection>
+    where
+        Self: Release + Sync,
+    {
+        let taken = self.counters.count(self.take(permits));
+        taken.map(|()| self.lease(permits))
+    }
+
+    /// The lease of `permits` granted: released on drop (none for a probe).
+    #[inline(always)]
+    fn lease(&self, permits: u32) -> Lease<'_>
+    where
+        Self: Release + Sync,
+    {
+        if permits == 0 {
+            Lease::unreleased(0)
+        } else {
+            Lease::releasing(permits, self)
+        }
     }
 
     #[inline(always)]

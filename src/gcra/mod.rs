@@ -244,6 +244,14 @@ impl<C: Clock> GcraCore<C> {
     /// behind, a lost race) to [`take_slow`](Self::take_slow).
     #[inline(always)]
     fn take_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Rejection>> {
+        self.decide_quick(now, n, p)
+            .map(|d| d.map_err(|wait| Rejection::after(Reason::Exhausted, Nanos::from_u64(wait))))
+    }
+
+    /// [`take_quick`](Self::take_quick) as small values: `Err(wait)` for a refusal with that
+    /// wait in nanoseconds.
+    #[inline(always)]
+    fn decide_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), u64>> {
         let w = cas::Word::load(&self.word);
         match Gcra::quick(w, now, n, p)? {
             Ok(next) => cas::swap_once(&self.word, w, next).then_some(Ok(())),
@@ -251,12 +259,49 @@ impl<C: Clock> GcraCore<C> {
                 if !self.queue.barging() && self.queue.queued_permits() != 0 {
                     return None;
                 }
-                Some(Err(Rejection::after(
-                    Reason::Exhausted,
-                    Nanos::from_u64(wait),
-                )))
+                Some(Err(wait))
             }
         }
+    }
+
+    /// The whole `try_acquire`, counted: the quick decision and its count inline, everything
+    /// else (the general path, a count that needs its slow path) in tail calls, so that the
+    /// quick path saves no registers.
+    #[inline(always)]
+    pub(crate) fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // One clock reading for the whole decision, the general path's included.
+        let now = self.now();
+        let p = self.params.get();
+        if n.wrapping_sub(1) < p.burst {
+            match self.decide_quick(now, n, p) {
+                Some(Ok(())) => return self.counters.count_granted(granted()),
+                Some(Err(wait)) => {
+                    return self
+                        .counters
+                        .count_rejected(Rejection::after(Reason::Exhausted, Nanos::from_u64(wait)))
+                }
+                None => {}
+            }
+        }
+        self.try_acquire_general(now, n, granted, serve)
+    }
+
+    /// `try_acquire` past the quick path, counted: the general transition at `now`.
+    #[inline(never)]
+    fn try_acquire_general<T>(
+        &self,
+        now: u64,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        self.counters
+            .count(self.take_slow(now, n, serve).map(|()| granted()))
     }
 
     /// [`take`](Self::take) past the quick path: the general transition and the queue. Out of
@@ -453,12 +498,11 @@ macro_rules! gcra_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                let taken = self.core.take_as(
+                self.core.try_acquire_counted(
                     permits,
                     || $crate::Lease::unreleased(permits),
                     || self.core.queue.serve(self),
-                );
-                self.core.counters.count(taken)
+                )
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()

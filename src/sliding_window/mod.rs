@@ -481,37 +481,89 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
-        if n > 0 {
-            let quick = match &self.header {
-                HeaderWord::Narrow { word, width } => {
-                    let w = cas::Word::load(word);
-                    Header::plain64(w, *width).and_then(|(tick, used)| {
-                        let grant = || cas::swap_once(word, w, w + u64::from(n));
-                        self.quick(e, n, s, tick, used, grant, || {
-                            Header::prev64(w, *width) == 0
-                        })
-                    })
-                }
-                HeaderWord::Wide(word) => {
-                    let w = cas::Word::load(word);
-                    Header::plain(w).and_then(|(tick, used)| {
-                        let grant = || cas::swap_once(word, w, w + u128::from(n));
-                        self.quick(e, n, s, tick, used, grant, || Header::unpack(w).prev == 0)
-                    })
-                }
-            };
-            if let Some(quick) = quick {
-                return quick.map(|()| granted());
+        match self.decide_quick(e, n, s) {
+            Some(Ok(())) => Ok(granted()),
+            Some(Err(wait)) => Err(Rejection::after(Reason::Exhausted, wait)),
+            None => self.take_slow(e, n, s).map(|()| granted()),
+        }
+    }
+
+    /// The whole `try_acquire`, counted: the quick decision and its count inline, everything
+    /// else (the general path, a count that needs its slow path) in tail calls, so that the
+    /// quick path saves no registers.
+    #[inline(always)]
+    fn try_acquire_counted<T>(&self, n: u32, granted: impl FnOnce() -> T) -> Result<T, Rejection> {
+        // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the quick path
+        // (code size).
+        if cfg!(all(
+            not(loom),
+            any(not(target_has_atomic = "64"), tollgate_cs_words)
+        )) {
+            return self.counters.count(self.take_as(n, granted));
+        }
+        // One reading of the limit and of the clock for the whole decision, the general path's
+        // included.
+        let s = self.shape();
+        if n > s.limit {
+            return self.try_acquire_general(None, n, s, granted);
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        match self.decide_quick(e, n, s) {
+            Some(Ok(())) => self.counters.count_granted(granted()),
+            Some(Err(wait)) => self
+                .counters
+                .count_rejected(Rejection::after(Reason::Exhausted, wait)),
+            None => self.try_acquire_general(Some(e), n, s, granted),
+        }
+    }
+
+    /// `try_acquire` past the quick path (which this does not repeat), counted: the general
+    /// transition at `e` ns after creation; `None` for a request over the limit.
+    #[inline(never)]
+    fn try_acquire_general<T>(
+        &self,
+        e: Option<u64>,
+        n: u32,
+        s: Shape,
+        granted: impl FnOnce() -> T,
+    ) -> Result<T, Rejection> {
+        let taken = match e {
+            None => Err(Rejection::new(Reason::ExceedsLimit)),
+            Some(e) => self.take_slow(e, n, s).map(|()| granted()),
+        };
+        self.counters.count(taken)
+    }
+
+    /// The quick decision at `e` on the header as read (see [`quick`](Self::quick)): `Ok`
+    /// granted, `Err(wait)` refused with that wait, `None` for the general path.
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+        if n == 0 {
+            return None;
+        }
+        match &self.header {
+            HeaderWord::Narrow { word, width } => {
+                let w = cas::Word::load(word);
+                let (tick, used) = Header::plain64(w, *width)?;
+                let grant = || cas::swap_once(word, w, w + u64::from(n));
+                self.quick(e, n, s, tick, used, grant, || {
+                    Header::prev64(w, *width) == 0
+                })
+            }
+            HeaderWord::Wide(word) => {
+                let w = cas::Word::load(word);
+                let (tick, used) = Header::plain(w)?;
+                let grant = || cas::swap_once(word, w, w + u128::from(n));
+                self.quick(e, n, s, tick, used, grant, || Header::unpack(w).prev == 0)
             }
         }
-        self.take_slow(e, n, s).map(|()| granted())
     }
 
     /// The quick path on a header word read with no flag set (`tick`, `used`): in its own
     /// segment, `n > 0` that fit are granted by one compare-and-swap (`grant`, of the word plus
     /// `n`); a denial whose counted permits are all in the current segment (`prev_is_zero`)
-    /// answers at once. `None` sends everything else (another segment, a lost race, a denial
-    /// that needs the ring) to the general path.
+    /// answers at once, with its wait. `None` sends everything else (another segment, a lost
+    /// race, a denial that needs the ring, a wait of 2^64 ns or more) to the general path.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn quick(
@@ -523,8 +575,9 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         used: u64,
         grant: impl FnOnce() -> bool,
         prev_is_zero: impl FnOnce() -> bool,
-    ) -> Option<Result<(), Rejection>> {
-        let into = self.ticker.offset_in(e, tick)?;
+    ) -> Option<Result<(), Nanos>> {
+        // The header's tick is one the ticker computed (`locate`, `tick`).
+        let into = self.ticker.offset_in_own(e, tick)?;
         if used + u64::from(n) <= u64::from(s.limit) {
             return grant().then_some(Ok(()));
         }
@@ -532,11 +585,8 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             // Every counted permit is in the current segment: they all come back together when
             // it leaves the window, `segments` segments after it began, and then `n <= limit`
             // fits. No ring to read: exactly the general path's answer (`retry_after`).
-            let wait = match s.segments.checked_mul(self.ticker.period_ns()) {
-                Some(ns) => Nanos::from_u64(ns - into),
-                None => self.ticker.wait_for(s.segments, into),
-            };
-            return Some(Err(Rejection::after(Reason::Exhausted, wait)));
+            let ns = s.segments.checked_mul(self.ticker.period_ns())?;
+            return Some(Err(Nanos::from_u64(ns - into)));
         }
         None
     }
@@ -759,8 +809,7 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
 impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        self.counters
-            .count(self.take_as(permits, || Lease::unreleased(permits)))
+        self.try_acquire_counted(permits, || Lease::unreleased(permits))
     }
 
     fn available_permits(&self) -> u64 {

@@ -119,6 +119,34 @@ impl Counters {
         result
     }
 
+    /// Counts a granted `try_acquire` and hands back its `lease`: the count's common case
+    /// inline, its slow case in a tail call.
+    #[inline(always)]
+    pub(crate) fn count_granted<T>(&self, lease: T) -> Result<T, Rejection> {
+        if self.inner.try_bump(0) {
+            Ok(lease)
+        } else {
+            self.count_slow(Ok(lease))
+        }
+    }
+
+    /// Counts a refused `try_acquire` and hands back its rejection `r`.
+    #[inline(always)]
+    pub(crate) fn count_rejected<T>(&self, r: Rejection) -> Result<T, Rejection> {
+        if self.inner.try_bump(1) {
+            self.note_rejected(&r);
+            Err(r)
+        } else {
+            self.count_slow(Err(r))
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_slow<T>(&self, result: Result<T, Rejection>) -> Result<T, Rejection> {
+        self.count(result)
+    }
+
     /// Counts a granted request (a wait's, or a limiter's that has no `try_acquire` of its
     /// own). With the `tracing` feature, also a `TRACE` event.
     #[inline]
@@ -198,6 +226,11 @@ mod shared {
             self.0[which].fetch_add(1, Ordering::Relaxed);
         }
 
+        pub(super) fn try_bump(&self, which: usize) -> bool {
+            self.bump(which);
+            true
+        }
+
         pub(super) fn totals(&self) -> (u64, u64) {
             (
                 self.0[0].load(Ordering::Relaxed),
@@ -222,6 +255,12 @@ mod split {
         #[inline]
         pub(super) fn bump(&self, which: usize) {
             self.0[which].increment();
+        }
+
+        #[inline(always)]
+        pub(super) fn try_bump(&self, which: usize) -> bool {
+            self.bump(which);
+            true
         }
 
         pub(super) fn totals(&self) -> (u64, u64) {

@@ -123,6 +123,15 @@ impl Tally {
     /// Counts in the calling thread's cell: a plain load and store, no locked instruction.
     #[inline]
     pub(crate) fn bump(&self, which: usize) {
+        if !self.try_bump(which) {
+            self.bump_slow(which, claim::current());
+        }
+    }
+
+    /// [`bump`](Self::bump)'s common case: counts and returns `true` if the calling thread
+    /// has its cell on this tally already; else counts nothing and returns `false`.
+    #[inline(always)]
+    pub(crate) fn try_bump(&self, which: usize) -> bool {
         let slot = claim::current();
         if let Some(lines) = self
             .buckets
@@ -133,10 +142,10 @@ impl Tally {
                 // Only this thread writes this cell: a plain increment is exact.
                 let c = &line[which];
                 c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                return;
+                return true;
             }
         }
-        self.bump_slow(which, slot);
+        false
     }
 
     /// The thread's first count (claims an index), its first on this tally (allocates its
