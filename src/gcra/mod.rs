@@ -232,9 +232,9 @@ impl<C: Clock> GcraCore<C> {
             if let Some(quick) = self.take_quick(now, n, p) {
                 return quick.map(|()| granted());
             }
-            return self.take_slow(now, n, serve).map(|()| granted());
+            return self.take_slow(now, n, granted, serve);
         }
-        self.take_slow(self.now(), n, serve).map(|()| granted())
+        self.take_slow(self.now(), n, granted, serve)
     }
 
     /// The common decision in a handful of instructions: a word with no flag set grants `n > 0`
@@ -300,14 +300,19 @@ impl<C: Clock> GcraCore<C> {
         granted: impl FnOnce() -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
-        self.counters
-            .count(self.take_slow(now, n, serve).map(|()| granted()))
+        self.counters.count(self.take_slow(now, n, granted, serve))
     }
 
     /// [`take`](Self::take) past the quick path: the general transition and the queue. Out of
     /// line, so that the quick path saves no registers for it.
     #[inline(never)]
-    fn take_slow(&self, now: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn take_slow<T>(
+        &self,
+        now: u64,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
         let p = self.params.get();
         if n > p.burst {
             return Err(Rejection::new(Reason::ExceedsLimit));
@@ -319,7 +324,10 @@ impl<C: Clock> GcraCore<C> {
                 result = self.attempt(now, n, p);
             }
         }
-        result.map_err(|(d, w)| self.rejection(d, w, now, n, p))
+        match result {
+            Ok(()) => Ok(granted()),
+            Err((d, w)) => Err(self.rejection(d, w, now, n, p)),
+        }
     }
 
     /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one

@@ -484,7 +484,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         match self.decide_quick(e, n, s) {
             Some(Ok(())) => Ok(granted()),
             Some(Err(wait)) => Err(Rejection::after(Reason::Exhausted, wait)),
-            None => self.take_slow(e, n, s).map(|()| granted()),
+            None => self.take_slow(e, n, s, granted),
         }
     }
 
@@ -529,7 +529,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     ) -> Result<T, Rejection> {
         let taken = match e {
             None => Err(Rejection::new(Reason::ExceedsLimit)),
-            Some(e) => self.take_slow(e, n, s).map(|()| granted()),
+            Some(e) => self.take_slow(e, n, s, granted),
         };
         self.counters.count(taken)
     }
@@ -595,7 +595,13 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// its RetryAfter, the queue, a lost race). Out of line, so that the quick path saves no
     /// registers for it.
     #[inline(never)]
-    fn take_slow(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
+    fn take_slow<T>(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        granted: impl FnOnce() -> T,
+    ) -> Result<T, Rejection> {
         let barge = self.queue.barging();
         let mut result = self.attempt(e, n, s, barge);
         if let Err((Denied::Exhausted { .. }, h, _)) = result {
@@ -606,7 +612,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
             }
         }
         match result {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(granted()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted { .. }, h, (k, into))) => {
                 let wait = self.retry_after(k, into, h, n, barge);
