@@ -278,20 +278,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         if let Some(quick) = self.take_quick(e, n, r) {
             return quick.map(|()| granted());
         }
-        self.take_slow(e, n, r, granted, serve)
+        self.take_slow(e, n, r, serve).map(|()| granted())
     }
 
     /// [`take`](Self::take) past the quick path: the general transition, the queue, the
     /// 128-bit word. Out of line, so that the quick path saves no registers for it.
     #[inline(never)]
-    fn take_slow<T>(
-        &self,
-        e: u64,
-        n: u32,
-        r: Refill,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
+    fn take_slow(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
         let mut result = self.attempt(e, n, r);
         if let Err((Denied::Exhausted { .. }, b, _)) = result {
             if b.waiters && !self.queue.barging() {
@@ -300,7 +293,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             }
         }
         match result {
-            Ok(()) => Ok(granted()),
+            Ok(()) => Ok(()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
             Err((Denied::Exhausted { missing }, b, (k, into))) => {
                 // From the very instant and state the decision was made on: no second clock read.
@@ -436,7 +429,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     ) -> Result<T, Rejection> {
         let taken = match e {
             None => Err(Rejection::new(Reason::ExceedsLimit)),
-            Some(e) => self.take_slow(e, n, r, granted, serve),
+            Some(e) => self.take_slow(e, n, r, serve).map(|()| granted()),
         };
         self.counters.count(taken)
     }
