@@ -311,38 +311,14 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// 128-bit word, a lost race) to it.
     #[inline(always)]
     fn take_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Rejection>> {
-        match self.decide_quick(e, n, r)? {
-            Ok(()) => Some(Ok(())),
-            Err(Some(wait)) => Some(Err(Rejection::after(Reason::Exhausted, wait))),
-            Err(None) => {
-                // The wait passes 2^64 ns: out of line.
-                let (word, shift) = self.word.narrow()?;
-                let (tick, tokens) = Bucket::plain64(cas::Word::load(word), shift)?;
-                let into = self.ticker.offset_in(e, tick)?;
-                let ticks = Bucket {
-                    tokens,
-                    ..Bucket::full(r.limit)
-                }
-                .ticks_to_take(r, n);
-                Some(Err(Rejection::after(
-                    Reason::Exhausted,
-                    self.ticker.wait_ticks(ticks, into),
-                )))
-            }
-        }
-    }
-
-    /// [`take_quick`](Self::take_quick) as small values: `Ok` granted, `Err(Some(wait))`
-    /// refused with that wait, `Err(None)` refused with a wait of 2^64 ns or more (not computed
-    /// here); `None` for the general path.
-    #[inline(always)]
-    fn decide_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Option<Nanos>>> {
         let (word, shift) = self.word.narrow()?;
         self.decide_quick_on(word, shift, e, n, r)
+            .map(|d| d.map_err(|wait| Rejection::after(Reason::Exhausted, wait)))
     }
 
-    /// [`decide_quick`](Self::decide_quick) on the 64-bit `word` with a token field of `shift`
-    /// bits.
+    /// [`take_quick`](Self::take_quick) as small values, on the 64-bit `word` with a token field
+    /// of `shift` bits: `Ok` granted, `Err(wait)` refused with that wait; `None` for the general
+    /// path (which also computes a wait of 2^64 ns or more).
     #[inline(always)]
     fn decide_quick_on(
         &self,
@@ -351,7 +327,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         e: u64,
         n: u32,
         r: Refill,
-    ) -> Option<Result<(), Option<Nanos>>> {
+    ) -> Option<Result<(), Nanos>> {
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.ticker.offset_in_own(e, tick)?;
@@ -369,9 +345,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         }
         .ticks_to_take(r, n);
         // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
-        Some(Err(u64::from(ticks)
-            .checked_mul(self.ticker.period_ns())
-            .map(|ns| Nanos::from_u64(ns - into))))
+        let ns = u64::from(ticks).checked_mul(self.ticker.period_ns())?;
+        Some(Err(Nanos::from_u64(ns - into)))
     }
 
     /// The whole `try_acquire` of a limiter on this core, counted: the quick decision and its
@@ -404,12 +379,12 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
                 Some(Ok(())) => {
                     return self.counters.count_granted(granted());
                 }
-                Some(Err(Some(wait))) => {
+                Some(Err(wait)) => {
                     return self
                         .counters
                         .count_rejected(Rejection::after(Reason::Exhausted, wait));
                 }
-                _ => {}
+                None => {}
             }
         }
         self.try_acquire_general(Some(e), n, r, granted, serve)
