@@ -239,8 +239,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// it decided on and the tick and offset `e` falls in. The tick is located from the state's
     /// own ([`Ticker::locate`]): no division while time stays in the tick of the last write.
     #[inline]
-    fn attempt(&self, e: u64, n: u32, r: Refill) -> Result<(), (Denied, Bucket, (u64, u64))> {
-        let barge = self.queue.barging();
+    fn attempt(
+        &self,
+        e: u64,
+        n: u32,
+        r: Refill,
+        barge: bool,
+    ) -> Result<(), (Denied, Bucket, (u64, u64))> {
         self.word
             .transition(|b| {
                 let (k, into) = self.ticker.locate(e, b.tick);
@@ -285,11 +290,14 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// 128-bit word. Out of line, so that the quick path saves no registers for it.
     #[inline(never)]
     fn take_slow(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let mut result = self.attempt(e, n, r);
+        // Nobody takes past waiters before they are served: those whose tokens came before
+        // now are granted first, as of when they fit (then a newest-first queue lets the
+        // newcomer barge past the rest).
+        let mut result = self.attempt(e, n, r, false);
         if let Err((Denied::Exhausted { .. }, b, _)) = result {
-            if b.waiters && !self.queue.barging() {
+            if b.waiters {
                 serve();
-                result = self.attempt(e, n, r);
+                result = self.attempt(e, n, r, self.queue.barging());
             }
         }
         match result {
@@ -492,6 +500,28 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             .map(|(_, taken)| taken)
     }
 
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the first tick
+    /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
+    /// the grant.
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let r = self.refill();
+        self.word
+            .transition(|b| match b.take_when_fits(k, n, r) {
+                Ok((next, at)) => Ok((next, Some(at))),
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted { .. }) => Ok((b, None)),
+            })
+            .map(|(_, taken)| taken)
+    }
+
+    /// The exact wait from now until the last of `requests` is granted, served in order
+    /// (the waiters ahead, then the newcomer).
+    pub(crate) fn wait_for_requests(&self, requests: impl IntoIterator<Item = u32>) -> Nanos {
+        let (k, into) = self.ticker.tick(self.clock.now());
+        self.wait_behind(k, into, self.word.load(), requests)
+    }
+
     pub(crate) fn clear_waiters(&self) {
         let _ = self
             .word
@@ -567,6 +597,11 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.word.load().closed
+    }
+
+    /// Whether the queue flag is set (anyone waits).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.word.load().waiters
     }
 
     pub(crate) fn period(&self) -> Duration {
@@ -726,8 +761,10 @@ macro_rules! bucket_limiter {
                 self.core.period()
             }
             fn replenish(&self) -> u64 {
-                self.core.catch_up();
+                // Served first: bringing the word up to date caps the refills at the limit,
+                // which would lose those that came after a waiter fit.
                 self.core.queue.serve(self);
+                self.core.catch_up();
                 self.core.available()
             }
             fn next_service(&self) -> Option<core::time::Duration> {
@@ -757,10 +794,30 @@ macro_rules! bucket_limiter {
             fn take_locked(&self, n: u32, flag: bool) -> Result<Option<u64>, $crate::Reason> {
                 self.core.take_locked(n, flag)
             }
+            fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, $crate::Reason> {
+                self.core.take_for_waiter(n)
+            }
+            fn wait_behind(
+                &self,
+                ahead: &mut dyn Iterator<Item = u32>,
+                n: u32,
+            ) -> Option<core::time::Duration> {
+                let n = n.max(1);
+                Some(
+                    self.core
+                        .wait_for_requests(ahead.chain(core::iter::once(n)))
+                        .to_duration(),
+                )
+            }
             fn clear_waiters(&self) {
                 self.core.clear_waiters()
             }
             fn give_back(&self, n: u32, _stamp: u64) {
+                // The waiters whose tokens came before now are granted first, as of then:
+                // giving back brings the word up to date, which caps the refills.
+                if self.core.has_waiters() {
+                    self.core.queue.serve(self);
+                }
                 if self.core.give_back(n) {
                     self.core.queue.serve(self);
                 }

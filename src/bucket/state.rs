@@ -243,6 +243,37 @@ impl Bucket {
         })
     }
 
+    /// Takes `n` tokens for a queued waiter, served at tick `k`, as of the first tick at which
+    /// they fit (at or before `k`): the tokens are counted as of that tick and the refills
+    /// after it are kept, so that a queue served late grants exactly what a queue served at
+    /// every tick would have, and leaves the same state. Returns the new state and the tick of
+    /// the grant. A waiter never fits before the state's own tick, which is at least the tick
+    /// it queued at or the tick the waiter ahead of it was granted (it queued because its tokens
+    /// were short then, and the state only ever moves forward). `n <= limit` is the caller's
+    /// to check; a probe (`n == 0`) needs one token and takes nothing.
+    ///
+    /// Not for newcomers: one arriving at `k` takes at `k` ([`try_take`](Self::try_take)),
+    /// since the refills before it were capped while nobody waited.
+    #[inline]
+    pub const fn take_when_fits(self, k: u64, n: u32, r: Refill) -> Result<(Bucket, u64), Denied> {
+        if self.closed {
+            return Err(Denied::Closed);
+        }
+        let own = self.at(self.tick, r);
+        let need = if n == 0 { 1 } else { n };
+        let fit = self.tick.saturating_add(own.ticks_to_take(r, need) as u64);
+        let now = if k > self.tick { k } else { self.tick };
+        if fit > now {
+            return Err(Denied::Exhausted {
+                missing: (need - self.at(now, r).tokens) as u64,
+            });
+        }
+        match self.try_take(fit, n, r, true) {
+            Ok(next) => Ok((next, fit)),
+            Err(d) => Err(d),
+        }
+    }
+
     /// Ticks after `k` until the bucket holds `missing` more tokens than it does at `k` (at least
     /// 1 for `missing >= 1`).
     pub const fn ticks_to_gain(missing: u64, r: Refill) -> u64 {

@@ -197,8 +197,7 @@ impl<C: Clock> GcraCore<C> {
 
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
     #[inline]
-    fn attempt(&self, now: u64, n: u32, p: Params) -> Result<(), (Denied, u64)> {
-        let barge = self.queue.barging();
+    fn attempt(&self, now: u64, n: u32, p: Params, barge: bool) -> Result<(), (Denied, u64)> {
         cas::transition(&self.word, |w| {
             Gcra::unpack(w)
                 .try_take(now, n, p, barge)
@@ -317,11 +316,14 @@ impl<C: Clock> GcraCore<C> {
         if n > p.burst {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let mut result = self.attempt(now, n, p);
+        // Nobody takes past waiters before they are served: those whose slots came before now
+        // are granted first, at their slots (then a newest-first queue lets the newcomer barge
+        // past the rest).
+        let mut result = self.attempt(now, n, p, false);
         if let Err((Denied::Exhausted, w)) = result {
-            if Gcra::unpack(w).waiters && !self.queue.barging() {
+            if Gcra::unpack(w).waiters {
                 serve();
-                result = self.attempt(now, n, p);
+                result = self.attempt(now, n, p, self.queue.barging());
             }
         }
         match result {
@@ -378,6 +380,28 @@ impl<C: Clock> GcraCore<C> {
         .map(|(_, taken)| taken)
     }
 
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
+    /// they fit ([`Gcra::take_when_fits`]), or finds them short. The stamp is that instant.
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        let now = self.now();
+        let p = self.params.get();
+        cas::transition(&self.word, |w| match Gcra::unpack(w).take_when_fits(now, n, p) {
+            Ok((next, at)) => Ok((next.pack(), Some(at))),
+            Err(Denied::Closed) => Err(Reason::Closed),
+            Err(Denied::Exhausted) => Ok((w, None)),
+        })
+        .map(|(_, taken)| taken)
+    }
+
+    /// How long until a request of `n` permits behind `ahead` queued permits would be admitted
+    /// by time alone (each waiter ahead holds its own slots: for the shaper, the newcomer's
+    /// tolerance is its own request's, not the total's).
+    pub(crate) fn wait_behind(&self, ahead: u64, n: u32) -> Duration {
+        let g = Gcra::unpack(self.word.load(Ordering::Acquire));
+        let p = self.params.get();
+        duration_from_nanos_u128(g.wait(self.now(), u64::from(n.max(1)), ahead, p))
+    }
+
     pub(crate) fn clear_waiters(&self) {
         let _ = cas::transition(&self.word, |w| {
             Ok::<_, Infallible>((Gcra::unpack(w).with_waiters(false).pack(), ()))
@@ -428,6 +452,11 @@ impl<C: Clock> GcraCore<C> {
 
     pub(crate) fn is_closed(&self) -> bool {
         Gcra::unpack(self.word.load(Ordering::Acquire)).closed
+    }
+
+    /// Whether the queue flag is set (anyone waits).
+    pub(crate) fn has_waiters(&self) -> bool {
+        Gcra::unpack(self.word.load(Ordering::Acquire)).waiters
     }
 
     pub(crate) fn interval(&self) -> Duration {
@@ -566,10 +595,29 @@ macro_rules! gcra_limiter {
             fn take_locked(&self, n: u32, flag: bool) -> Result<Option<u64>, $crate::Reason> {
                 self.core.take_locked(n, flag)
             }
+            fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, $crate::Reason> {
+                self.core.take_for_waiter(n)
+            }
+            fn wait_behind(
+                &self,
+                ahead: &mut dyn Iterator<Item = u32>,
+                n: u32,
+            ) -> Option<core::time::Duration> {
+                let ahead = ahead.fold(0u64, |t, a| t.saturating_add(u64::from(a)));
+                Some(self.core.wait_behind(ahead, n))
+            }
+            fn timed(&self) -> bool {
+                $crate::clock::Clock::advances_by_itself(&self.core.clock)
+            }
             fn clear_waiters(&self) {
                 self.core.clear_waiters()
             }
             fn give_back(&self, n: u32, _stamp: u64) {
+                // The waiters whose slots came before now are granted first, at their slots:
+                // giving back never moves the arrival time behind now.
+                if self.core.has_waiters() {
+                    self.core.queue.serve(self);
+                }
                 if self.core.give_back(n) {
                     self.core.queue.serve(self);
                 }

@@ -168,6 +168,44 @@ impl Gcra {
         })
     }
 
+    /// Takes `n` permits for a queued waiter served at `now`, as of the first instant they fit
+    /// (at or before `now`): `tat` moves on from where it stands, not from `now`, so a queue
+    /// served late grants what a queue served at every instant would have and leaves the same
+    /// state. Returns the new state and the instant of the grant. A waiter never fits before
+    /// `tat + n·interval − tolerance`, which is at or before `tat` (`n ≤ burst`), and `tat` was
+    /// ahead of the instant the waiter queued at (it queued because it did not fit then).
+    /// `n <= burst` is the caller's to check; a probe (`n == 0`) needs one permit and takes
+    /// nothing.
+    ///
+    /// Not for newcomers: one arriving at `now` takes from `max(tat, now)`
+    /// ([`try_take`](Self::try_take)), since the capacity unused while nobody waited is gone.
+    #[inline]
+    pub const fn take_when_fits(self, now: u64, n: u32, p: Params) -> Result<(Gcra, u64), Denied> {
+        if self.closed {
+            return Err(Denied::Closed);
+        }
+        let now = clamp_now(now);
+        let need = if n == 0 { 1 } else { n as u64 };
+        if !self.admits(now, need, p) {
+            return Err(Denied::Exhausted);
+        }
+        let fit = self
+            .tat
+            .saturating_add(p.span(need))
+            .saturating_sub(p.tolerance(need));
+        let at = if fit < now { fit } else { now };
+        if n == 0 {
+            return Ok((self, at));
+        }
+        Ok((
+            Gcra {
+                tat: self.start(at) + p.span(n as u64),
+                ..self
+            },
+            at,
+        ))
+    }
+
     /// The decision on a packed word `w` when it is the common one — no flag set, a request of
     /// `n > 0` permits, `tat` and `now` below [`MAX_NOW`] — without unpacking: `Ok` with the
     /// word [`try_take`](Self::try_take) writes, or `Err` with the nanoseconds until the

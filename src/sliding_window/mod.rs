@@ -603,10 +603,12 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         granted: impl FnOnce() -> T,
     ) -> Result<T, Rejection> {
         let barge = self.queue.barging();
-        let mut result = self.attempt(e, n, s, barge);
+        // Nobody takes past waiters before they are served: those that fit before now are
+        // granted first, counted where they fit (then a newest-first queue lets the newcomer
+        // barge past the rest).
+        let mut result = self.attempt(e, n, s, false);
         if let Err((Denied::Exhausted { .. }, h, _)) = result {
-            if h.waiters && !barge {
-                // Held back by the queue: serve it first (time may have made room), then retry.
+            if h.waiters {
                 self.queue.serve(self);
                 result = self.attempt(e, n, s, barge);
             }
@@ -788,6 +790,26 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
             })
             .map(|(_, taken)| taken)
     }
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let s = self.shape();
+        self.header
+            .transition(|h| match h.take_when_fits(k, n, s, |j| self.frozen(j)) {
+                Ok((next, at)) => {
+                    self.leave(h, next);
+                    Ok((next, Some(at)))
+                }
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted { .. }) => Ok((h, None)),
+            })
+            .map(|(_, taken)| taken)
+    }
+    fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
+        let (k, into) = self.ticker.tick(self.clock.now());
+        let h = self.header.load();
+        let requests = ahead.chain(core::iter::once(n.max(1)));
+        Some(self.wait_behind(k, into, h, requests).to_duration())
+    }
     fn clear_waiters(&self) {
         let _ = self
             .header
@@ -883,6 +905,9 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
     }
 
     fn replenish(&self) -> u64 {
+        // Served first: the waiters that fit before now are counted in the segment they fit
+        // in, which must not be behind the header.
+        self.queue.serve(self);
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
         let _ = self.header.transition(|h| {
@@ -890,7 +915,6 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
             self.leave(h, next);
             Ok::<_, Infallible>((next, ()))
         });
-        self.queue.serve(self);
         self.available_permits()
     }
 

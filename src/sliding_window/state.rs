@@ -260,6 +260,56 @@ impl Header {
         })
     }
 
+    /// Takes `n` permits for a queued waiter served in segment `k`, counted in the first
+    /// segment at or before `k` in which they fit: a waiter served late is counted where a
+    /// queue served at every instant would have counted it, so its permits leave the window
+    /// as early. Returns the new header and that segment. A waiter never fits before the
+    /// header's own segment, which is at least the one it queued in or the one the waiter
+    /// ahead of it was granted in (it queued because the window was full then, and the header
+    /// only moves forward). `n <= limit` is the caller's to check; a probe (`n == 0`) needs one
+    /// free permit and takes nothing.
+    ///
+    /// Not for newcomers: one arriving in segment `k` is counted in `k`
+    /// ([`try_take`](Self::try_take)).
+    pub fn take_when_fits(
+        self,
+        k: u64,
+        n: u32,
+        s: Shape,
+        frozen: impl Fn(u64) -> u32,
+    ) -> Result<(Header, u64), Denied> {
+        if self.closed {
+            return Err(Denied::Closed);
+        }
+        let need = if n == 0 { 1 } else { n as u64 };
+        let k = if k > TICK_MAX { TICK_MAX } else { k };
+        let last = if k > self.tick { k } else { self.tick };
+        // At most `segments` steps: a whole window after `tick`, nothing is counted.
+        let mut f = self.tick;
+        loop {
+            let at = self.at(f, s, &frozen);
+            let free = (s.limit as u64).saturating_sub(at.used());
+            if free >= need {
+                if n == 0 {
+                    return Ok((self, f));
+                }
+                return Ok((
+                    Header {
+                        cur: at.cur + n,
+                        ..at
+                    },
+                    f,
+                ));
+            }
+            if f >= last {
+                return Err(Denied::Exhausted {
+                    missing: need - free,
+                });
+            }
+            f += 1;
+        }
+    }
+
     /// Slides until the last of `requests` is granted, when they are served in order, each as
     /// soon as the window has room for it and each counted in the segment it is granted in.
     /// `window` holds the counts of the window's segments as of the base segment, oldest first

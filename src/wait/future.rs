@@ -155,7 +155,13 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 }
             }
             if !can_queue {
-                let wait = l.wait_for_permits(queued.saturating_add(u64::from(n)));
+                // Behind every waiter an oldest-first queue serves first, each in turn (a
+                // newest-first queue lets a retry barge: behind nobody).
+                let wait = if q.barging() {
+                    l.wait_behind(&mut core::iter::empty(), n)
+                } else {
+                    l.wait_behind(&mut list.requests(), n)
+                };
                 let r = match wait {
                     Some(d) => Rejection::with_retry_after(
                         Reason::QueueFull,

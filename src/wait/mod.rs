@@ -83,6 +83,26 @@ pub trait Source: private::Sealed {
     /// short (`Ok(None)`), setting the flag in the same CAS when `flag_if_short`. `Err` if closed.
     #[doc(hidden)]
     fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason>;
+    /// Under the queue lock, for the waiter at the serving end: takes its `n` permits as of
+    /// the instant they fit, at or before now (`Ok(Some(stamp))`), or finds them short
+    /// (`Ok(None)`); `Err` if closed. Granting each waiter at the instant it fit, with the
+    /// refills after that counted, is what makes a queue served late (a delayed timer, a
+    /// descheduled thread, a clock stepped by its owner) grant what one served at every
+    /// instant grants. The default, [`take_locked`](Self::take_locked) without the flag, suits
+    /// limiters whose permits do not come with time.
+    #[doc(hidden)]
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        self.take_locked(n, false)
+    }
+    /// How long until a request of `n` permits could be granted by time alone behind the
+    /// waiters `ahead` (their requests in the order they are served), if ever: exact where the
+    /// limiter can walk them one by one. The default adds them up and asks
+    /// [`wait_for_permits`](Self::wait_for_permits).
+    #[doc(hidden)]
+    fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
+        let total = ahead.fold(u64::from(n), |t, a| t.saturating_add(u64::from(a)));
+        self.wait_for_permits(total)
+    }
     /// Under the queue lock, once the list is empty: clears the flag.
     #[doc(hidden)]
     fn clear_waiters(&self);
@@ -349,7 +369,7 @@ impl WaitQueue {
                 more = true;
                 break;
             }
-            match src.take_locked(list.permits_of(w), false) {
+            match src.take_for_waiter(list.permits_of(w)) {
                 Ok(Some(stamp)) => {
                     // Counted as a success when the waiter receives its lease (a waiter dropped
                     // before that is a cancellation, not counted).
