@@ -4,6 +4,8 @@
 
 use core::time::Duration;
 
+mod common;
+
 use embassy_futures::join::join3;
 use embassy_time as _;
 use tollgate::embassy::EmbassyClock;
@@ -61,4 +63,68 @@ fn the_clock_reads_the_driver_in_nanoseconds() {
         ours >= driver && ours - driver < 1_000_000,
         "{ours} vs {driver}"
     );
+}
+
+/// Issue 24, item 3: every queued rate limiter on embassy's clock, its waiter polled only when
+/// its waker is called (`embassy_futures::block_on` polls in a loop, and a poll serves the
+/// queue itself: it would hide a waiter that embassy's timer never wakes).
+#[test]
+fn every_queued_rate_limiter_wakes_its_waiter_through_embassys_timer() {
+    use tollgate::{
+        GcraLimiter, GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper,
+        ShaperOptions,
+    };
+    let wait = Duration::from_millis(20);
+    let limit = Duration::from_secs(10);
+    let order = QueueOrder::OldestFirst;
+    let clock = EmbassyClock;
+    let bucket = TokenBucketLimiter::with_clock(
+        TokenBucketOptions::new(1, 1, wait).with_queue(1, order),
+        clock,
+    )
+    .unwrap();
+    bucket.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(bucket.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let window = FixedWindowLimiter::with_clock(
+        FixedWindowOptions::new(1, wait).with_queue(1, order),
+        clock,
+    )
+    .unwrap();
+    window.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(window.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let sliding = SlidingWindowLimiter::<_, 2>::with_clock(
+        SlidingWindowOptions::new(1, wait * 2, 2).with_queue(1, order),
+        clock,
+    )
+    .unwrap();
+    sliding.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(sliding.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let gcra = GcraLimiter::with_clock(GcraOptions::with_period(wait).with_queue(1, order), clock)
+        .unwrap();
+    gcra.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(gcra.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let meter = LeakyBucketMeter::with_clock(
+        LeakyBucketOptions::new(1, 1, wait).with_queue(1, order),
+        clock,
+    )
+    .unwrap();
+    meter.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(meter.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let shaper =
+        LeakyBucketShaper::with_clock(ShaperOptions::per(wait, 1).with_queue(1, order), clock)
+            .unwrap();
+    shaper.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(shaper.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
 }

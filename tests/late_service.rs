@@ -324,14 +324,18 @@ fn item2_serving_late_grants_what_serving_on_time_grants() {
                 4 => {
                     let opts = ShaperOptions::per(period, limit).with_queue(queue, order);
                     let l = LeakyBucketShaper::with_clock(opts, &clock).unwrap();
-                    run(&l, &clock, tick, &reqs, every, |l, n| Task::new(l.acquire(n)))
+                    run(&l, &clock, tick, &reqs, every, |l, n| {
+                        Task::new(l.acquire(n))
+                    })
                 }
                 5 => {
                     let segments = 1 + rng_segments;
                     let opts = SlidingWindowOptions::new(limit, period * segments, segments)
                         .with_queue(queue, order);
                     let l = SlidingWindowLimiter::<_, 8>::with_clock(opts, &clock).unwrap();
-                    run(&l, &clock, tick, &reqs, every, |l, n| Task::new(l.acquire(n)))
+                    run(&l, &clock, tick, &reqs, every, |l, n| {
+                        Task::new(l.acquire(n))
+                    })
                 }
                 _ => {
                     let opts = LeakyBucketOptions::new(limit, per.min(limit), period)

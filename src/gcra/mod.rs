@@ -385,10 +385,12 @@ impl<C: Clock> GcraCore<C> {
     pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
         let now = self.now();
         let p = self.params.get();
-        cas::transition(&self.word, |w| match Gcra::unpack(w).take_when_fits(now, n, p) {
-            Ok((next, at)) => Ok((next.pack(), Some(at))),
-            Err(Denied::Closed) => Err(Reason::Closed),
-            Err(Denied::Exhausted) => Ok((w, None)),
+        cas::transition(&self.word, |w| {
+            match Gcra::unpack(w).take_when_fits(now, n, p) {
+                Ok((next, at)) => Ok((next.pack(), Some(at))),
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted) => Ok((w, None)),
+            }
         })
         .map(|(_, taken)| taken)
     }

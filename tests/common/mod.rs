@@ -48,3 +48,43 @@ impl<'a, T> Task<'a, T> {
         }
     }
 }
+
+/// Runs `f` on this thread, polling it only when its waker was called (as an executor does:
+/// a poll serves the queue itself, so a loop that polls on its own would hide a waiter nobody
+/// wakes). `None` if it is not done within `limit`.
+pub fn run_when_woken<F: Future>(f: F, limit: std::time::Duration) -> Option<F::Output> {
+    use std::sync::atomic::AtomicBool;
+    struct Unpark {
+        thread: std::thread::Thread,
+        woken: AtomicBool,
+    }
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.woken.store(true, Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+    let unpark = Arc::new(Unpark {
+        thread: std::thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = Waker::from(unpark.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut f = core::pin::pin!(f);
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        loop {
+            if unpark.woken.swap(false, Ordering::SeqCst) {
+                break;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            std::thread::park_timeout(deadline - now);
+        }
+    }
+}
