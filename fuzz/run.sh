@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 secs="${FUZZ_SECONDS:-60}"
-targets=(${FUZZ_TARGETS:-options concurrency token_bucket fixed_window sliding_window waiting sliding_window_moving gcra leaky_meter leaky_shaper sliding_counter sliding_log})
+targets=(${FUZZ_TARGETS:-options concurrency token_bucket fixed_window sliding_window waiting sliding_window_moving gcra leaky_meter leaky_shaper sliding_counter sliding_log late_service})
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "fuzz/run.sh: the nightly toolchain is required (rustup toolchain install nightly)" >&2

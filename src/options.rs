@@ -26,8 +26,16 @@ pub enum OptionsError {
     ZeroTokensPerPeriod,
     /// The replenishment period or window is zero.
     ZeroPeriod,
-    /// A period or window of 2^63 nanoseconds (292 years) or more: a limiter reads its clock as
-    /// stepped back from 2^63 ns after its creation on, so such a period would never end.
+    /// A period or window too long to ever end: a limiter reads its clock as stepped back from
+    /// 2^63 ns (292 years) after its creation on, so every wait it gives must end before then.
+    /// The bounds:
+    /// - a period or window of 2^63 ns or more (every limiter);
+    /// - for the [`SlidingCounterLimiter`](crate::SlidingCounterLimiter), a window of 2^62 ns
+    ///   (146 years) or more: its estimate reaches back a whole window, so a refusal may wait
+    ///   to the end of the next window;
+    /// - for GCRA and the leaky buckets, `burst × interval` (or `capacity × leak interval`)
+    ///   of 2^61 ns (73 years) or more: the theoretical arrival time and its tolerance share
+    ///   the 62 bits of the state word with room for 73 years of uptime.
     PeriodTooLong,
     /// The sliding window has zero segments.
     ZeroSegments,
@@ -80,7 +88,9 @@ impl fmt::Display for OptionsError {
                 f.write_str("the period or window must be longer than zero")
             }
             OptionsError::PeriodTooLong => f.write_str(
-                "the period or window must be shorter than 2^63 nanoseconds (292 years)",
+                "the period or window is too long: every wait must end within 2^63 nanoseconds \
+                 (292 years) of the limiter's creation (2^63 ns for a period, 2^62 ns for a \
+                 sliding counter's window, 2^61 ns for GCRA's burst × interval)",
             ),
             OptionsError::ZeroSegments => f.write_str("segments per window must be at least 1"),
             OptionsError::TooManySegments { max } => {

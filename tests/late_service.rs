@@ -205,6 +205,9 @@ impl Rng {
     }
 }
 
+/// A waiting request: its index, the wake-ups it had when last polled, its future.
+type Waiting<'a> = (usize, usize, Task<'a, Result<Lease<'a>, Rejection>>);
+
 /// What a limiter answers each of `requests` (each `(tick it arrives, permits, waits?)`: a
 /// waiting `acquire` or a `try_acquire`), whenever the answer is seen, and its statistics at
 /// the end, when its queue is served by `replenish` every `every` ticks (and by whatever the
@@ -221,10 +224,9 @@ fn run<L: Limiter + Replenishing>(
     let mut answers = vec![None; requests.len()];
     // Each waiter with the wake-ups it had when last polled: polled again only when woken, as
     // an executor does (a poll serves the queue itself).
-    let mut waiting: Vec<(usize, usize, Task<'_, _>)> = Vec::new();
+    let mut waiting: Vec<Waiting<'_>> = Vec::new();
     let mut next = 0;
-    let settle = |waiting: &mut Vec<(usize, usize, Task<'_, Result<Lease<'_>, Rejection>>)>,
-                  answers: &mut Vec<Option<bool>>| {
+    let settle = |waiting: &mut Vec<Waiting<'_>>, answers: &mut Vec<Option<bool>>| {
         waiting.retain_mut(|(i, seen, task)| {
             if task.woken() == *seen {
                 return true;
@@ -354,4 +356,24 @@ fn item2_serving_late_grants_what_serving_on_time_grants() {
              queue {queue}, served every {every} ticks, requests {reqs:?}"
         );
     }
+}
+
+/// A reconfiguration applies from its instant: the time before it is served at the old rate
+/// (a waiter whose tokens came meanwhile is granted as of then), the new rate counts after.
+#[test]
+fn item2_a_reconfiguration_serves_the_time_before_it_at_the_old_rate() {
+    let clock = ManualClock::new();
+    let opts = TokenBucketOptions::new(4, 3, S).with_queue(4, QueueOrder::OldestFirst);
+    let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    bucket.try_acquire(4).unwrap().forget();
+    let mut waiter = Task::new(bucket.acquire(4));
+    waiter.pending();
+    clock.advance(3 * S);
+    // Nobody looked: the waiter fit at 2 s, and 3 more tokens came at 3 s, at the old rate.
+    bucket
+        .reconfigure(TokenBucketOptions::new(4, 1, S).with_queue(4, QueueOrder::OldestFirst))
+        .unwrap();
+    assert!(waiter.ready().is_ok());
+    assert!(bucket.try_acquire(3).is_ok());
+    assert_eq!(bucket.try_acquire(1).unwrap_err().retry_after(), Some(S));
 }

@@ -35,12 +35,18 @@ fn gcra_rules(interval: u64, burst: u32) -> Result<(), OptionsError> {
     Ok(())
 }
 
-fn window_rules(limit: u32, window: u64) -> Result<(), OptionsError> {
+/// The sliding counter's and the sliding log's rules: a zero limit, then a zero window, then a
+/// window of `longest` ns or more (whose RetryAfter could end past the 2^63 ns a limiter reads
+/// its clock over: 2^62 for the counter, which may wait two windows, 2^63 for the log).
+fn window_rules(limit: u32, window: u64, longest: u64) -> Result<(), OptionsError> {
     if limit == 0 {
         return Err(OptionsError::ZeroLimit);
     }
     if window == 0 {
         return Err(OptionsError::ZeroPeriod);
+    }
+    if window >= longest {
+        return Err(OptionsError::PeriodTooLong);
     }
     Ok(())
 }
@@ -136,7 +142,8 @@ fn run_counter(limit: u32, window: u64, start: Start, ops: &[Op]) {
     let (clock, origin) = clock(start, window);
     let opts = SlidingCounterOptions::new(limit, Duration::from_nanos(window));
     let lib = SlidingCounterLimiter::with_clock(opts, &clock);
-    let Some((lib, ())) = accepted("sliding counter", lib, window_rules(limit, window)) else {
+    let Some((lib, ())) = accepted("sliding counter", lib, window_rules(limit, window, 1 << 62))
+    else {
         return;
     };
     let model = SlidingCounterModel::new(origin, limit, window);
@@ -147,7 +154,7 @@ fn run_log<const N: usize>((limit, window, start, ops): (u32, u64, Start, &[Op])
     let (clock, origin) = clock(start, window);
     let opts = SlidingLogOptions::new(limit, Duration::from_nanos(window));
     let lib = SlidingLogLimiter::<_, N>::with_clock(opts, &clock);
-    let expected = match window_rules(limit, window) {
+    let expected = match window_rules(limit, window, 1 << 63) {
         Err(OptionsError::ZeroLimit) => Err(OptionsError::ZeroLimit),
         _ if limit as usize > N => Err(OptionsError::ExceedsCapacity { max: N }),
         other => other,

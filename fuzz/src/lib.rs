@@ -5,7 +5,8 @@
 //! - [`model`]: the reference models, one per limiter, and the option rules;
 //! - [`harness`]: runs a scenario against a limiter on a `ManualClock` and its model, comparing
 //!   every observable at every step;
-//! - [`options_check`]: the options target.
+//! - [`options_check`]: the options target;
+//! - [`late_service`]: a queue served late against the same queue served at every tick.
 //!
 //! See `fuzz/README.md` for the targets and how to run them.
 
@@ -13,6 +14,7 @@ pub mod harness;
 pub mod harness_algos;
 pub mod input;
 pub mod known;
+pub mod late_service;
 pub mod model;
 pub mod options_check;
 pub mod seeds;

@@ -634,8 +634,14 @@ impl<C: Clock> BucketCore<C, WaitQueue> {
         queue_limit: u32,
     ) -> Result<(), crate::options::OptionsError> {
         self.check_fits(refill)?;
-        self.queue
-            .reconfigure(src, queue_limit, refill.limit, || self.refill.set(refill));
+        // The old refill governs the time before the change: the waiters whose tokens came
+        // meanwhile are granted as of then, and the word is brought up to now at the old rate,
+        // so that the new one counts only from the change.
+        self.queue.serve(src);
+        self.queue.reconfigure(src, queue_limit, refill.limit, || {
+            self.catch_up();
+            self.refill.set(refill);
+        });
         Ok(())
     }
 }
@@ -651,6 +657,8 @@ impl<C: Clock> BucketCore<C, crate::NoQueue> {
             return Err(crate::options::OptionsError::NoWaitQueue);
         }
         self.check_fits(refill)?;
+        // The old refill governs the time before the change.
+        self.catch_up();
         self.refill.set(refill);
         Ok(())
     }

@@ -143,10 +143,11 @@ impl KeyedBucket {
 #[cfg(feature = "std")]
 impl KeyedBucket {
     /// Whether this bucket's state fits the 64-bit form of [`KeyedLimiter`](crate::KeyedLimiter):
-    /// fewer than one token per 2 ns (5e8 a second), so that token-time (`tick × per_tick`)
-    /// stays below 2^63 for the 584 years a nanosecond clock spans.
+    /// at most one token per 2 ns (5e8 a second), so that token-time (`tick × per_tick`, with
+    /// `tick ≤ (2^63 − 1) / period` below the ticker's horizon) stays below 2^62, and the state
+    /// (token-time plus at most the limit) far from 2^64.
     pub(crate) fn fits_64(&self) -> bool {
-        2 * u128::from(self.refill.per_tick) < u128::from(self.ticker.period_ns())
+        2 * u128::from(self.refill.per_tick) <= u128::from(self.ticker.period_ns())
     }
 
     /// The tick `now` falls in and the nanoseconds into it.
@@ -253,6 +254,9 @@ mod tests {
             (10, 3, 7),
             (7, 3, 100),
             (4, 4, 9),
+            // Exactly one token per 2 ns, the fastest rate accepted.
+            (5, 1, 2),
+            (6, 3, 6),
         ] {
             let o = TokenBucketOptions::new(limit, per, Duration::from_nanos(period));
             let kb = KeyedBucket::token_bucket(&o, Instant::ZERO).unwrap();
@@ -278,7 +282,8 @@ mod tests {
                 assert_eq!(kb.idle(w, t), kb.v_idle(v, k, t));
             }
         }
-        let fast = TokenBucketOptions::new(10, 5, Duration::from_nanos(10));
+        // Faster than one token per 2 ns.
+        let fast = TokenBucketOptions::new(10, 6, Duration::from_nanos(10));
         assert!(!KeyedBucket::token_bucket(&fast, Instant::ZERO)
             .unwrap()
             .fits_64());

@@ -33,7 +33,8 @@ use state::{Counter, Denied, Shape};
 pub struct SlidingCounterOptions {
     /// Permits per rolling window (estimated). At least 1.
     pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^64 ns.
+    /// The window. Longer than zero, shorter than 2^62 ns (146 years: a refusal may wait up to
+    /// two windows, which must end within the 2^63 ns a limiter reads its clock over).
     pub window: Duration,
 }
 
@@ -101,13 +102,20 @@ impl SlidingCounterOptions {
         if self.permit_limit == 0 {
             return Err(OptionsError::ZeroLimit);
         }
+        // Under 2^62 ns: the estimate reaches back a whole window, so a refusal may wait to
+        // the end of the next window, two windows on, which must come before the clock's
+        // horizon (2^63 ns) or the RetryAfter could never be met.
         match nanos_of(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
             Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
+            Some(ns) if ns < MAX_WINDOW_NS => Ok(ns),
+            _ => Err(OptionsError::PeriodTooLong),
         }
     }
 }
+
+/// The longest window is just under this (2^62 ns, 146 years): see
+/// [`SlidingCounterOptions::validate`].
+const MAX_WINDOW_NS: u64 = 1 << 62;
 
 /// The sliding-window counter (approximate), as in article 001 and Cloudflare's limiter: at
 /// `into` of the way through the current fixed window, the permits taken over the last window are

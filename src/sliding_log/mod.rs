@@ -12,7 +12,7 @@ use crate::nanos::Nanos;
 use crate::options::OptionsError;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use crate::ticks::{nanos_of, Ticker};
+use crate::ticks::{period_nanos, Ticker};
 use crate::wait::Lock;
 
 use state::{Denied, Log, Shape};
@@ -31,7 +31,8 @@ use state::{Denied, Log, Shape};
 pub struct SlidingLogOptions {
     /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
     pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^64 ns.
+    /// The window. Longer than zero, shorter than 2^63 ns (292 years: an entry must leave the
+    /// window within the 2^63 ns a limiter reads its clock over).
     pub window: Duration,
 }
 
@@ -104,7 +105,9 @@ impl SlidingLogOptions {
         if self.permit_limit as usize > capacity {
             return Err(OptionsError::ExceedsCapacity { max: capacity });
         }
-        match nanos_of(self.window) {
+        // Under 2^63 ns: an entry must be able to leave the window before the clock's
+        // horizon, or a refusal's RetryAfter could never be met.
+        match period_nanos(self.window) {
             None => Err(OptionsError::PeriodTooLong),
             Some(0) => Err(OptionsError::ZeroPeriod),
             Some(ns) => Ok(ns),

@@ -11,9 +11,16 @@
 //!   waiters, each completed as Evicted, until there is room); else queued at the back.
 //! - Serving: while the waiter at the serving end (oldest-first: the head; newest-first: the
 //!   tail) gets its permits from the limiter (ignoring the queue), it is granted, with a stamp.
-//!   Served by: a first poll, a later poll, a waiter leaving, a give-back, `replenish()`, a
-//!   release or dropped lease (concurrency), and a `try_acquire` held back by an oldest-first
-//!   queue of a rate limiter (which then retries once).
+//!   A rate limiter's waiter is granted as of the first instant its permits were there (at or
+//!   before the serving instant), so that serving late grants what serving at every instant
+//!   grants: the model finds that instant by searching the clock readings since creation (the
+//!   limiter's answer only improves with time) and takes there; a reading behind the state's
+//!   tick acts at the state's tick, as for any operation.
+//!   Served by: a first poll, a later poll, a waiter leaving, a give-back (a rate limiter's
+//!   queue also before it), `replenish()` (first, then the limiter is brought up to date), a
+//!   release or dropped lease (concurrency), and a rate limiter's `try_acquire` or first poll
+//!   for `n > 0` while anyone waits, in either order (an oldest-first newcomer is then held
+//!   back once more and retries; a newest-first one barges past those still waiting).
 //! - A later poll serves the queue, then: granted → `Ok` (counted a success now); rejected →
 //!   `Err` (counted when it was completed); still queued → pending.
 //! - Dropped: before its first poll, nothing; while queued, it leaves (its capacity is free at
@@ -119,6 +126,32 @@ impl<M: Model> QueueModel<M> {
         self.inner.clone().acquire(now, n).is_ok()
     }
 
+    /// The first clock reading, at or before `now`, at which the limiter grants `n` (`now` if
+    /// it does not grant them then either): a binary search over the nanoseconds since
+    /// creation, since a rate limiter's answer to the same request only improves as time
+    /// passes (readings behind its state act at its state's tick).
+    fn first_fit(&self, now: u64, n: u32) -> u64 {
+        let e_now = self.inner.elapsed(now);
+        if e_now == 0 || !self.would_grant(now, n) {
+            return now;
+        }
+        let raw = |e: u128| self.origin.wrapping_add(e as u64);
+        let (mut lo, mut hi) = (0u128, e_now);
+        if self.would_grant(raw(0), n) {
+            return raw(0);
+        }
+        // would_grant(raw(lo)) is false, would_grant(raw(hi)) is true.
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.would_grant(raw(mid), n) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        raw(hi)
+    }
+
     /// Serves the serving end while it fits.
     pub fn serve(&mut self, now: u64) {
         let had = !self.queue.is_empty();
@@ -135,7 +168,12 @@ impl<M: Model> QueueModel<M> {
             self.queue.first()
         } {
             let n = self.waiters[id].n;
-            let Some(stamp) = self.take(now, n) else {
+            let at = if self.rate() {
+                self.first_fit(now, n)
+            } else {
+                now
+            };
+            let Some(stamp) = self.take(at, n) else {
                 break;
             };
             self.waiters[id].state = State::Granted(stamp);
@@ -196,6 +234,11 @@ impl<M: Model> QueueModel<M> {
         if self.inner.is_closed() {
             return self.fail(Denial::plain(Reason::Closed));
         }
+        if n > 0 && self.rate() && !self.queue.is_empty() {
+            // Those whose permits came before now are served first (the newcomer is then held
+            // back by an oldest-first queue, or barges past a newest-first one).
+            self.serve(now);
+        }
         let blocked = n > 0 && !self.queue.is_empty() && !self.newest_first;
         if !blocked && self.take(now, n).is_some() {
             self.inner.counts_mut().successful += 1;
@@ -249,6 +292,11 @@ impl<M: Model> QueueModel<M> {
                 }
             }
             State::Granted(stamp) => {
+                if self.rate() && !self.queue.is_empty() {
+                    // Those whose permits came before now first: giving back brings the
+                    // limiter up to date.
+                    self.serve(now);
+                }
                 if self.rate() || self.queue.is_empty() {
                     self.inner.give_back(now, w.n, stamp);
                 } else {
@@ -300,12 +348,23 @@ impl<M: Model> QueueModel<M> {
 impl<M: Model> Model for QueueModel<M> {
     /// `try_acquire(n)`.
     fn acquire(&mut self, now: u64, n: u32) -> Result<(), Denial> {
+        if n > 0
+            && n <= self.inner.limit()
+            && !self.inner.is_closed()
+            && self.rate()
+            && self.newest_first
+            && !self.queue.is_empty()
+        {
+            // A newest-first newcomer barges, but only past those whose permits have not come:
+            // the others are served first.
+            self.serve(now);
+        }
         let held_back = |m: &Self| n > 0 && !m.queue.is_empty() && !m.newest_first;
         if n > self.inner.limit() || self.inner.is_closed() || !held_back(self) {
             // Not held back by the queue: the limiter decides (and counts) alone. A rate
             // limiter's RetryAfter then counts the queue ahead only if oldest-first, and the
             // queue is empty here or barging, or this is a probe.
-            if n == 0 && !self.queue.is_empty() && !self.newest_first && self.rate() {
+            if n == 0 && !self.queue.is_empty() && self.rate() {
                 // A probe ignores the queue, but a failed one serves it and retries.
                 if !self.would_grant(now, 0) {
                     self.serve(now);
@@ -394,8 +453,9 @@ impl<M: Model> Model for QueueModel<M> {
     }
 
     fn replenish(&mut self, now: u64) -> u128 {
-        self.inner.replenish(now);
+        // Served first: bringing the limiter up to date caps what came after a waiter fit.
         self.serve(now);
+        self.inner.replenish(now);
         self.inner.available(now)
     }
 
