@@ -15,7 +15,7 @@ use ::redis::aio::ConnectionManager;
 use ::redis::AsyncCommands;
 use tollgate::redis::{
     Algorithm, CircuitBreaker, DecidedBy, FailurePolicy, GcraOptions, Health, PolicyKind,
-    RedisConfigError, RedisLimiter, REDIS_UNAVAILABLE,
+    RedisConfigError, RedisLimiter, MAX_SPAN, REDIS_UNAVAILABLE,
 };
 use tollgate::*;
 
@@ -905,4 +905,174 @@ async fn redis_policy_shares_one_limit_per_key_across_two_http_layers() {
     let key = tollgate::http::Key::from_bytes(b"alice").to_string();
     let pttl: i64 = conn.pttl(format!("{name}:{{{key}}}")).await.unwrap();
     assert!(pttl > 0, "the window's key expires: PTTL {pttl}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 24, items 8-13.
+
+/// Item 10: a token bucket whose time to refill does not fit is refused at build; every TTL a
+/// script sets is an integer, set with the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_bucket_spans_that_do_not_fit_are_refused_and_ttls_are_exact() {
+    let mut conn = manager(&url()).await;
+    let shared = conn.clone();
+    let day = Duration::from_secs(86_400);
+    let build = |a: Algorithm| {
+        RedisLimiter::builder(shared.clone(), prefix("span"), a, FailurePolicy::FailClosed)
+            .timeout(Duration::from_millis(200))
+            .build()
+    };
+    let r = build(Algorithm::TokenBucket(TokenBucketOptions::new(
+        u32::MAX,
+        1,
+        day,
+    )));
+    if let Ok(l) = &r {
+        // Before the fix: the write happened, its PEXPIRE was refused (`1e+17`): no TTL.
+        let _ = l.acquire("k", u32::MAX).await;
+        let t: i64 = conn.pttl(l.key("k")).await.unwrap();
+        panic!("built; PTTL after a full take {t}");
+    }
+    assert_eq!(r.unwrap_err(), RedisConfigError::SpanTooLong);
+    for a in [
+        Algorithm::FixedWindow(FixedWindowOptions::new(
+            1,
+            MAX_SPAN + Duration::from_micros(1),
+        )),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(1, MAX_SPAN * 2, 2)),
+        Algorithm::TokenBucket(TokenBucketOptions::new(
+            3,
+            2,
+            MAX_SPAN / 2 + Duration::from_micros(1),
+        )),
+    ] {
+        assert_eq!(
+            build(a).unwrap_err(),
+            RedisConfigError::SpanTooLong,
+            "{a:?}"
+        );
+    }
+
+    // The longest bucket that fits: refills from empty in just under 2^50 µs (35 years).
+    let period = Duration::from_micros((1u64 << 50) / u64::from(u32::MAX));
+    let l = build(Algorithm::TokenBucket(TokenBucketOptions::new(
+        u32::MAX,
+        1,
+        period,
+    )))
+    .unwrap();
+    let d = l.decide("k", u32::MAX).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
+    assert!(d.allowed());
+    let t: i64 = conn.pttl(l.key("k")).await.unwrap();
+    let span_ms = (period * u32::MAX).as_millis() as i64;
+    assert!(
+        t > span_ms - 60_000 && t <= span_ms + 1,
+        "PTTL {t}, span {span_ms}"
+    );
+    // Empty: 2 permits take 2 periods (a period may have begun since the take: 1 came back).
+    let d = l.decide("k", 2).await;
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert!(ra <= 2 * period, "{ra:?}");
+}
+
+/// Item 11: GCRA options whose arithmetic would leave a double's exact integers are refused at
+/// build; those accepted grant a fresh key's first request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcra_options_are_bounded_so_the_script_stays_exact() {
+    let mut conn = manager(&url()).await;
+    let shared = conn.clone();
+    let build = |b, t| {
+        RedisLimiter::builder(
+            shared.clone(),
+            prefix("gcra-span"),
+            Algorithm::Gcra(GcraOptions::new(b, t)),
+            FailurePolicy::FailClosed,
+        )
+        .timeout(Duration::from_millis(200))
+        .build()
+    };
+    let r = build(1, Duration::from_micros((1 << 53) - 1));
+    if let Ok(l) = &r {
+        let mut refused = 0;
+        for i in 0..40 {
+            refused += u32::from(!l.decide(&format!("k{i}"), 1).await.allowed());
+        }
+        panic!("built; {refused} of 40 fresh keys refused their first request");
+    }
+    assert_eq!(r.unwrap_err(), RedisConfigError::SpanTooLong);
+    assert_eq!(
+        build(2, Duration::from_micros(1 << 49) + Duration::from_micros(1)).unwrap_err(),
+        RedisConfigError::SpanTooLong
+    );
+    // The longest accepted: burst × interval = 2^50 µs.
+    for (burst, t) in [(1, 1u64 << 50), (2, 1 << 49), (1 << 20, 1 << 30)] {
+        let l = build(burst, Duration::from_micros(t)).unwrap();
+        for i in 0..40 {
+            let key = format!("k{i}");
+            let d = l.decide(&key, burst).await;
+            assert!(d.allowed(), "burst {burst}, T {t} µs, {key}: {d:?}");
+            let d = l.decide(&key, 1).await;
+            let ra = d.outcome.unwrap_err().retry_after().unwrap();
+            assert!(ra <= Duration::from_micros(t), "{ra:?}");
+            let pttl: i64 = conn.pttl(l.key(&key)).await.unwrap();
+            assert!(
+                pttl > 0 && pttl <= (u64::from(burst) * t / 1_000 + 1) as i64,
+                "{pttl}"
+            );
+        }
+    }
+}
+
+/// Item 12: `build` never panics on a fallback whose local period does not fit a `Duration`.
+#[tokio::test]
+async fn fallback_shares_that_overflow_a_duration_are_typed_errors() {
+    let client = ::redis::Client::open("redis://127.0.0.1:1/").unwrap();
+    let conn = ConnectionManager::new_lazy_with_config(client, Default::default()).unwrap();
+    let build = |a: Algorithm, share: f64| {
+        let conn = conn.clone();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            RedisLimiter::builder(conn, "p", a, FailurePolicy::fallback(share))
+                .build()
+                .map(drop)
+        }))
+    };
+    let cases = [
+        (
+            GcraOptions::new(1, Duration::from_secs(9_000_000_000)),
+            1e-10,
+        ),
+        (GcraOptions::new(1, Duration::from_micros(1 << 50)), 1e-12),
+        (
+            GcraOptions::new(1, Duration::from_secs(1)),
+            f64::MIN_POSITIVE,
+        ),
+        (GcraOptions::new(u32::MAX, Duration::from_micros(1)), 1e-300),
+    ];
+    for (gcra, share) in cases {
+        let r = build(Algorithm::Gcra(gcra), share);
+        assert!(r.is_ok(), "{gcra:?}, share {share}: build panicked");
+        let e = r.unwrap().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RedisConfigError::SpanTooLong
+                    | RedisConfigError::Options(OptionsError::PeriodTooLong)
+            ),
+            "{gcra:?}, share {share}: {e:?}"
+        );
+    }
+    // Tiny shares of the other algorithms: limits round up to 1, periods stay.
+    for a in [
+        Algorithm::FixedWindow(FixedWindowOptions::new(u32::MAX, Duration::from_secs(60))),
+        Algorithm::TokenBucket(TokenBucketOptions::new(
+            u32::MAX,
+            u32::MAX,
+            Duration::from_secs(1),
+        )),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(1, Duration::from_secs(60), 6)),
+    ] {
+        let r = build(a, f64::MIN_POSITIVE);
+        assert!(matches!(r, Ok(Ok(()))), "{a:?}: {r:?}");
+    }
 }

@@ -135,6 +135,41 @@ use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
 /// ```
 pub const MAX_SEGMENTS: u32 = 1024;
 
+/// The longest span a Redis limiter may have: 2^50 µs (about 35.7 years). The span is the time
+/// an idle limiter takes to forget everything, which bounds every TTL and RetryAfter: for a
+/// token bucket the time to refill from empty (`ceil(token_limit / tokens_per_period)` periods),
+/// for a window the window, for GCRA `burst × emission_interval`. The bound keeps every instant
+/// the scripts compute exact in a Lua double (below 2^53 µs) for the next 150 years; longer
+/// options are refused with [`RedisConfigError::SpanTooLong`].
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// // A bucket of u32::MAX tokens, one a day: 11.7 million years to refill.
+/// let slow = TokenBucketOptions::new(u32::MAX, 1, Duration::from_secs(86_400));
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(slow), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::SpanTooLong);
+/// let gcra = GcraOptions::new(2, MAX_SPAN / 2); // exactly MAX_SPAN
+/// assert!(RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailOpen).build().is_ok());
+/// ```
+pub const MAX_SPAN: Duration = Duration::from_micros(MAX_SPAN_US);
+
+const MAX_SPAN_US: u64 = 1 << 50;
+
 static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
 static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
 static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::GCRA));
@@ -325,6 +360,9 @@ pub enum RedisConfigError {
     ZeroTimeout,
     /// The circuit breaker opens after zero failures.
     ZeroFailures,
+    /// The limiter's span — the time to refill an empty bucket, the window, or GCRA's
+    /// `burst × emission_interval` — is longer than [`MAX_SPAN`] (2^50 µs, about 35.7 years).
+    SpanTooLong,
 }
 
 impl From<OptionsError> for RedisConfigError {
@@ -343,6 +381,7 @@ impl fmt::Display for RedisConfigError {
             Self::Share => f.write_str("the fallback share must be in (0, 1]"),
             Self::ZeroTimeout => f.write_str("the timeout must be longer than zero"),
             Self::ZeroFailures => f.write_str("the circuit breaker needs at least one failure"),
+            Self::SpanTooLong => f.write_str("the limiter's span is longer than 2^50 µs"),
         }
     }
 }
@@ -369,6 +408,14 @@ struct Plan {
     limit: u32,
 }
 
+/// `Ok(())` if `span_us` (a u128 product of the options) is at most [`MAX_SPAN`].
+fn within_span(span_us: u128) -> Result<(), RedisConfigError> {
+    if span_us > u128::from(MAX_SPAN_US) {
+        return Err(RedisConfigError::SpanTooLong);
+    }
+    Ok(())
+}
+
 impl Algorithm {
     fn plan(&self) -> Result<Plan, RedisConfigError> {
         match *self {
@@ -378,6 +425,8 @@ impl Algorithm {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let p = whole_micros(o.replenishment_period)?;
+                let periods = o.token_limit.div_ceil(o.tokens_per_period.max(1));
+                within_span(u128::from(periods) * u128::from(p))?;
                 Ok(Plan {
                     script: &BUCKET,
                     args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
@@ -391,6 +440,7 @@ impl Algorithm {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let w = whole_micros(o.window)?;
+                within_span(u128::from(w))?;
                 let l = u64::from(o.permit_limit);
                 Ok(Plan {
                     script: &BUCKET,
@@ -409,6 +459,7 @@ impl Algorithm {
                 if w % n != 0 {
                     return Err(RedisConfigError::NotWholeMicros);
                 }
+                within_span(u128::from(w))?;
                 Ok(Plan {
                     script: &SLIDING,
                     args: [u64::from(o.permit_limit), n, w / n],
@@ -421,9 +472,7 @@ impl Algorithm {
                     return Err(OptionsError::ZeroLimit.into());
                 }
                 let t = whole_micros(o.emission_interval)?;
-                if u64::from(o.burst).saturating_mul(t) >= 1 << 53 {
-                    return Err(RedisConfigError::NotWholeMicros);
-                }
+                within_span(u128::from(o.burst) * u128::from(t))?;
                 Ok(Plan {
                     script: &GCRA,
                     args: [u64::from(o.burst), t, 0],
@@ -451,13 +500,13 @@ impl Algorithm {
                 SlidingWindowOptions::new(scale(o.permit_limit), o.window, o.segments_per_window),
             )?,
             Algorithm::Gcra(o) => {
-                // One token every T / share, bursts of B × share.
+                // One token every T / share, bursts of B × share. A tiny share makes that period
+                // longer than a `Duration` holds: refused, as the local limiter refuses a
+                // period of 292 years or more.
                 let t = o.emission_interval.as_secs_f64() / share;
-                PartitionKind::token_bucket(TokenBucketOptions::new(
-                    scale(o.burst),
-                    1,
-                    Duration::from_secs_f64(t),
-                ))?
+                let period = Duration::try_from_secs_f64(t)
+                    .map_err(|_| RedisConfigError::Options(OptionsError::PeriodTooLong))?;
+                PartitionKind::token_bucket(TokenBucketOptions::new(scale(o.burst), 1, period))?
             }
         })
     }
@@ -1834,5 +1883,61 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_bounded_and_every_long_option_is_a_typed_error() {
+        let us = Duration::from_micros;
+        let gcra = |b, t| {
+            Algorithm::Gcra(GcraOptions::new(b, t))
+                .plan()
+                .map(|p| p.limit)
+        };
+        assert_eq!(gcra(1, MAX_SPAN), Ok(1));
+        assert_eq!(
+            gcra(1, MAX_SPAN + us(1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        assert_eq!(
+            gcra(1, us((1 << 53) - 1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        assert_eq!(
+            gcra(u32::MAX, Duration::from_secs(1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        let bucket = |l, per, p| {
+            Algorithm::TokenBucket(TokenBucketOptions::new(l, per, p))
+                .plan()
+                .map(|p| p.limit)
+        };
+        assert_eq!(
+            bucket(u32::MAX, 1, Duration::from_secs(86_400)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        // ceil(5 / 2) = 3 periods.
+        assert_eq!(bucket(5, 2, us(MAX_SPAN_US / 3)), Ok(5));
+        assert_eq!(
+            bucket(5, 2, us(MAX_SPAN_US / 3 + 1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        // The fallback of a GCRA whose local period overflows a `Duration`: an error, no panic.
+        for (t, share) in [
+            (Duration::from_secs(9_000_000_000), 1e-10),
+            (MAX_SPAN, 1e-12),
+            (Duration::from_secs(1), f64::MIN_POSITIVE),
+        ] {
+            let local = Algorithm::Gcra(GcraOptions::new(1, t)).local_share(share);
+            assert_eq!(
+                local.err(),
+                Some(RedisConfigError::Options(OptionsError::PeriodTooLong)),
+                "{t:?} × {share}"
+            );
+        }
     }
 }

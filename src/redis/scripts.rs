@@ -7,15 +7,19 @@
 //! - reads and writes only `KEYS[1]` (the cluster routes the call by it);
 //! - writes only when it grants, and every write sets a TTL (`PEXPIRE`) after which the key's
 //!   absence means the same as its content would (a full bucket, an empty window);
-//! - formats stored numbers with `%.0f` (never exponent notation);
+//! - formats every number it stores or passes to a command with `%.0f` (never exponent
+//!   notation, which Redis refuses as a TTL);
 //! - returns integers only: `{allowed (0/1), remaining, retry_after_us (0 if allowed), reset_us,
 //!   now_us}`. `reset_us` is the time until the limiter is back to its idle state (bucket full,
 //!   window empty); `now_us` is the server time the decision was made at.
 //!
 //! `ARGV[1]` is always the permit count (0 is a probe: granted if one permit is free, writes
-//! nothing). Lua numbers are doubles: every quantity here is an integer below 2^53, and the
-//! products that may exceed it (gained tokens after a long idle gap) are only compared, never
-//! stored, where rounding cannot flip the comparison.
+//! nothing). Lua numbers are doubles: every quantity here is an integer below 2^53 — the builder
+//! bounds every span (time to refill an empty bucket, window, burst × interval) by
+//! [`MAX_SPAN`](super::MAX_SPAN), 2^50 µs, so that every instant a script computes is below
+//! `now + 2 × 2^50 µs`, exact until the year 2183. The products that may exceed 2^53 (gained
+//! tokens after a long idle gap) are only compared, never stored, where rounding cannot flip the
+//! comparison.
 
 /// Token bucket and fixed window (a fixed window of `L` per `W` is a bucket of `L` that gains
 /// `L` every `W`): the state machine of the local `bucket::state::Bucket`, over a hash holding
@@ -67,7 +71,7 @@ tokens = tokens - n
 if k > tick then tick = k end
 local reset = full_in(tokens, tick)
 redis.call('HSET', KEYS[1], 't', string.format('%.0f', tokens), 'k', string.format('%.0f', tick))
-redis.call('PEXPIRE', KEYS[1], math.max(1, math.floor((reset + 999) / 1000)))
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.floor((reset + 999) / 1000))))
 return {1, tokens, 0, reset, now}
 "#;
 
@@ -127,7 +131,7 @@ end
 redis.call('HINCRBY', KEYS[1], string.format('%.0f', k), n)
 if last == nil or k > last then last = k end
 local reset = empty_in(last)
-redis.call('PEXPIRE', KEYS[1], math.max(1, math.floor((reset + 999) / 1000)))
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.floor((reset + 999) / 1000))))
 return {1, free - n, 0, reset, now}
 "#;
 
@@ -159,6 +163,7 @@ if n == 0 then
   return {1, math.floor((cap - (tat - now)) / em), 0, tat - now, now}
 end
 local new_tat = tat + n * em
-redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.max(1, math.floor((new_tat - now + 999) / 1000)))
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX',
+  string.format('%.0f', math.max(1, math.floor((new_tat - now + 999) / 1000))))
 return {1, math.floor((cap - (new_tat - now)) / em), 0, new_tat - now, now}
 "#;
