@@ -639,7 +639,7 @@ async fn configuration_errors_are_typed() {
     let l = RedisLimiter::builder(conn, "p", fw, FailurePolicy::FailOpen)
         .build()
         .unwrap();
-    assert_eq!(l.key("user-7"), "p:{user-7}");
+    assert_eq!(l.key("user-7"), "p:{user-7}:fw1000000");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -903,12 +903,159 @@ async fn redis_policy_shares_one_limit_per_key_across_two_http_layers() {
 
     // The partition's Redis key is the API key's stable `Key` text, the same in every process.
     let key = tollgate::http::Key::from_bytes(b"alice").to_string();
-    let pttl: i64 = conn.pttl(format!("{name}:{{{key}}}")).await.unwrap();
+    let pttl: i64 = conn
+        .pttl(format!("{name}:{{{key}}}:fw{}", window.as_micros()))
+        .await
+        .unwrap();
     assert!(pttl > 0, "the window's key expires: PTTL {pttl}");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Issue 24, items 8-13.
+
+/// The keys of a prefix, with their PTTL (ms).
+async fn pttls(conn: &mut ConnectionManager, prefix: &str) -> Vec<(String, i64)> {
+    let keys: Vec<String> = conn.keys(format!("{prefix}:*")).await.unwrap();
+    let mut out = Vec::new();
+    for k in keys {
+        let t: i64 = conn.pttl(&k).await.unwrap();
+        out.push((k, t));
+    }
+    out
+}
+
+/// Item 8: changing the window, period or segments on a prefix in use never locks a key, and
+/// every TTL stays within what the new configuration can mean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_time_configuration_on_a_live_prefix_never_locks_a_key() {
+    let mut conn = manager(&url()).await;
+    let shared = conn.clone();
+    let ms = Duration::from_millis;
+    let build = |p: &str, a: Algorithm| {
+        RedisLimiter::builder(shared.clone(), p, a, FailurePolicy::FailClosed)
+            .timeout(ms(200))
+            .build()
+            .unwrap()
+    };
+    let fw = |n, w| Algorithm::FixedWindow(FixedWindowOptions::new(n, w));
+    let sw = |n, w, s| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, s));
+    let tb = |n, per, p| Algorithm::TokenBucket(TokenBucketOptions::new(n, per, p));
+    let gcra = |b, t| Algorithm::Gcra(GcraOptions::new(b, t));
+    let cases = [
+        (fw(2, ms(100)), fw(2, ms(1_000))),
+        (
+            fw(100, Duration::from_secs(60)),
+            fw(100, Duration::from_secs(3_600)),
+        ),
+        (fw(2, ms(1_000)), fw(2, ms(100))),
+        (
+            sw(10, Duration::from_secs(60), 60),
+            sw(10, Duration::from_secs(60), 6),
+        ),
+        (
+            sw(10, Duration::from_secs(6), 6),
+            sw(10, Duration::from_secs(60), 60),
+        ),
+        (tb(10, 1, ms(100)), tb(10, 1, Duration::from_secs(60))),
+        (tb(10, 1, Duration::from_secs(60)), tb(10, 1, ms(100))),
+        (gcra(5, ms(100)), gcra(5, Duration::from_secs(60))),
+        (gcra(5, Duration::from_secs(60)), gcra(5, ms(100))),
+        // Another algorithm on the same prefix.
+        (fw(2, ms(1_000)), gcra(2, ms(500))),
+        (gcra(2, ms(500)), sw(2, ms(1_000), 4)),
+        (sw(2, ms(1_000), 4), tb(2, 1, ms(500))),
+    ];
+    for (old, new) in cases {
+        let p = prefix("reconf");
+        let (a, b) = (build(&p, old), build(&p, new));
+        let da = a.decide("k", 1).await;
+        assert_eq!(da.decided_by, DecidedBy::Redis, "{old:?}: {da:?}");
+        // The new configuration's first request on the live partition: granted (its limit is
+        // at least 2), by Redis.
+        let db = b.decide("k", 1).await;
+        assert_eq!(
+            db.decided_by,
+            DecidedBy::Redis,
+            "{old:?} -> {new:?}: {db:?}"
+        );
+        assert!(db.allowed(), "{old:?} -> {new:?}: {db:?}");
+        // Every key of the prefix expires within what its configuration can mean.
+        let span = |a: &Algorithm| match *a {
+            Algorithm::FixedWindow(o) => o.window,
+            Algorithm::SlidingWindow(o) => o.window,
+            Algorithm::TokenBucket(o) => o.replenishment_period * o.token_limit,
+            Algorithm::Gcra(o) => o.emission_interval * o.burst,
+            _ => unreachable!(),
+        };
+        let longest = span(&old).max(span(&new)).as_millis() as i64;
+        for (k, t) in pttls(&mut conn, &p).await {
+            assert!(
+                t > 0 && t <= longest,
+                "{old:?} -> {new:?}: {k} has PTTL {t} ms"
+            );
+        }
+        // Exhausted, the new limiter's RetryAfter is within its own configuration.
+        loop {
+            let d = b.decide("k", 1).await;
+            assert_eq!(d.decided_by, DecidedBy::Redis);
+            if let Err(r) = d.outcome {
+                let ra = r.retry_after().unwrap();
+                assert!(ra <= span(&new), "{old:?} -> {new:?}: RetryAfter {ra:?}");
+                break;
+            }
+        }
+    }
+}
+
+/// Item 8: changing only the limit keeps the partition's counts (capped at the new limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_only_the_limit_keeps_the_counts_in_flight() {
+    let conn = manager(&url()).await;
+    let p = prefix("relimit");
+    let build = |a: Algorithm| {
+        RedisLimiter::builder(conn.clone(), p.clone(), a, FailurePolicy::FailClosed)
+            .timeout(Duration::from_millis(200))
+            .build()
+            .unwrap()
+    };
+    let hour = Duration::from_secs(3_600);
+    let ten = build(Algorithm::FixedWindow(FixedWindowOptions::new(10, hour)));
+    let three = build(Algorithm::FixedWindow(FixedWindowOptions::new(3, hour)));
+    let _ = ten.acquire("k", 8).await.unwrap();
+    // 8 of the window taken: lowering the limit to 3 leaves nothing this window...
+    let d = three.decide("k", 1).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis);
+    assert!(!d.allowed(), "{d:?}");
+    assert!(d.outcome.unwrap_err().retry_after().unwrap() <= hour);
+    // ...and raising it back keeps the 2 left.
+    assert_eq!(ten.decide("k", 0).await.remaining, 2);
+
+    let sliding = |n| {
+        build(Algorithm::SlidingWindow(SlidingWindowOptions::new(
+            n, hour, 4,
+        )))
+    };
+    let (big, small) = (sliding(10), sliding(3));
+    let _ = big.acquire("s", 8).await.unwrap();
+    let d = small.decide("s", 1).await;
+    assert!(!d.allowed(), "{d:?}");
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert!(ra <= hour, "RetryAfter {ra:?}");
+    assert_eq!(big.decide("s", 0).await.remaining, 2);
+
+    let gcra = |b| {
+        build(Algorithm::Gcra(GcraOptions::new(
+            b,
+            Duration::from_secs(60),
+        )))
+    };
+    let (big, small) = (gcra(10), gcra(3));
+    let _ = big.acquire("g", 8).await.unwrap();
+    let d = small.decide("g", 1).await;
+    assert!(!d.allowed(), "{d:?}");
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert!(ra <= Duration::from_secs(60), "RetryAfter {ra:?}");
+}
 
 /// Item 10: a token bucket whose time to refill does not fit is refused at build; every TTL a
 /// script sets is an integer, set with the write.

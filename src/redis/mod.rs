@@ -5,9 +5,11 @@
 //! `redis` crate's [`Script`] after `NOSCRIPT`, e.g. after a restart or
 //! `SCRIPT FLUSH`). The script reads the time from Redis `TIME` (integer microseconds), so
 //! machines whose clocks disagree still agree on every decision, and returns integers only:
-//! allowed, remaining, RetryAfter and reset. The key of a partition is `prefix:{partition}` —
-//! the braces are a hash tag, so on a cluster the key lives on the slot of its partition — and
-//! every write sets a TTL, so an idle key vanishes once its absence means the same as its content.
+//! allowed, remaining, RetryAfter and reset. The key of a partition is `prefix:{partition}:shape`
+//! — the braces are a hash tag, so on a cluster the key lives on the slot of its partition; the
+//! shape names the algorithm and its time parameters (see
+//! [below](#changing-the-configuration)) — and every write sets a TTL, at most the limiter's span
+//! ([`MAX_SPAN`] at most), so an idle key vanishes once its absence means the same as its content.
 //!
 //! ```no_run
 //! use core::time::Duration;
@@ -72,6 +74,24 @@
 //! only retry is the `redis` crate's reload after `NOSCRIPT`, an error that means the script did
 //! not run. The connection manager does not resend failed commands: it reconnects in the
 //! background, and a later request finds the new connection.
+//!
+//! ## Changing the configuration
+//! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
+//! key's shape names what gives the counts their meaning — the algorithm and its time
+//! parameters: `tb<period µs>` (token bucket), `fw<window µs>` (fixed window),
+//! `sw<window µs>x<segments>` (sliding window), `gcra<interval µs>` — and not the limit:
+//! - **Changing the algorithm, period, window, segments or emission interval starts fresh
+//!   counts**: the new configuration uses new keys, and the old keys expire on their own TTL
+//!   (at most the old span). While both configurations run, each counts its own requests.
+//! - **Changing only the limit keeps the counts in flight**: `token_limit`, `tokens_per_period`,
+//!   `permit_limit` or `burst` keep the key. A fixed window keeps the permits taken in the current
+//!   window (lowering the limit below them refuses until the next window; raising it frees the
+//!   difference at once); a token bucket keeps the tokens missing from full (capped at the new
+//!   limit); a sliding window keeps its segments' counts (requests wait until enough of them
+//!   leave the window); GCRA keeps its debt, capped at the new `burst × interval`.
+//!
+//! No configuration change ever locks a key: every TTL and RetryAfter stays within what the
+//! configuration deciding can mean (its span).
 //!
 //! ## Chains and partitions
 //! The partition *is* the key: `acquire("user-7", 1)` limits `user-7` on every machine. To shed
@@ -399,13 +419,15 @@ fn whole_micros(d: Duration) -> Result<u64, RedisConfigError> {
     Ok(us)
 }
 
-/// The script, its arguments (after the permit count), and the limit.
-#[derive(Clone, Copy, Debug)]
+/// The script, its arguments (after the permit count), the limit, and the key's shape tag.
+#[derive(Clone, Debug)]
 struct Plan {
     script: &'static LazyLock<Script>,
     args: [u64; 3],
     nargs: usize,
     limit: u32,
+    /// The key's suffix naming the algorithm and its time parameters (not its limit).
+    shape: String,
 }
 
 /// `Ok(())` if `span_us` (a u128 product of the options) is at most [`MAX_SPAN`].
@@ -432,6 +454,7 @@ impl Algorithm {
                     args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
                     nargs: 3,
                     limit: o.token_limit,
+                    shape: format!("tb{p}"),
                 })
             }
             Algorithm::FixedWindow(o) => {
@@ -447,6 +470,7 @@ impl Algorithm {
                     args: [l, l, w],
                     nargs: 3,
                     limit: o.permit_limit,
+                    shape: format!("fw{w}"),
                 })
             }
             Algorithm::SlidingWindow(o) => {
@@ -465,6 +489,7 @@ impl Algorithm {
                     args: [u64::from(o.permit_limit), n, w / n],
                     nargs: 3,
                     limit: o.permit_limit,
+                    shape: format!("sw{w}x{n}"),
                 })
             }
             Algorithm::Gcra(o) => {
@@ -478,6 +503,7 @@ impl Algorithm {
                     args: [u64::from(o.burst), t, 0],
                     nargs: 2,
                     limit: o.burst,
+                    shape: format!("gcra{t}"),
                 })
             }
         }
@@ -955,7 +981,7 @@ type FallbackMap = Partitioned<String, PartitionLimiter<StdClock>, FallbackParti
 ///     .circuit_breaker(CircuitBreaker::new(5, Duration::from_millis(500)));
 /// let limiter = builder.build().unwrap();
 /// assert_eq!(limiter.limit(), 100);
-/// assert_eq!(limiter.key("alice"), "api:{alice}");
+/// assert_eq!(limiter.key("alice"), "api:{alice}:fw60000000"); // a fixed window of 60 s
 /// ```
 pub struct RedisLimiterBuilder<C> {
     conn: C,
@@ -1315,7 +1341,7 @@ impl ChainedLease<'_> {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Starts building a limiter of `algorithm` on connection `conn` (a
     /// [`ConnectionManager`](::redis::aio::ConnectionManager), a multiplexed connection, or with
-    /// feature `redis-cluster` a cluster connection), keys `prefix:{partition}`, with the
+    /// feature `redis-cluster` a cluster connection), keys `prefix:{partition}:shape`, with the
     /// failure policy `policy`.
     ///
     /// ```no_run
@@ -1353,7 +1379,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
-    /// The Redis key of `partition`: `prefix:{partition}`.
+    /// The Redis key of `partition`: `prefix:{partition}:shape`, where the shape names the
+    /// algorithm and its time parameters, not its limit (see
+    /// [changing the configuration](self#changing-the-configuration)): `tb<period µs>`,
+    /// `fw<window µs>`, `sw<window µs>x<segments>` or `gcra<interval µs>`.
     ///
     /// ```
     /// # use core::time::Duration;
@@ -1374,15 +1403,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # }
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
-    /// // `redis-cli TTL 'api:v2:{user-7}'` shows when user-7's window ends.
-    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}");
+    /// // `redis-cli TTL 'api:v2:{user-7}:fw60000000'` shows when user-7's window ends.
+    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:fw60000000");
+    /// let gcra = Algorithm::Gcra(GcraOptions::new(10, Duration::from_millis(100)));
+    /// let limiter = RedisLimiter::builder(Down, "api:v2", gcra, FailurePolicy::FailOpen).build().unwrap();
+    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:gcra100000");
     /// ```
     pub fn key(&self, partition: &str) -> String {
-        let mut k = String::with_capacity(self.inner.prefix.len() + partition.len() + 3);
+        let shape = &self.inner.plan.shape;
+        let mut k =
+            String::with_capacity(self.inner.prefix.len() + partition.len() + shape.len() + 4);
         k.push_str(&self.inner.prefix);
         k.push_str(":{");
         k.push_str(partition);
-        k.push('}');
+        k.push_str("}:");
+        k.push_str(shape);
         k
     }
 
@@ -1939,5 +1974,25 @@ mod tests {
                 "{t:?} × {share}"
             );
         }
+    }
+
+    #[test]
+    fn the_key_names_the_time_shape_not_the_limit() {
+        let shape = |a: Algorithm| a.plan().unwrap().shape;
+        let s = Duration::from_secs;
+        let fw = |n| Algorithm::FixedWindow(FixedWindowOptions::new(n, s(60)));
+        assert_eq!(shape(fw(10)), "fw60000000");
+        assert_eq!(shape(fw(10)), shape(fw(20)));
+        let tb = |n, per, p| Algorithm::TokenBucket(TokenBucketOptions::new(n, per, p));
+        assert_eq!(shape(tb(10, 1, s(1))), shape(tb(20, 5, s(1))));
+        assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 1, s(2))));
+        let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));
+        assert_eq!(shape(sw(10, s(60), 6)), "sw60000000x6");
+        assert_ne!(shape(sw(10, s(60), 6)), shape(sw(10, s(60), 60)));
+        let gcra = |b, t| Algorithm::Gcra(GcraOptions::new(b, t));
+        assert_eq!(shape(gcra(5, s(2))), shape(gcra(50, s(2))));
+        assert_eq!(shape(gcra(5, s(2))), "gcra2000000");
+        // A fixed window and a token bucket of the same period share a script, not a key.
+        assert_ne!(shape(fw(10)), shape(tb(10, 10, s(60))));
     }
 }
