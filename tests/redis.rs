@@ -15,7 +15,7 @@ use ::redis::aio::ConnectionManager;
 use ::redis::AsyncCommands;
 use tollgate::redis::{
     Algorithm, CircuitBreaker, DecidedBy, FailurePolicy, GcraOptions, Health, PolicyKind,
-    RedisConfigError, RedisLimiter, MAX_SPAN, REDIS_UNAVAILABLE,
+    RedisConfigError, RedisLimiter, MAX_SPAN, REDIS_KEY_ERROR, REDIS_UNAVAILABLE,
 };
 use tollgate::*;
 
@@ -1057,6 +1057,66 @@ async fn changing_only_the_limit_keeps_the_counts_in_flight() {
     assert!(ra <= Duration::from_secs(60), "RetryAfter {ra:?}");
 }
 
+/// Item 9: a key holding foreign data is that request's error; it never opens the breaker for
+/// the other partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
+    let mut conn = manager(&url()).await;
+    let ms = Duration::from_millis;
+    let algorithms = [
+        Algorithm::FixedWindow(FixedWindowOptions::new(5, Duration::from_secs(60))),
+        Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_secs(1))),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_secs(60), 6)),
+        Algorithm::Gcra(GcraOptions::new(5, ms(100))),
+    ];
+    for algorithm in algorithms {
+        let l = RedisLimiter::builder(
+            conn.clone(),
+            prefix("foreign"),
+            algorithm,
+            FailurePolicy::FailOpen,
+        )
+        .timeout(ms(200))
+        .circuit_breaker(CircuitBreaker::new(2, Duration::from_secs(60)))
+        .build()
+        .unwrap();
+        // A list where the limiter keeps a string or a hash (WRONGTYPE), and content no script
+        // can read (a script error).
+        let () = conn.rpush(l.key("list"), "x").await.unwrap();
+        let () = conn.expire(l.key("list"), 60).await.unwrap();
+        let () = conn.set_ex(l.key("text"), "garbage", 60).await.unwrap();
+        for _ in 0..5 {
+            for bad in ["list", "text"] {
+                let d = l.decide(bad, 1).await;
+                assert_eq!(
+                    d.decided_by,
+                    DecidedBy::KeyError,
+                    "{algorithm:?} {bad}: {d:?}"
+                );
+                assert_eq!(d.outcome.unwrap_err().reason(), REDIS_KEY_ERROR);
+            }
+        }
+        let d = l.decide("good", 1).await;
+        assert_eq!(d.decided_by, DecidedBy::Redis, "{algorithm:?}: {d:?}");
+        assert!(d.allowed());
+        assert_eq!(l.health(), Health::Redis);
+        let s = l.redis_statistics();
+        assert_eq!(
+            (s.circuit_opened, s.errors, s.by_policy),
+            (0, 0, 0),
+            "{s:?}"
+        );
+        assert_eq!(s.key_errors, 10);
+        // The foreign data is left as it was.
+        let kind: String = ::redis::cmd("TYPE")
+            .arg(l.key("list"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kind, "list");
+    }
+}
+
 /// Item 10: a token bucket whose time to refill does not fit is refused at build; every TTL a
 /// script sets is an integer, set with the write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1222,4 +1282,53 @@ async fn fallback_shares_that_overflow_a_duration_are_typed_errors() {
         let r = build(a, f64::MIN_POSITIVE);
         assert!(matches!(r, Ok(Ok(()))), "{a:?}: {r:?}");
     }
+}
+
+/// Item 13: NOSCRIPT means the script did not run: the limiter retries it, and a script cache
+/// flushed over and over never counts as a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flushed_continuously_never_counts_as_a_failure() {
+    // A server of its own: the flushes must not disturb the other tests.
+    let server = OwnServer::start();
+    let conn = manager(&server.url()).await;
+    let mut flusher = manager(&server.url()).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flushing = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let () = ::redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(&mut flusher)
+                    .await
+                    .unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let l = RedisLimiter::builder(
+        conn,
+        prefix("flushing"),
+        Algorithm::FixedWindow(FixedWindowOptions::new(100_000, Duration::from_secs(60))),
+        FailurePolicy::FailClosed,
+    )
+    .timeout(Duration::from_millis(500))
+    .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+    .build()
+    .unwrap();
+    let mut by_redis = 0;
+    for _ in 0..400 {
+        by_redis += u32::from(l.decide("k", 1).await.decided_by == DecidedBy::Redis);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flushes = flushing.await.unwrap();
+    let s = l.redis_statistics();
+    assert_eq!(
+        (by_redis, s.errors, s.circuit_opened),
+        (400, 0, 0),
+        "{s:?}, {flushes} flushes"
+    );
+    assert_eq!(l.health(), Health::Redis);
 }

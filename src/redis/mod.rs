@@ -1,15 +1,15 @@
 //! Limits shared across machines, kept in Redis (feature `redis`): token bucket, fixed window,
 //! sliding window and GCRA, one round trip per decision, with a failure policy you choose.
 //!
-//! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, reloaded by the
-//! `redis` crate's [`Script`] after `NOSCRIPT`, e.g. after a restart or
-//! `SCRIPT FLUSH`). The script reads the time from Redis `TIME` (integer microseconds), so
-//! machines whose clocks disagree still agree on every decision, and returns integers only:
-//! allowed, remaining, RetryAfter and reset. The key of a partition is `prefix:{partition}:shape`
-//! — the braces are a hash tag, so on a cluster the key lives on the slot of its partition; the
-//! shape names the algorithm and its time parameters (see
-//! [below](#changing-the-configuration)) — and every write sets a TTL, at most the limiter's span
-//! ([`MAX_SPAN`] at most), so an idle key vanishes once its absence means the same as its content.
+//! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, and `EVAL` with the
+//! script's source after `NOSCRIPT`, e.g. after a restart or `SCRIPT FLUSH`). The script reads
+//! the time from Redis `TIME` (integer microseconds), so machines whose clocks disagree still
+//! agree on every decision, and returns integers only: allowed, remaining, RetryAfter and reset.
+//! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
+//! cluster the key lives on the slot of its partition; the shape names the algorithm and its
+//! time parameters (see [below](#changing-the-configuration)) — and every write sets a TTL, at
+//! most the limiter's span ([`MAX_SPAN`] at most), so an idle key vanishes once its absence
+//! means the same as its content.
 //!
 //! ```no_run
 //! use core::time::Duration;
@@ -62,18 +62,28 @@
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
 //! [`FailClosed`](FailurePolicy::FailClosed), or [`Fallback`](FailurePolicy::Fallback) to a local
-//! limiter holding a share of the quota. A call that errors or takes longer than the
+//! limiter holding a share of the quota. A call that fails — an I/O error, a refused or dropped
+//! connection, a server that cannot serve (`LOADING`, `BUSY`, `MASTERDOWN`, `CLUSTERDOWN`,
+//! `TRYAGAIN`, `READONLY`, `OOM`, ...) — or takes longer than the
 //! [timeout](RedisLimiterBuilder::timeout) (default 50 ms) is decided by the policy; after a few
 //! consecutive failures the [`CircuitBreaker`] stops calling Redis and lets one request probe it
 //! now and then. [`RedisLimiter::health`] says which is in force.
+//!
+//! An error of one key is not a failure of Redis: a key holding data the script cannot read (a
+//! key of another type, `WRONGTYPE`, or content it did not write) rejects that partition's
+//! requests with [`REDIS_KEY_ERROR`] ([`DecidedBy::KeyError`]), and never counts toward the
+//! breaker, so the other partitions keep being decided by Redis.
 //!
 //! **No decision is counted twice**: a call that failed or timed out is never retried — its
 //! request is decided by the failure policy. A timed-out script may still have run on the server
 //! (its permits are then counted there once, and the request got the policy's answer); retrying
 //! it could count it twice, and an idempotency token would cost a write on every decision. The
-//! only retry is the `redis` crate's reload after `NOSCRIPT`, an error that means the script did
-//! not run. The connection manager does not resend failed commands: it reconnects in the
-//! background, and a later request finds the new connection.
+//! only retry is after `NOSCRIPT`, an error that means the script did not run: the limiter sends
+//! the script itself (`EVAL`), which cannot meet `NOSCRIPT` and caches the script again, so a
+//! script cache flushed over and over costs round trips, never a failure. (Should a retry still
+//! answer `NOSCRIPT`, its request goes to the policy without counting toward the breaker.) The
+//! connection manager does not resend failed commands: it reconnects in the background, and a
+//! later request finds the new connection.
 //!
 //! ## Changing the configuration
 //! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
@@ -116,7 +126,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{RedisError, Script};
+use ::redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 
 pub use breaker::{Circuit, CircuitBreaker};
 
@@ -422,6 +432,9 @@ fn whole_micros(d: Duration) -> Result<u64, RedisConfigError> {
 /// The script, its arguments (after the permit count), the limit, and the key's shape tag.
 #[derive(Clone, Debug)]
 struct Plan {
+    /// The script's source (sent with `EVAL` after `NOSCRIPT`).
+    source: &'static str,
+    /// The script (for its SHA1).
     script: &'static LazyLock<Script>,
     args: [u64; 3],
     nargs: usize,
@@ -450,6 +463,7 @@ impl Algorithm {
                 let periods = o.token_limit.div_ceil(o.tokens_per_period.max(1));
                 within_span(u128::from(periods) * u128::from(p))?;
                 Ok(Plan {
+                    source: scripts::BUCKET,
                     script: &BUCKET,
                     args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
                     nargs: 3,
@@ -466,6 +480,7 @@ impl Algorithm {
                 within_span(u128::from(w))?;
                 let l = u64::from(o.permit_limit);
                 Ok(Plan {
+                    source: scripts::BUCKET,
                     script: &BUCKET,
                     args: [l, l, w],
                     nargs: 3,
@@ -485,6 +500,7 @@ impl Algorithm {
                 }
                 within_span(u128::from(w))?;
                 Ok(Plan {
+                    source: scripts::SLIDING,
                     script: &SLIDING,
                     args: [u64::from(o.permit_limit), n, w / n],
                     nargs: 3,
@@ -499,6 +515,7 @@ impl Algorithm {
                 let t = whole_micros(o.emission_interval)?;
                 within_span(u128::from(o.burst) * u128::from(t))?;
                 Ok(Plan {
+                    source: scripts::GCRA,
                     script: &GCRA,
                     args: [u64::from(o.burst), t, 0],
                     nargs: 2,
@@ -676,6 +693,31 @@ impl fmt::Debug for FailurePolicy {
 /// ```
 pub const REDIS_UNAVAILABLE: Reason = Reason::Custom("rate-limit store unavailable");
 
+/// The reason of a rejection because the partition's key holds data the script cannot read:
+/// a key of another type (`WRONGTYPE`), or content the script did not write (a script error).
+/// Redis is healthy and answered: the error is that key's alone, so it is not decided by the
+/// failure policy and never counts toward the [`CircuitBreaker`] — the other partitions keep
+/// being decided by Redis. The key stays as it is (nothing deletes data it does not recognize);
+/// delete it, or use a prefix of its own, to limit that partition again.
+///
+/// ```no_run
+/// # use core::time::Duration;
+/// # use tollgate::redis::*;
+/// # use tollgate::FixedWindowOptions;
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+/// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(conn.clone(), "api", algorithm, FailurePolicy::FailOpen).build()?;
+/// let () = ::redis::cmd("RPUSH").arg(limiter.key("alice")).arg("not a window").query_async(&mut conn).await?;
+/// let d = limiter.decide("alice", 1).await;
+/// assert_eq!(d.decided_by, DecidedBy::KeyError);
+/// assert_eq!(d.outcome.unwrap_err().reason(), REDIS_KEY_ERROR);
+/// assert_eq!(limiter.decide("bob", 1).await.decided_by, DecidedBy::Redis); // the others are fine
+/// assert_eq!(limiter.health(), Health::Redis);
+/// # Ok(()) }
+/// ```
+pub const REDIS_KEY_ERROR: Reason = Reason::Custom("rate-limit key unreadable");
+
 /// Which failure policy a limiter was built with.
 ///
 /// ```
@@ -811,6 +853,9 @@ pub enum DecidedBy {
     Fallback,
     /// This client: the limiter is closed, or the request exceeds the limit.
     Client,
+    /// Redis answered with an error of the partition's key (see [`REDIS_KEY_ERROR`]): the
+    /// request is rejected with that reason, whatever the failure policy.
+    KeyError,
 }
 
 /// A decision with everything the scripts return (for headers such as `RateLimit`).
@@ -925,8 +970,12 @@ pub struct RedisStatistics {
     pub total_failed: u64,
     /// Script calls sent to Redis.
     pub calls: u64,
-    /// Calls that failed with an error.
+    /// Calls that failed with an error of the server or the connection (each counts toward the
+    /// circuit breaker), or with `NOSCRIPT` after the retry (which does not).
     pub errors: u64,
+    /// Calls answered with an error of the partition's key ([`REDIS_KEY_ERROR`]): not failures
+    /// of Redis, never counted toward the circuit breaker.
+    pub key_errors: u64,
     /// Calls that timed out.
     pub timeouts: u64,
     /// Requests decided by the failure policy.
@@ -944,6 +993,7 @@ struct Counts {
     calls: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
+    key_errors: AtomicU64,
     by_policy: AtomicU64,
     cached: AtomicU64,
     remaining: AtomicU64,
@@ -1168,6 +1218,60 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
                 closed: AtomicBool::new(false),
             }),
         })
+    }
+}
+
+/// Why a call did not decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallError {
+    /// No answer within the timeout: counts toward the breaker.
+    Timeout,
+    /// The connection or the server failed (I/O, refused, `LOADING`, `BUSY`, `MASTERDOWN`,
+    /// `CLUSTERDOWN`, `TRYAGAIN`, `OOM`, ...), or answered something that is not the script's
+    /// reply: counts toward the breaker.
+    Server,
+    /// `NOSCRIPT` even from the retry (impossible with `EVAL`, kept for a proxy that answers
+    /// `NOSCRIPT` on its own): the script did not run; does not count toward the breaker.
+    NoScript,
+    /// The key's own error: `WRONGTYPE`, or a script error caused by the key's content (the
+    /// scripts' `TOLLGATE` error replies, a Lua runtime error). The server is healthy.
+    Key,
+}
+
+/// Words of a server's failure inside a script's `ERR` reply (Redis 6 wraps the errors of
+/// `redis.call` in `ERR Error running script`; Redis 7 keeps their codes).
+const SERVER_WORDS: [&str; 10] = [
+    "OOM",
+    "MISCONF",
+    "READONLY",
+    "NOREPLICAS",
+    "LOADING",
+    "BUSY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "SCRIPT KILL",
+];
+
+impl CallError {
+    /// Classifies an error reply: only the key's own errors and `NOSCRIPT` are told apart;
+    /// everything else (I/O, unknown codes) is the server's, as before.
+    fn of(e: &RedisError) -> Self {
+        match e.kind() {
+            ErrorKind::Server(ServerErrorKind::NoScript) => Self::NoScript,
+            // `ERR` from inside a script: Redis 7 says "... script: <sha>, on @user_script:N.",
+            // Redis 6 "Error running script (call to f_<sha>): ...". A plain `ERR` (say "max
+            // number of clients reached") is the server's.
+            ErrorKind::Server(ServerErrorKind::ResponseError)
+                if e.detail().is_some_and(|d| {
+                    d.contains("script") && !SERVER_WORDS.iter().any(|w| d.contains(w))
+                }) =>
+            {
+                Self::Key
+            }
+            ErrorKind::Extension if matches!(e.code(), Some("WRONGTYPE" | "TOLLGATE")) => Self::Key,
+            _ => Self::Server,
+        }
     }
 }
 
@@ -1516,19 +1620,19 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 
     async fn decide_uncounted(&self, partition: &str, permits: u32) -> Decision {
         let inner = &*self.inner;
-        let client = |r: Reason| Decision {
+        let client = |r: Reason, decided_by| Decision {
             permits,
             outcome: Err(Rejection::new(r)),
             remaining: 0,
             reset: Duration::ZERO,
             server_time_us: None,
-            decided_by: DecidedBy::Client,
+            decided_by,
         };
         if inner.closed.load(Ordering::Acquire) {
-            return client(Reason::Closed);
+            return client(Reason::Closed, DecidedBy::Client);
         }
         if permits > inner.plan.limit {
-            return client(Reason::ExceedsLimit);
+            return client(Reason::ExceedsLimit, DecidedBy::Client);
         }
         let key = self.key(partition);
         let now = StdClock.now();
@@ -1564,8 +1668,20 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 inner.counts.remaining.store(d.remaining, Ordering::Relaxed);
                 d
             }
-            Err(timed_out) => {
-                bump(if timed_out {
+            Err(CallError::Key) => {
+                // Redis answered: it is healthy, and this key alone is the problem.
+                inner.breaker.success();
+                bump(&inner.counts.key_errors);
+                client(REDIS_KEY_ERROR, DecidedBy::KeyError)
+            }
+            Err(CallError::NoScript) => {
+                // The script did not run, twice: nothing counted, nothing wrong with the server
+                // (its script cache is being flushed): the policy decides this request only.
+                bump(&inner.counts.errors);
+                self.by_policy(partition, permits, None)
+            }
+            Err(e) => {
+                bump(if e == CallError::Timeout {
                     &inner.counts.timeouts
                 } else {
                     &inner.counts.errors
@@ -1576,25 +1692,39 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
-    /// One script call, bounded by the timeout. `Err(true)`: timed out; `Err(false)`: an error.
-    async fn call(&self, key: &str, permits: u32) -> Result<Decision, bool> {
+    /// One script call, bounded by the timeout: `EVALSHA`, and after `NOSCRIPT` (the script did
+    /// not run) `EVAL` with the script's source, which cannot meet `NOSCRIPT` and caches the
+    /// script for the next `EVALSHA`. Nothing else is retried.
+    async fn call(&self, key: &str, permits: u32) -> Result<Decision, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
-        let mut inv = plan.script.key(key);
-        inv.arg(permits);
-        for a in &plan.args[..plan.nargs] {
-            inv.arg(*a);
-        }
+        let command = |name: &str, script: &str| {
+            let mut c = ::redis::cmd(name);
+            c.arg(script).arg(1).arg(key).arg(permits);
+            for a in &plan.args[..plan.nargs] {
+                c.arg(*a);
+            }
+            c
+        };
         let mut conn = inner.conn.clone();
-        let reply: Result<Result<Vec<i64>, RedisError>, _> =
-            tokio::time::timeout(inner.timeout, inv.invoke_async(&mut conn)).await;
-        let v = match reply {
-            Err(_) => return Err(true),
-            Ok(Err(_)) => return Err(false),
+        let run = async {
+            let sha = command("EVALSHA", plan.script.get_hash());
+            match sha.query_async::<Vec<i64>>(&mut conn).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    command("EVAL", plan.source)
+                        .query_async::<Vec<i64>>(&mut conn)
+                        .await
+                }
+                other => other,
+            }
+        };
+        let v = match tokio::time::timeout(inner.timeout, run).await {
+            Err(_) => return Err(CallError::Timeout),
+            Ok(Err(e)) => return Err(CallError::of(&e)),
             Ok(Ok(v)) => v,
         };
         let [allowed, remaining, retry_us, reset_us, now_us] = v[..] else {
-            return Err(false);
+            return Err(CallError::Server);
         };
         let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
         let outcome = if allowed == 1 {
@@ -1793,6 +1923,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             calls: l(&c.calls),
             errors: l(&c.errors),
             timeouts: l(&c.timeouts),
+            key_errors: l(&c.key_errors),
             by_policy: l(&c.by_policy),
             cached_denials: l(&c.cached),
             circuit_opened: self.inner.breaker.opened(),
@@ -1924,6 +2055,51 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error a server's reply `line` (without the leading `-`) makes.
+    fn reply(line: &str) -> RedisError {
+        let bytes = format!("-{line}\r\n");
+        match ::redis::parse_redis_value(bytes.as_bytes()) {
+            Ok(::redis::Value::ServerError(e)) => e.into(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_server_and_connection_failures_count_toward_the_breaker() {
+        let key = [
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: 8f0e, on @user_script:9.",
+            "TOLLGATE unreadable bucket state",
+            "ERR user_script:12: attempt to compare nil with number script: 8f0e, on @user_script:12.",
+            "ERR Error running script (call to f_8f0e): @user_script:9: WRONGTYPE Operation against a key holding the wrong kind of value",
+        ];
+        for line in key {
+            assert_eq!(CallError::of(&reply(line)), CallError::Key, "{line}");
+        }
+        let server = [
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "CLUSTERDOWN The cluster is down",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "READONLY You can't write against a read only replica.",
+            "OOM command not allowed when used memory > 'maxmemory'. script: 8f0e, on @user_script:40.",
+            "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+            "ERR max number of clients reached",
+            "ERR Error running script (call to f_8f0e): @user_script:40: -OOM command not allowed when used memory > 'maxmemory'",
+            "NOPERM this user has no permissions to run the 'evalsha' command",
+            "SOMETHINGNEW an error code this crate does not know",
+        ];
+        for line in server {
+            assert_eq!(CallError::of(&reply(line)), CallError::Server, "{line}");
+        }
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(CallError::of(&io), CallError::Server);
+        assert_eq!(
+            CallError::of(&reply("NOSCRIPT No matching script. Please use EVAL.")),
+            CallError::NoScript
+        );
+    }
 
     #[test]
     fn spans_are_bounded_and_every_long_option_is_a_typed_error() {
