@@ -1230,8 +1230,9 @@ enum CallError {
     /// `CLUSTERDOWN`, `TRYAGAIN`, `OOM`, ...), or answered something that is not the script's
     /// reply: counts toward the breaker.
     Server,
-    /// `NOSCRIPT` even from the retry (impossible with `EVAL`, kept for a proxy that answers
-    /// `NOSCRIPT` on its own): the script did not run; does not count toward the breaker.
+    /// `NOSCRIPT` even from the retry (impossible from a server with `EVAL`, kept for a proxy
+    /// that answers `NOSCRIPT` on its own): the script did not run; the request goes to the
+    /// policy, and the breaker counts an answer, not a failure.
     NoScript,
     /// The key's own error: `WRONGTYPE`, or a script error caused by the key's content (the
     /// scripts' `TOLLGATE` error replies, a Lua runtime error). The server is healthy.
@@ -1675,8 +1676,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 client(REDIS_KEY_ERROR, DecidedBy::KeyError)
             }
             Err(CallError::NoScript) => {
-                // The script did not run, twice: nothing counted, nothing wrong with the server
-                // (its script cache is being flushed): the policy decides this request only.
+                // The script did not run, twice: nothing counted, and the server answered (it is
+                // up; its script cache is being flushed, or a proxy lost the script): the policy
+                // decides this request only, and the breaker hears of an answer, not a failure.
+                inner.breaker.success();
                 bump(&inner.counts.errors);
                 self.by_policy(partition, permits, None)
             }
@@ -2099,6 +2102,52 @@ mod tests {
             CallError::of(&reply("NOSCRIPT No matching script. Please use EVAL.")),
             CallError::NoScript
         );
+    }
+
+    /// A connection answering `NOSCRIPT` to every command: what no server does to `EVAL`
+    /// (hence no real server here), but a proxy might.
+    #[derive(Clone)]
+    struct NoScriptEver;
+
+    impl ConnectionLike for NoScriptEver {
+        fn req_packed_command<'a>(
+            &'a mut self,
+            _: &'a ::redis::Cmd,
+        ) -> ::redis::RedisFuture<'a, ::redis::Value> {
+            Box::pin(async { Err(reply("NOSCRIPT No matching script. Please use EVAL.")) })
+        }
+        fn req_packed_commands<'a>(
+            &'a mut self,
+            _: &'a ::redis::Pipeline,
+            _: usize,
+            _: usize,
+        ) -> ::redis::RedisFuture<'a, Vec<::redis::Value>> {
+            Box::pin(async { Err(reply("NOSCRIPT No matching script. Please use EVAL.")) })
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+    }
+
+    #[test]
+    fn noscript_after_the_retry_goes_to_the_policy_and_never_opens_the_breaker() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+        let l = RedisLimiter::builder(NoScriptEver, "p", fw, FailurePolicy::FailClosed)
+            .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        for _ in 0..5 {
+            let d = rt.block_on(l.decide("k", 1));
+            assert_eq!(d.decided_by, DecidedBy::FailClosed);
+            assert_eq!(d.outcome.unwrap_err().reason(), REDIS_UNAVAILABLE);
+        }
+        let s = l.redis_statistics();
+        assert_eq!((s.calls, s.errors, s.circuit_opened), (5, 5, 0), "{s:?}");
+        assert_eq!(l.circuit(), Circuit::Closed);
     }
 
     #[test]
