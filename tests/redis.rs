@@ -15,7 +15,7 @@ use ::redis::aio::ConnectionManager;
 use ::redis::AsyncCommands;
 use tollgate::redis::{
     Algorithm, CircuitBreaker, DecidedBy, FailurePolicy, GcraOptions, Health, PolicyKind,
-    RedisConfigError, RedisLimiter, REDIS_UNAVAILABLE,
+    RedisConfigError, RedisLimiter, MAX_SPAN, REDIS_KEY_ERROR, REDIS_UNAVAILABLE,
 };
 use tollgate::*;
 
@@ -639,7 +639,7 @@ async fn configuration_errors_are_typed() {
     let l = RedisLimiter::builder(conn, "p", fw, FailurePolicy::FailOpen)
         .build()
         .unwrap();
-    assert_eq!(l.key("user-7"), "p:{user-7}");
+    assert_eq!(l.key("user-7"), "p:{user-7}:fw1000000");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -903,6 +903,432 @@ async fn redis_policy_shares_one_limit_per_key_across_two_http_layers() {
 
     // The partition's Redis key is the API key's stable `Key` text, the same in every process.
     let key = tollgate::http::Key::from_bytes(b"alice").to_string();
-    let pttl: i64 = conn.pttl(format!("{name}:{{{key}}}")).await.unwrap();
+    let pttl: i64 = conn
+        .pttl(format!("{name}:{{{key}}}:fw{}", window.as_micros()))
+        .await
+        .unwrap();
     assert!(pttl > 0, "the window's key expires: PTTL {pttl}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 24, items 8-13.
+
+/// The keys of a prefix, with their PTTL (ms).
+async fn pttls(conn: &mut ConnectionManager, prefix: &str) -> Vec<(String, i64)> {
+    let keys: Vec<String> = conn.keys(format!("{prefix}:*")).await.unwrap();
+    let mut out = Vec::new();
+    for k in keys {
+        let t: i64 = conn.pttl(&k).await.unwrap();
+        out.push((k, t));
+    }
+    out
+}
+
+/// Item 8: changing the window, period or segments on a prefix in use never locks a key, and
+/// every TTL stays within what the new configuration can mean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_time_configuration_on_a_live_prefix_never_locks_a_key() {
+    let mut conn = manager(&url()).await;
+    let shared = conn.clone();
+    let ms = Duration::from_millis;
+    let build = |p: &str, a: Algorithm| {
+        RedisLimiter::builder(shared.clone(), p, a, FailurePolicy::FailClosed)
+            .timeout(ms(200))
+            .build()
+            .unwrap()
+    };
+    let fw = |n, w| Algorithm::FixedWindow(FixedWindowOptions::new(n, w));
+    let sw = |n, w, s| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, s));
+    let tb = |n, per, p| Algorithm::TokenBucket(TokenBucketOptions::new(n, per, p));
+    let gcra = |b, t| Algorithm::Gcra(GcraOptions::new(b, t));
+    let cases = [
+        (fw(2, ms(100)), fw(2, ms(1_000))),
+        (
+            fw(100, Duration::from_secs(60)),
+            fw(100, Duration::from_secs(3_600)),
+        ),
+        (fw(2, ms(1_000)), fw(2, ms(100))),
+        (
+            sw(10, Duration::from_secs(60), 60),
+            sw(10, Duration::from_secs(60), 6),
+        ),
+        (
+            sw(10, Duration::from_secs(6), 6),
+            sw(10, Duration::from_secs(60), 60),
+        ),
+        (tb(10, 1, ms(100)), tb(10, 1, Duration::from_secs(60))),
+        (tb(10, 1, Duration::from_secs(60)), tb(10, 1, ms(100))),
+        (gcra(5, ms(100)), gcra(5, Duration::from_secs(60))),
+        (gcra(5, Duration::from_secs(60)), gcra(5, ms(100))),
+        // Another algorithm on the same prefix.
+        (fw(2, ms(1_000)), gcra(2, ms(500))),
+        (gcra(2, ms(500)), sw(2, ms(1_000), 4)),
+        (sw(2, ms(1_000), 4), tb(2, 1, ms(500))),
+    ];
+    for (old, new) in cases {
+        let p = prefix("reconf");
+        let (a, b) = (build(&p, old), build(&p, new));
+        let da = a.decide("k", 1).await;
+        assert_eq!(da.decided_by, DecidedBy::Redis, "{old:?}: {da:?}");
+        // The new configuration's first request on the live partition: granted (its limit is
+        // at least 2), by Redis.
+        let db = b.decide("k", 1).await;
+        assert_eq!(
+            db.decided_by,
+            DecidedBy::Redis,
+            "{old:?} -> {new:?}: {db:?}"
+        );
+        assert!(db.allowed(), "{old:?} -> {new:?}: {db:?}");
+        // Every key of the prefix expires within what its configuration can mean.
+        let span = |a: &Algorithm| match *a {
+            Algorithm::FixedWindow(o) => o.window,
+            Algorithm::SlidingWindow(o) => o.window,
+            Algorithm::TokenBucket(o) => o.replenishment_period * o.token_limit,
+            Algorithm::Gcra(o) => o.emission_interval * o.burst,
+            _ => unreachable!(),
+        };
+        let longest = span(&old).max(span(&new)).as_millis() as i64;
+        for (k, t) in pttls(&mut conn, &p).await {
+            assert!(
+                t > 0 && t <= longest,
+                "{old:?} -> {new:?}: {k} has PTTL {t} ms"
+            );
+        }
+        // Exhausted, the new limiter's RetryAfter is within its own configuration.
+        loop {
+            let d = b.decide("k", 1).await;
+            assert_eq!(d.decided_by, DecidedBy::Redis);
+            if let Err(r) = d.outcome {
+                let ra = r.retry_after().unwrap();
+                assert!(ra <= span(&new), "{old:?} -> {new:?}: RetryAfter {ra:?}");
+                break;
+            }
+        }
+    }
+}
+
+/// Item 8: changing only the limit keeps the partition's counts (capped at the new limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_only_the_limit_keeps_the_counts_in_flight() {
+    let conn = manager(&url()).await;
+    let p = prefix("relimit");
+    let build = |a: Algorithm| {
+        RedisLimiter::builder(conn.clone(), p.clone(), a, FailurePolicy::FailClosed)
+            .timeout(Duration::from_millis(200))
+            .build()
+            .unwrap()
+    };
+    let hour = Duration::from_secs(3_600);
+    let ten = build(Algorithm::FixedWindow(FixedWindowOptions::new(10, hour)));
+    let three = build(Algorithm::FixedWindow(FixedWindowOptions::new(3, hour)));
+    let _ = ten.acquire("k", 8).await.unwrap();
+    // 8 of the window taken: lowering the limit to 3 leaves nothing this window...
+    let d = three.decide("k", 1).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis);
+    assert!(!d.allowed(), "{d:?}");
+    assert!(d.outcome.unwrap_err().retry_after().unwrap() <= hour);
+    // ...and raising it back keeps the 2 left.
+    assert_eq!(ten.decide("k", 0).await.remaining, 2);
+
+    let sliding = |n| {
+        build(Algorithm::SlidingWindow(SlidingWindowOptions::new(
+            n, hour, 4,
+        )))
+    };
+    let (big, small) = (sliding(10), sliding(3));
+    let _ = big.acquire("s", 8).await.unwrap();
+    let d = small.decide("s", 1).await;
+    assert!(!d.allowed(), "{d:?}");
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert!(ra <= hour, "RetryAfter {ra:?}");
+    assert_eq!(big.decide("s", 0).await.remaining, 2);
+
+    let gcra = |b| {
+        build(Algorithm::Gcra(GcraOptions::new(
+            b,
+            Duration::from_secs(60),
+        )))
+    };
+    let (big, small) = (gcra(10), gcra(3));
+    let _ = big.acquire("g", 8).await.unwrap();
+    let d = small.decide("g", 1).await;
+    assert!(!d.allowed(), "{d:?}");
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert!(ra <= Duration::from_secs(60), "RetryAfter {ra:?}");
+}
+
+/// Item 9: a key holding foreign data is that request's error; it never opens the breaker for
+/// the other partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
+    let mut conn = manager(&url()).await;
+    let ms = Duration::from_millis;
+    let algorithms = [
+        Algorithm::FixedWindow(FixedWindowOptions::new(5, Duration::from_secs(60))),
+        Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_secs(1))),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_secs(60), 6)),
+        Algorithm::Gcra(GcraOptions::new(5, ms(100))),
+    ];
+    for algorithm in algorithms {
+        let l = RedisLimiter::builder(
+            conn.clone(),
+            prefix("foreign"),
+            algorithm,
+            FailurePolicy::FailOpen,
+        )
+        .timeout(ms(200))
+        .circuit_breaker(CircuitBreaker::new(2, Duration::from_secs(60)))
+        .build()
+        .unwrap();
+        // A list where the limiter keeps a string or a hash (WRONGTYPE), and content no script
+        // can read (a script error).
+        let () = conn.rpush(l.key("list"), "x").await.unwrap();
+        let () = conn.expire(l.key("list"), 60).await.unwrap();
+        let () = conn.set_ex(l.key("text"), "garbage", 60).await.unwrap();
+        for _ in 0..5 {
+            for bad in ["list", "text"] {
+                let d = l.decide(bad, 1).await;
+                assert_eq!(
+                    d.decided_by,
+                    DecidedBy::KeyError,
+                    "{algorithm:?} {bad}: {d:?}"
+                );
+                assert_eq!(d.outcome.unwrap_err().reason(), REDIS_KEY_ERROR);
+            }
+        }
+        let d = l.decide("good", 1).await;
+        assert_eq!(d.decided_by, DecidedBy::Redis, "{algorithm:?}: {d:?}");
+        assert!(d.allowed());
+        assert_eq!(l.health(), Health::Redis);
+        let s = l.redis_statistics();
+        assert_eq!(
+            (s.circuit_opened, s.errors, s.by_policy),
+            (0, 0, 0),
+            "{s:?}"
+        );
+        assert_eq!(s.key_errors, 10);
+        // The foreign data is left as it was.
+        let kind: String = ::redis::cmd("TYPE")
+            .arg(l.key("list"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kind, "list");
+    }
+}
+
+/// Item 10: a token bucket whose time to refill does not fit is refused at build; every TTL a
+/// script sets is an integer, set with the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_bucket_spans_that_do_not_fit_are_refused_and_ttls_are_exact() {
+    let mut conn = manager(&url()).await;
+    let shared = conn.clone();
+    let day = Duration::from_secs(86_400);
+    let build = |a: Algorithm| {
+        RedisLimiter::builder(shared.clone(), prefix("span"), a, FailurePolicy::FailClosed)
+            .timeout(Duration::from_millis(200))
+            .build()
+    };
+    let r = build(Algorithm::TokenBucket(TokenBucketOptions::new(
+        u32::MAX,
+        1,
+        day,
+    )));
+    if let Ok(l) = &r {
+        // Before the fix: the write happened, its PEXPIRE was refused (`1e+17`): no TTL.
+        let _ = l.acquire("k", u32::MAX).await;
+        let t: i64 = conn.pttl(l.key("k")).await.unwrap();
+        panic!("built; PTTL after a full take {t}");
+    }
+    assert_eq!(r.unwrap_err(), RedisConfigError::SpanTooLong);
+    for a in [
+        Algorithm::FixedWindow(FixedWindowOptions::new(
+            1,
+            MAX_SPAN + Duration::from_micros(1),
+        )),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(1, MAX_SPAN * 2, 2)),
+        Algorithm::TokenBucket(TokenBucketOptions::new(
+            3,
+            2,
+            MAX_SPAN / 2 + Duration::from_micros(1),
+        )),
+    ] {
+        assert_eq!(
+            build(a).unwrap_err(),
+            RedisConfigError::SpanTooLong,
+            "{a:?}"
+        );
+    }
+
+    // The longest bucket that fits: refills from empty in just under 2^50 µs (35 years).
+    let period = Duration::from_micros((1u64 << 50) / u64::from(u32::MAX));
+    let l = build(Algorithm::TokenBucket(TokenBucketOptions::new(
+        u32::MAX,
+        1,
+        period,
+    )))
+    .unwrap();
+    let d = l.decide("k", u32::MAX).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
+    assert!(d.allowed());
+    let t: i64 = conn.pttl(l.key("k")).await.unwrap();
+    let span_ms = (period * u32::MAX).as_millis() as i64;
+    assert!(
+        t > span_ms - 60_000 && t <= span_ms + 1,
+        "PTTL {t}, span {span_ms}"
+    );
+    // Empty: 2 permits take 2 periods (a period may have begun since the take: 1 came back).
+    let d = l.decide("k", 2).await;
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert!(ra <= 2 * period, "{ra:?}");
+}
+
+/// Item 11: GCRA options whose arithmetic would leave a double's exact integers are refused at
+/// build; those accepted grant a fresh key's first request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcra_options_are_bounded_so_the_script_stays_exact() {
+    let mut conn = manager(&url()).await;
+    let shared = conn.clone();
+    let build = |b, t| {
+        RedisLimiter::builder(
+            shared.clone(),
+            prefix("gcra-span"),
+            Algorithm::Gcra(GcraOptions::new(b, t)),
+            FailurePolicy::FailClosed,
+        )
+        .timeout(Duration::from_millis(200))
+        .build()
+    };
+    let r = build(1, Duration::from_micros((1 << 53) - 1));
+    if let Ok(l) = &r {
+        let mut refused = 0;
+        for i in 0..40 {
+            refused += u32::from(!l.decide(&format!("k{i}"), 1).await.allowed());
+        }
+        panic!("built; {refused} of 40 fresh keys refused their first request");
+    }
+    assert_eq!(r.unwrap_err(), RedisConfigError::SpanTooLong);
+    assert_eq!(
+        build(2, Duration::from_micros(1 << 49) + Duration::from_micros(1)).unwrap_err(),
+        RedisConfigError::SpanTooLong
+    );
+    // The longest accepted: burst × interval = 2^50 µs.
+    for (burst, t) in [(1, 1u64 << 50), (2, 1 << 49), (1 << 20, 1 << 30)] {
+        let l = build(burst, Duration::from_micros(t)).unwrap();
+        for i in 0..40 {
+            let key = format!("k{i}");
+            let d = l.decide(&key, burst).await;
+            assert!(d.allowed(), "burst {burst}, T {t} µs, {key}: {d:?}");
+            let d = l.decide(&key, 1).await;
+            let ra = d.outcome.unwrap_err().retry_after().unwrap();
+            assert!(ra <= Duration::from_micros(t), "{ra:?}");
+            let pttl: i64 = conn.pttl(l.key(&key)).await.unwrap();
+            assert!(
+                pttl > 0 && pttl <= (u64::from(burst) * t / 1_000 + 1) as i64,
+                "{pttl}"
+            );
+        }
+    }
+}
+
+/// Item 12: `build` never panics on a fallback whose local period does not fit a `Duration`.
+#[tokio::test]
+async fn fallback_shares_that_overflow_a_duration_are_typed_errors() {
+    let client = ::redis::Client::open("redis://127.0.0.1:1/").unwrap();
+    let conn = ConnectionManager::new_lazy_with_config(client, Default::default()).unwrap();
+    let build = |a: Algorithm, share: f64| {
+        let conn = conn.clone();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            RedisLimiter::builder(conn, "p", a, FailurePolicy::fallback(share))
+                .build()
+                .map(drop)
+        }))
+    };
+    let cases = [
+        (
+            GcraOptions::new(1, Duration::from_secs(9_000_000_000)),
+            1e-10,
+        ),
+        (GcraOptions::new(1, Duration::from_micros(1 << 50)), 1e-12),
+        (
+            GcraOptions::new(1, Duration::from_secs(1)),
+            f64::MIN_POSITIVE,
+        ),
+        (GcraOptions::new(u32::MAX, Duration::from_micros(1)), 1e-300),
+    ];
+    for (gcra, share) in cases {
+        let r = build(Algorithm::Gcra(gcra), share);
+        assert!(r.is_ok(), "{gcra:?}, share {share}: build panicked");
+        let e = r.unwrap().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RedisConfigError::SpanTooLong
+                    | RedisConfigError::Options(OptionsError::PeriodTooLong)
+            ),
+            "{gcra:?}, share {share}: {e:?}"
+        );
+    }
+    // Tiny shares of the other algorithms: limits round up to 1, periods stay.
+    for a in [
+        Algorithm::FixedWindow(FixedWindowOptions::new(u32::MAX, Duration::from_secs(60))),
+        Algorithm::TokenBucket(TokenBucketOptions::new(
+            u32::MAX,
+            u32::MAX,
+            Duration::from_secs(1),
+        )),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(1, Duration::from_secs(60), 6)),
+    ] {
+        let r = build(a, f64::MIN_POSITIVE);
+        assert!(matches!(r, Ok(Ok(()))), "{a:?}: {r:?}");
+    }
+}
+
+/// Item 13: NOSCRIPT means the script did not run: the limiter retries it, and a script cache
+/// flushed over and over never counts as a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flushed_continuously_never_counts_as_a_failure() {
+    // A server of its own: the flushes must not disturb the other tests.
+    let server = OwnServer::start();
+    let conn = manager(&server.url()).await;
+    let mut flusher = manager(&server.url()).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flushing = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let () = ::redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(&mut flusher)
+                    .await
+                    .unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let l = RedisLimiter::builder(
+        conn,
+        prefix("flushing"),
+        Algorithm::FixedWindow(FixedWindowOptions::new(100_000, Duration::from_secs(60))),
+        FailurePolicy::FailClosed,
+    )
+    .timeout(Duration::from_millis(500))
+    .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+    .build()
+    .unwrap();
+    let mut by_redis = 0;
+    for _ in 0..400 {
+        by_redis += u32::from(l.decide("k", 1).await.decided_by == DecidedBy::Redis);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flushes = flushing.await.unwrap();
+    let s = l.redis_statistics();
+    assert_eq!(
+        (by_redis, s.errors, s.circuit_opened),
+        (400, 0, 0),
+        "{s:?}, {flushes} flushes"
+    );
+    assert_eq!(l.health(), Health::Redis);
 }

@@ -12,7 +12,9 @@ use crate::clock::Instant;
 
 /// When the Redis limiter stops calling Redis, and when it tries again.
 ///
-/// After `failures` consecutive failed calls (errors or timeouts) the circuit **opens**: for
+/// After `failures` consecutive failed calls (timeouts, and errors of the connection or the
+/// server; not an error of one key, [`REDIS_KEY_ERROR`](super::REDIS_KEY_ERROR), nor a
+/// `NOSCRIPT`, which is retried) the circuit **opens**: for
 /// `open_for`, no call goes to Redis and the failure policy decides every request. Then the
 /// circuit is **half open**: the next request probes Redis (one at a time; the others keep
 /// getting the failure policy); a success closes the circuit, a failure opens it for another

@@ -1,13 +1,15 @@
 //! Limits shared across machines, kept in Redis (feature `redis`): token bucket, fixed window,
 //! sliding window and GCRA, one round trip per decision, with a failure policy you choose.
 //!
-//! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, reloaded by the
-//! `redis` crate's [`Script`] after `NOSCRIPT`, e.g. after a restart or
-//! `SCRIPT FLUSH`). The script reads the time from Redis `TIME` (integer microseconds), so
-//! machines whose clocks disagree still agree on every decision, and returns integers only:
-//! allowed, remaining, RetryAfter and reset. The key of a partition is `prefix:{partition}` —
-//! the braces are a hash tag, so on a cluster the key lives on the slot of its partition — and
-//! every write sets a TTL, so an idle key vanishes once its absence means the same as its content.
+//! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, and `EVAL` with the
+//! script's source after `NOSCRIPT`, e.g. after a restart or `SCRIPT FLUSH`). The script reads
+//! the time from Redis `TIME` (integer microseconds), so machines whose clocks disagree still
+//! agree on every decision, and returns integers only: allowed, remaining, RetryAfter and reset.
+//! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
+//! cluster the key lives on the slot of its partition; the shape names the algorithm and its
+//! time parameters (see [below](#changing-the-configuration)) — and every write sets a TTL, at
+//! most the limiter's span ([`MAX_SPAN`] at most), so an idle key vanishes once its absence
+//! means the same as its content.
 //!
 //! ```no_run
 //! use core::time::Duration;
@@ -60,18 +62,46 @@
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
 //! [`FailClosed`](FailurePolicy::FailClosed), or [`Fallback`](FailurePolicy::Fallback) to a local
-//! limiter holding a share of the quota. A call that errors or takes longer than the
+//! limiter holding a share of the quota. A call that fails — an I/O error, a refused or dropped
+//! connection, a server that cannot serve (`LOADING`, `BUSY`, `MASTERDOWN`, `CLUSTERDOWN`,
+//! `TRYAGAIN`, `READONLY`, `OOM`, ...) — or takes longer than the
 //! [timeout](RedisLimiterBuilder::timeout) (default 50 ms) is decided by the policy; after a few
 //! consecutive failures the [`CircuitBreaker`] stops calling Redis and lets one request probe it
 //! now and then. [`RedisLimiter::health`] says which is in force.
+//!
+//! An error of one key is not a failure of Redis: a key holding data the script cannot read (a
+//! key of another type, `WRONGTYPE`, or content it did not write) rejects that partition's
+//! requests with [`REDIS_KEY_ERROR`] ([`DecidedBy::KeyError`]), and never counts toward the
+//! breaker, so the other partitions keep being decided by Redis.
 //!
 //! **No decision is counted twice**: a call that failed or timed out is never retried — its
 //! request is decided by the failure policy. A timed-out script may still have run on the server
 //! (its permits are then counted there once, and the request got the policy's answer); retrying
 //! it could count it twice, and an idempotency token would cost a write on every decision. The
-//! only retry is the `redis` crate's reload after `NOSCRIPT`, an error that means the script did
-//! not run. The connection manager does not resend failed commands: it reconnects in the
-//! background, and a later request finds the new connection.
+//! only retry is after `NOSCRIPT`, an error that means the script did not run: the limiter sends
+//! the script itself (`EVAL`), which cannot meet `NOSCRIPT` and caches the script again, so a
+//! script cache flushed over and over costs round trips, never a failure. (Should a retry still
+//! answer `NOSCRIPT`, its request goes to the policy without counting toward the breaker.) The
+//! connection manager does not resend failed commands: it reconnects in the background, and a
+//! later request finds the new connection.
+//!
+//! ## Changing the configuration
+//! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
+//! key's shape names what gives the counts their meaning — the algorithm and its time
+//! parameters: `tb<period µs>` (token bucket), `fw<window µs>` (fixed window),
+//! `sw<window µs>x<segments>` (sliding window), `gcra<interval µs>` — and not the limit:
+//! - **Changing the algorithm, period, window, segments or emission interval starts fresh
+//!   counts**: the new configuration uses new keys, and the old keys expire on their own TTL
+//!   (at most the old span). While both configurations run, each counts its own requests.
+//! - **Changing only the limit keeps the counts in flight**: `token_limit`, `tokens_per_period`,
+//!   `permit_limit` or `burst` keep the key. A fixed window keeps the permits taken in the current
+//!   window (lowering the limit below them refuses until the next window; raising it frees the
+//!   difference at once); a token bucket keeps the tokens missing from full (capped at the new
+//!   limit); a sliding window keeps its segments' counts (requests wait until enough of them
+//!   leave the window); GCRA keeps its debt, capped at the new `burst × interval`.
+//!
+//! No configuration change ever locks a key: every TTL and RetryAfter stays within what the
+//! configuration deciding can mean (its span).
 //!
 //! ## Chains and partitions
 //! The partition *is* the key: `acquire("user-7", 1)` limits `user-7` on every machine. To shed
@@ -96,7 +126,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{RedisError, Script};
+use ::redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 
 pub use breaker::{Circuit, CircuitBreaker};
 
@@ -134,6 +164,41 @@ use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
 /// assert!(RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(ok), FailurePolicy::FailOpen).build().is_ok());
 /// ```
 pub const MAX_SEGMENTS: u32 = 1024;
+
+/// The longest span a Redis limiter may have: 2^50 µs (about 35.7 years). The span is the time
+/// an idle limiter takes to forget everything, which bounds every TTL and RetryAfter: for a
+/// token bucket the time to refill from empty (`ceil(token_limit / tokens_per_period)` periods),
+/// for a window the window, for GCRA `burst × emission_interval`. The bound keeps every instant
+/// the scripts compute exact in a Lua double (below 2^53 µs) for the next 150 years; longer
+/// options are refused with [`RedisConfigError::SpanTooLong`].
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// // A bucket of u32::MAX tokens, one a day: 11.7 million years to refill.
+/// let slow = TokenBucketOptions::new(u32::MAX, 1, Duration::from_secs(86_400));
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(slow), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::SpanTooLong);
+/// let gcra = GcraOptions::new(2, MAX_SPAN / 2); // exactly MAX_SPAN
+/// assert!(RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailOpen).build().is_ok());
+/// ```
+pub const MAX_SPAN: Duration = Duration::from_micros(MAX_SPAN_US);
+
+const MAX_SPAN_US: u64 = 1 << 50;
 
 static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
 static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
@@ -325,6 +390,9 @@ pub enum RedisConfigError {
     ZeroTimeout,
     /// The circuit breaker opens after zero failures.
     ZeroFailures,
+    /// The limiter's span — the time to refill an empty bucket, the window, or GCRA's
+    /// `burst × emission_interval` — is longer than [`MAX_SPAN`] (2^50 µs, about 35.7 years).
+    SpanTooLong,
 }
 
 impl From<OptionsError> for RedisConfigError {
@@ -343,6 +411,7 @@ impl fmt::Display for RedisConfigError {
             Self::Share => f.write_str("the fallback share must be in (0, 1]"),
             Self::ZeroTimeout => f.write_str("the timeout must be longer than zero"),
             Self::ZeroFailures => f.write_str("the circuit breaker needs at least one failure"),
+            Self::SpanTooLong => f.write_str("the limiter's span is longer than 2^50 µs"),
         }
     }
 }
@@ -360,13 +429,26 @@ fn whole_micros(d: Duration) -> Result<u64, RedisConfigError> {
     Ok(us)
 }
 
-/// The script, its arguments (after the permit count), and the limit.
-#[derive(Clone, Copy, Debug)]
+/// The script, its arguments (after the permit count), the limit, and the key's shape tag.
+#[derive(Clone, Debug)]
 struct Plan {
+    /// The script's source (sent with `EVAL` after `NOSCRIPT`).
+    source: &'static str,
+    /// The script (for its SHA1).
     script: &'static LazyLock<Script>,
     args: [u64; 3],
     nargs: usize,
     limit: u32,
+    /// The key's suffix naming the algorithm and its time parameters (not its limit).
+    shape: String,
+}
+
+/// `Ok(())` if `span_us` (a u128 product of the options) is at most [`MAX_SPAN`].
+fn within_span(span_us: u128) -> Result<(), RedisConfigError> {
+    if span_us > u128::from(MAX_SPAN_US) {
+        return Err(RedisConfigError::SpanTooLong);
+    }
+    Ok(())
 }
 
 impl Algorithm {
@@ -378,11 +460,15 @@ impl Algorithm {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let p = whole_micros(o.replenishment_period)?;
+                let periods = o.token_limit.div_ceil(o.tokens_per_period.max(1));
+                within_span(u128::from(periods) * u128::from(p))?;
                 Ok(Plan {
+                    source: scripts::BUCKET,
                     script: &BUCKET,
                     args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
                     nargs: 3,
                     limit: o.token_limit,
+                    shape: format!("tb{p}"),
                 })
             }
             Algorithm::FixedWindow(o) => {
@@ -391,12 +477,15 @@ impl Algorithm {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let w = whole_micros(o.window)?;
+                within_span(u128::from(w))?;
                 let l = u64::from(o.permit_limit);
                 Ok(Plan {
+                    source: scripts::BUCKET,
                     script: &BUCKET,
                     args: [l, l, w],
                     nargs: 3,
                     limit: o.permit_limit,
+                    shape: format!("fw{w}"),
                 })
             }
             Algorithm::SlidingWindow(o) => {
@@ -409,11 +498,14 @@ impl Algorithm {
                 if w % n != 0 {
                     return Err(RedisConfigError::NotWholeMicros);
                 }
+                within_span(u128::from(w))?;
                 Ok(Plan {
+                    source: scripts::SLIDING,
                     script: &SLIDING,
                     args: [u64::from(o.permit_limit), n, w / n],
                     nargs: 3,
                     limit: o.permit_limit,
+                    shape: format!("sw{w}x{n}"),
                 })
             }
             Algorithm::Gcra(o) => {
@@ -421,14 +513,14 @@ impl Algorithm {
                     return Err(OptionsError::ZeroLimit.into());
                 }
                 let t = whole_micros(o.emission_interval)?;
-                if u64::from(o.burst).saturating_mul(t) >= 1 << 53 {
-                    return Err(RedisConfigError::NotWholeMicros);
-                }
+                within_span(u128::from(o.burst) * u128::from(t))?;
                 Ok(Plan {
+                    source: scripts::GCRA,
                     script: &GCRA,
                     args: [u64::from(o.burst), t, 0],
                     nargs: 2,
                     limit: o.burst,
+                    shape: format!("gcra{t}"),
                 })
             }
         }
@@ -451,13 +543,13 @@ impl Algorithm {
                 SlidingWindowOptions::new(scale(o.permit_limit), o.window, o.segments_per_window),
             )?,
             Algorithm::Gcra(o) => {
-                // One token every T / share, bursts of B × share.
+                // One token every T / share, bursts of B × share. A tiny share makes that period
+                // longer than a `Duration` holds: refused, as the local limiter refuses a
+                // period of 292 years or more.
                 let t = o.emission_interval.as_secs_f64() / share;
-                PartitionKind::token_bucket(TokenBucketOptions::new(
-                    scale(o.burst),
-                    1,
-                    Duration::from_secs_f64(t),
-                ))?
+                let period = Duration::try_from_secs_f64(t)
+                    .map_err(|_| RedisConfigError::Options(OptionsError::PeriodTooLong))?;
+                PartitionKind::token_bucket(TokenBucketOptions::new(scale(o.burst), 1, period))?
             }
         })
     }
@@ -601,6 +693,31 @@ impl fmt::Debug for FailurePolicy {
 /// ```
 pub const REDIS_UNAVAILABLE: Reason = Reason::Custom("rate-limit store unavailable");
 
+/// The reason of a rejection because the partition's key holds data the script cannot read:
+/// a key of another type (`WRONGTYPE`), or content the script did not write (a script error).
+/// Redis is healthy and answered: the error is that key's alone, so it is not decided by the
+/// failure policy and never counts toward the [`CircuitBreaker`] — the other partitions keep
+/// being decided by Redis. The key stays as it is (nothing deletes data it does not recognize);
+/// delete it, or use a prefix of its own, to limit that partition again.
+///
+/// ```no_run
+/// # use core::time::Duration;
+/// # use tollgate::redis::*;
+/// # use tollgate::FixedWindowOptions;
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+/// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(conn.clone(), "api", algorithm, FailurePolicy::FailOpen).build()?;
+/// let () = ::redis::cmd("RPUSH").arg(limiter.key("alice")).arg("not a window").query_async(&mut conn).await?;
+/// let d = limiter.decide("alice", 1).await;
+/// assert_eq!(d.decided_by, DecidedBy::KeyError);
+/// assert_eq!(d.outcome.unwrap_err().reason(), REDIS_KEY_ERROR);
+/// assert_eq!(limiter.decide("bob", 1).await.decided_by, DecidedBy::Redis); // the others are fine
+/// assert_eq!(limiter.health(), Health::Redis);
+/// # Ok(()) }
+/// ```
+pub const REDIS_KEY_ERROR: Reason = Reason::Custom("rate-limit key unreadable");
+
 /// Which failure policy a limiter was built with.
 ///
 /// ```
@@ -736,6 +853,9 @@ pub enum DecidedBy {
     Fallback,
     /// This client: the limiter is closed, or the request exceeds the limit.
     Client,
+    /// Redis answered with an error of the partition's key (see [`REDIS_KEY_ERROR`]): the
+    /// request is rejected with that reason, whatever the failure policy.
+    KeyError,
 }
 
 /// A decision with everything the scripts return (for headers such as `RateLimit`).
@@ -850,8 +970,12 @@ pub struct RedisStatistics {
     pub total_failed: u64,
     /// Script calls sent to Redis.
     pub calls: u64,
-    /// Calls that failed with an error.
+    /// Calls that failed with an error of the server or the connection (each counts toward the
+    /// circuit breaker), or with `NOSCRIPT` after the retry (which does not).
     pub errors: u64,
+    /// Calls answered with an error of the partition's key ([`REDIS_KEY_ERROR`]): not failures
+    /// of Redis, never counted toward the circuit breaker.
+    pub key_errors: u64,
     /// Calls that timed out.
     pub timeouts: u64,
     /// Requests decided by the failure policy.
@@ -869,6 +993,7 @@ struct Counts {
     calls: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
+    key_errors: AtomicU64,
     by_policy: AtomicU64,
     cached: AtomicU64,
     remaining: AtomicU64,
@@ -906,7 +1031,7 @@ type FallbackMap = Partitioned<String, PartitionLimiter<StdClock>, FallbackParti
 ///     .circuit_breaker(CircuitBreaker::new(5, Duration::from_millis(500)));
 /// let limiter = builder.build().unwrap();
 /// assert_eq!(limiter.limit(), 100);
-/// assert_eq!(limiter.key("alice"), "api:{alice}");
+/// assert_eq!(limiter.key("alice"), "api:{alice}:fw60000000"); // a fixed window of 60 s
 /// ```
 pub struct RedisLimiterBuilder<C> {
     conn: C,
@@ -1096,6 +1221,61 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     }
 }
 
+/// Why a call did not decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallError {
+    /// No answer within the timeout: counts toward the breaker.
+    Timeout,
+    /// The connection or the server failed (I/O, refused, `LOADING`, `BUSY`, `MASTERDOWN`,
+    /// `CLUSTERDOWN`, `TRYAGAIN`, `OOM`, ...), or answered something that is not the script's
+    /// reply: counts toward the breaker.
+    Server,
+    /// `NOSCRIPT` even from the retry (impossible from a server with `EVAL`, kept for a proxy
+    /// that answers `NOSCRIPT` on its own): the script did not run; the request goes to the
+    /// policy, and the breaker counts an answer, not a failure.
+    NoScript,
+    /// The key's own error: `WRONGTYPE`, or a script error caused by the key's content (the
+    /// scripts' `TOLLGATE` error replies, a Lua runtime error). The server is healthy.
+    Key,
+}
+
+/// Words of a server's failure inside a script's `ERR` reply (Redis 6 wraps the errors of
+/// `redis.call` in `ERR Error running script`; Redis 7 keeps their codes).
+const SERVER_WORDS: [&str; 10] = [
+    "OOM",
+    "MISCONF",
+    "READONLY",
+    "NOREPLICAS",
+    "LOADING",
+    "BUSY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "SCRIPT KILL",
+];
+
+impl CallError {
+    /// Classifies an error reply: only the key's own errors and `NOSCRIPT` are told apart;
+    /// everything else (I/O, unknown codes) is the server's, as before.
+    fn of(e: &RedisError) -> Self {
+        match e.kind() {
+            ErrorKind::Server(ServerErrorKind::NoScript) => Self::NoScript,
+            // `ERR` from inside a script: Redis 7 says "... script: <sha>, on @user_script:N.",
+            // Redis 6 "Error running script (call to f_<sha>): ...". A plain `ERR` (say "max
+            // number of clients reached") is the server's.
+            ErrorKind::Server(ServerErrorKind::ResponseError)
+                if e.detail().is_some_and(|d| {
+                    d.contains("script") && !SERVER_WORDS.iter().any(|w| d.contains(w))
+                }) =>
+            {
+                Self::Key
+            }
+            ErrorKind::Extension if matches!(e.code(), Some("WRONGTYPE" | "TOLLGATE")) => Self::Key,
+            _ => Self::Server,
+        }
+    }
+}
+
 struct Inner<C> {
     conn: C,
     prefix: String,
@@ -1266,7 +1446,7 @@ impl ChainedLease<'_> {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Starts building a limiter of `algorithm` on connection `conn` (a
     /// [`ConnectionManager`](::redis::aio::ConnectionManager), a multiplexed connection, or with
-    /// feature `redis-cluster` a cluster connection), keys `prefix:{partition}`, with the
+    /// feature `redis-cluster` a cluster connection), keys `prefix:{partition}:shape`, with the
     /// failure policy `policy`.
     ///
     /// ```no_run
@@ -1304,7 +1484,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
-    /// The Redis key of `partition`: `prefix:{partition}`.
+    /// The Redis key of `partition`: `prefix:{partition}:shape`, where the shape names the
+    /// algorithm and its time parameters, not its limit (see
+    /// [changing the configuration](self#changing-the-configuration)): `tb<period µs>`,
+    /// `fw<window µs>`, `sw<window µs>x<segments>` or `gcra<interval µs>`.
     ///
     /// ```
     /// # use core::time::Duration;
@@ -1325,15 +1508,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # }
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
-    /// // `redis-cli TTL 'api:v2:{user-7}'` shows when user-7's window ends.
-    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}");
+    /// // `redis-cli TTL 'api:v2:{user-7}:fw60000000'` shows when user-7's window ends.
+    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:fw60000000");
+    /// let gcra = Algorithm::Gcra(GcraOptions::new(10, Duration::from_millis(100)));
+    /// let limiter = RedisLimiter::builder(Down, "api:v2", gcra, FailurePolicy::FailOpen).build().unwrap();
+    /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:gcra100000");
     /// ```
     pub fn key(&self, partition: &str) -> String {
-        let mut k = String::with_capacity(self.inner.prefix.len() + partition.len() + 3);
+        let shape = &self.inner.plan.shape;
+        let mut k =
+            String::with_capacity(self.inner.prefix.len() + partition.len() + shape.len() + 4);
         k.push_str(&self.inner.prefix);
         k.push_str(":{");
         k.push_str(partition);
-        k.push('}');
+        k.push_str("}:");
+        k.push_str(shape);
         k
     }
 
@@ -1432,19 +1621,19 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 
     async fn decide_uncounted(&self, partition: &str, permits: u32) -> Decision {
         let inner = &*self.inner;
-        let client = |r: Reason| Decision {
+        let client = |r: Reason, decided_by| Decision {
             permits,
             outcome: Err(Rejection::new(r)),
             remaining: 0,
             reset: Duration::ZERO,
             server_time_us: None,
-            decided_by: DecidedBy::Client,
+            decided_by,
         };
         if inner.closed.load(Ordering::Acquire) {
-            return client(Reason::Closed);
+            return client(Reason::Closed, DecidedBy::Client);
         }
         if permits > inner.plan.limit {
-            return client(Reason::ExceedsLimit);
+            return client(Reason::ExceedsLimit, DecidedBy::Client);
         }
         let key = self.key(partition);
         let now = StdClock.now();
@@ -1480,8 +1669,22 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 inner.counts.remaining.store(d.remaining, Ordering::Relaxed);
                 d
             }
-            Err(timed_out) => {
-                bump(if timed_out {
+            Err(CallError::Key) => {
+                // Redis answered: it is healthy, and this key alone is the problem.
+                inner.breaker.success();
+                bump(&inner.counts.key_errors);
+                client(REDIS_KEY_ERROR, DecidedBy::KeyError)
+            }
+            Err(CallError::NoScript) => {
+                // The script did not run, twice: nothing counted, and the server answered (it is
+                // up; its script cache is being flushed, or a proxy lost the script): the policy
+                // decides this request only, and the breaker hears of an answer, not a failure.
+                inner.breaker.success();
+                bump(&inner.counts.errors);
+                self.by_policy(partition, permits, None)
+            }
+            Err(e) => {
+                bump(if e == CallError::Timeout {
                     &inner.counts.timeouts
                 } else {
                     &inner.counts.errors
@@ -1492,25 +1695,39 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
-    /// One script call, bounded by the timeout. `Err(true)`: timed out; `Err(false)`: an error.
-    async fn call(&self, key: &str, permits: u32) -> Result<Decision, bool> {
+    /// One script call, bounded by the timeout: `EVALSHA`, and after `NOSCRIPT` (the script did
+    /// not run) `EVAL` with the script's source, which cannot meet `NOSCRIPT` and caches the
+    /// script for the next `EVALSHA`. Nothing else is retried.
+    async fn call(&self, key: &str, permits: u32) -> Result<Decision, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
-        let mut inv = plan.script.key(key);
-        inv.arg(permits);
-        for a in &plan.args[..plan.nargs] {
-            inv.arg(*a);
-        }
+        let command = |name: &str, script: &str| {
+            let mut c = ::redis::cmd(name);
+            c.arg(script).arg(1).arg(key).arg(permits);
+            for a in &plan.args[..plan.nargs] {
+                c.arg(*a);
+            }
+            c
+        };
         let mut conn = inner.conn.clone();
-        let reply: Result<Result<Vec<i64>, RedisError>, _> =
-            tokio::time::timeout(inner.timeout, inv.invoke_async(&mut conn)).await;
-        let v = match reply {
-            Err(_) => return Err(true),
-            Ok(Err(_)) => return Err(false),
+        let run = async {
+            let sha = command("EVALSHA", plan.script.get_hash());
+            match sha.query_async::<Vec<i64>>(&mut conn).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    command("EVAL", plan.source)
+                        .query_async::<Vec<i64>>(&mut conn)
+                        .await
+                }
+                other => other,
+            }
+        };
+        let v = match tokio::time::timeout(inner.timeout, run).await {
+            Err(_) => return Err(CallError::Timeout),
+            Ok(Err(e)) => return Err(CallError::of(&e)),
             Ok(Ok(v)) => v,
         };
         let [allowed, remaining, retry_us, reset_us, now_us] = v[..] else {
-            return Err(false);
+            return Err(CallError::Server);
         };
         let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
         let outcome = if allowed == 1 {
@@ -1709,6 +1926,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             calls: l(&c.calls),
             errors: l(&c.errors),
             timeouts: l(&c.timeouts),
+            key_errors: l(&c.key_errors),
             by_policy: l(&c.by_policy),
             cached_denials: l(&c.cached),
             circuit_opened: self.inner.breaker.opened(),
@@ -1834,5 +2052,172 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a server's reply `line` (without the leading `-`) makes.
+    fn reply(line: &str) -> RedisError {
+        let bytes = format!("-{line}\r\n");
+        match ::redis::parse_redis_value(bytes.as_bytes()) {
+            Ok(::redis::Value::ServerError(e)) => e.into(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_server_and_connection_failures_count_toward_the_breaker() {
+        let key = [
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: 8f0e, on @user_script:9.",
+            "TOLLGATE unreadable bucket state",
+            "ERR user_script:12: attempt to compare nil with number script: 8f0e, on @user_script:12.",
+            "ERR Error running script (call to f_8f0e): @user_script:9: WRONGTYPE Operation against a key holding the wrong kind of value",
+        ];
+        for line in key {
+            assert_eq!(CallError::of(&reply(line)), CallError::Key, "{line}");
+        }
+        let server = [
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "CLUSTERDOWN The cluster is down",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "READONLY You can't write against a read only replica.",
+            "OOM command not allowed when used memory > 'maxmemory'. script: 8f0e, on @user_script:40.",
+            "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+            "ERR max number of clients reached",
+            "ERR Error running script (call to f_8f0e): @user_script:40: -OOM command not allowed when used memory > 'maxmemory'",
+            "NOPERM this user has no permissions to run the 'evalsha' command",
+            "SOMETHINGNEW an error code this crate does not know",
+        ];
+        for line in server {
+            assert_eq!(CallError::of(&reply(line)), CallError::Server, "{line}");
+        }
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(CallError::of(&io), CallError::Server);
+        assert_eq!(
+            CallError::of(&reply("NOSCRIPT No matching script. Please use EVAL.")),
+            CallError::NoScript
+        );
+    }
+
+    /// A connection answering `NOSCRIPT` to every command: what no server does to `EVAL`
+    /// (hence no real server here), but a proxy might.
+    #[derive(Clone)]
+    struct NoScriptEver;
+
+    impl ConnectionLike for NoScriptEver {
+        fn req_packed_command<'a>(
+            &'a mut self,
+            _: &'a ::redis::Cmd,
+        ) -> ::redis::RedisFuture<'a, ::redis::Value> {
+            Box::pin(async { Err(reply("NOSCRIPT No matching script. Please use EVAL.")) })
+        }
+        fn req_packed_commands<'a>(
+            &'a mut self,
+            _: &'a ::redis::Pipeline,
+            _: usize,
+            _: usize,
+        ) -> ::redis::RedisFuture<'a, Vec<::redis::Value>> {
+            Box::pin(async { Err(reply("NOSCRIPT No matching script. Please use EVAL.")) })
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+    }
+
+    #[test]
+    fn noscript_after_the_retry_goes_to_the_policy_and_never_opens_the_breaker() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+        let l = RedisLimiter::builder(NoScriptEver, "p", fw, FailurePolicy::FailClosed)
+            .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        for _ in 0..5 {
+            let d = rt.block_on(l.decide("k", 1));
+            assert_eq!(d.decided_by, DecidedBy::FailClosed);
+            assert_eq!(d.outcome.unwrap_err().reason(), REDIS_UNAVAILABLE);
+        }
+        let s = l.redis_statistics();
+        assert_eq!((s.calls, s.errors, s.circuit_opened), (5, 5, 0), "{s:?}");
+        assert_eq!(l.circuit(), Circuit::Closed);
+    }
+
+    #[test]
+    fn spans_are_bounded_and_every_long_option_is_a_typed_error() {
+        let us = Duration::from_micros;
+        let gcra = |b, t| {
+            Algorithm::Gcra(GcraOptions::new(b, t))
+                .plan()
+                .map(|p| p.limit)
+        };
+        assert_eq!(gcra(1, MAX_SPAN), Ok(1));
+        assert_eq!(
+            gcra(1, MAX_SPAN + us(1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        assert_eq!(
+            gcra(1, us((1 << 53) - 1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        assert_eq!(
+            gcra(u32::MAX, Duration::from_secs(1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        let bucket = |l, per, p| {
+            Algorithm::TokenBucket(TokenBucketOptions::new(l, per, p))
+                .plan()
+                .map(|p| p.limit)
+        };
+        assert_eq!(
+            bucket(u32::MAX, 1, Duration::from_secs(86_400)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        // ceil(5 / 2) = 3 periods.
+        assert_eq!(bucket(5, 2, us(MAX_SPAN_US / 3)), Ok(5));
+        assert_eq!(
+            bucket(5, 2, us(MAX_SPAN_US / 3 + 1)),
+            Err(RedisConfigError::SpanTooLong)
+        );
+        // The fallback of a GCRA whose local period overflows a `Duration`: an error, no panic.
+        for (t, share) in [
+            (Duration::from_secs(9_000_000_000), 1e-10),
+            (MAX_SPAN, 1e-12),
+            (Duration::from_secs(1), f64::MIN_POSITIVE),
+        ] {
+            let local = Algorithm::Gcra(GcraOptions::new(1, t)).local_share(share);
+            assert_eq!(
+                local.err(),
+                Some(RedisConfigError::Options(OptionsError::PeriodTooLong)),
+                "{t:?} × {share}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_key_names_the_time_shape_not_the_limit() {
+        let shape = |a: Algorithm| a.plan().unwrap().shape;
+        let s = Duration::from_secs;
+        let fw = |n| Algorithm::FixedWindow(FixedWindowOptions::new(n, s(60)));
+        assert_eq!(shape(fw(10)), "fw60000000");
+        assert_eq!(shape(fw(10)), shape(fw(20)));
+        let tb = |n, per, p| Algorithm::TokenBucket(TokenBucketOptions::new(n, per, p));
+        assert_eq!(shape(tb(10, 1, s(1))), shape(tb(20, 5, s(1))));
+        assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 1, s(2))));
+        let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));
+        assert_eq!(shape(sw(10, s(60), 6)), "sw60000000x6");
+        assert_ne!(shape(sw(10, s(60), 6)), shape(sw(10, s(60), 60)));
+        let gcra = |b, t| Algorithm::Gcra(GcraOptions::new(b, t));
+        assert_eq!(shape(gcra(5, s(2))), shape(gcra(50, s(2))));
+        assert_eq!(shape(gcra(5, s(2))), "gcra2000000");
+        // A fixed window and a token bucket of the same period share a script, not a key.
+        assert_ne!(shape(fw(10)), shape(tb(10, 10, s(60))));
     }
 }
