@@ -816,6 +816,11 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
             .transition(|h| Ok::<_, Infallible>((h.with_waiters(false), ())));
     }
     fn give_back(&self, n: u32, stamp: u64) {
+        // The waiters that fit before now are granted first, where they fit: a give-back
+        // comes at its own instant, after them.
+        if self.header.load().waiters {
+            self.queue.serve(self);
+        }
         let Ok((before, ())) = self
             .header
             .transition(|h| Ok::<_, Infallible>((h.give_back(stamp, n), ())));
