@@ -692,6 +692,143 @@ async fn a_queued_request_gives_up_after_the_maximum_delay() {
     assert_eq!(c_task.await.unwrap(), StatusCode::OK);
 }
 
+/// Issue 24, item 6: a queued rate policy whose limiter says the permit comes only after the
+/// maximum delay refuses at once, with the limiter's RetryAfter, instead of holding the request
+/// for the whole delay and refusing it without one.
+#[tokio::test]
+async fn a_queued_rate_request_that_cannot_be_served_in_time_is_refused_at_once_with_retry_after() {
+    let clock = Arc::new(ManualClock::new());
+    // One token every 3 s, room for one queued request, at most 2 s in the queue.
+    let opts = TokenBucketOptions::new(1, 1, Duration::from_secs(3))
+        .with_queue(1, QueueOrder::OldestFirst);
+    let max_delay = Duration::from_secs(2);
+    let limits = RateLimiting::builder()
+        .global(Policy::token_bucket(opts).unwrap().queue(Some(max_delay)))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    let started = std::time::Instant::now();
+    let r = fetch(&c, addr, "/").await;
+    let waited = started.elapsed();
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("retry-after"), Some("3"), "the bucket's 3 s");
+    assert!(
+        waited < max_delay,
+        "refused after {waited:?}: held in the queue for a permit it could not get in time"
+    );
+    // The token comes after 3 s.
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+}
+
+/// The limiter's RetryAfter counts the queue ahead: a request behind a queued one is refused at
+/// once when its own turn is past the maximum delay. And a queued request that does time out
+/// (here: the limiter's clock stands still) still carries the limiter's RetryAfter.
+#[tokio::test]
+async fn a_queued_rate_request_counts_the_queue_ahead_and_times_out_with_retry_after() {
+    let clock = Arc::new(ManualClock::new());
+    // One token every 2 s, room for two queued requests, at most 3 s in the queue.
+    let opts = TokenBucketOptions::new(1, 1, Duration::from_secs(2))
+        .with_queue(2, QueueOrder::OldestFirst);
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::token_bucket(opts)
+                .unwrap()
+                .queue(Some(Duration::from_secs(3))),
+        )
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    // B's token comes in 2 s, within the delay: B queues.
+    let b = tokio::spawn({
+        let c = c.clone();
+        async move { fetch(&c, addr, "/").await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // C's would come after B's, in 4 s: past the delay, refused at once.
+    let r = fetch(&c, addr, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("retry-after"), Some("4"), "B's 2 s, then C's own");
+    // The limiter's clock stands still: B times out after 3 s, told the bucket's 2 s.
+    let b = b.await.unwrap();
+    assert_eq!(b.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(b.header("retry-after"), Some("2"));
+}
+
+/// A custom limiter that always asks to wait, never decides while waiting, and refuses a
+/// fresh try with a RetryAfter of 7 s.
+struct Stuck(std::sync::atomic::AtomicBool);
+
+impl tollgate::http::PolicyLimiter for Stuck {
+    fn try_acquire(&self, _key: Key, _want_quota: bool) -> tollgate::http::Decision {
+        if !self.0.swap(true, Ordering::SeqCst) {
+            return tollgate::http::Decision::Wait;
+        }
+        tollgate::http::Decision::Denied(tollgate::http::Denial {
+            rejection: tollgate::Rejection::with_retry_after(
+                tollgate::Reason::Exhausted,
+                Duration::from_secs(7),
+            ),
+            quota: None,
+        })
+    }
+    fn acquire(self: Arc<Self>, _key: Key, _want_quota: bool) -> tollgate::http::AcquireFuture {
+        Box::pin(std::future::pending())
+    }
+    fn describe(&self) -> tollgate::http::PolicyQuota {
+        tollgate::http::PolicyQuota {
+            quota: 1,
+            window: Some(Duration::from_secs(7)),
+            concurrent: false,
+        }
+    }
+}
+
+/// A custom limiter's wait cut short at the maximum delay: one more try then, and its refusal
+/// is a timeout that carries the limiter's RetryAfter.
+#[tokio::test]
+async fn a_custom_limiters_timed_out_wait_carries_its_retry_after() {
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::custom(Arc::new(Stuck(Default::default())))
+                .queue(Some(Duration::from_millis(200))),
+        )
+        .on_rejected(|r| {
+            Response::builder()
+                .status(r.status)
+                .body(Bytes::from(r.rejection.reason().phrase()))
+                .unwrap()
+        })
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let r = fetch(&client(), addr, "/").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.body, "timed out waiting for permits");
+    assert_eq!(r.header("retry-after"), Some("7"));
+}
+
 #[tokio::test]
 async fn the_rejection_hook_builds_the_response() {
     let clock = Arc::new(ManualClock::new());

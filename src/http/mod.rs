@@ -21,7 +21,9 @@
 //! - **Concurrency** permits are held by the response body until it ends or is dropped
 //!   ([`LimitedBody`]), so a streaming response counts for as long as it streams.
 //! - **Queueing.** A policy may wait in its limiter's queue ([`Policy::queue`]), bounded by the
-//!   queue limit and an optional maximum delay; a client that disconnects leaves the queue.
+//!   queue limit and an optional maximum delay; a rate policy refuses at once, with its
+//!   limiter's `Retry-After`, a request it cannot serve within the delay; a client that
+//!   disconnects leaves the queue.
 //! - **Clients.** The same layer limits an outgoing tower client, and
 //!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
 //! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
@@ -1023,19 +1025,31 @@ impl Shared {
         }
     }
 
-    /// Waits for policy `i`'s decision for `key`, bounded by its maximum delay.
+    /// Waits for policy `i`'s decision for `key`, bounded by its maximum delay (the built-in
+    /// limiters bound their own; a custom one's wait is dropped at the deadline, and a fresh
+    /// [`PolicyLimiter::try_acquire`] then decides: a grant by then is taken, a refusal is
+    /// [`Reason::TimedOut`] with the limiter's RetryAfter, if it gives one).
     async fn wait(self: &Arc<Self>, i: usize, key: Key) -> Result<Grant, Denial> {
         let p = &self.policies[i];
         let fut = p.limiter.clone().acquire(key, self.want_quota());
         match p.policy.queue.flatten() {
-            None => fut.await,
-            Some(max) => match tokio::time::timeout(max, fut).await {
-                Ok(r) => r,
-                Err(_) => Err(Denial {
-                    rejection: Rejection::new(Reason::TimedOut),
-                    quota: None,
-                }),
-            },
+            Some(max) if !p.policy.bounds_its_delay() => {
+                match tokio::time::timeout(max, fut).await {
+                    Ok(r) => r,
+                    Err(_) => match p.limiter.try_acquire(key, self.want_quota()) {
+                        Decision::Granted(g) => Ok(g),
+                        Decision::Denied(d) => Err(Denial {
+                            rejection: policy::timed_out(d.rejection),
+                            quota: d.quota,
+                        }),
+                        Decision::Wait => Err(Denial {
+                            rejection: Rejection::new(Reason::TimedOut),
+                            quota: None,
+                        }),
+                    },
+                }
+            }
+            _ => fut.await,
         }
     }
 
