@@ -829,6 +829,98 @@ async fn a_custom_limiters_timed_out_wait_carries_its_retry_after() {
     assert_eq!(r.header("retry-after"), Some("7"));
 }
 
+/// Issue 24, item 7: a waiter pushed out of the queue by a newer one (`NewestFirst`) gets the
+/// policy's unavailable status, as a request refused by a full queue does.
+#[tokio::test]
+async fn a_waiter_pushed_out_of_the_queue_gets_the_unavailable_status() {
+    let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::NewestFirst);
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::concurrency(opts)
+                .unwrap()
+                .queue(None)
+                .unavailable_status(StatusCode::SERVICE_UNAVAILABLE),
+        )
+        .build()
+        .unwrap();
+    let (addr, mut feeds, c) = serve_streaming(&limits).await;
+    // A holds the permit while its body streams.
+    let a = stream(&c, addr).await;
+    let feed_a = feeds.recv().await.unwrap();
+    // B queues; C, newer, takes B's place in the queue.
+    let b = tokio::spawn({
+        let c = c.clone();
+        async move { stream(&c, addr).await.status() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c_task = tokio::spawn({
+        let c = c.clone();
+        async move { stream(&c, addr).await.status() }
+    });
+    assert_eq!(b.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
+    // A ends: C is served.
+    drop(feed_a);
+    let body = a.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "first chunk;");
+    assert_eq!(c_task.await.unwrap(), StatusCode::OK);
+}
+
+/// Issue 24, item 6: a new key refused because the partition table is full gets a
+/// `Retry-After` (1 s), and the policy's unavailable status when one is set — on the keyed
+/// fast path (a fixed window) and on the general one (a sliding window).
+#[tokio::test]
+async fn a_new_key_refused_by_a_full_partition_table_gets_retry_after_and_its_status() {
+    let clock = Arc::new(ManualClock::new());
+    let by_key = KeyBy::header(http::HeaderName::from_static("x-api-key"));
+    let sliding = || {
+        Policy::sliding_window(tollgate::SlidingWindowOptions::new(
+            1,
+            Duration::from_secs(60),
+            4,
+        ))
+        .unwrap()
+    };
+    let limits = RateLimiting::builder()
+        .policy(
+            "fixed",
+            fixed(1, 60)
+                .partition_by(by_key.clone())
+                .partitions(PartitionConfig::new(1)),
+        )
+        .policy(
+            "sliding-503",
+            sliding()
+                .partition_by(by_key)
+                .partitions(PartitionConfig::new(1))
+                .unavailable_status(StatusCode::SERVICE_UNAVAILABLE),
+        )
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/fixed",
+            get(|| async { "x" }).layer(limits.policy_layer("fixed").unwrap()),
+        )
+        .route(
+            "/sliding",
+            get(|| async { "x" }).layer(limits.policy_layer("sliding-503").unwrap()),
+        );
+    let addr = serve(app).await;
+    let c = client();
+    for (path, full) in [
+        ("/fixed", StatusCode::TOO_MANY_REQUESTS),
+        ("/sliding", StatusCode::SERVICE_UNAVAILABLE),
+    ] {
+        let a = get_with(&c, addr, path, &[("x-api-key", "a")]).await;
+        assert_eq!(a.status, StatusCode::OK, "{path}");
+        // Key a's partition is in use: no room for b's.
+        let b = get_with(&c, addr, path, &[("x-api-key", "b")]).await;
+        assert_eq!(b.status, full, "{path}");
+        assert_eq!(b.header("retry-after"), Some("1"), "{path}");
+    }
+}
+
 #[tokio::test]
 async fn the_rejection_hook_builds_the_response() {
     let clock = Arc::new(ManualClock::new());

@@ -14,8 +14,10 @@
 //!   ([`ClientIp`]). A request without a key gets its policy's [`MissingKey`] outcome — never a
 //!   500. Per-key state lives in the crate's bounded partitioned limiters: a million IPv6
 //!   clients cannot grow memory past the configured capacity.
-//! - **Rejections.** 429 by default (per policy; 503 for a closed or full queue if you want),
-//!   `Retry-After` in whole seconds rounded up (never 0), an [`on_rejected`] hook that sees the
+//! - **Rejections.** 429 by default (per policy; 503 if you want for a closed limiter, a full
+//!   queue, a waiter pushed out of the queue or a full partition table), `Retry-After` in whole
+//!   seconds rounded up (never 0; [`PARTITIONS_FULL_RETRY_AFTER`] for a full partition table;
+//!   none for a concurrency limit, which cannot know), an [`on_rejected`] hook that sees the
 //!   [`Rejection`] and the request and builds the response, and opt-in IETF `RateLimit-Policy` /
 //!   `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers) and legacy `X-RateLimit-*`.
 //! - **Concurrency** permits are held by the response body until it ends or is dropped
@@ -1064,9 +1066,18 @@ impl Shared {
     }
 
     /// The response to a request policy `i` refused.
-    fn reject<B>(&self, i: usize, d: Denial, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
+    fn reject<B>(
+        &self,
+        i: usize,
+        mut d: Denial,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
         let p = &self.policies[i];
-        let status = p.policy.status_for(d.rejection.reason());
+        let reason = d.rejection.reason();
+        if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
+            d.rejection = Rejection::with_retry_after(reason, PARTITIONS_FULL_RETRY_AFTER);
+        }
+        let status = p.policy.status_for(reason);
         let mut resp = match &self.on_rejected {
             Some(hook) => hook(&Rejected {
                 policy: &p.name,
@@ -1160,6 +1171,46 @@ impl Shared {
 /// assert_eq!(local.headers()["x-paused"], "true");
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
+
+/// The `Retry-After` of a request refused because its policy's partition table is full
+/// ([`Reason::PartitionsFull`]: a new key, and no room for its partition): one second. The
+/// partitioned limiters do not say when room comes back — it comes when a stored partition goes
+/// idle (with [`WhenFull::EvictIdle`](crate::WhenFull::EvictIdle), the default) or stays idle
+/// past the idle timeout (with [`WhenFull::Reject`](crate::WhenFull::Reject)), which depends on
+/// the other clients — so the layer sends this short, fixed value, and the client retries soon.
+/// The status is the policy's [`unavailable_status`](Policy::unavailable_status) if set (a full
+/// table is the server's capacity, not the client's rate), else its rejection status.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// use tollgate::PartitionConfig;
+/// let one_client = two_a_minute().partition_by(KeyBy::CLIENT_IP).partitions(PartitionConfig::new(1));
+/// let limits = RateLimiting::builder()
+///     .global(one_client.unavailable_status(StatusCode::SERVICE_UNAVAILABLE))
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
+/// let full = call(&limits.layer(), from("192.0.2.2")); // 192.0.2.1's window is in use
+/// assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(full.headers()["retry-after"], "1");
+/// assert_eq!(PARTITIONS_FULL_RETRY_AFTER, Duration::from_secs(1));
+/// ```
+pub const PARTITIONS_FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// `RateLimit-Policy`.
 ///

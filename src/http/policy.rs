@@ -1319,8 +1319,11 @@ impl Policy {
         Self { status, ..self }
     }
 
-    /// The status of a rejection because the limiter is closed or its queue is full (e.g.
-    /// 503 Service Unavailable for a concurrency policy); default: the rejection status.
+    /// The status of a rejection for the server's capacity rather than the client's rate (e.g.
+    /// 503 Service Unavailable): the limiter is closed ([`Reason::Closed`]), its queue is full
+    /// ([`Reason::QueueFull`]), a queued request was pushed out by a newer one
+    /// ([`Reason::Evicted`], `QueueOrder::NewestFirst`), or the partition table is full and
+    /// the request's key is new ([`Reason::PartitionsFull`]). Default: the rejection status.
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -1380,7 +1383,10 @@ impl Policy {
 
     pub(crate) fn status_for(&self, reason: Reason) -> http::StatusCode {
         match (reason, self.unavailable_status) {
-            (Reason::Closed | Reason::QueueFull, Some(s)) => s,
+            (
+                Reason::Closed | Reason::QueueFull | Reason::Evicted | Reason::PartitionsFull,
+                Some(s),
+            ) => s,
             _ => self.status,
         }
     }
