@@ -921,6 +921,54 @@ async fn a_new_key_refused_by_a_full_partition_table_gets_retry_after_and_its_st
     }
 }
 
+/// Issue 24, item 7: a selector naming a policy that does not exist does not silently apply the
+/// global policy alone: the request is refused with a 500 (a configuration error), and the
+/// global policy is not charged for it.
+#[tokio::test]
+async fn a_selector_naming_an_unknown_policy_is_refused_with_a_500() {
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(fixed(1, 60))
+        .policy("search", fixed(5, 60))
+        .select(|req| match req.uri.path() {
+            "/search" => Endpoint::Policy("serach"), // a typo
+            _ => Endpoint::Default,
+        })
+        .on_rejected(|r| {
+            Response::builder()
+                .status(r.status)
+                .body(Bytes::from(format!(
+                    "{}: {}",
+                    r.policy,
+                    r.rejection.reason().phrase()
+                )))
+                .unwrap()
+        })
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/search", get(|| async { "results" }))
+            .route("/", get(|| async { "home" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    for _ in 0..3 {
+        let r = fetch(&c, addr, "/search").await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.body, "serach: no policy of the selected name");
+        assert_eq!(r.header("retry-after"), None);
+    }
+    // The global policy's one permit is still there.
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    assert_eq!(
+        fetch(&c, addr, "/").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
 #[tokio::test]
 async fn the_rejection_hook_builds_the_response() {
     let clock = Arc::new(ManualClock::new());

@@ -26,6 +26,8 @@
 //!   queue limit and an optional maximum delay; a rate policy refuses at once, with its
 //!   limiter's `Retry-After`, a request it cannot serve within the delay; a client that
 //!   disconnects leaves the queue.
+//! - **Selector mistakes are loud.** An [`Endpoint::Policy`] naming no policy is refused with a
+//!   500 ([`UNKNOWN_POLICY`]), never let through under the global policy alone.
 //! - **Clients.** The same layer limits an outgoing tower client, and
 //!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
 //! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
@@ -147,7 +149,8 @@ pub use policy::{
 pub enum Endpoint {
     /// The global policy only.
     Default,
-    /// The global policy, then the named one.
+    /// The global policy, then the named one. A name that no policy has is a configuration
+    /// error: the request is refused with 500 Internal Server Error ([`UNKNOWN_POLICY`]).
     Policy(&'static str),
     /// No limit at all, not even the global one (ASP.NET's `[DisableRateLimiting]`).
     Disabled,
@@ -231,7 +234,8 @@ impl From<OptionsError> for BuildError {
 /// ```
 #[derive(Debug)]
 pub struct Rejected<'a> {
-    /// The name of the policy that refused (`"global"` for the global policy).
+    /// The name of the policy that refused (`"global"` for the global policy; the selector's
+    /// name for [`UNKNOWN_POLICY`]).
     pub policy: &'a str,
     /// Why, and when to retry.
     pub rejection: Rejection,
@@ -373,7 +377,9 @@ impl RateLimitingBuilder {
 
     /// Chooses each request's endpoint policy (for [`RateLimiting::layer`]). Runs after
     /// routing in axum (`Router::layer` wraps each route), so `MatchedPath` is in the
-    /// request's extensions.
+    /// request's extensions. The names it returns are checked when it runs, not at
+    /// [`build`](Self::build): an [`Endpoint::Policy`] naming no policy answers 500
+    /// ([`UNKNOWN_POLICY`]).
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -955,20 +961,24 @@ impl Shared {
         self.policies.iter().position(|p| &*p.name == name)
     }
 
-    /// The policies a request goes through, in order.
+    /// The policies a request goes through, in order; or the name the selector chose that
+    /// names no policy.
     #[inline]
-    fn plan(&self, mode: Mode, view: &RequestView<'_>) -> [Option<usize>; 2] {
+    fn plan(&self, mode: Mode, view: &RequestView<'_>) -> Result<[Option<usize>; 2], &'static str> {
         match mode {
-            Mode::Policy(i) => [Some(i), None],
+            Mode::Policy(i) => Ok([Some(i), None]),
             Mode::Router => {
                 let endpoint = match &self.selector {
                     Some(s) => s(view),
                     None => Endpoint::Default,
                 };
                 match endpoint {
-                    Endpoint::Default => [self.global, None],
-                    Endpoint::Disabled => [None, None],
-                    Endpoint::Policy(name) => [self.global, self.index(name)],
+                    Endpoint::Default => Ok([self.global, None]),
+                    Endpoint::Disabled => Ok([None, None]),
+                    Endpoint::Policy(name) => match self.index(name) {
+                        Some(i) => Ok([self.global, Some(i)]),
+                        None => Err(name),
+                    },
                 }
             }
         }
@@ -1078,9 +1088,33 @@ impl Shared {
             d.rejection = Rejection::with_retry_after(reason, PARTITIONS_FULL_RETRY_AFTER);
         }
         let status = p.policy.status_for(reason);
+        self.respond(&p.name, Some(i), status, d, view)
+    }
+
+    /// The response to a request whose selector chose `name`, which names no policy: a 500
+    /// with [`UNKNOWN_POLICY`] (through the hook, if there is one).
+    #[cold]
+    fn unknown_policy<B>(&self, name: &str, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
+        let d = Denial {
+            rejection: Rejection::new(UNKNOWN_POLICY),
+            quota: None,
+        };
+        self.respond(name, None, StatusCode::INTERNAL_SERVER_ERROR, d, view)
+    }
+
+    /// A refusal's response: the hook's or the default one, with `Retry-After` and, for policy
+    /// `i`, the quota headers (unless the hook wrote its own).
+    fn respond<B>(
+        &self,
+        name: &str,
+        i: Option<usize>,
+        status: StatusCode,
+        d: Denial,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
         let mut resp = match &self.on_rejected {
             Some(hook) => hook(&Rejected {
-                policy: &p.name,
+                policy: name,
                 rejection: d.rejection,
                 quota: d.quota,
                 status,
@@ -1099,9 +1133,12 @@ impl Shared {
             }
         }
         // Unless the hook wrote its own.
-        if let Some(q) = d.quota.filter(|_| {
-            !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
-        }) {
+        if let (Some(i), Some(q)) = (
+            i,
+            d.quota.filter(|_| {
+                !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
+            }),
+        ) {
             self.quota_headers(headers, &[Some((i, q)), None]);
         }
         resp.map(LimitedBody::full)
@@ -1171,6 +1208,42 @@ impl Shared {
 /// assert_eq!(local.headers()["x-paused"], "true");
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
+
+/// The [`Reason`] of a request whose [selector](RateLimitingBuilder::select) chose
+/// [`Endpoint::Policy`] with a name that no policy has (a typo, a policy left out of the
+/// builder). Such a request is refused, not let through under the global policy alone: it gets
+/// **500 Internal Server Error** (the server's configuration is wrong, not the client), without
+/// `Retry-After`, before any policy is charged; the [`on_rejected`](RateLimitingBuilder::on_rejected)
+/// hook sees this reason and the unknown name as [`Rejected::policy`]. (The names a selector
+/// returns are known only when it runs, so [`build`](RateLimitingBuilder::build) cannot check
+/// them; [`RateLimiting::policy_layer`] checks its name when it is called.)
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .global(two_a_minute())
+///     .policy("search", two_a_minute())
+///     .select(|_| Endpoint::Policy("serach")) // a typo
+///     .on_rejected(|r| {
+///         assert_eq!((r.policy, r.rejection.reason()), ("serach", UNKNOWN_POLICY));
+///         Response::builder().status(r.status).body("misconfigured".into()).unwrap()
+///     })
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// ```
+pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected name");
 
 /// The `Retry-After` of a request refused because its policy's partition table is full
 /// ([`Reason::PartitionsFull`]: a new key, and no room for its partition): one second. The
@@ -1590,7 +1663,10 @@ where
                 }
             }
         }
-        let plan = shared.plan(self.mode, &view);
+        let plan = match shared.plan(self.mode, &view) {
+            Ok(plan) => plan,
+            Err(name) => return ResponseFuture::rejected(shared.unknown_policy(name, &view)),
+        };
         // Then: one policy, granted at once, nothing to report or pause on.
         if let [Some(i), None] = plan {
             let p = &shared.policies[i];
