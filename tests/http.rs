@@ -1233,3 +1233,87 @@ async fn a_million_ipv6_clients_keep_memory_bounded() {
 }
 
 use tower::Layer as _;
+
+/// The resident set size, in bytes (Linux: `/proc/self/statm`, 4 KiB pages).
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// A flood of `clients` distinct IPv6 /64s through the layer under `policy` (partitioned by
+/// client IP, default capacity, a clock that stands still so that no partition goes idle):
+/// prints the partitions stored and the growth of the resident set per stored partition.
+async fn flood(kind: &str, policy: Policy, clients: u64) {
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(policy.partition_by(KeyBy::CLIENT_IP))
+        .clock(clock)
+        .build()
+        .unwrap();
+    let mut svc = limits.layer().layer(Ok200);
+    let before = rss();
+    let mut refused = 0u64;
+    for i in 0..clients {
+        let ip = IpAddr::V6(std::net::Ipv6Addr::from(
+            (0x2001_0db8_u128 << 96) | (u128::from(i) << 64) | 1,
+        ));
+        let mut req = Request::new(());
+        req.extensions_mut().insert(SocketAddr::new(ip, 40000));
+        if svc.call(req).await.unwrap().status() != StatusCode::OK {
+            refused += 1;
+        }
+    }
+    let grown = rss().saturating_sub(before);
+    let stored = limits.partitions("global").unwrap() as u64;
+    println!(
+        "{kind}: {clients} clients, {stored} partitions stored, {refused} refused; \
+         RSS +{:.1} MiB, {} B per stored partition",
+        grown as f64 / 1048576.0,
+        grown / stored.max(1)
+    );
+}
+
+/// Memory per partition, measured (issue 24, item 7). Ignored: it reads the process's resident
+/// set, so run each alone, e.g.
+/// `cargo test --release --features http --test http -- --ignored --exact memory_token_bucket_queued --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn memory_token_bucket_queued() {
+    let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1))
+        .with_queue(1, QueueOrder::OldestFirst);
+    println!(
+        "size_of PartitionLimiter<SharedClock>: {} B",
+        std::mem::size_of::<tollgate::PartitionLimiter<tollgate::http::SharedClock>>()
+    );
+    let policy = Policy::token_bucket(opts).unwrap().queue(None);
+    flood("token bucket (queued: Partitioned)", policy, 200_000).await;
+}
+
+/// See [`memory_token_bucket_queued`].
+#[tokio::test]
+#[ignore]
+async fn memory_sliding_window() {
+    let opts = tollgate::SlidingWindowOptions::new(2, Duration::from_secs(1), 16);
+    let policy = Policy::sliding_window(opts).unwrap();
+    flood("sliding window, 16 segments (Partitioned)", policy, 200_000).await;
+}
+
+/// See [`memory_token_bucket_queued`].
+#[tokio::test]
+#[ignore]
+async fn memory_fixed_window_queued() {
+    let opts =
+        FixedWindowOptions::new(2, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst);
+    let policy = Policy::fixed_window(opts).unwrap().queue(None);
+    flood("fixed window (queued: Partitioned)", policy, 200_000).await;
+}
+
+/// See [`memory_token_bucket_queued`].
+#[tokio::test]
+#[ignore]
+async fn memory_token_bucket_keyed() {
+    let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+    let policy = Policy::token_bucket(opts).unwrap();
+    flood("token bucket (not queued: KeyedLimiter)", policy, 200_000).await;
+}
