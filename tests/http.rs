@@ -865,6 +865,49 @@ async fn a_waiter_pushed_out_of_the_queue_gets_the_unavailable_status() {
     assert_eq!(c_task.await.unwrap(), StatusCode::OK);
 }
 
+/// The same on a rate policy, whose waiter pushed out of the queue also learns when to retry:
+/// the limiter's RetryAfter, from a fresh try once it is out of the queue.
+#[tokio::test]
+async fn a_waiter_pushed_out_of_a_rate_queue_gets_the_unavailable_status_and_retry_after() {
+    let clock = Arc::new(ManualClock::new());
+    // One token every 3 s, room for one queued request, newest first.
+    let opts = TokenBucketOptions::new(1, 1, Duration::from_secs(3))
+        .with_queue(1, QueueOrder::NewestFirst);
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::token_bucket(opts)
+                .unwrap()
+                .queue(None)
+                .unavailable_status(StatusCode::SERVICE_UNAVAILABLE),
+        )
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    // B queues for the token in 3 s; C, newer, takes B's place.
+    let b = tokio::spawn({
+        let c = c.clone();
+        async move { fetch(&c, addr, "/").await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _c_task = tokio::spawn({
+        let c = c.clone();
+        async move { fetch(&c, addr, "/").await.status }
+    });
+    let b = b.await.unwrap();
+    assert_eq!(b.status, StatusCode::SERVICE_UNAVAILABLE);
+    // The limiter's answer: the next token, in 3 s (newest first, a request made now would
+    // be the next served).
+    assert_eq!(b.header("retry-after"), Some("3"));
+}
+
 /// Issue 24, item 6: a new key refused because the partition table is full gets a
 /// `Retry-After` (1 s), and the policy's unavailable status when one is set — on the keyed
 /// fast path (a fixed window) and on the general one (a sliding window).

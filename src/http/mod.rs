@@ -1051,7 +1051,7 @@ impl Shared {
                     Err(_) => match p.limiter.try_acquire(key, self.want_quota()) {
                         Decision::Granted(g) => Ok(g),
                         Decision::Denied(d) => Err(Denial {
-                            rejection: policy::timed_out(d.rejection),
+                            rejection: policy::after_wait(Reason::TimedOut, d.rejection),
                             quota: d.quota,
                         }),
                         Decision::Wait => Err(Denial {

@@ -1260,7 +1260,9 @@ impl Policy {
     /// [`Reason::TimedOut`], with the limiter's `Retry-After` if it has one (a rate limiter
     /// does; a concurrency limiter cannot know when a permit comes back, and a custom
     /// [`PolicyLimiter`] gives one if its [`try_acquire`](PolicyLimiter::try_acquire) denies
-    /// with one).
+    /// with one). A request pushed out of a built-in limiter's queue by a newer one
+    /// (`QueueOrder::NewestFirst`, [`Reason::Evicted`]) gets the limiter's `Retry-After` the
+    /// same way.
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -1528,29 +1530,38 @@ impl Queue {
 
     /// Runs `wait` for at most the maximum delay; past it, `retry` (a fresh try, after `wait`
     /// has left the queue) decides: a permit that has come by then is taken, and a refusal is
-    /// [`Reason::TimedOut`] with the limiter's own RetryAfter, if it has one.
+    /// [`Reason::TimedOut`] with the limiter's own RetryAfter, if it has one. A waiter pushed
+    /// out of the queue by a newer one ([`Reason::Evicted`], which carries no RetryAfter) is
+    /// answered the same way: a fresh try, and [`Reason::Evicted`] with the limiter's
+    /// RetryAfter if it refuses.
     async fn bounded<T>(
         self,
         wait: impl Future<Output = Result<T, Rejection>>,
         retry: impl FnOnce() -> Result<T, Rejection>,
     ) -> Result<T, Rejection> {
-        let Some(max) = self.max_delay else {
-            return wait.await;
+        let waited = match self.max_delay {
+            None => wait.await,
+            Some(max) => match tokio::time::timeout(max, wait).await {
+                Ok(r) => r,
+                Err(_) => return retry().map_err(|r| after_wait(Reason::TimedOut, r)),
+            },
         };
-        match tokio::time::timeout(max, wait).await {
-            Ok(r) => r,
-            Err(_) => retry().map_err(timed_out),
+        match waited {
+            Err(r) if r.reason() == Reason::Evicted && r.retry_after().is_none() => {
+                retry().map_err(|r| after_wait(Reason::Evicted, r))
+            }
+            other => other,
         }
     }
 }
 
-/// A refusal at a queued request's deadline: [`Reason::TimedOut`], with the limiter's
-/// RetryAfter when it has one (a rate limiter's), or the limiter's own reason if it is another
-/// (closed).
-pub(crate) fn timed_out(r: Rejection) -> Rejection {
+/// The refusal of a fresh try `r` made after a wait ended for `reason` (the deadline, or
+/// pushed out of the queue): `reason`, with the limiter's RetryAfter when it has one (a rate
+/// limiter's); or `r` itself when the limiter refused for another reason (closed).
+pub(crate) fn after_wait(reason: Reason, r: Rejection) -> Rejection {
     match (r.reason(), r.retry_after()) {
-        (Reason::Exhausted, Some(d)) => Rejection::with_retry_after(Reason::TimedOut, d),
-        (Reason::Exhausted | Reason::TimedOut, None) => Rejection::new(Reason::TimedOut),
+        (Reason::Exhausted, Some(d)) => Rejection::with_retry_after(reason, d),
+        (Reason::Exhausted, None) => Rejection::new(reason),
         _ => r,
     }
 }
