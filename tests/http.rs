@@ -847,7 +847,7 @@ async fn a_waiter_pushed_out_of_the_queue_gets_the_unavailable_status() {
     // A holds the permit while its body streams.
     let a = stream(&c, addr).await;
     let feed_a = feeds.recv().await.unwrap();
-    // B queues; C, newer, takes B's place in the queue.
+    // B queues; C, newer, takes B's place in the queue (whichever queues first is pushed out).
     let b = tokio::spawn({
         let c = c.clone();
         async move { stream(&c, addr).await.status() }
@@ -857,12 +857,24 @@ async fn a_waiter_pushed_out_of_the_queue_gets_the_unavailable_status() {
         let c = c.clone();
         async move { stream(&c, addr).await.status() }
     });
-    assert_eq!(b.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE);
-    // A ends: C is served.
+    let (pushed_out, queued) = first_of(b, c_task).await;
+    assert_eq!(pushed_out, StatusCode::SERVICE_UNAVAILABLE);
+    // A ends: the one still queued is served.
     drop(feed_a);
     let body = a.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, "first chunk;");
-    assert_eq!(c_task.await.unwrap(), StatusCode::OK);
+    assert_eq!(queued.await.unwrap(), StatusCode::OK);
+}
+
+/// The output of whichever of two tasks ends first, and the other task.
+async fn first_of<T>(
+    mut a: tokio::task::JoinHandle<T>,
+    mut b: tokio::task::JoinHandle<T>,
+) -> (T, tokio::task::JoinHandle<T>) {
+    tokio::select! {
+        r = &mut a => (r.unwrap(), b),
+        r = &mut b => (r.unwrap(), a),
+    }
 }
 
 /// The same on a rate policy, whose waiter pushed out of the queue also learns when to retry:
@@ -897,11 +909,12 @@ async fn a_waiter_pushed_out_of_a_rate_queue_gets_the_unavailable_status_and_ret
         async move { fetch(&c, addr, "/").await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let _c_task = tokio::spawn({
+    let c_task = tokio::spawn({
         let c = c.clone();
-        async move { fetch(&c, addr, "/").await.status }
+        async move { fetch(&c, addr, "/").await }
     });
-    let b = b.await.unwrap();
+    // Whichever queued first is pushed out.
+    let (b, _queued) = first_of(b, c_task).await;
     assert_eq!(b.status, StatusCode::SERVICE_UNAVAILABLE);
     // The limiter's answer: the next token, in 3 s (newest first, a request made now would
     // be the next served).
