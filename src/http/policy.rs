@@ -745,6 +745,11 @@ pub struct PolicyQuota {
 /// return `Wait` from `try_acquire` at once and do its I/O in `acquire`: never block in
 /// `try_acquire` (a blocking sync path exhausts executor threads).
 ///
+/// Under [`Policy::queue`] with a maximum delay, the layer drops a waiting `acquire` at the
+/// deadline and calls `try_acquire` once more: a grant is taken; a denial is answered as
+/// [`Reason::TimedOut`], with the denial's RetryAfter (so give one if you know it); `Wait`, as
+/// a plain [`Reason::TimedOut`].
+///
 /// ```
 /// use std::sync::Arc;
 /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
