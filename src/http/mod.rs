@@ -14,14 +14,20 @@
 //!   ([`ClientIp`]). A request without a key gets its policy's [`MissingKey`] outcome — never a
 //!   500. Per-key state lives in the crate's bounded partitioned limiters: a million IPv6
 //!   clients cannot grow memory past the configured capacity.
-//! - **Rejections.** 429 by default (per policy; 503 for a closed or full queue if you want),
-//!   `Retry-After` in whole seconds rounded up (never 0), an [`on_rejected`] hook that sees the
+//! - **Rejections.** 429 by default (per policy; 503 if you want for a closed limiter, a full
+//!   queue, a waiter pushed out of the queue or a full partition table), `Retry-After` in whole
+//!   seconds rounded up (never 0; [`PARTITIONS_FULL_RETRY_AFTER`] for a full partition table;
+//!   none for a concurrency limit, which cannot know), an [`on_rejected`] hook that sees the
 //!   [`Rejection`] and the request and builds the response, and opt-in IETF `RateLimit-Policy` /
 //!   `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers) and legacy `X-RateLimit-*`.
 //! - **Concurrency** permits are held by the response body until it ends or is dropped
 //!   ([`LimitedBody`]), so a streaming response counts for as long as it streams.
 //! - **Queueing.** A policy may wait in its limiter's queue ([`Policy::queue`]), bounded by the
-//!   queue limit and an optional maximum delay; a client that disconnects leaves the queue.
+//!   queue limit and an optional maximum delay; a rate policy refuses at once, with its
+//!   limiter's `Retry-After`, a request it cannot serve within the delay; a client that
+//!   disconnects leaves the queue.
+//! - **Selector mistakes are loud.** An [`Endpoint::Policy`] naming no policy is refused with a
+//!   500 ([`UNKNOWN_POLICY`]), never let through under the global policy alone.
 //! - **Clients.** The same layer limits an outgoing tower client, and
 //!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
 //! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
@@ -143,7 +149,8 @@ pub use policy::{
 pub enum Endpoint {
     /// The global policy only.
     Default,
-    /// The global policy, then the named one.
+    /// The global policy, then the named one. A name that no policy has is a configuration
+    /// error: the request is refused with 500 Internal Server Error ([`UNKNOWN_POLICY`]).
     Policy(&'static str),
     /// No limit at all, not even the global one (ASP.NET's `[DisableRateLimiting]`).
     Disabled,
@@ -227,7 +234,8 @@ impl From<OptionsError> for BuildError {
 /// ```
 #[derive(Debug)]
 pub struct Rejected<'a> {
-    /// The name of the policy that refused (`"global"` for the global policy).
+    /// The name of the policy that refused (`"global"` for the global policy; the selector's
+    /// name for [`UNKNOWN_POLICY`]).
     pub policy: &'a str,
     /// Why, and when to retry.
     pub rejection: Rejection,
@@ -369,7 +377,9 @@ impl RateLimitingBuilder {
 
     /// Chooses each request's endpoint policy (for [`RateLimiting::layer`]). Runs after
     /// routing in axum (`Router::layer` wraps each route), so `MatchedPath` is in the
-    /// request's extensions.
+    /// request's extensions. The names it returns are checked when it runs, not at
+    /// [`build`](Self::build): an [`Endpoint::Policy`] naming no policy answers 500
+    /// ([`UNKNOWN_POLICY`]).
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -951,20 +961,24 @@ impl Shared {
         self.policies.iter().position(|p| &*p.name == name)
     }
 
-    /// The policies a request goes through, in order.
+    /// The policies a request goes through, in order; or the name the selector chose that
+    /// names no policy.
     #[inline]
-    fn plan(&self, mode: Mode, view: &RequestView<'_>) -> [Option<usize>; 2] {
+    fn plan(&self, mode: Mode, view: &RequestView<'_>) -> Result<[Option<usize>; 2], &'static str> {
         match mode {
-            Mode::Policy(i) => [Some(i), None],
+            Mode::Policy(i) => Ok([Some(i), None]),
             Mode::Router => {
                 let endpoint = match &self.selector {
                     Some(s) => s(view),
                     None => Endpoint::Default,
                 };
                 match endpoint {
-                    Endpoint::Default => [self.global, None],
-                    Endpoint::Disabled => [None, None],
-                    Endpoint::Policy(name) => [self.global, self.index(name)],
+                    Endpoint::Default => Ok([self.global, None]),
+                    Endpoint::Disabled => Ok([None, None]),
+                    Endpoint::Policy(name) => match self.index(name) {
+                        Some(i) => Ok([self.global, Some(i)]),
+                        None => Err(name),
+                    },
                 }
             }
         }
@@ -1023,19 +1037,31 @@ impl Shared {
         }
     }
 
-    /// Waits for policy `i`'s decision for `key`, bounded by its maximum delay.
+    /// Waits for policy `i`'s decision for `key`, bounded by its maximum delay (the built-in
+    /// limiters bound their own; a custom one's wait is dropped at the deadline, and a fresh
+    /// [`PolicyLimiter::try_acquire`] then decides: a grant by then is taken, a refusal is
+    /// [`Reason::TimedOut`] with the limiter's RetryAfter, if it gives one).
     async fn wait(self: &Arc<Self>, i: usize, key: Key) -> Result<Grant, Denial> {
         let p = &self.policies[i];
         let fut = p.limiter.clone().acquire(key, self.want_quota());
         match p.policy.queue.flatten() {
-            None => fut.await,
-            Some(max) => match tokio::time::timeout(max, fut).await {
-                Ok(r) => r,
-                Err(_) => Err(Denial {
-                    rejection: Rejection::new(Reason::TimedOut),
-                    quota: None,
-                }),
-            },
+            Some(max) if !p.policy.bounds_its_delay() => {
+                match tokio::time::timeout(max, fut).await {
+                    Ok(r) => r,
+                    Err(_) => match p.limiter.try_acquire(key, self.want_quota()) {
+                        Decision::Granted(g) => Ok(g),
+                        Decision::Denied(d) => Err(Denial {
+                            rejection: policy::after_wait(Reason::TimedOut, d.rejection),
+                            quota: d.quota,
+                        }),
+                        Decision::Wait => Err(Denial {
+                            rejection: Rejection::new(Reason::TimedOut),
+                            quota: None,
+                        }),
+                    },
+                }
+            }
+            _ => fut.await,
         }
     }
 
@@ -1050,12 +1076,45 @@ impl Shared {
     }
 
     /// The response to a request policy `i` refused.
-    fn reject<B>(&self, i: usize, d: Denial, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
+    fn reject<B>(
+        &self,
+        i: usize,
+        mut d: Denial,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
         let p = &self.policies[i];
-        let status = p.policy.status_for(d.rejection.reason());
+        let reason = d.rejection.reason();
+        if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
+            d.rejection = Rejection::with_retry_after(reason, PARTITIONS_FULL_RETRY_AFTER);
+        }
+        let status = p.policy.status_for(reason);
+        self.respond(&p.name, Some(i), status, d, view)
+    }
+
+    /// The response to a request whose selector chose `name`, which names no policy: a 500
+    /// with [`UNKNOWN_POLICY`] (through the hook, if there is one).
+    #[cold]
+    fn unknown_policy<B>(&self, name: &str, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
+        let d = Denial {
+            rejection: Rejection::new(UNKNOWN_POLICY),
+            quota: None,
+        };
+        self.respond(name, None, StatusCode::INTERNAL_SERVER_ERROR, d, view)
+    }
+
+    /// A refusal's response: the hook's or the default one, with `Retry-After` and, for policy
+    /// `i`, the quota headers (unless the hook wrote its own).
+    fn respond<B>(
+        &self,
+        name: &str,
+        i: Option<usize>,
+        status: StatusCode,
+        d: Denial,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
         let mut resp = match &self.on_rejected {
             Some(hook) => hook(&Rejected {
-                policy: &p.name,
+                policy: name,
                 rejection: d.rejection,
                 quota: d.quota,
                 status,
@@ -1074,9 +1133,12 @@ impl Shared {
             }
         }
         // Unless the hook wrote its own.
-        if let Some(q) = d.quota.filter(|_| {
-            !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
-        }) {
+        if let (Some(i), Some(q)) = (
+            i,
+            d.quota.filter(|_| {
+                !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
+            }),
+        ) {
             self.quota_headers(headers, &[Some((i, q)), None]);
         }
         resp.map(LimitedBody::full)
@@ -1146,6 +1208,82 @@ impl Shared {
 /// assert_eq!(local.headers()["x-paused"], "true");
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
+
+/// The [`Reason`] of a request whose [selector](RateLimitingBuilder::select) chose
+/// [`Endpoint::Policy`] with a name that no policy has (a typo, a policy left out of the
+/// builder). Such a request is refused, not let through under the global policy alone: it gets
+/// **500 Internal Server Error** (the server's configuration is wrong, not the client), without
+/// `Retry-After`, before any policy is charged; the [`on_rejected`](RateLimitingBuilder::on_rejected)
+/// hook sees this reason and the unknown name as [`Rejected::policy`]. (The names a selector
+/// returns are known only when it runs, so [`build`](RateLimitingBuilder::build) cannot check
+/// them; [`RateLimiting::policy_layer`] checks its name when it is called.)
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .global(two_a_minute())
+///     .policy("search", two_a_minute())
+///     .select(|_| Endpoint::Policy("serach")) // a typo
+///     .on_rejected(|r| {
+///         assert_eq!((r.policy, r.rejection.reason()), ("serach", UNKNOWN_POLICY));
+///         Response::builder().status(r.status).body("misconfigured".into()).unwrap()
+///     })
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// ```
+pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected name");
+
+/// The `Retry-After` of a request refused because its policy's partition table is full
+/// ([`Reason::PartitionsFull`]: a new key, and no room for its partition): one second. The
+/// partitioned limiters do not say when room comes back — it comes when a stored partition goes
+/// idle (with [`WhenFull::EvictIdle`](crate::WhenFull::EvictIdle), the default) or stays idle
+/// past the idle timeout (with [`WhenFull::Reject`](crate::WhenFull::Reject)), which depends on
+/// the other clients — so the layer sends this short, fixed value, and the client retries soon.
+/// The status is the policy's [`unavailable_status`](Policy::unavailable_status) if set (a full
+/// table is the server's capacity, not the client's rate), else its rejection status.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// use tollgate::PartitionConfig;
+/// let one_client = two_a_minute().partition_by(KeyBy::CLIENT_IP).partitions(PartitionConfig::new(1));
+/// let limits = RateLimiting::builder()
+///     .global(one_client.unavailable_status(StatusCode::SERVICE_UNAVAILABLE))
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
+/// let full = call(&limits.layer(), from("192.0.2.2")); // 192.0.2.1's window is in use
+/// assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(full.headers()["retry-after"], "1");
+/// assert_eq!(PARTITIONS_FULL_RETRY_AFTER, Duration::from_secs(1));
+/// ```
+pub const PARTITIONS_FULL_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// `RateLimit-Policy`.
 ///
@@ -1525,7 +1663,10 @@ where
                 }
             }
         }
-        let plan = shared.plan(self.mode, &view);
+        let plan = match shared.plan(self.mode, &view) {
+            Ok(plan) => plan,
+            Err(name) => return ResponseFuture::rejected(shared.unknown_policy(name, &view)),
+        };
         // Then: one policy, granted at once, nothing to report or pause on.
         if let [Some(i), None] = plan {
             let p = &shared.policies[i];

@@ -745,6 +745,11 @@ pub struct PolicyQuota {
 /// return `Wait` from `try_acquire` at once and do its I/O in `acquire`: never block in
 /// `try_acquire` (a blocking sync path exhausts executor threads).
 ///
+/// Under [`Policy::queue`] with a maximum delay, the layer drops a waiting `acquire` at the
+/// deadline and calls `try_acquire` once more: a grant is taken; a denial is answered as
+/// [`Reason::TimedOut`], with the denial's RetryAfter (so give one if you know it); `Wait`, as
+/// a plain [`Reason::TimedOut`].
+///
 /// ```
 /// use std::sync::Arc;
 /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
@@ -1211,6 +1216,13 @@ impl Policy {
     /// The bounds of the per-key store (default [`PartitionConfig::default`]: 100,000 keys,
     /// idle keys evicted after 10 s, a full store evicts its longest idle key).
     ///
+    /// Memory: a token bucket or fixed window that does not queue keeps its keys in a
+    /// [`KeyedLimiter`] — about 21 bytes per key of capacity, allocated when the layer is built
+    /// (2.1 MB at the default capacity). Any other partitioned policy (queued, sliding window,
+    /// concurrency) keeps a full limiter per key in a [`Partitioned`] map: about 1.1 KB per
+    /// stored key, measured (`tests/http.rs`, `memory_*`: 200,000 new /64s filling the default
+    /// table of 100,000 grew the resident set by 106 MiB, token bucket and sliding window alike).
+    ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
     /// # use http::{Request, Response, StatusCode};
@@ -1245,6 +1257,18 @@ impl Policy {
     /// being rejected at once, for at most `max_delay` if given. A client that disconnects
     /// leaves the queue at once.
     ///
+    /// A rate policy (token bucket, fixed or sliding window) knows when a queued request would
+    /// be served — its limiter's RetryAfter counts the requests queued ahead — so a request
+    /// that would be served only after `max_delay` is refused at once, with that
+    /// `Retry-After`, rather than held for the whole delay. A request that waits and still
+    /// reaches the deadline gets one more try then; refused, it is
+    /// [`Reason::TimedOut`], with the limiter's `Retry-After` if it has one (a rate limiter
+    /// does; a concurrency limiter cannot know when a permit comes back, and a custom
+    /// [`PolicyLimiter`] gives one if its [`try_acquire`](PolicyLimiter::try_acquire) denies
+    /// with one). A request pushed out of a built-in limiter's queue by a newer one
+    /// (`QueueOrder::NewestFirst`, [`Reason::Evicted`]) gets the limiter's `Retry-After` the
+    /// same way.
+    ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
     /// # use http::{Request, Response, StatusCode};
@@ -1266,6 +1290,15 @@ impl Policy {
     /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
     /// drop(first);
     /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    ///
+    /// // One token every 3 s: a queued request would wait 3 s, past its 300 ms.
+    /// let slow = TokenBucketOptions::new(1, 1, Duration::from_secs(3)).with_queue(1, QueueOrder::OldestFirst);
+    /// let queued = Policy::token_bucket(slow).unwrap().queue(Some(Duration::from_millis(300)));
+    /// let limits = RateLimiting::builder().global(queued).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// let refused = call(&limits.layer(), path("/")); // at once, not after 300 ms
+    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(refused.headers()["retry-after"], "3");
     /// ```
     pub fn queue(self, max_delay: Option<Duration>) -> Self {
         Self {
@@ -1300,8 +1333,11 @@ impl Policy {
         Self { status, ..self }
     }
 
-    /// The status of a rejection because the limiter is closed or its queue is full (e.g.
-    /// 503 Service Unavailable for a concurrency policy); default: the rejection status.
+    /// The status of a rejection for the server's capacity rather than the client's rate (e.g.
+    /// 503 Service Unavailable): the limiter is closed ([`Reason::Closed`]), its queue is full
+    /// ([`Reason::QueueFull`]), a queued request was pushed out by a newer one
+    /// ([`Reason::Evicted`], `QueueOrder::NewestFirst`), or the partition table is full and
+    /// the request's key is new ([`Reason::PartitionsFull`]). Default: the rejection status.
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -1361,9 +1397,18 @@ impl Policy {
 
     pub(crate) fn status_for(&self, reason: Reason) -> http::StatusCode {
         match (reason, self.unavailable_status) {
-            (Reason::Closed | Reason::QueueFull, Some(s)) => s,
+            (
+                Reason::Closed | Reason::QueueFull | Reason::Evicted | Reason::PartitionsFull,
+                Some(s),
+            ) => s,
             _ => self.status,
         }
+    }
+
+    /// Whether the policy's limiter is a built-in one, which bounds its own queueing delay
+    /// (and answers a timed-out wait with its RetryAfter).
+    pub(crate) fn bounds_its_delay(&self) -> bool {
+        matches!(self.source, Source::Builtin(..))
     }
 
     /// Makes the policy's limiter on `clock` (`std_clock`: the default, a `StdClock`), and the
@@ -1379,10 +1424,10 @@ impl Policy {
             Source::Builtin(k, pk) => (*k, *pk),
         };
         let describe = describe(kind);
-        let queue = self.queue.is_some();
+        let queue = self.queue.map(|max_delay| Queue { max_delay });
         if matches!(self.key, KeyBy::Global) {
             // A rate limiter's lease holds nothing: the fast path may drop it at once.
-            let fast = !queue && !matches!(kind, Kind::Concurrency(_));
+            let fast = queue.is_none() && !matches!(kind, Kind::Concurrency(_));
             if std_clock {
                 let limiter = Arc::new(pk.limiter(crate::StdClock));
                 let rate = fast.then(|| Rate::SingleStd(limiter.clone()));
@@ -1392,7 +1437,7 @@ impl Policy {
             let rate = fast.then(|| Rate::Single(limiter.clone()));
             return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
         }
-        if !queue {
+        if queue.is_none() {
             // On the default clock, the keyed limiter reads `StdClock` itself: no `dyn Clock`
             // call, and the read inlined into the decision (the same epoch as the shared
             // `Arc<StdClock>`: `StdClock` has one per process).
@@ -1465,6 +1510,67 @@ fn denial(rejection: Rejection, limit: u64, want_quota: bool) -> Denial {
     }
 }
 
+/// How a built-in policy queues: at most `max_delay` in its limiter's queue, if given.
+#[derive(Clone, Copy, Debug)]
+struct Queue {
+    max_delay: Option<Duration>,
+}
+
+impl Queue {
+    /// What a queueing policy does with its limiter's refusal `r` now: wait in the queue, unless
+    /// the limiter says the permit comes only after the maximum delay (a rate limiter's
+    /// RetryAfter counts the queue ahead): then the request is refused at once, with it,
+    /// rather than held for the whole delay and refused anyway.
+    fn decide(self, r: Rejection, limit: u64, want_quota: bool) -> Decision {
+        let too_late = matches!(
+            (r.retry_after(), self.max_delay),
+            (Some(wait), Some(max)) if wait > max
+        );
+        if r.reason() == Reason::Exhausted && !too_late {
+            Decision::Wait
+        } else {
+            Decision::Denied(denial(r, limit, want_quota))
+        }
+    }
+
+    /// Runs `wait` for at most the maximum delay; past it, `retry` (a fresh try, after `wait`
+    /// has left the queue) decides: a permit that has come by then is taken, and a refusal is
+    /// [`Reason::TimedOut`] with the limiter's own RetryAfter, if it has one. A waiter pushed
+    /// out of the queue by a newer one ([`Reason::Evicted`], which carries no RetryAfter) is
+    /// answered the same way: a fresh try, and [`Reason::Evicted`] with the limiter's
+    /// RetryAfter if it refuses.
+    async fn bounded<T>(
+        self,
+        wait: impl Future<Output = Result<T, Rejection>>,
+        retry: impl FnOnce() -> Result<T, Rejection>,
+    ) -> Result<T, Rejection> {
+        let waited = match self.max_delay {
+            None => wait.await,
+            Some(max) => match tokio::time::timeout(max, wait).await {
+                Ok(r) => r,
+                Err(_) => return retry().map_err(|r| after_wait(Reason::TimedOut, r)),
+            },
+        };
+        match waited {
+            Err(r) if r.reason() == Reason::Evicted && r.retry_after().is_none() => {
+                retry().map_err(|r| after_wait(Reason::Evicted, r))
+            }
+            other => other,
+        }
+    }
+}
+
+/// The refusal of a fresh try `r` made after a wait ended for `reason` (the deadline, or
+/// pushed out of the queue): `reason`, with the limiter's RetryAfter when it has one (a rate
+/// limiter's); or `r` itself when the limiter refused for another reason (closed).
+pub(crate) fn after_wait(reason: Reason, r: Rejection) -> Rejection {
+    match (r.reason(), r.retry_after()) {
+        (Reason::Exhausted, Some(d)) => Rejection::with_retry_after(reason, d),
+        (Reason::Exhausted, None) => Rejection::new(reason),
+        _ => r,
+    }
+}
+
 /// Keeps serving `limiter`'s queue as time brings permits while `acquire` waits, so a queued
 /// request on a rate policy is admitted when its permits arrive even if no other request comes.
 async fn wait_serving<L, F, T>(limiter: &L, acquire: F) -> T
@@ -1503,11 +1609,11 @@ async fn race<F: Future + ?Sized>(mut fut: Pin<&mut F>, tick: Duration) -> Optio
 struct Single<C: Clock> {
     limiter: Arc<PartitionLimiter<C>>,
     describe: PolicyQuota,
-    queue: bool,
+    queue: Option<Queue>,
 }
 
 impl<C: Clock + Send + Sync + 'static> Single<C> {
-    fn new(limiter: Arc<PartitionLimiter<C>>, describe: PolicyQuota, queue: bool) -> Self {
+    fn new(limiter: Arc<PartitionLimiter<C>>, describe: PolicyQuota, queue: Option<Queue>) -> Self {
         Self {
             limiter,
             describe,
@@ -1528,27 +1634,30 @@ impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Single<C> {
     fn try_acquire(&self, _key: Key, want_quota: bool) -> Decision {
         match self.limiter.try_acquire_owned(1) {
             Ok(lease) => Decision::Granted(self.grant(lease, want_quota)),
-            Err(r) if self.queue && r.reason() == Reason::Exhausted => Decision::Wait,
-            Err(r) => Decision::Denied(denial(r, self.describe.quota, want_quota)),
+            Err(r) => match self.queue {
+                Some(q) => q.decide(r, self.describe.quota, want_quota),
+                None => Decision::Denied(denial(r, self.describe.quota, want_quota)),
+            },
         }
     }
 
     fn acquire(self: Arc<Self>, _key: Key, want_quota: bool) -> AcquireFuture {
         Box::pin(async move {
             let limiter = self.limiter.clone();
-            let acquired =
-                wait_serving(&*limiter, crate::AcquireAsync::acquire(&*limiter, 1)).await;
-            match acquired {
-                Ok(lease) => {
-                    let returns = lease.returns_permits();
-                    let n = lease.forget();
-                    let owned = if returns {
-                        OwnedLease::releasing(n, limiter.clone())
-                    } else {
-                        OwnedLease::unreleased(n)
-                    };
-                    Ok(self.grant(owned, want_quota))
-                }
+            let wait = async {
+                let lease =
+                    wait_serving(&*limiter, crate::AcquireAsync::acquire(&*limiter, 1)).await?;
+                let returns = lease.returns_permits();
+                let n = lease.forget();
+                Ok(if returns {
+                    OwnedLease::releasing(n, limiter.clone())
+                } else {
+                    OwnedLease::unreleased(n)
+                })
+            };
+            let queue = self.queue.unwrap_or(Queue { max_delay: None });
+            match queue.bounded(wait, || limiter.try_acquire_owned(1)).await {
+                Ok(owned) => Ok(self.grant(owned, want_quota)),
                 Err(r) => Err(denial(r, self.describe.quota, want_quota)),
             }
         })
@@ -1681,7 +1790,7 @@ fn wait_partition<'a>(
 struct Many {
     limiter: ManyLimiter,
     describe: PolicyQuota,
-    queue: bool,
+    queue: Option<Queue>,
 }
 
 impl Many {
@@ -1708,8 +1817,10 @@ impl PolicyLimiter for Many {
                 permit: Permit(PermitInner::Partition(lease)),
                 quota: want_quota.then(|| self.quota(&key)),
             }),
-            Err(r) if self.queue && r.reason() == Reason::Exhausted => Decision::Wait,
-            Err(r) => Decision::Denied(denial(r, self.describe.quota, want_quota)),
+            Err(r) => match self.queue {
+                Some(q) => q.decide(r, self.describe.quota, want_quota),
+                None => Decision::Denied(denial(r, self.describe.quota, want_quota)),
+            },
         }
     }
 
@@ -1717,18 +1828,24 @@ impl PolicyLimiter for Many {
         Box::pin(async move {
             // Rate-limited partitions are served by the partition's later requests, or by the
             // periodic replenish below; concurrency partitions by releases.
-            let mut acquire = wait_partition(&self.limiter, &key);
-            let r = loop {
-                let tick = self.describe.window.map_or(Duration::from_millis(50), |w| {
-                    (w / 16).clamp(Duration::from_millis(1), Duration::from_millis(250))
-                });
-                if let Some(out) = race(acquire.as_mut(), tick).await {
-                    break out;
-                }
-                if self.describe.window.is_some() {
-                    self.limiter.with_limiter(&key, |l| l.replenish());
+            let wait = async {
+                let mut acquire = wait_partition(&self.limiter, &key);
+                loop {
+                    let tick = self.describe.window.map_or(Duration::from_millis(50), |w| {
+                        (w / 16).clamp(Duration::from_millis(1), Duration::from_millis(250))
+                    });
+                    if let Some(out) = race(acquire.as_mut(), tick).await {
+                        break out;
+                    }
+                    if self.describe.window.is_some() {
+                        self.limiter.with_limiter(&key, |l| l.replenish());
+                    }
                 }
             };
+            let queue = self.queue.unwrap_or(Queue { max_delay: None });
+            let r = queue
+                .bounded(wait, || self.limiter.try_acquire(&key, 1))
+                .await;
             match r {
                 Ok(lease) => Ok(Grant {
                     permit: Permit(PermitInner::Partition(lease)),
