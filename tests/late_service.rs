@@ -377,3 +377,18 @@ fn item2_a_reconfiguration_serves_the_time_before_it_at_the_old_rate() {
     assert!(bucket.try_acquire(3).is_ok());
     assert_eq!(bucket.try_acquire(1).unwrap_err().retry_after(), Some(S));
 }
+
+/// A partition's limiter grants its waiters as the limiter inside does: as of when they fit.
+#[test]
+fn item2_a_partitions_waiter_served_late_is_granted_when_it_fit() {
+    let clock = ManualClock::new();
+    let opts = TokenBucketOptions::new(4, 3, S).with_queue(4, QueueOrder::OldestFirst);
+    let bucket = PartitionKind::token_bucket(opts).unwrap().limiter(&clock);
+    bucket.try_acquire(4).unwrap().forget();
+    let mut waiter = Task::new(bucket.acquire(4));
+    waiter.pending();
+    clock.advance(3 * S);
+    // Served by the waiter's own poll, through the partition's side of the protocol.
+    assert!(waiter.ready().is_ok());
+    assert!(bucket.try_acquire(1).is_ok());
+}

@@ -85,3 +85,27 @@ fn item3_a_gcra_waiter_on_std_clock_completes() {
     let done = run_when_woken(gcra.acquire(1), LIMIT).expect("never woken");
     assert!(done.is_ok());
 }
+
+/// A partition's limiter (`PartitionLimiter`) forwards every part of the waiting protocol to
+/// the limiter inside: its rate limiters' waiters are woken by time too.
+#[test]
+fn item3_a_partitioned_rate_limiters_waiter_on_std_clock_is_woken() {
+    let order = QueueOrder::OldestFirst;
+    for kind in [
+        PartitionKind::token_bucket(TokenBucketOptions::new(1, 1, WAIT).with_queue(4, order)),
+        PartitionKind::fixed_window(FixedWindowOptions::new(1, WAIT).with_queue(4, order)),
+        PartitionKind::sliding_window(
+            SlidingWindowOptions::new(1, WAIT * 2, 2).with_queue(4, order),
+        ),
+    ] {
+        let kind = kind.unwrap();
+        let limiter = Partitioned::new(
+            move |id: &u32| Partition::new(*id, kind),
+            PartitionConfig::new(8),
+        );
+        while limiter.try_acquire(&7, 1).is_ok() {}
+        let done = run_when_woken(limiter.acquire(&7, 1), LIMIT)
+            .expect("the waiter was never woken by time");
+        assert!(done.is_ok());
+    }
+}

@@ -303,6 +303,18 @@ impl<C: Clock + Sync> Source for PartitionLimiter<C> {
     fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
         each!(self, l => l.take_locked(n, flag_if_short))
     }
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        each!(self, l => Source::take_for_waiter(l, n))
+    }
+    fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
+        each!(self, l => Source::wait_behind(l, ahead, n))
+    }
+    fn timed(&self) -> bool {
+        each!(self, l => l.timed())
+    }
+    fn served_on_return(&self) -> bool {
+        each!(self, l => l.served_on_return())
+    }
     fn clear_waiters(&self) {
         each!(self, l => l.clear_waiters())
     }
