@@ -836,6 +836,9 @@ macro_rules! bucket_limiter {
             fn lease(&self, n: u32) -> $crate::Lease<'_> {
                 $crate::Lease::unreleased(n)
             }
+            fn served_on_return(&self) -> bool {
+                false // time brings permits
+            }
             fn timed(&self) -> bool {
                 $crate::clock::Clock::advances_by_itself(&self.core.clock)
             }

@@ -449,11 +449,20 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
             Ok::<_, Infallible>((next.pack(), ()))
         });
     }
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        self.take_locked(n, false) // no time to replay: permits come only from releases
+    }
     fn give_back(&self, n: u32, _stamp: u64) {
         self.release(n);
     }
     fn wait_for_permits(&self, _total: u64) -> Option<Duration> {
         None // only releases bring permits back
+    }
+    fn wait_behind(&self, _ahead: &mut dyn Iterator<Item = u32>, _n: u32) -> Option<Duration> {
+        None
+    }
+    fn timed(&self) -> bool {
+        false
     }
     fn served_on_return(&self) -> bool {
         // Releases, reconfigurations and cancellations bring permits back, each serving the

@@ -630,6 +630,9 @@ macro_rules! gcra_limiter {
             fn lease(&self, n: u32) -> $crate::Lease<'_> {
                 $crate::Lease::unreleased(n)
             }
+            fn served_on_return(&self) -> bool {
+                false // time brings permits
+            }
         }
     };
 }

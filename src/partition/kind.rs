@@ -452,6 +452,18 @@ impl<C: Clock> Source for NoLimitPartition<C> {
         self.touch();
         Ok(Some(0))
     }
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        self.take_locked(n, false)
+    }
+    fn wait_behind(&self, _ahead: &mut dyn Iterator<Item = u32>, _n: u32) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+    fn timed(&self) -> bool {
+        false
+    }
+    fn served_on_return(&self) -> bool {
+        false
+    }
     fn clear_waiters(&self) {}
     fn give_back(&self, _n: u32, _stamp: u64) {}
     fn wait_for_permits(&self, _total: u64) -> Option<Duration> {

@@ -837,6 +837,9 @@ impl<C: Clock, const N: usize> Source for SlidingWindowLimiter<C, N> {
     fn timed(&self) -> bool {
         self.clock.advances_by_itself()
     }
+    fn served_on_return(&self) -> bool {
+        false // time brings permits
+    }
 }
 
 impl<C: Clock, const N: usize> Limiter for SlidingWindowLimiter<C, N> {

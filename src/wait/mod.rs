@@ -88,21 +88,18 @@ pub trait Source: private::Sealed {
     /// (`Ok(None)`); `Err` if closed. Granting each waiter at the instant it fit, with the
     /// refills after that counted, is what makes a queue served late (a delayed timer, a
     /// descheduled thread, a clock stepped by its owner) grant what one served at every
-    /// instant grants. The default, [`take_locked`](Self::take_locked) without the flag, suits
-    /// limiters whose permits do not come with time.
+    /// instant grants. [`take_locked`](Self::take_locked) without the flag suits limiters whose
+    /// permits do not come with time.
+    ///
+    /// No default (nor for the rest of the protocol): a wrapper that forwards to a limiter
+    /// inside must forward every part, and the compiler says so.
     #[doc(hidden)]
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
-        self.take_locked(n, false)
-    }
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason>;
     /// How long until a request of `n` permits could be granted by time alone behind the
     /// waiters `ahead` (their requests in the order they are served), if ever: exact where the
-    /// limiter can walk them one by one. The default adds them up and asks
-    /// [`wait_for_permits`](Self::wait_for_permits).
+    /// limiter can walk them one by one.
     #[doc(hidden)]
-    fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
-        let total = ahead.fold(u64::from(n), |t, a| t.saturating_add(u64::from(a)));
-        self.wait_for_permits(total)
-    }
+    fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration>;
     /// Under the queue lock, once the list is empty: clears the flag.
     #[doc(hidden)]
     fn clear_waiters(&self);
@@ -118,21 +115,16 @@ pub trait Source: private::Sealed {
     /// Whether time alone serves this limiter's queue on a clock that moves by itself (a rate
     /// limiter on a [`Clock`](crate::Clock) whose
     /// [`advances_by_itself`](crate::Clock::advances_by_itself) is true): its waiters then arm
-    /// the process timer (feature `std`). The default, `false`, suits limiters served only by
-    /// releases.
+    /// the process timer (feature `std`). `false` suits limiters served only by releases.
     #[doc(hidden)]
-    fn timed(&self) -> bool {
-        false
-    }
+    fn timed(&self) -> bool;
     /// Whether only the operations that serve the queue under its lock bring permits (releases,
     /// reconfigurations, cancellations: a concurrency limiter), so that whenever the lock is
     /// free the waiter at the serving end does not fit — or a server is still at work and
-    /// takes the lock again to carry on. A newcomer then need not serve before it queues. The
-    /// default, `false`, suits limiters that time refills.
+    /// takes the lock again to carry on. A newcomer then need not serve before it queues.
+    /// `false` suits limiters that time refills.
     #[doc(hidden)]
-    fn served_on_return(&self) -> bool {
-        false
-    }
+    fn served_on_return(&self) -> bool;
 }
 
 pub(crate) mod private {
