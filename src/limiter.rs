@@ -7,7 +7,10 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::lease::{Lease, Rejection, Statistics};
 use crate::wait::Acquire;
-use crate::{ConcurrencyLimiter, FixedWindowLimiter, SlidingWindowLimiter, TokenBucketLimiter};
+use crate::{
+    ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
+    SlidingWindowLimiter, TokenBucketLimiter,
+};
 
 /// A limiter of rate or concurrency: grants leases of permits, or says why not.
 ///
@@ -538,48 +541,31 @@ impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
     }
 }
 
-impl<C: Clock + Sync> AcquireAsync for ConcurrencyLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
+/// `AcquireAsync` for a limiter of this crate that waits in its own queue ([`Acquire`]): one
+/// line per limiter type, the same impl for each.
+macro_rules! queued_acquire_async {
+    ($($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+;)+) => {$(
+        impl<C: $($bound +)+ $(, const $n: usize)?> AcquireAsync for $ty<C $(, $n)?> {
+            type Acquire<'a>
+                = Acquire<'a, Self>
+            where
+                Self: 'a;
 
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
+            fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
+                Acquire::new(self, permits)
+            }
+        }
+    )+};
 }
 
-impl<C: Clock> AcquireAsync for TokenBucketLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock> AcquireAsync for FixedWindowLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
-}
-
-impl<C: Clock, const N: usize> AcquireAsync for SlidingWindowLimiter<C, N> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
-    }
+queued_acquire_async! {
+    ConcurrencyLimiter<C> where C: Clock | Sync;
+    TokenBucketLimiter<C> where C: Clock;
+    FixedWindowLimiter<C> where C: Clock;
+    SlidingWindowLimiter<C, const N: usize> where C: Clock;
+    GcraLimiter<C> where C: Clock;
+    LeakyBucketMeter<C> where C: Clock;
+    LeakyBucketShaper<C> where C: Clock;
 }
 
 /// Owned leases for limiters held in an `Arc` (feature `alloc`): the lease keeps the limiter

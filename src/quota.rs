@@ -26,7 +26,8 @@ use crate::limiter::Limiter;
 use crate::partition::{NoLimitPartition, PartitionLimiter};
 use crate::wait::Source;
 use crate::{
-    ConcurrencyLimiter, FixedWindowLimiter, NoopLimiter, SlidingWindowLimiter, TokenBucketLimiter,
+    ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
+    NoopLimiter, SlidingWindowLimiter, TokenBucketLimiter,
 };
 
 /// A limiter's quota at one instant.
@@ -136,28 +137,26 @@ fn of_source<S: Source + Limiter + ?Sized>(s: &S) -> QuotaState {
     }
 }
 
-impl<C: Clock + Sync> Quota for ConcurrencyLimiter<C> {
-    fn quota(&self) -> QuotaState {
-        of_source(self)
-    }
+/// `Quota` for a limiter of this crate from its side of the waiting protocol ([`of_source`]):
+/// one line per limiter type, the same impl for each.
+macro_rules! quota_of_source {
+    ($($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+;)+) => {$(
+        impl<C: $($bound +)+ $(, const $n: usize)?> Quota for $ty<C $(, $n)?> {
+            fn quota(&self) -> QuotaState {
+                of_source(self)
+            }
+        }
+    )+};
 }
 
-impl<C: Clock> Quota for TokenBucketLimiter<C> {
-    fn quota(&self) -> QuotaState {
-        of_source(self)
-    }
-}
-
-impl<C: Clock> Quota for FixedWindowLimiter<C> {
-    fn quota(&self) -> QuotaState {
-        of_source(self)
-    }
-}
-
-impl<C: Clock, const N: usize> Quota for SlidingWindowLimiter<C, N> {
-    fn quota(&self) -> QuotaState {
-        of_source(self)
-    }
+quota_of_source! {
+    ConcurrencyLimiter<C> where C: Clock | Sync;
+    TokenBucketLimiter<C> where C: Clock;
+    FixedWindowLimiter<C> where C: Clock;
+    SlidingWindowLimiter<C, const N: usize> where C: Clock;
+    GcraLimiter<C> where C: Clock;
+    LeakyBucketMeter<C> where C: Clock;
+    LeakyBucketShaper<C> where C: Clock;
 }
 
 impl Quota for NoopLimiter {
@@ -184,6 +183,9 @@ impl<C: Clock + Sync> Quota for PartitionLimiter<C> {
             PartitionLimiter::TokenBucket(l) => l.quota(),
             PartitionLimiter::FixedWindow(l) => l.quota(),
             PartitionLimiter::SlidingWindow(l) => l.quota(),
+            PartitionLimiter::Gcra(l) => l.quota(),
+            PartitionLimiter::LeakyMeter(l) => l.quota(),
+            PartitionLimiter::LeakyShaper(l) => l.quota(),
         }
     }
 }

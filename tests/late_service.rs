@@ -324,7 +324,9 @@ fn item2_serving_late_grants_what_serving_on_time_grants() {
                     })
                 }
                 4 => {
-                    let opts = ShaperOptions::per(period, limit).with_queue(queue, order);
+                    let opts = ShaperOptions::per(period, limit)
+                        .with_max_permits(limit)
+                        .with_queue(queue, order);
                     let l = LeakyBucketShaper::with_clock(opts, &clock).unwrap();
                     run(&l, &clock, tick, &reqs, every, |l, n| {
                         Task::new(l.acquire(n))

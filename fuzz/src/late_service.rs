@@ -241,7 +241,9 @@ pub fn check(input: &Input) {
                 run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
             }
             _ => {
-                let opts = ShaperOptions::per(period, limit).with_queue(queue, order);
+                let opts = ShaperOptions::per(period, limit)
+                        .with_max_permits(limit)
+                        .with_queue(queue, order);
                 let l = LeakyBucketShaper::with_clock(opts, &clock).unwrap();
                 run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
             }

@@ -239,3 +239,53 @@ fn handed_off_then_dropped_passes_the_permit_on() {
 fn futures_noop_waker() -> std::task::Waker {
     std::task::Waker::noop().clone()
 }
+
+/// Issue 24, item 2: a waiter whose tokens came while nobody looked is served late, by a
+/// newcomer's `try_acquire` racing a `replenish()`. Whichever serves, the waiter is granted as
+/// of the tick it fit (2 s) and the refill after it (3 s) is kept: the newcomer's token is
+/// there, and the bucket ends where a queue served on time would have left it.
+#[test]
+fn late_service_races_a_newcomer() {
+    for order in [QueueOrder::OldestFirst, QueueOrder::NewestFirst] {
+        model(move || {
+            let clock = Arc::new(ManualClock::new());
+            let opts = TokenBucketOptions::new(4, 3, Duration::from_secs(1)).with_queue(4, order);
+            let t = Arc::new(TokenBucketLimiter::with_clock(opts, clock.clone()).unwrap());
+            t.try_acquire(4).unwrap().forget();
+            let mut waiter = pin!(t.acquire(4));
+            let waker = futures_noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            assert!(waiter.as_mut().poll(&mut cx).is_pending());
+            clock.advance(Duration::from_secs(3));
+            let t2 = t.clone();
+            let newcomer = thread::spawn(move || t2.try_acquire(1).map(|l| l.permits()));
+            t.replenish();
+            assert_eq!(newcomer.join().unwrap(), Ok(1));
+            assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+            let s = t.statistics();
+            assert_eq!((s.available_permits, s.queued_permits), (2, 0));
+        });
+    }
+}
+
+/// The same race on GCRA: the waiter's slot was at 1 s, the newcomer's at 2 s; at 3 s both fit.
+#[test]
+fn late_service_races_a_newcomer_on_gcra() {
+    model(|| {
+        let clock = Arc::new(ManualClock::new());
+        let opts = GcraOptions::per_second(1).with_queue(1, QueueOrder::OldestFirst);
+        let g = Arc::new(GcraLimiter::with_clock(opts, clock.clone()).unwrap());
+        g.try_acquire(1).unwrap().forget();
+        let mut waiter = pin!(g.acquire(1));
+        let waker = futures_noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        clock.advance(Duration::from_secs(3));
+        let g2 = g.clone();
+        let newcomer = thread::spawn(move || g2.try_acquire(1).map(|l| l.permits()));
+        g.replenish();
+        assert_eq!(newcomer.join().unwrap(), Ok(1));
+        assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        assert_eq!(g.statistics().queued_permits, 0);
+    });
+}

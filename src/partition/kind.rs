@@ -13,7 +13,8 @@ use crate::stats::Counters;
 use crate::sync::{AtomicU64, Ordering};
 use crate::wait::{self, Acquire, Source, WaitQueue};
 use crate::{
-    ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+    ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, GcraLimiter,
+    GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions,
     SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
 };
 
@@ -26,6 +27,9 @@ enum Kind {
     TokenBucket(TokenBucketOptions),
     FixedWindow(FixedWindowOptions),
     SlidingWindow(SlidingWindowOptions),
+    Gcra(GcraOptions),
+    LeakyMeter(LeakyBucketOptions),
+    LeakyShaper(ShaperOptions),
 }
 
 /// A built-in partition kind with validated options: the factory of a [`PartitionLimiter`]
@@ -136,6 +140,64 @@ impl PartitionKind {
         Ok(Self(Kind::SlidingWindow(options)))
     }
 
+    /// A [`GcraLimiter`] per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::gcra(GcraOptions::per_second(2)).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(2).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_millis(500)); // one permit back
+    /// assert!(limiter.try_acquire(1).is_ok());
+    /// assert_eq!(PartitionKind::gcra(GcraOptions::per_second(0)), Err(OptionsError::ZeroLimit));
+    /// ```
+    pub fn gcra(options: GcraOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::Gcra(options)))
+    }
+
+    /// A [`LeakyBucketMeter`] per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::leaky_meter(LeakyBucketOptions::new(4, 1, Duration::from_secs(1))).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(4).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(1)); // one unit drained
+    /// assert!(limiter.try_acquire(1).is_ok());
+    /// ```
+    pub fn leaky_meter(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::LeakyMeter(options)))
+    }
+
+    /// A [`LeakyBucketShaper`] per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::leaky_shaper(ShaperOptions::per_second(10)).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(1).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err()); // the next slot is 100 ms away
+    /// clock.advance(Duration::from_millis(100));
+    /// assert!(limiter.try_acquire(1).is_ok());
+    /// ```
+    pub fn leaky_shaper(options: ShaperOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::LeakyShaper(options)))
+    }
+
     /// Makes a limiter of this kind on `clock`.
     ///
     /// ```
@@ -166,6 +228,15 @@ impl PartitionKind {
             Kind::SlidingWindow(o) => PartitionLimiter::SlidingWindow(
                 SlidingWindowLimiter::with_clock(o, clock).expect(VALID),
             ),
+            Kind::Gcra(o) => {
+                PartitionLimiter::Gcra(GcraLimiter::with_clock(o, clock).expect(VALID))
+            }
+            Kind::LeakyMeter(o) => {
+                PartitionLimiter::LeakyMeter(LeakyBucketMeter::with_clock(o, clock).expect(VALID))
+            }
+            Kind::LeakyShaper(o) => {
+                PartitionLimiter::LeakyShaper(LeakyBucketShaper::with_clock(o, clock).expect(VALID))
+            }
         }
     }
 }
@@ -178,7 +249,8 @@ impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
     }
 }
 
-/// The limiter of a partition of the built-in kinds: one of the four limiters, or no limit.
+/// The limiter of a partition of the built-in kinds: one of the seven queued limiters, or no
+/// limit.
 ///
 /// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`]) and gives permits back to
 /// its concurrency limiter ([`Release`]), each by delegating to the limiter inside.
@@ -210,6 +282,12 @@ pub enum PartitionLimiter<C: Clock> {
     FixedWindow(FixedWindowLimiter<C>),
     /// A sliding window of up to 16 segments.
     SlidingWindow(SlidingWindowLimiter<C>),
+    /// A GCRA limiter.
+    Gcra(GcraLimiter<C>),
+    /// A leaky bucket as a meter.
+    LeakyMeter(LeakyBucketMeter<C>),
+    /// A leaky bucket as a shaper.
+    LeakyShaper(LeakyBucketShaper<C>),
 }
 
 /// Calls `$e` with `$l` bound to the limiter inside `$self`.
@@ -221,6 +299,25 @@ macro_rules! each {
             PartitionLimiter::TokenBucket($l) => $e,
             PartitionLimiter::FixedWindow($l) => $e,
             PartitionLimiter::SlidingWindow($l) => $e,
+            PartitionLimiter::Gcra($l) => $e,
+            PartitionLimiter::LeakyMeter($l) => $e,
+            PartitionLimiter::LeakyShaper($l) => $e,
+        }
+    };
+}
+
+/// Calls `$e` with `$l` bound to the rate limiter inside `$self`, or evaluates `$none` for a
+/// concurrency or unlimited partition.
+macro_rules! each_rate {
+    ($self:expr, $l:ident => $e:expr, else $none:expr) => {
+        match $self {
+            PartitionLimiter::TokenBucket($l) => $e,
+            PartitionLimiter::FixedWindow($l) => $e,
+            PartitionLimiter::SlidingWindow($l) => $e,
+            PartitionLimiter::Gcra($l) => $e,
+            PartitionLimiter::LeakyMeter($l) => $e,
+            PartitionLimiter::LeakyShaper($l) => $e,
+            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => $none,
         }
     };
 }
@@ -247,6 +344,21 @@ impl<C: Clock + Sync> Limiter for PartitionLimiter<C> {
     }
 }
 
+impl<C: Clock + Sync> crate::limiter::Peek for PartitionLimiter<C> {
+    fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        match self {
+            PartitionLimiter::NoLimit(_) => Ok(()),
+            PartitionLimiter::Concurrency(l) => l.peek(permits),
+            PartitionLimiter::TokenBucket(l) => l.peek(permits),
+            PartitionLimiter::FixedWindow(l) => l.peek(permits),
+            PartitionLimiter::SlidingWindow(l) => l.peek(permits),
+            PartitionLimiter::Gcra(l) => l.peek(permits),
+            PartitionLimiter::LeakyMeter(l) => l.peek(permits),
+            PartitionLimiter::LeakyShaper(l) => l.peek(permits),
+        }
+    }
+}
+
 impl<C: Clock + Sync> Release for PartitionLimiter<C> {
     fn release(&self, permits: u32) {
         if let PartitionLimiter::Concurrency(l) = self {
@@ -258,30 +370,13 @@ impl<C: Clock + Sync> Release for PartitionLimiter<C> {
 impl<C: Clock + Sync> Replenishing for PartitionLimiter<C> {
     /// The rate limiter's period; zero for a concurrency or unlimited partition.
     fn replenishment_period(&self) -> Duration {
-        match self {
-            PartitionLimiter::TokenBucket(l) => l.replenishment_period(),
-            PartitionLimiter::FixedWindow(l) => l.replenishment_period(),
-            PartitionLimiter::SlidingWindow(l) => l.replenishment_period(),
-            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => Duration::ZERO,
-        }
+        each_rate!(self, l => l.replenishment_period(), else Duration::ZERO)
     }
     fn replenish(&self) -> u64 {
-        match self {
-            PartitionLimiter::TokenBucket(l) => l.replenish(),
-            PartitionLimiter::FixedWindow(l) => l.replenish(),
-            PartitionLimiter::SlidingWindow(l) => l.replenish(),
-            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => {
-                self.available_permits()
-            }
-        }
+        each_rate!(self, l => l.replenish(), else self.available_permits())
     }
     fn next_service(&self) -> Option<Duration> {
-        match self {
-            PartitionLimiter::TokenBucket(l) => l.next_service(),
-            PartitionLimiter::FixedWindow(l) => l.next_service(),
-            PartitionLimiter::SlidingWindow(l) => l.next_service(),
-            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => None,
-        }
+        each_rate!(self, l => l.next_service(), else None)
     }
 }
 

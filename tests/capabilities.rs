@@ -1,0 +1,93 @@
+//! The capability matrix (issue 25): what each limiter offers, asserted at compile time where a
+//! trait says it (a missing impl fails to build), at run time where a constructor does.
+//!
+//! | limiter | `AcquireAsync` | `Quota` | `NoQueue` | `PartitionKind` | woken by time |
+//! |---|---|---|---|---|---|
+//! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) |
+//! | token bucket, fixed window | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | sliding window | ✓ | ✓ | – | ✓ | ✓ |
+//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | – | ✓ | ✓ |
+//! | sliding counter, sliding log | – (no queue) | – | (no queue at all) | – | – |
+//!
+//! The gaps (–) are the open part of issue 25; each one closed moves a line below from
+//! `gaps` into the assertions.
+
+use core::future::Future;
+use core::time::Duration;
+
+use tollgate::*;
+
+type M = ManualClock;
+
+/// A limiter that waits in a queue of its own, reports its quota and is served by time.
+fn queued_rate<L: Limiter + Peek + Replenishing + AcquireAsync + Quota>() {}
+/// A limiter that waits in a queue of its own and reports its quota (served by releases).
+fn queued<L: Limiter + Peek + AcquireAsync + Quota>() {}
+/// A limiter that answers at once.
+fn answers_at_once<L: Limiter + Peek + Replenishing>() {}
+
+#[test]
+fn every_queued_limiter_waits_and_reports_its_quota() {
+    queued::<ConcurrencyLimiter<M>>();
+    queued_rate::<TokenBucketLimiter<M>>();
+    queued_rate::<FixedWindowLimiter<M>>();
+    queued_rate::<SlidingWindowLimiter<M, 4>>();
+    queued_rate::<GcraLimiter<M>>();
+    queued_rate::<LeakyBucketMeter<M>>();
+    queued_rate::<LeakyBucketShaper<M>>();
+    queued_rate::<PartitionLimiter<M>>();
+}
+
+#[test]
+fn the_limiters_without_a_queue_answer_at_once() {
+    answers_at_once::<TokenBucketLimiter<M, NoQueue>>();
+    answers_at_once::<FixedWindowLimiter<M, NoQueue>>();
+    answers_at_once::<SlidingCounterLimiter<M>>();
+    answers_at_once::<SlidingLogLimiter<M, 4>>();
+    fn concurrency<L: Limiter + Peek>() {}
+    concurrency::<ConcurrencyLimiter<M, NoQueue>>();
+}
+
+#[test]
+fn every_queued_limiter_is_a_partition_kind() {
+    let s = Duration::from_secs(1);
+    let kinds = [
+        PartitionKind::concurrency(ConcurrencyOptions::new(2)),
+        PartitionKind::token_bucket(TokenBucketOptions::new(2, 1, s)),
+        PartitionKind::fixed_window(FixedWindowOptions::new(2, s)),
+        PartitionKind::sliding_window(SlidingWindowOptions::new(2, s, 2)),
+        PartitionKind::gcra(GcraOptions::per_second(2)),
+        PartitionKind::leaky_meter(LeakyBucketOptions::new(2, 1, s)),
+        PartitionKind::leaky_shaper(ShaperOptions::per_second(2).with_max_permits(2)),
+    ];
+    for kind in kinds {
+        let limiter = kind.unwrap().limiter(ManualClock::new());
+        assert_eq!(limiter.quota().limit, 2);
+        assert!(limiter.try_acquire(2).is_ok(), "{limiter:?}");
+        assert!(limiter.try_acquire(3).is_err());
+    }
+}
+
+/// GCRA's family, newly first-class: its quota, waited for through the trait.
+#[test]
+fn gcra_reports_its_quota_and_waits_through_acquire_async() {
+    let clock = ManualClock::new();
+    let opts = GcraOptions::per_second(2).with_queue(2, QueueOrder::OldestFirst);
+    let gcra = GcraLimiter::with_clock(opts, &clock).unwrap();
+    let q = gcra.quota();
+    assert_eq!((q.limit, q.remaining, q.reset_after), (2, 2, None));
+    gcra.try_acquire(2).unwrap().forget();
+    let q = gcra.quota();
+    assert_eq!(
+        (q.remaining, q.reset_after),
+        (0, Some(Duration::from_millis(500)))
+    );
+    let mut waiter = core::pin::pin!(AcquireAsync::acquire(&gcra, 1));
+    let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    assert!(waiter.as_mut().poll(&mut cx).is_pending());
+    clock.advance(Duration::from_millis(500));
+    assert!(matches!(
+        waiter.as_mut().poll(&mut cx),
+        core::task::Poll::Ready(Ok(_))
+    ));
+}
