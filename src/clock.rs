@@ -445,3 +445,43 @@ impl Clock for StdClock {
         false
     }
 }
+
+/// The clock a limiter reads when its type names none: [`StdClock`] with `std`, so that
+/// `Arc<TokenBucketLimiter>` is a whole type, as tokio's `Semaphore` or governor's
+/// `DefaultDirectRateLimiter` are.
+///
+/// ```
+/// use core::time::Duration;
+/// use std::sync::Arc;
+/// use tollgate::*;
+///
+/// struct App {
+///     api: Arc<TokenBucketLimiter>,
+///     uploads: ConcurrencyLimiter,
+/// }
+/// let app = App {
+///     api: Arc::new(TokenBucketLimiter::new(TokenBucketOptions::new(10, 10, Duration::from_secs(1))).unwrap()),
+///     uploads: ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap(),
+/// };
+/// assert!(app.api.try_acquire(1).is_ok());
+/// # let _ = app.uploads;
+/// ```
+#[cfg(feature = "std")]
+pub type DefaultClock = StdClock;
+
+/// The clock a limiter reads when its type names none. Without `std` no clock reads time by
+/// itself, so this is [`NoClock`], which cannot be made: name your own clock
+/// (`TokenBucketLimiter<MyClock>`).
+#[cfg(not(feature = "std"))]
+pub type DefaultClock = NoClock;
+
+/// A clock that cannot exist: the [`DefaultClock`] without `std`, where a limiter's type must
+/// name its clock. (No value of this type can be made, so no limiter on it can be built.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoClock {}
+
+impl Clock for NoClock {
+    fn now(&self) -> Instant {
+        match *self {}
+    }
+}

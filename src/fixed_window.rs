@@ -92,7 +92,7 @@ impl FixedWindowOptions {
 /// [`without_queue`](FixedWindowLimiter::without_queue) and
 /// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
 #[derive(Debug)]
-pub struct FixedWindowLimiter<C: Clock, Q = WaitQueue> {
+pub struct FixedWindowLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: BucketCore<C, Q>,
     options: FixedWindowOptions,
 }

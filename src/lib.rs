@@ -118,7 +118,7 @@ pub use chain::DynChain;
 pub use chain::{Chain, ChainLease, EmptyChain, Leases, Links, PartitionedChain, PartitionedLinks};
 #[cfg(feature = "std")]
 pub use clock::StdClock;
-pub use clock::{Clock, Instant, ManualClock};
+pub use clock::{Clock, DefaultClock, Instant, ManualClock, NoClock};
 #[cfg(feature = "std")]
 pub use coarse_clock::CoarseClock;
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
@@ -153,6 +153,32 @@ pub use sliding_counter::{SlidingCounterLimiter, SlidingCounterOptions};
 pub use sliding_log::{SlidingLogLimiter, SlidingLogOptions};
 #[cfg(feature = "std")]
 pub use tiers::{RuleLimiter, TierError, TierLease, TierRules};
+
+/// The traits that give the limiters their methods, in one import: `use tollgate::prelude::*;`
+/// makes `try_acquire`, `acquire`, `peek`, `replenish`, `quota`, `available_permits`,
+/// `statistics` and the rest callable on every limiter, partitioned limiter and clock.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::prelude::*;
+/// use tollgate::{ManualClock, TokenBucketLimiter, TokenBucketOptions};
+///
+/// let clock = ManualClock::new();
+/// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+/// let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+/// let _lease = bucket.try_acquire(2).unwrap();
+/// assert!(bucket.peek(1).is_err());
+/// assert_eq!(bucket.quota().remaining, 0);
+/// clock.advance(Duration::from_secs(1));
+/// assert_eq!(bucket.replenish(), 1);
+/// ```
+pub mod prelude {
+    #[cfg(feature = "alloc")]
+    pub use crate::limiter::AcquireOwned;
+    pub use crate::limiter::{AcquireAsync, Limiter, Peek, Replenishing};
+    pub use crate::partition::{PartitionedAcquireAsync, PartitionedLimiter};
+    pub use crate::{Clock, Quota, Release};
+}
 
 /// The README's examples, compiled and run as doc tests so that the README stays true.
 #[cfg(doctest)]

@@ -106,7 +106,7 @@ impl TokenBucketOptions {
 /// [`without_queue`](TokenBucketLimiter::without_queue) and
 /// [`at_epoch_without_queue`](TokenBucketLimiter::at_epoch_without_queue)).
 #[derive(Debug)]
-pub struct TokenBucketLimiter<C: Clock, Q = WaitQueue> {
+pub struct TokenBucketLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: BucketCore<C, Q>,
     options: TokenBucketOptions,
 }

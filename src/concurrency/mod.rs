@@ -111,7 +111,7 @@ impl ConcurrencyOptions {
 /// [`without_queue`](ConcurrencyLimiter::without_queue) and
 /// [`at_epoch_without_queue`](ConcurrencyLimiter::at_epoch_without_queue)).
 #[derive(Debug)]
-pub struct ConcurrencyLimiter<C: Clock, Q = WaitQueue> {
+pub struct ConcurrencyLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     word: AtomicUsize,
     /// The idle stamp: raw clock nanoseconds since which the limiter has been idle.
     idle_since: Stamp,

@@ -808,7 +808,7 @@ impl GcraOptions {
 /// assert!(gcra.try_acquire(1).is_err());
 /// ```
 #[derive(Debug)]
-pub struct GcraLimiter<C: Clock> {
+pub struct GcraLimiter<C: Clock = crate::clock::DefaultClock> {
     core: GcraCore<C>,
     /// The options in force (changed by `reconfigure`, under the queue lock).
     options: crate::wait::Lock<GcraOptions>,

@@ -133,7 +133,7 @@ impl LeakyBucketOptions {
 /// assert_eq!(meter.available_permits(), 2);
 /// ```
 #[derive(Debug)]
-pub struct LeakyBucketMeter<C: Clock> {
+pub struct LeakyBucketMeter<C: Clock = crate::clock::DefaultClock> {
     core: GcraCore<C>,
     /// The options in force (changed by `reconfigure`, under the queue lock).
     options: crate::wait::Lock<LeakyBucketOptions>,
@@ -430,7 +430,7 @@ impl ShaperOptions {
 /// assert!(matches!(second.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
 /// ```
 #[derive(Debug)]
-pub struct LeakyBucketShaper<C: Clock> {
+pub struct LeakyBucketShaper<C: Clock = crate::clock::DefaultClock> {
     core: GcraCore<C>,
     /// The options in force (changed by `reconfigure`, under the queue lock).
     options: crate::wait::Lock<ShaperOptions>,

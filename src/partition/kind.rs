@@ -271,7 +271,7 @@ impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
 // allocation per partition, and is impossible in the heapless store this type also serves.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum PartitionLimiter<C: Clock> {
+pub enum PartitionLimiter<C: Clock = crate::clock::DefaultClock> {
     /// No limit.
     NoLimit(NoLimitPartition<C>),
     /// A concurrency limiter.

@@ -151,7 +151,7 @@ const MAX_WINDOW_NS: u64 = 1 << 62;
 /// assert_eq!(counter.available_permits(), 7);
 /// ```
 #[derive(Debug)]
-pub struct SlidingCounterLimiter<C: Clock> {
+pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock> {
     word: AtomicU128,
     ticker: Ticker,
     /// Permits per window (changed by `reconfigure`; only ever a `u32`).

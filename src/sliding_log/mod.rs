@@ -151,7 +151,7 @@ impl SlidingLogOptions {
 /// clock.advance(Duration::from_secs(10));
 /// assert!(logins.try_acquire(1).is_ok());
 /// ```
-pub struct SlidingLogLimiter<C: Clock, const N: usize = 16> {
+pub struct SlidingLogLimiter<C: Clock = crate::clock::DefaultClock, const N: usize = 16> {
     log: Lock<Log<N>>,
     closed: AtomicBool,
     ticker: Ticker,

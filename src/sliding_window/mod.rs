@@ -216,7 +216,7 @@ impl HeaderWord {
 /// assert_eq!(window.available_permits(), 7);
 /// ```
 #[derive(Debug)]
-pub struct SlidingWindowLimiter<C: Clock, const N: usize = 16> {
+pub struct SlidingWindowLimiter<C: Clock = crate::clock::DefaultClock, const N: usize = 16> {
     header: HeaderWord,
     ring: [AtomicU128; N],
     ticker: Ticker,
