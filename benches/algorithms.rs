@@ -140,7 +140,7 @@ fn counter<C: Clock>(clock: C, allowed: bool) -> SlidingCounterLimiter<C> {
 /// window of entries: its worst case.
 fn log<C: Clock>(clock: C) -> SlidingLogLimiter<C, 64> {
     let l =
-        aged(SlidingLogLimiter::with_clock(SlidingLogOptions::new(64, CENTURY), clock).unwrap());
+        aged(SlidingLogLimiter::with_capacity(SlidingLogOptions::new(64, CENTURY), clock).unwrap());
     for _ in 0..64 {
         let _ = l.try_acquire(1).unwrap();
     }

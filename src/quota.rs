@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn sliding_window_reports_when_a_segment_leaves() {
         let clock = ManualClock::new();
-        let l = SlidingWindowLimiter::<_, 16>::with_clock(
+        let l = SlidingWindowLimiter::<_, 16>::with_capacity(
             SlidingWindowOptions::new(4, Duration::from_secs(4), 4),
             &clock,
         )

@@ -32,7 +32,7 @@ fn article_001_fixed_window_boundary_burst() {
     let clock = ManualClock::new();
     let fixed = FixedWindowLimiter::with_clock(FixedWindowOptions::new(100, MIN), &clock).unwrap();
     let log: SlidingLogLimiter<_, 100> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(100), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(100), &clock).unwrap();
     let counter =
         SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(100), &clock).unwrap();
     clock.advance(Duration::from_secs(59));
@@ -203,7 +203,7 @@ fn article_002_fixed_window_boundary() {
 fn article_002_sliding_log_logins() {
     let clock = ManualClock::new();
     let logins: SlidingLogLimiter<_, 5> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(5), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
     assert_eq!(logins.ring_bytes(), 80);
     for s in [0, 5, 20, 21, 58] {
         clock.advance(Duration::from_secs(s) - elapsed(&clock));
@@ -218,7 +218,8 @@ fn article_002_sliding_log_logins() {
     assert_eq!(logins.statistics().total_successful, 6);
     assert_eq!(logins.statistics().total_failed, 2);
     // A limit beyond the ring is refused at construction, not truncated.
-    let too_big = SlidingLogLimiter::<_, 5>::with_clock(SlidingLogOptions::per_minute(6), &clock);
+    let too_big =
+        SlidingLogLimiter::<_, 5>::with_capacity(SlidingLogOptions::per_minute(6), &clock);
     assert_eq!(
         too_big.unwrap_err(),
         OptionsError::ExceedsCapacity { max: 5 }
@@ -278,7 +279,7 @@ fn sliding_counter_error_bound_against_the_log() {
         SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(limit), &clock)
             .unwrap();
     let log: SlidingLogLimiter<_, 10> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(limit), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(limit), &clock).unwrap();
     clock.advance(Duration::from_millis(59_999));
     assert!(take(&counter, limit) && take(&log, limit)); // all at the end of window 0
                                                          // Late in window 1 (at 1:59.990) the previous 10 weigh 0.017 %: nine more pass the counter.
@@ -335,7 +336,7 @@ fn close_and_statistics() {
     counter.close();
     assert_eq!(counter.try_acquire(1).unwrap_err().reason(), Reason::Closed);
     let log: SlidingLogLimiter<_, 1> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(1), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_second(1), &clock).unwrap();
     log.close();
     assert_eq!(log.try_acquire(1).unwrap_err().reason(), Reason::Closed);
     assert!(counter.is_closed() && log.is_closed());
@@ -351,7 +352,7 @@ fn bad_input_is_typed() {
     let counter =
         SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(3), &clock).unwrap();
     let log: SlidingLogLimiter<_, 3> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(3), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_second(3), &clock).unwrap();
     let all: [&dyn Limiter; 5] = [&gcra, &meter, &shaper, &counter, &log];
     for l in all {
         assert_eq!(
@@ -390,7 +391,7 @@ fn clock_edges() {
     let counter =
         SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), &clock).unwrap();
     let log: SlidingLogLimiter<_, 2> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(2), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_second(2), &clock).unwrap();
     let all: [&dyn Limiter; 3] = [&gcra, &counter, &log];
     for l in all {
         assert!(l.try_acquire(2).is_ok());
@@ -415,7 +416,7 @@ fn clock_edges() {
 fn sliding_log_a_probe_past_the_window_does_not_date_the_log() {
     let clock = ManualClock::new();
     let log: SlidingLogLimiter<_, 8> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(5), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
     assert!(take(&log, 5));
     clock.set(tollgate::Instant::from_nanos((1 << 63) - 1));
     assert_eq!(log.available_permits(), 5);

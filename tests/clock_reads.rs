@@ -135,8 +135,7 @@ fn sliding_window_reads_the_clock_once_per_decision() {
     let manual = ManualClock::new();
     let c = Counting::new(&manual);
     // One segment: the window is a tick, as in the script.
-    let l: SlidingWindowLimiter<_> =
-        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(2, SEC, 1), &c).unwrap();
+    let l = SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(2, SEC, 1), &c).unwrap();
     script(&l, &manual, &c);
 }
 
@@ -144,8 +143,7 @@ fn sliding_window_reads_the_clock_once_per_decision() {
 fn sliding_window_behind_earlier_segments_reads_the_clock_once() {
     let manual = ManualClock::new();
     let c = Counting::new(&manual);
-    let l: SlidingWindowLimiter<_> =
-        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(2, SEC, 4), &c).unwrap();
+    let l = SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(2, SEC, 4), &c).unwrap();
     assert_eq!(acquire_once(&l, &c, 1, "first"), Answer::Granted);
     manual.advance(SEC / 4);
     assert_eq!(acquire_once(&l, &c, 1, "next segment"), Answer::Granted);

@@ -360,7 +360,7 @@ fn invalid_options_are_typed_errors() {
         f(FixedWindowOptions::new(1, Duration::MAX)),
         Err(OptionsError::PeriodTooLong)
     );
-    let s = |o| SlidingWindowLimiter::<_, 4>::with_clock(o, &clock).map(|_| ());
+    let s = |o| SlidingWindowLimiter::<_, 4>::with_capacity(o, &clock).map(|_| ());
     assert_eq!(
         s(SlidingWindowOptions::new(0, SEC, 2)),
         Err(OptionsError::ZeroLimit)
@@ -547,7 +547,7 @@ fn a_full_bucket_is_idle_even_after_the_clock_steps_back() {
 fn sliding_window_past_the_segment_limit_does_not_overflow() {
     let clock = ManualClock::new();
     let s: SlidingWindowLimiter<_, 1> =
-        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(1, NS, 1), &clock).unwrap();
+        SlidingWindowLimiter::with_capacity(SlidingWindowOptions::new(1, NS, 1), &clock).unwrap();
     clock.set(Instant::from_nanos(1 << 62));
     let _ = s.try_acquire(1).unwrap();
     let r = s.try_acquire(1).unwrap_err();

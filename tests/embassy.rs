@@ -42,7 +42,7 @@ fn fixed_and_sliding_window_waiters_complete_on_time() {
     fixed.try_acquire(1).unwrap().forget();
     assert!(embassy_futures::block_on(fixed.acquire(1)).is_ok());
 
-    let sliding: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(
+    let sliding = SlidingWindowLimiter::with_clock(
         SlidingWindowOptions::new(1, Duration::from_millis(15), 3)
             .with_queue(1, QueueOrder::OldestFirst),
         EmbassyClock,
@@ -96,7 +96,7 @@ fn every_queued_rate_limiter_wakes_its_waiter_through_embassys_timer() {
     assert!(common::run_when_woken(window.acquire(1), limit)
         .expect("woken")
         .is_ok());
-    let sliding = SlidingWindowLimiter::<_, 2>::with_clock(
+    let sliding = SlidingWindowLimiter::<_, 2>::with_capacity(
         SlidingWindowOptions::new(1, wait * 2, 2).with_queue(1, order),
         clock,
     )

@@ -336,7 +336,7 @@ fn item2_serving_late_grants_what_serving_on_time_grants() {
                     let segments = 1 + rng_segments;
                     let opts = SlidingWindowOptions::new(limit, period * segments, segments)
                         .with_queue(queue, order);
-                    let l = SlidingWindowLimiter::<_, 8>::with_clock(opts, &clock).unwrap();
+                    let l = SlidingWindowLimiter::<_, 8>::with_capacity(opts, &clock).unwrap();
                     run(&l, &clock, tick, &reqs, every, |l, n| {
                         Task::new(l.acquire(n))
                     })

@@ -59,14 +59,14 @@ fn item5_the_sliding_log_refuses_windows_of_2_63_ns_or_more() {
         let opts = SlidingLogOptions::new(1, Duration::from_nanos(ns));
         assert_eq!(opts.validate(8), Err(OptionsError::PeriodTooLong));
         assert_eq!(
-            SlidingLogLimiter::<_, 8>::with_clock(opts, ManualClock::new()).unwrap_err(),
+            SlidingLogLimiter::<_, 8>::with_capacity(opts, ManualClock::new()).unwrap_err(),
             OptionsError::PeriodTooLong
         );
     }
     // The longest window accepted: its RetryAfter is met.
     let clock = ManualClock::new();
     let opts = SlidingLogOptions::new(1, Duration::from_nanos((1 << 63) - 1));
-    let log = SlidingLogLimiter::<_, 8>::with_clock(opts, &clock).unwrap();
+    let log = SlidingLogLimiter::<_, 8>::with_capacity(opts, &clock).unwrap();
     log.try_acquire(1).unwrap().forget();
     let wait = log.try_acquire(1).unwrap_err().retry_after().unwrap();
     clock.advance(wait);

@@ -94,7 +94,7 @@ fn fixed_window_peeks_what_it_would_take() {
 fn sliding_window_peeks_what_it_would_take() {
     let clock = ManualClock::new();
     let opts = SlidingWindowOptions::new(8, Duration::from_secs(2), 4);
-    let l: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let l = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     agree(&l, &clock, 8, 0x94D0_49BB_1331_11EB, 3_000);
 }
 
@@ -133,7 +133,7 @@ fn sliding_counter_and_log_peek_what_they_would_take() {
         SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(7), &clock).unwrap();
     agree(&counter, &clock, 7, 0x1234_5678_9ABC_DEF1, 3_000);
     let log: SlidingLogLimiter<_, 8> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(8), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_second(8), &clock).unwrap();
     agree(&log, &clock, 8, 0x0F1E_2D3C_4B5A_6978, 3_000);
 }
 

@@ -341,7 +341,7 @@ fn rate_permits_of_a_dropped_granted_waiter_come_back() {
     assert_eq!(t.available_permits(), 3);
 
     let opts = SlidingWindowOptions::new(3, 2 * SEC, 2).with_queue(5, QueueOrder::OldestFirst);
-    let s: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let s = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let _ = s.try_acquire(3).unwrap();
     let mut b = Task::new(s.acquire(2));
     b.pending();
@@ -356,7 +356,7 @@ fn rate_permits_of_a_dropped_granted_waiter_come_back() {
 fn sliding_window_queue_full_retry_after_counts_the_queue_ahead() {
     let clock = ManualClock::new();
     let opts = SlidingWindowOptions::new(4, 4 * SEC, 4).with_queue(2, QueueOrder::OldestFirst);
-    let s: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let s = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let _ = s.try_acquire(1).unwrap(); // segment 0
     clock.advance(SEC);
     let _ = s.try_acquire(3).unwrap(); // segment 1

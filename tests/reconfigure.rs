@@ -170,7 +170,7 @@ fn a_sliding_window_keeps_what_it_counted_under_a_new_limit() {
     let clock = ManualClock::new();
     let minute = Duration::from_secs(60);
     let opts = SlidingWindowOptions::new(10, minute, 2).with_queue(20, QueueOrder::OldestFirst);
-    let w: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let w = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     w.try_acquire(6).unwrap().forget();
     let mut four = Task::new(w.acquire(4));
     assert_eq!(four.ready().unwrap().permits(), 4); // 10 of 10 now

@@ -300,7 +300,7 @@ fn the_log_never_lets_a_window_hold_more_than_the_limit_in_force() {
         let clock = ManualClock::new();
         let window = 1_000u64;
         let opts = |limit| SlidingLogOptions::new(limit, Duration::from_nanos(window));
-        let log = SlidingLogLimiter::<_, 16>::with_clock(opts(8), &clock).unwrap();
+        let log = SlidingLogLimiter::<_, 16>::with_capacity(opts(8), &clock).unwrap();
         let mut limit = 8u32;
         let mut admitted: Vec<u64> = Vec::new();
         let mut now = 0u64;

@@ -169,7 +169,7 @@ async fn sliding_window_design_doc_example_matches_the_local_window() {
     );
     let origin = align(&mut conn, 3 * u).await;
     let clock = ManualClock::new();
-    let local: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let local = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let seen = replay(
         &redis,
         origin,
@@ -214,8 +214,7 @@ async fn fixed_and_sliding_windows_under_a_boundary_burst_match_the_local_ones()
     let origin = align(&mut conn, min).await;
     let (c1, c2) = (ManualClock::new(), ManualClock::new());
     let local_fixed = FixedWindowLimiter::with_clock(fixed_opts, &c1).unwrap();
-    let local_sliding: SlidingWindowLimiter<_> =
-        SlidingWindowLimiter::with_clock(sliding_opts, &c2).unwrap();
+    let local_sliding = SlidingWindowLimiter::with_clock(sliding_opts, &c2).unwrap();
     let steps = [
         step(Duration::ZERO, 30, 1),
         step(59 * sec, 1, 100),

@@ -128,7 +128,8 @@ fn sliding_window_behind_a_waiter_counts_its_grant_in_its_segment() {
     let scenario = |clock: &ManualClock, then: &dyn Fn(&dyn Replenishing)| {
         let opts =
             SlidingWindowOptions::new(10, 3 * SEC, 3).with_queue(100, QueueOrder::OldestFirst);
-        let l: SlidingWindowLimiter<_, 4> = SlidingWindowLimiter::with_clock(opts, clock).unwrap();
+        let l: SlidingWindowLimiter<_, 4> =
+            SlidingWindowLimiter::with_capacity(opts, clock).unwrap();
         let _ = l.try_acquire(4).unwrap();
         clock.advance(SEC);
         let _ = l.try_acquire(6).unwrap();
@@ -146,7 +147,8 @@ fn sliding_window_behind_a_waiter_counts_its_grant_in_its_segment() {
 fn without_a_queue_retry_after_is_still_exact() {
     let scenario = |clock: &ManualClock, then: &dyn Fn(&dyn Replenishing)| {
         let opts = SlidingWindowOptions::new(10, 3 * SEC, 3);
-        let l: SlidingWindowLimiter<_, 4> = SlidingWindowLimiter::with_clock(opts, clock).unwrap();
+        let l: SlidingWindowLimiter<_, 4> =
+            SlidingWindowLimiter::with_capacity(opts, clock).unwrap();
         let _ = l.try_acquire(3).unwrap();
         clock.advance(SEC);
         let _ = l.try_acquire(7).unwrap();
@@ -171,7 +173,8 @@ fn a_reading_behind_the_state_waits_from_the_state() {
     let t = TokenBucketLimiter::with_clock(TokenBucketOptions::new(1, 1, SEC), &clock).unwrap();
     let f = FixedWindowLimiter::with_clock(FixedWindowOptions::new(1, SEC), &clock).unwrap();
     let s: SlidingWindowLimiter<_, 3> =
-        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(1, 3 * SEC, 3), &clock).unwrap();
+        SlidingWindowLimiter::with_capacity(SlidingWindowOptions::new(1, 3 * SEC, 3), &clock)
+            .unwrap();
     clock.set(Instant::from_nanos(10_500_000_000));
     for l in [&t as &dyn Limiter, &f, &s] {
         let _ = l.try_acquire(1).unwrap();
@@ -198,8 +201,11 @@ fn periods_must_end_before_the_horizon_of_2_pow_63_ns() {
         Some(OptionsError::PeriodTooLong)
     );
     assert_eq!(
-        SlidingWindowLimiter::<_, 2>::with_clock(SlidingWindowOptions::new(1, horizon, 2), &clock)
-            .err(),
+        SlidingWindowLimiter::<_, 2>::with_capacity(
+            SlidingWindowOptions::new(1, horizon, 2),
+            &clock
+        )
+        .err(),
         Some(OptionsError::PeriodTooLong)
     );
     // The longest period accepted completes, and its RetryAfter says exactly when.

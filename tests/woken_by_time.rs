@@ -38,7 +38,7 @@ fn every_queued_limiter<C: Clock + Clone>(clock: C) {
     )
     .unwrap();
     queued(&window, |l| run_when_woken(l.acquire(1), LIMIT));
-    let sliding = SlidingWindowLimiter::<_, 4>::with_clock(
+    let sliding = SlidingWindowLimiter::<_, 4>::with_capacity(
         SlidingWindowOptions::new(1, WAIT * 2, 2).with_queue(n, order),
         clock.clone(),
     )

@@ -41,7 +41,7 @@ fn token_bucket_10_tokens_2_per_minute() {
 fn sliding_window_3_segments_of_10_minutes_limit_100() {
     let clock = ManualClock::new();
     let opts = SlidingWindowOptions::new(100, 30 * MIN, 3);
-    let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let _ = window.try_acquire(50).unwrap(); // first 10 minutes: 50 requests
     clock.advance(10 * MIN);
     assert_eq!(window.available_permits(), 50);
@@ -57,7 +57,7 @@ fn design_doc_sliding_window_3s_3_segments_limit_10() {
     // Time: |1s |2s |3s |4s |   Count: [3] [4] [3] [1]
     let clock = ManualClock::new();
     let opts = SlidingWindowOptions::new(10, 3 * SEC, 3);
-    let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let _ = window.try_acquire(3).unwrap();
     clock.advance(SEC);
     let _ = window.try_acquire(4).unwrap();
@@ -77,7 +77,7 @@ fn fixed_and_sliding_window_under_a_boundary_burst() {
     // 100 requests at 0:59 and 100 at 1:00 against 100 per minute.
     let clock = ManualClock::new();
     let fixed = FixedWindowLimiter::with_clock(FixedWindowOptions::new(100, MIN), &clock).unwrap();
-    let sliding: SlidingWindowLimiter<_> =
+    let sliding =
         SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(100, MIN, 6), &clock).unwrap();
     clock.advance(59 * SEC);
     let burst = |l: &dyn Limiter| (0..100).filter(|_| l.try_acquire(1).is_ok()).count();

@@ -206,7 +206,7 @@ fn wait_sliding<const N: usize>(
     let opts = SlidingWindowOptions::new(limit, duration, segments).with_queue(ql, order);
     let origin = s.start.resolve(window_ns / u64::from(segments.max(1)));
     let clock = ManualClock::starting_at(Instant::from_nanos(origin));
-    let lib = SlidingWindowLimiter::<_, N>::with_clock(opts, &clock);
+    let lib = SlidingWindowLimiter::<_, N>::with_capacity(opts, &clock);
     let expected = options::sliding_window(limit, duration, segments, N);
     let Some((lib, segment)) = accepted("sliding window", lib, expected) else {
         return;
@@ -286,7 +286,7 @@ fn run_sliding<const N: usize>(
     let opts = SlidingWindowOptions::new(limit, duration, segments);
     let origin = start.resolve(window_ns / u64::from(segments.max(1)));
     let clock = ManualClock::starting_at(Instant::from_nanos(origin));
-    let lib = SlidingWindowLimiter::<_, N>::with_clock(opts, &clock);
+    let lib = SlidingWindowLimiter::<_, N>::with_capacity(opts, &clock);
     let expected = options::sliding_window(limit, duration, segments, N);
     let Some((lib, segment)) = accepted("sliding window", lib, expected) else {
         return;

@@ -153,7 +153,7 @@ fn run_counter(limit: u32, window: u64, start: Start, ops: &[Op]) {
 fn run_log<const N: usize>((limit, window, start, ops): (u32, u64, Start, &[Op])) {
     let (clock, origin) = clock(start, window);
     let opts = SlidingLogOptions::new(limit, Duration::from_nanos(window));
-    let lib = SlidingLogLimiter::<_, N>::with_clock(opts, &clock);
+    let lib = SlidingLogLimiter::<_, N>::with_capacity(opts, &clock);
     let expected = match window_rules(limit, window, 1 << 63) {
         Err(OptionsError::ZeroLimit) => Err(OptionsError::ZeroLimit),
         _ if limit as usize > N => Err(OptionsError::ExceedsCapacity { max: N }),

@@ -226,7 +226,7 @@ pub fn check(input: &Input) {
                 let window = period * input.segments;
                 let opts = SlidingWindowOptions::new(limit, window, input.segments)
                     .with_queue(queue, order);
-                let l = SlidingWindowLimiter::<_, 4>::with_clock(opts, &clock).unwrap();
+                let l = SlidingWindowLimiter::<_, 4>::with_capacity(opts, &clock).unwrap();
                 run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
             }
             3 => {

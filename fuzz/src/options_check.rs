@@ -41,7 +41,7 @@ fn error_is_printable(e: OptionsError) {
 fn check_sliding<const N: usize>(o: SlidingWindowOptions, clock: &ManualClock) {
     let want = rules::sliding_window(o.permit_limit, o.window, o.segments_per_window, N);
     same("SlidingWindowOptions::validate", o.validate(N), want);
-    match (SlidingWindowLimiter::<_, N>::with_clock(o, clock), want) {
+    match (SlidingWindowLimiter::<_, N>::with_capacity(o, clock), want) {
         (Ok(l), Ok(segment)) => {
             same("sliding options()", l.options(), o);
             same(

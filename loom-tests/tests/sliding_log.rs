@@ -15,7 +15,7 @@ fn one_left_exactly_one_wins() {
     check(|| {
         let clock = RecordingClock::new();
         let l: Arc<Log> = Arc::new(
-            SlidingLogLimiter::with_clock(SlidingLogOptions::new(2, ns(100)), clock.clone())
+            SlidingLogLimiter::with_capacity(SlidingLogOptions::new(2, ns(100)), clock.clone())
                 .unwrap(),
         );
         l.try_acquire(1).unwrap();
@@ -35,7 +35,7 @@ fn close_races_take() {
     check(|| {
         let clock = RecordingClock::new();
         let l: Arc<Log> = Arc::new(
-            SlidingLogLimiter::with_clock(SlidingLogOptions::new(2, ns(100)), clock.clone())
+            SlidingLogLimiter::with_capacity(SlidingLogOptions::new(2, ns(100)), clock.clone())
                 .unwrap(),
         );
         let a = l.clone();

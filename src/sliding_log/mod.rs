@@ -140,7 +140,7 @@ impl SlidingLogOptions {
 ///
 /// let clock = ManualClock::new();
 /// let logins: SlidingLogLimiter<_, 5> =
-///     SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(5), &clock).unwrap();
+///     SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
 /// for _ in 0..5 {
 ///     let _ = logins.try_acquire(1).unwrap();
 ///     clock.advance(Duration::from_secs(10));
@@ -175,13 +175,15 @@ impl<C: Clock, const N: usize> core::fmt::Debug for SlidingLogLimiter<C, N> {
 }
 
 #[cfg(feature = "std")]
-impl<const N: usize> SlidingLogLimiter<crate::StdClock, N> {
-    /// A sliding log on the system clock.
+impl SlidingLogLimiter<crate::StdClock> {
+    /// A sliding log on the system clock, with the default ring of
+    /// [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) entries (a limit of at most that many;
+    /// another ring size: [`with_capacity`](SlidingLogLimiter::with_capacity)).
     ///
     /// ```
     /// use tollgate::{Limiter, SlidingLogLimiter, SlidingLogOptions};
     ///
-    /// let log: SlidingLogLimiter<_, 8> = SlidingLogLimiter::new(SlidingLogOptions::per_second(8)).unwrap();
+    /// let log = SlidingLogLimiter::new(SlidingLogOptions::per_second(8)).unwrap();
     /// assert!(log.try_acquire(8).is_ok());
     /// ```
     pub fn new(options: SlidingLogOptions) -> Result<Self, OptionsError> {
@@ -189,16 +191,39 @@ impl<const N: usize> SlidingLogLimiter<crate::StdClock, N> {
     }
 }
 
+impl<C: Clock> SlidingLogLimiter<C> {
+    /// The entries the default ring holds, so the largest limit it takes: 16 (an entry is 16
+    /// bytes).
+    pub const DEFAULT_CAPACITY: usize = 16;
+
+    /// A sliding log reading time from `clock`, with the default ring of
+    /// [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) entries. Another ring size:
+    /// [`with_capacity`](SlidingLogLimiter::with_capacity).
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log = SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(5), ManualClock::new()).unwrap();
+    /// assert!(log.try_acquire(5).is_ok());
+    /// ```
+    pub fn with_clock(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
+        Self::with_capacity(options, clock)
+    }
+}
+
 impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
-    /// A sliding log reading time from `clock`, with a ring of `N` entries.
+    /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
+    /// options' limit).
     ///
     /// ```
     /// use tollgate::{ManualClock, OptionsError, SlidingLogLimiter, SlidingLogOptions};
     ///
-    /// let too_many = SlidingLogLimiter::<_, 4>::with_clock(SlidingLogOptions::per_second(5), ManualClock::new());
+    /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+    /// assert!(big.is_ok());
+    /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
     /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
     /// ```
-    pub fn with_clock(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
+    pub fn with_capacity(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
         let window = options.validate(N)?;
         Ok(Self {
             log: Lock::new(Log::new()),
@@ -253,7 +278,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// ```
     /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
     ///
-    /// let log = SlidingLogLimiter::<_, 4>::with_clock(SlidingLogOptions::per_second(4), ManualClock::new()).unwrap();
+    /// let log = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(4), ManualClock::new()).unwrap();
     /// assert_eq!(log.options().permit_limit, 4);
     /// ```
     pub fn options(&self) -> SlidingLogOptions {
@@ -276,7 +301,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     ///
     /// let clock = ManualClock::new();
     /// let minute = Duration::from_secs(60);
-    /// let log = SlidingLogLimiter::<_, 8>::with_clock(SlidingLogOptions::new(4, minute), &clock).unwrap();
+    /// let log = SlidingLogLimiter::<_, 8>::with_capacity(SlidingLogOptions::new(4, minute), &clock).unwrap();
     /// log.try_acquire(3).unwrap().forget();
     /// log.reconfigure(SlidingLogOptions::new(2, minute)).unwrap();
     /// assert!(log.try_acquire(1).is_err()); // 3 in the window, 2 allowed
@@ -313,7 +338,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// ```
     /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
     ///
-    /// let log = SlidingLogLimiter::<_, 64>::with_clock(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
+    /// let log = SlidingLogLimiter::<_, 64>::with_capacity(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
     /// assert_eq!(log.ring_bytes(), 1024);
     /// ```
     pub const fn ring_bytes(&self) -> usize {

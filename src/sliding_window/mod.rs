@@ -207,7 +207,7 @@ impl HeaderWord {
 ///
 /// let clock = ManualClock::new();
 /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(3), 3);
-/// let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+/// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
 /// let _ = window.try_acquire(7).unwrap();
 /// clock.advance(Duration::from_secs(1));
 /// let _ = window.try_acquire(3).unwrap();
@@ -233,16 +233,61 @@ pub struct SlidingWindowLimiter<C: Clock = crate::clock::DefaultClock, const N: 
 }
 
 #[cfg(feature = "std")]
-impl<const N: usize> SlidingWindowLimiter<crate::StdClock, N> {
-    /// A sliding window on the system clock.
+impl SlidingWindowLimiter<crate::StdClock> {
+    /// A sliding window on the system clock, with the default ring of
+    /// [`DEFAULT_SEGMENTS`](Self::DEFAULT_SEGMENTS) segments (another ring size:
+    /// [`with_capacity`](SlidingWindowLimiter::with_capacity)).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let window = SlidingWindowLimiter::new(SlidingWindowOptions::new(10, Duration::from_secs(60), 6)).unwrap();
+    /// assert!(window.try_acquire(10).is_ok());
+    /// ```
     pub fn new(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
         Self::with_clock(options, crate::StdClock)
     }
 }
 
-impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
-    /// A sliding window reading time from `clock`; segments count from `clock.now()`.
+impl<C: Clock> SlidingWindowLimiter<C> {
+    /// The segments per window the default ring holds: 16 (a ring slot is 16 bytes).
+    pub const DEFAULT_SEGMENTS: usize = 16;
+
+    /// A sliding window reading time from `clock`, with the default ring of
+    /// [`DEFAULT_SEGMENTS`](Self::DEFAULT_SEGMENTS) segments; segments count from
+    /// `clock.now()`. Another ring size: [`with_capacity`](SlidingWindowLimiter::with_capacity).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 6);
+    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap(); // nothing to annotate
+    /// assert!(window.try_acquire(10).is_ok());
+    /// ```
     pub fn with_clock(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
+        Self::with_capacity(options, clock)
+    }
+}
+
+impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
+    /// A sliding window reading time from `clock`, with a ring of `N` segments (at least the
+    /// options' `segments_per_window`: fewer bytes for coarse windows, more for fine ones);
+    /// segments count from `clock.now()`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ManualClock, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 60);
+    /// let fine = SlidingWindowLimiter::<_, 64>::with_capacity(opts, ManualClock::new());
+    /// assert!(fine.is_ok());
+    /// let small = SlidingWindowLimiter::<_, 4>::with_capacity(opts, ManualClock::new());
+    /// assert_eq!(small.unwrap_err(), OptionsError::TooManySegments { max: 4 });
+    /// ```
+    pub fn with_capacity(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
         let segment = options.validate(N)?;
         Ok(Self {
             header: HeaderWord::new(
@@ -311,7 +356,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// use tollgate::{ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
     ///
     /// let opts = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
-    /// let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// let window = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
     /// assert_eq!(window.options(), opts);
     /// ```
     pub fn options(&self) -> SlidingWindowOptions {
@@ -340,7 +385,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// let clock = ManualClock::new();
     /// let minute = Duration::from_secs(60);
     /// let opts = SlidingWindowOptions::new(10, minute, 2);
-    /// let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     /// window.try_acquire(6).unwrap().forget();
     /// window.reconfigure(SlidingWindowOptions::new(5, minute, 2)).unwrap();
     /// assert!(window.try_acquire(1).is_err()); // 6 counted, 5 allowed
@@ -1021,7 +1066,7 @@ mod tests {
             let clock = ManualClock::new();
             let opts = SlidingWindowOptions::new(limit, window, segments);
             let l: SlidingWindowLimiter<_, 4> =
-                SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+                SlidingWindowLimiter::with_capacity(opts, &clock).unwrap();
             for (round, taken) in [(5u64, limit), (9, 1), (20, limit.div_ceil(2))] {
                 // A fresh segment, long after the last: nothing earlier in the window.
                 at(&clock, round * period * u64::from(segments) + 1);
@@ -1052,7 +1097,8 @@ mod tests {
     fn retry_after_from_a_header_the_window_has_slid_past() {
         let clock = ManualClock::new();
         let opts = SlidingWindowOptions::new(2, Duration::from_nanos(30), 3);
-        let l: SlidingWindowLimiter<_, 3> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+        let l: SlidingWindowLimiter<_, 3> =
+            SlidingWindowLimiter::with_capacity(opts, &clock).unwrap();
         let _ = l.try_acquire(2).unwrap();
         at(&clock, 10);
         l.replenish(); // header at segment 1, nothing taken there; segment 0 frozen: 2

@@ -166,7 +166,7 @@ fn sliding_window_announcement() {
     heading("3. Sliding window: 100 per 30 minutes, in 3 segments of 10 minutes");
     let clock = ManualClock::new();
     let opts = SlidingWindowOptions::new(100, 30 * MIN, 3);
-    let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let say = Narrator::new(&clock);
 
     assert_eq!(say.requests(&window, 50), 50);
@@ -213,7 +213,7 @@ fn sliding_window_design_doc() {
     println!("                   | Window 2  |");
     let clock = ManualClock::new();
     let opts = SlidingWindowOptions::new(10, 3 * SEC, 3);
-    let window: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let say = Narrator::new(&clock);
 
     assert_eq!(say.requests(&window, 3), 3);
@@ -253,7 +253,7 @@ fn boundary_burst() {
     let clock = ManualClock::new();
     let fixed = FixedWindowLimiter::with_clock(FixedWindowOptions::new(100, MIN), &clock).unwrap();
     let opts = SlidingWindowOptions::new(100, MIN, 6);
-    let sliding: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let sliding = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let say = Narrator::new(&clock);
     let (fixed, sliding): (&dyn Limiter, &dyn Limiter) = (&fixed, &sliding);
 
@@ -305,14 +305,14 @@ fn traffic_over_four_minutes() -> Result<PathBuf, Box<dyn Error>> {
         TokenBucketLimiter::with_clock(TokenBucketOptions::new(20, 1, SEC), &clock).unwrap();
     let fixed = FixedWindowLimiter::with_clock(FixedWindowOptions::new(60, MIN), &clock).unwrap();
     let opts = SlidingWindowOptions::new(60, MIN, 6);
-    let sliding: SlidingWindowLimiter<_> = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let sliding = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
     let concurrency = ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(5), &clock).unwrap();
     let gcra = GcraLimiter::with_clock(GcraOptions::per_minute(60).with_burst(10), &clock).unwrap();
     let meter = LeakyBucketMeter::with_clock(LeakyBucketOptions::new(20, 1, SEC), &clock).unwrap();
     let counter =
         SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(60), &clock).unwrap();
     let log: SlidingLogLimiter<_, 60> =
-        SlidingLogLimiter::with_clock(SlidingLogOptions::per_minute(60), &clock).unwrap();
+        SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(60), &clock).unwrap();
     let shaper = LeakyBucketShaper::with_clock(
         ShaperOptions::per_second(1).with_queue(10, QueueOrder::OldestFirst),
         &clock,

@@ -21,7 +21,7 @@ type Window<C> = SlidingWindowLimiter<C, 3>;
 
 fn window<C: Clock>(clock: C) -> Arc<Window<C>> {
     let opts = SlidingWindowOptions::new(LIMIT, ns(SEGMENTS * SEGMENT_NS), SEGMENTS as u32);
-    Arc::new(SlidingWindowLimiter::with_clock(opts, clock).unwrap())
+    Arc::new(SlidingWindowLimiter::with_capacity(opts, clock).unwrap())
 }
 
 fn take<C: Clock>(l: &Window<C>, n: u32) -> Result<u32, Rejection> {
