@@ -38,6 +38,10 @@ use crate::wait::WaitQueue;
 /// assert_eq!(tokens(&queued), tokens(&bare));
 /// ```
 pub trait QueueKind: private::Sealed {
+    /// Whether there is a queue at all (known at compile time: code for waiters compiles to
+    /// nothing without one).
+    #[doc(hidden)]
+    const QUEUED: bool;
     /// Whether newcomers may take permits ahead of queued waiters (always, with no queue).
     #[doc(hidden)]
     fn barging(&self) -> bool;
@@ -60,6 +64,7 @@ pub(crate) mod private {
 impl private::Sealed for WaitQueue {}
 
 impl QueueKind for WaitQueue {
+    const QUEUED: bool = true;
     #[inline]
     fn barging(&self) -> bool {
         WaitQueue::barging(self)
@@ -121,6 +126,7 @@ pub struct NoQueue;
 impl private::Sealed for NoQueue {}
 
 impl QueueKind for NoQueue {
+    const QUEUED: bool = false;
     #[inline(always)]
     fn barging(&self) -> bool {
         true

@@ -293,9 +293,10 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         // Nobody takes past waiters before they are served: those whose tokens came before
         // now are granted first, as of when they fit (then a newest-first queue lets the
         // newcomer barge past the rest).
-        let mut result = self.attempt(e, n, r, false);
+        // (Without a queue nobody waits: one attempt, and no code for the rest.)
+        let mut result = self.attempt(e, n, r, !Q::QUEUED);
         if let Err((Denied::Exhausted { .. }, b, _)) = result {
-            if b.waiters {
+            if Q::QUEUED && b.waiters {
                 serve();
                 result = self.attempt(e, n, r, self.queue.barging());
             }
