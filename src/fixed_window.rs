@@ -14,6 +14,7 @@ use crate::wait::WaitQueue;
 /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
 /// `AutoReplenishment`: windows are computed from the clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct FixedWindowOptions {
     /// Permits per window. At least 1.
     pub permit_limit: u32,

@@ -16,6 +16,7 @@ use crate::wait::WaitQueue;
 /// There is no `AutoReplenishment`: replenishment is computed from the clock on every call, so
 /// there is no timer to turn on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct TokenBucketOptions {
     /// Capacity of the bucket; it starts full. At least 1.
     pub token_limit: u32,

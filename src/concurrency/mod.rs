@@ -25,6 +25,7 @@ use state::MAX_LIMIT;
 
 /// Options of a [`ConcurrencyLimiter`] (.NET `ConcurrencyLimiterOptions`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ConcurrencyOptions {
     /// Permits that can be held at once. At least 1.
     pub permit_limit: u32,

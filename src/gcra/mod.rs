@@ -656,6 +656,7 @@ pub(crate) use gcra_limiter;
 /// assert_eq!((spaced.interval, spaced.burst), (Duration::from_millis(100), 5));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct GcraOptions {
     /// One permit comes back every `interval` (the emission interval). Longer than zero.
     pub interval: Duration,

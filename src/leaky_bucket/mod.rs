@@ -30,6 +30,7 @@ use crate::wait::WaitQueue;
 /// assert_eq!(opts.validate(), Ok(500_000_000));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct LeakyBucketOptions {
     /// How much water the bucket holds (permits). At least 1.
     pub capacity: u32,
@@ -291,6 +292,7 @@ gcra_limiter!(
 /// assert_eq!((opts.max_permits, opts.queue_limit), (1, 20));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ShaperOptions {
     /// One permit departs every `interval`. Longer than zero.
     pub interval: Duration,

@@ -384,6 +384,7 @@ pub enum WhenFull {
 /// assert_eq!(PartitionConfig::default().idle_timeout, Duration::from_secs(10));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct PartitionConfig {
     /// The most partitions stored at once (at least 1). The fixed-capacity limiters hold at most
     /// their const capacity `N` whatever this says. The sharded ones divide it among their shards,

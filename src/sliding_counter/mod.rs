@@ -30,6 +30,7 @@ use state::{Counter, Denied, Shape};
 /// );
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct SlidingCounterOptions {
     /// Permits per rolling window (estimated). At least 1.
     pub permit_limit: u32,

@@ -28,6 +28,7 @@ use state::{Denied, Log, Shape};
 /// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct SlidingLogOptions {
     /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
     pub permit_limit: u32,

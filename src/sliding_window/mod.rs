@@ -22,6 +22,7 @@ use state::{Denied, Header, Shape, TICK_MAX};
 /// Options of a [`SlidingWindowLimiter`] (.NET `SlidingWindowRateLimiterOptions`, without
 /// `AutoReplenishment`: the window slides with the clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct SlidingWindowOptions {
     /// Permits per window. At least 1.
     pub permit_limit: u32,
