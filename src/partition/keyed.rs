@@ -10,7 +10,7 @@ use std::hash::RandomState;
 use crossbeam_utils::CachePadded;
 
 use super::evict::{self, Idle, Marks, Policy};
-use super::keyed_state::KeyedBucket;
+use super::keyed_state::{KeyedBucket, KeyedGcra, KeyedRule};
 use super::table::{self, fingerprint, Table};
 use super::{PartitionConfig, PartitionedLimiter};
 use crate::clock::{Clock, Instant, StdClock};
@@ -19,7 +19,7 @@ use crate::options::OptionsError;
 use crate::stats::Counters as Tally;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::Lock;
-use crate::{FixedWindowOptions, TokenBucketOptions};
+use crate::{FixedWindowOptions, GcraOptions, LeakyBucketOptions, TokenBucketOptions};
 
 /// One shard: a fixed table, its share of the capacity, and the lock its writers take.
 struct Shard {
@@ -124,7 +124,7 @@ impl evict::Table for View<'_> {
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct KeyedLimiter<K: ?Sized, C = StdClock, S = RandomState> {
     shards: Box<[CachePadded<Shard>]>,
-    bucket: KeyedBucket,
+    bucket: KeyedRule,
     clock: C,
     hasher: S,
     policy: Policy,
@@ -171,6 +171,38 @@ impl<K: ?Sized> KeyedLimiter<K> {
         config: PartitionConfig,
     ) -> Result<Self, OptionsError> {
         Self::fixed_window_with_clock(options, config, StdClock)
+    }
+
+    /// GCRA per key (governor's keyed limiter), on the system clock: one permit back every
+    /// `interval`, up to `burst` at once, 16 bytes a key.
+    ///
+    /// ```
+    /// # use tollgate::*;
+    /// let per_ip: KeyedLimiter<std::net::IpAddr> =
+    ///     KeyedLimiter::gcra(GcraOptions::per_second(5), PartitionConfig::default()).unwrap();
+    /// let ip = "203.0.113.9".parse().unwrap();
+    /// assert!(per_ip.try_acquire(&ip, 5).is_ok());
+    /// assert!(per_ip.try_acquire(&ip, 1).is_err()); // the next permit comes in 200 ms
+    /// ```
+    pub fn gcra(options: GcraOptions, config: PartitionConfig) -> Result<Self, OptionsError> {
+        Self::gcra_with_clock(options, config, StdClock)
+    }
+
+    /// A leaky bucket as a meter per key, on the system clock.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// let opts = LeakyBucketOptions::new(4, 2, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str> = KeyedLimiter::leaky_meter(opts, PartitionConfig::default()).unwrap();
+    /// assert!(per_user.try_acquire("ann", 4).is_ok());
+    /// assert!(per_user.try_acquire("ann", 1).is_err()); // full: drains 2 a second
+    /// ```
+    pub fn leaky_meter(
+        options: LeakyBucketOptions,
+        config: PartitionConfig,
+    ) -> Result<Self, OptionsError> {
+        Self::leaky_meter_with_clock(options, config, StdClock)
     }
 }
 
@@ -223,6 +255,52 @@ impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
 /// Bytes of one table slot.
 const SLOT_BYTES: usize = 16;
 
+impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
+    /// GCRA per key, reading time from `clock`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// let clock = ManualClock::new();
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::gcra_with_clock(GcraOptions::per_second(2), PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 2).unwrap();
+    /// let refused = per_user.try_acquire("alice", 1).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
+    /// clock.advance(Duration::from_millis(500)); // one permit back
+    /// assert!(per_user.try_acquire("alice", 1).is_ok());
+    /// ```
+    pub fn gcra_with_clock(
+        options: GcraOptions,
+        config: PartitionConfig,
+        clock: C,
+    ) -> Result<Self, OptionsError> {
+        Self::with_hasher_gcra(options, config, clock, RandomState::new())
+    }
+
+    /// A leaky bucket as a meter per key, reading time from `clock`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// let clock = ManualClock::new();
+    /// let opts = LeakyBucketOptions::new(4, 1, Duration::from_secs(1));
+    /// let per_user: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::leaky_meter_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let _ = per_user.try_acquire("alice", 4).unwrap();
+    /// clock.advance(Duration::from_secs(1)); // one unit drained
+    /// assert!(per_user.try_acquire("alice", 1).is_ok());
+    /// assert!(per_user.try_acquire("alice", 1).is_err());
+    /// ```
+    pub fn leaky_meter_with_clock(
+        options: LeakyBucketOptions,
+        config: PartitionConfig,
+        clock: C,
+    ) -> Result<Self, OptionsError> {
+        Self::with_hasher_leaky_meter(options, config, clock, RandomState::new())
+    }
+}
+
 impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     /// The largest [`PartitionConfig::capacity`] a keyed limiter accepts: its tables (16 bytes
     /// a slot, `4/3` slot per key, in up to 64 shards) must fit in the address space. A larger
@@ -267,7 +345,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         hasher: S,
     ) -> Result<Self, OptionsError> {
         let bucket = KeyedBucket::token_bucket(&options, clock.now())?;
-        Self::build(bucket, config, clock, hasher)
+        Self::build(KeyedRule::Bucket(bucket), config, clock, hasher)
     }
 
     /// A fixed window per key, reading time from `clock` and fingerprinting keys with `hasher`.
@@ -294,11 +372,56 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         hasher: S,
     ) -> Result<Self, OptionsError> {
         let bucket = KeyedBucket::fixed_window(&options, clock.now())?;
-        Self::build(bucket, config, clock, hasher)
+        Self::build(KeyedRule::Bucket(bucket), config, clock, hasher)
+    }
+
+    /// GCRA per key, reading time from `clock` and fingerprinting keys with `hasher`.
+    ///
+    /// ```
+    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
+    /// # use tollgate::*;
+    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    /// let per_device: KeyedLimiter<u64, _, _> =
+    ///     KeyedLimiter::with_hasher_gcra(GcraOptions::per_second(3), PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
+    /// assert!(per_device.try_acquire(&42, 3).is_ok());
+    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
+    /// ```
+    pub fn with_hasher_gcra(
+        options: GcraOptions,
+        config: PartitionConfig,
+        clock: C,
+        hasher: S,
+    ) -> Result<Self, OptionsError> {
+        let rule = KeyedGcra::gcra(&options, clock.now())?;
+        Self::build(KeyedRule::Gcra(rule), config, clock, hasher)
+    }
+
+    /// A leaky bucket as a meter per key, reading time from `clock` and fingerprinting keys
+    /// with `hasher`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
+    /// # use tollgate::*;
+    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    /// let opts = LeakyBucketOptions::new(2, 1, Duration::from_secs(1));
+    /// let per_device: KeyedLimiter<u64, _, _> =
+    ///     KeyedLimiter::with_hasher_leaky_meter(opts, PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
+    /// assert!(per_device.try_acquire(&42, 2).is_ok());
+    /// assert!(per_device.try_acquire(&42, 1).is_err());
+    /// ```
+    pub fn with_hasher_leaky_meter(
+        options: LeakyBucketOptions,
+        config: PartitionConfig,
+        clock: C,
+        hasher: S,
+    ) -> Result<Self, OptionsError> {
+        let rule = KeyedGcra::leaky_meter(&options, clock.now())?;
+        Self::build(KeyedRule::Gcra(rule), config, clock, hasher)
     }
 
     fn build(
-        bucket: KeyedBucket,
+        bucket: KeyedRule,
         config: PartitionConfig,
         clock: C,
         hasher: S,

@@ -21,6 +21,12 @@ use crate::clock::Instant;
 use crate::lease::{Reason, Rejection};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
+#[cfg(feature = "std")]
+use crate::{
+    gcra::state::{Gcra, Params},
+    nanos::Nanos,
+    GcraOptions, LeakyBucketOptions,
+};
 use crate::{FixedWindowOptions, TokenBucketOptions};
 
 use super::evict::Idle;
@@ -156,12 +162,6 @@ impl KeyedBucket {
         self.ticker.tick(now)
     }
 
-    /// The tick of `now`.
-    #[inline]
-    pub(crate) fn tick(&self, now: Instant) -> u64 {
-        self.ticker.tick(now).0
-    }
-
     // -----------------------------------------------------------------------------------------
     // The 64-bit form: `v`, the token-time at which the bucket is full.
     //
@@ -221,6 +221,174 @@ impl KeyedBucket {
             Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
         } else {
             Idle::Busy(Some(start.as_nanos()))
+        }
+    }
+}
+
+/// GCRA per key (feature `std`), the rule of a [`KeyedLimiter`](crate::KeyedLimiter) built by
+/// its `gcra` and `leaky_meter` constructors: the per-key state is the theoretical arrival time
+/// `tat` (nanoseconds since the limiter's creation; 0, full since creation, for a new key) and
+/// the transitions are [`GcraLimiter`](crate::GcraLimiter)'s own pure functions, so a key
+/// behaves as a GCRA limiter (or leaky meter) of its own. `tat` stays below 2^62: it fits the
+/// 64-bit slot with room to spare.
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyedGcra {
+    params: Params,
+    /// Nanosecond ticks from creation.
+    ticker: Ticker,
+}
+
+#[cfg(feature = "std")]
+impl KeyedGcra {
+    pub(crate) fn gcra(o: &GcraOptions, now: Instant) -> Result<Self, OptionsError> {
+        o.validate()?;
+        Ok(Self {
+            params: crate::gcra::params(o.interval, o.burst, false)?,
+            ticker: Ticker::new(now, 1),
+        })
+    }
+
+    pub(crate) fn leaky_meter(o: &LeakyBucketOptions, now: Instant) -> Result<Self, OptionsError> {
+        o.validate()?;
+        let interval = crate::gcra::interval_of(o.leak_interval, o.leak);
+        Ok(Self {
+            params: crate::gcra::params(interval, o.capacity, false)?,
+            ticker: Ticker::new(now, 1),
+        })
+    }
+
+    #[inline]
+    fn state(v: u64) -> Gcra {
+        Gcra {
+            tat: v,
+            closed: false,
+            waiters: false,
+        }
+    }
+
+    #[inline]
+    fn take(&self, v: u64, now: u64, n: u32) -> Result<u64, ()> {
+        Self::state(v)
+            .try_take(now, n, self.params, true)
+            .map(|g| g.tat)
+            .map_err(|_| ())
+    }
+
+    fn rejection(&self, v: u64, now: u64, n: u32) -> Rejection {
+        let wait = Self::state(v).wait(now, u64::from(n.max(1)), 0, self.params);
+        Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+    }
+
+    fn available(&self, v: u64, now: u64) -> u64 {
+        Self::state(v).available(now, self.params)
+    }
+
+    fn idle(&self, v: u64, now_ns: u64, now: Instant) -> Idle {
+        let start = self.ticker.start_of(v);
+        if v <= now_ns {
+            Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
+        } else {
+            Idle::Busy(Some(start.as_nanos()))
+        }
+    }
+}
+
+/// The rule every key of a [`KeyedLimiter`](crate::KeyedLimiter) follows, shared by all keys
+/// (feature `std`): a token bucket or fixed window, or GCRA (which is also the leaky meter).
+/// Each decision matches on it once; the arm is the same for every call, so the branch costs
+/// nothing a predictor notices.
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyedRule {
+    /// A token bucket or fixed window: the state is the token-time at which the bucket is full.
+    Bucket(KeyedBucket),
+    /// GCRA or the leaky meter: the state is the theoretical arrival time.
+    Gcra(KeyedGcra),
+}
+
+#[cfg(feature = "std")]
+impl KeyedRule {
+    /// Whether every state fits the 64-bit slot (GCRA's always does).
+    pub(crate) fn fits_64(&self) -> bool {
+        match self {
+            KeyedRule::Bucket(b) => b.fits_64(),
+            KeyedRule::Gcra(_) => true,
+        }
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        match self {
+            KeyedRule::Bucket(b) => b.limit(),
+            KeyedRule::Gcra(g) => g.params.burst,
+        }
+    }
+
+    /// The period (token bucket), window (fixed window) or emission interval (GCRA: one permit
+    /// comes back every this long).
+    pub(crate) fn period(&self) -> Duration {
+        match self {
+            KeyedRule::Bucket(b) => b.period(),
+            KeyedRule::Gcra(g) => Duration::from_nanos(g.params.interval),
+        }
+    }
+
+    /// The rule's time of `now` (a bucket's tick, GCRA's nanosecond) and the nanoseconds into
+    /// it (always 0 for GCRA).
+    #[inline]
+    pub(crate) fn tick_into(&self, now: Instant) -> (u64, u64) {
+        match self {
+            KeyedRule::Bucket(b) => b.tick_into(now),
+            KeyedRule::Gcra(g) => g.ticker.tick(now),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn tick(&self, now: Instant) -> u64 {
+        self.tick_into(now).0
+    }
+
+    /// Checks what needs no state: a request larger than the limit.
+    #[inline]
+    pub(crate) fn check(&self, n: u32) -> Result<(), Rejection> {
+        if n > self.limit() {
+            Err(Rejection::new(Reason::ExceedsLimit))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Takes `n` from state `v` at time `k`: the new state, or `Err(())` if short (a probe,
+    /// `n == 0`, succeeds when one permit would be granted and changes nothing).
+    #[inline]
+    pub(crate) fn v_take(&self, v: u64, k: u64, n: u32) -> Result<u64, ()> {
+        match self {
+            KeyedRule::Bucket(b) => b.v_take(v, k, n),
+            KeyedRule::Gcra(g) => g.take(v, k, n),
+        }
+    }
+
+    /// The rejection of `n` from state `v` at time `k`, `into` ns into it.
+    pub(crate) fn v_rejection(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
+        match self {
+            KeyedRule::Bucket(b) => b.v_rejection(v, k, into, n),
+            KeyedRule::Gcra(g) => g.rejection(v, k, n),
+        }
+    }
+
+    /// Permits state `v` holds at time `k`.
+    pub(crate) fn v_available(&self, v: u64, k: u64) -> u64 {
+        match self {
+            KeyedRule::Bucket(b) => b.v_available(v, k),
+            KeyedRule::Gcra(g) => g.available(v, k),
+        }
+    }
+
+    /// How idle state `v` is at `now` (time `k`).
+    pub(crate) fn v_idle(&self, v: u64, k: u64, now: Instant) -> Idle {
+        match self {
+            KeyedRule::Bucket(b) => b.v_idle(v, k, now),
+            KeyedRule::Gcra(g) => g.idle(v, k, now),
         }
     }
 }
