@@ -1,0 +1,465 @@
+use core::future::Future;
+use core::pin::Pin;
+use core::time::Duration;
+use std::sync::Arc;
+
+#[cfg(doc)]
+use super::Policy;
+use super::{Key, SharedClock};
+#[cfg(doc)]
+use crate::lease::Reason;
+use crate::lease::{OwnedLease, Rejection};
+use crate::partition::{PartitionLease, PartitionLimiter};
+use crate::quota::QuotaState;
+
+/// What an admitted request holds until its response body ends: a concurrency permit, or
+/// nothing for rate policies.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::{AcquireOwned, ConcurrencyLimiter};
+/// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap());
+/// let permit = Permit::lease(pool.try_acquire_owned(1).unwrap());
+/// assert!(permit.holds());
+/// assert!(pool.try_acquire_owned(1).is_err());
+/// drop(permit); // the response ended
+/// assert!(pool.try_acquire_owned(1).is_ok());
+/// ```
+#[derive(Debug, Default)]
+pub struct Permit(pub(super) PermitInner);
+
+#[derive(Debug, Default)]
+pub(super) enum PermitInner {
+    #[default]
+    None,
+    Owned(OwnedLease),
+    Partition(PartitionLease<Key, PartitionLimiter<SharedClock>>),
+}
+
+impl Permit {
+    /// Nothing held (a rate policy's grant, or an unlimited request).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// let grant = Grant { permit: Permit::none(), quota: None };
+    /// assert!(!grant.permit.holds());
+    /// ```
+    pub const fn none() -> Self {
+        Permit(PermitInner::None)
+    }
+
+    /// A lease held until the response ends (a custom [`PolicyLimiter`]'s permit).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter, TokenBucketLimiter};
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
+    /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
+    /// // A rate limiter's lease has nothing to give back: no permit is kept.
+    /// let rate = Arc::new(TokenBucketLimiter::new(TokenBucketOptions::new(8, 8, Duration::from_secs(1))).unwrap());
+    /// assert!(!Permit::lease(rate.try_acquire_owned(1).unwrap()).holds());
+    /// ```
+    pub fn lease(lease: OwnedLease) -> Self {
+        if lease.returns_permits() {
+            Permit(PermitInner::Owned(lease))
+        } else {
+            Permit::none()
+        }
+    }
+
+    /// Whether dropping this gives permits back.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
+    /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
+    /// assert!(!Permit::none().holds());
+    /// ```
+    pub fn holds(&self) -> bool {
+        match &self.0 {
+            PermitInner::None => false,
+            PermitInner::Owned(l) => l.returns_permits(),
+            PermitInner::Partition(l) => l.returns_permits(),
+        }
+    }
+}
+
+/// A granted request: what it holds, and the quota left (when asked for).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::QuotaState;
+/// let grant = Grant { permit: Permit::none(), quota: Some(QuotaState { limit: 10, remaining: 9, reset_after: None }) };
+/// let decision = Decision::Granted(grant);
+/// assert!(matches!(decision, Decision::Granted(Grant { quota: Some(q), .. }) if q.remaining == 9));
+/// ```
+#[derive(Debug)]
+pub struct Grant {
+    /// Held until the response body ends.
+    pub permit: Permit,
+    /// The partition's quota after this grant, if the caller asked for it.
+    pub quota: Option<QuotaState>,
+}
+
+/// A refused request: why, and the partition's quota (when asked for).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::{QuotaState, Rejection};
+/// let retry = Duration::from_secs(30);
+/// let denial = Denial {
+///     rejection: Rejection::with_retry_after(Reason::Exhausted, retry),
+///     quota: Some(QuotaState::exhausted(100, Some(retry))),
+/// };
+/// assert_eq!(denial.rejection.retry_after(), Some(retry)); // becomes `Retry-After: 30`
+/// assert_eq!(denial.quota.unwrap().remaining, 0);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Denial {
+    /// Why, and for rate policies when to retry.
+    pub rejection: Rejection,
+    /// The partition's quota, if the caller asked for it.
+    pub quota: Option<QuotaState>,
+}
+
+/// The outcome of [`PolicyLimiter::try_acquire`].
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+/// # use tollgate::Rejection;
+/// # /// A request budget kept by a quota service (here: a counter).
+/// # struct Budget(AtomicU64);
+/// # impl PolicyLimiter for Budget {
+/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+/// #         }
+/// #     }
+/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+/// #         Box::pin(async move {
+/// #             match self.try_acquire(key, want_quota) {
+/// #                 Decision::Granted(g) => Ok(g),
+/// #                 Decision::Denied(d) => Err(d),
+/// #                 Decision::Wait => unreachable!(),
+/// #             }
+/// #         })
+/// #     }
+/// #     fn describe(&self) -> PolicyQuota {
+/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+/// #     }
+/// # }
+/// let budget = Arc::new(Budget(AtomicU64::new(1)));
+/// assert!(matches!(budget.try_acquire(Key::GLOBAL, false), Decision::Granted(_)));
+/// match budget.try_acquire(Key::GLOBAL, false) {
+///     Decision::Denied(d) => assert_eq!(d.rejection.reason(), Reason::Exhausted),
+///     other => panic!("expected a denial, got {other:?}"),
+/// }
+/// ```
+#[derive(Debug)]
+pub enum Decision {
+    /// Admitted.
+    Granted(Grant),
+    /// Refused.
+    Denied(Denial),
+    /// Cannot be decided without waiting: the layer awaits [`PolicyLimiter::acquire`].
+    Wait,
+}
+
+/// A boxed future of a waited decision.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+/// # use tollgate::Rejection;
+/// # /// A request budget kept by a quota service (here: a counter).
+/// # struct Budget(AtomicU64);
+/// # impl PolicyLimiter for Budget {
+/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+/// #         }
+/// #     }
+/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+/// #         Box::pin(async move {
+/// #             match self.try_acquire(key, want_quota) {
+/// #                 Decision::Granted(g) => Ok(g),
+/// #                 Decision::Denied(d) => Err(d),
+/// #                 Decision::Wait => unreachable!(),
+/// #             }
+/// #         })
+/// #     }
+/// #     fn describe(&self) -> PolicyQuota {
+/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+/// #     }
+/// # }
+/// let budget = Arc::new(Budget(AtomicU64::new(1)));
+/// let fut: AcquireFuture = budget.clone().acquire(Key::GLOBAL, false);
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert!(rt.block_on(fut).is_ok());
+/// assert!(rt.block_on(budget.acquire(Key::GLOBAL, false)).is_err());
+/// ```
+pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Grant, Denial>> + Send>>;
+
+/// What `RateLimit-Policy` says about a policy: its quota, window and unit.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// let limits = RateLimiting::builder()
+///     .policy("pool", Policy::concurrency(ConcurrencyOptions::new(10)).unwrap())
+///     .policy("rate", Policy::token_bucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))).unwrap())
+///     .build()
+///     .unwrap();
+/// assert_eq!(limits.describe("pool"), Some(PolicyQuota { quota: 10, window: None, concurrent: true }));
+/// // A token bucket's window: the time to refill it from empty.
+/// assert_eq!(limits.describe("rate").unwrap().window, Some(Duration::from_secs(2)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PolicyQuota {
+    /// `q`: the quota (permits per window, or concurrent requests).
+    pub quota: u64,
+    /// `w`: the window, for rate policies.
+    pub window: Option<Duration>,
+    /// `qu="concurrent-requests"` instead of requests per window.
+    pub concurrent: bool,
+}
+
+/// The decision every policy goes through: **the extension point** for your own limiter — an
+/// async one backed by Redis, a remote quota service, anything.
+///
+/// The layer calls [`try_acquire`](Self::try_acquire) synchronously in `Service::call`: the
+/// built-in limiters decide there, lock-free, without allocating. A limiter that must wait —
+/// a queueing policy whose permits are taken, or an async backend that needs a network round
+/// trip — returns [`Decision::Wait`], and the layer then awaits
+/// [`acquire`](Self::acquire) (one boxed future per waiting request). An async backend should
+/// return `Wait` from `try_acquire` at once and do its I/O in `acquire`: never block in
+/// `try_acquire` (a blocking sync path exhausts executor threads).
+///
+/// Under [`Policy::queue`] with a maximum delay, the layer drops a waiting `acquire` at the
+/// deadline and calls `try_acquire` once more: a grant is taken; a denial is answered as
+/// [`Reason::TimedOut`], with the denial's RetryAfter (so give one if you know it); `Wait`, as
+/// a plain [`Reason::TimedOut`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+/// use tollgate::{Reason, Rejection};
+///
+/// /// Admits even keys, denies odd ones — after an "I/O" await.
+/// struct Remote;
+/// impl PolicyLimiter for Remote {
+///     fn try_acquire(&self, _key: Key, _quota: bool) -> Decision {
+///         Decision::Wait // always ask the remote store
+///     }
+///     fn acquire(self: Arc<Self>, key: Key, _quota: bool) -> AcquireFuture {
+///         Box::pin(async move {
+///             // ... a Redis EVALSHA would go here ...
+///             if key == Key::from_u64(1) {
+///                 Err(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None })
+///             } else {
+///                 Ok(Grant { permit: Permit::none(), quota: None })
+///             }
+///         })
+///     }
+///     fn describe(&self) -> PolicyQuota {
+///         PolicyQuota { quota: 100, window: Some(std::time::Duration::from_secs(60)), concurrent: false }
+///     }
+/// }
+/// let policy = tollgate::http::Policy::custom(Arc::new(Remote));
+/// # let _ = policy;
+/// ```
+pub trait PolicyLimiter: Send + Sync + 'static {
+    /// Decides for `key` now, without waiting; fills in the quota if `want_quota`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Budget(AtomicU64::new(2));
+    /// let key = Key::from_bytes(b"tenant-1");
+    /// assert!(matches!(budget.try_acquire(key, false), Decision::Granted(_)));
+    /// assert!(matches!(budget.try_acquire(key, false), Decision::Granted(_)));
+    /// assert!(matches!(budget.try_acquire(key, false), Decision::Denied(_)));
+    /// ```
+    fn try_acquire(&self, key: Key, want_quota: bool) -> Decision;
+
+    /// Waits for a decision for `key` (called after [`Decision::Wait`]). Dropping the future
+    /// must cancel the wait and give back anything it was granted.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Arc::new(Budget(AtomicU64::new(1)));
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let grant = rt.block_on(budget.clone().acquire(Key::GLOBAL, false)).unwrap();
+    /// assert!(!grant.permit.holds());
+    /// let denial = rt.block_on(budget.acquire(Key::GLOBAL, false)).unwrap_err();
+    /// assert_eq!(denial.rejection.reason(), Reason::Exhausted);
+    /// ```
+    fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture;
+
+    /// The policy's quota, for `RateLimit-Policy`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Arc::new(Budget(AtomicU64::new(1_000)));
+    /// assert_eq!(budget.describe().window, Some(Duration::from_secs(86_400)));
+    /// let limits = RateLimiting::builder().policy("daily", Policy::custom(budget)).build().unwrap();
+    /// // The layer's `RateLimit-Policy` header says `"daily";q=1000;w=86400`.
+    /// assert_eq!(limits.describe("daily").unwrap().quota, 1_000);
+    /// ```
+    fn describe(&self) -> PolicyQuota;
+
+    /// How many partitions are stored now, if the limiter keeps any (for metrics and tests).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let budget = Budget(AtomicU64::new(10));
+    /// assert_eq!(budget.partitions(), None); // the default: one shared budget
+    /// let limits = RateLimiting::builder().policy("daily", Policy::custom(Arc::new(budget))).build().unwrap();
+    /// assert_eq!(limits.partitions("daily"), None);
+    /// ```
+    fn partitions(&self) -> Option<usize> {
+        None
+    }
+}

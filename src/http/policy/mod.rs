@@ -1,0 +1,602 @@
+//! Policies: a limiter, how requests are partitioned, and what a request without a key gets;
+//! and [`PolicyLimiter`], the decision trait every policy goes through (the extension point for
+//! an async, e.g. Redis-backed, limiter).
+
+mod builtin;
+mod key;
+mod limiter;
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::lease::Reason;
+use crate::partition::{Partition, PartitionConfig, PartitionKind, Partitioned};
+#[cfg(doc)]
+use crate::KeyedLimiter;
+use crate::{
+    ConcurrencyOptions, FixedWindowOptions, OptionsError, SlidingWindowOptions, TokenBucketOptions,
+};
+pub(crate) use builtin::{after_wait, Rate};
+use builtin::{Keyed, Many, PartitionerFn, Queue, Single};
+pub use key::{Key, KeyBy, MissingKey, RequestView, NO_KEY};
+pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter, PolicyQuota};
+
+/// The clock every built-in policy reads: shared, swappable (a `ManualClock` in tests).
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// let clock = Arc::new(ManualClock::new());
+/// let shared: SharedClock = clock.clone();
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(shared.now(), clock.now()); // one clock, seen through the alias
+/// # use tollgate::Clock;
+/// ```
+pub type SharedClock = Arc<dyn Clock + Send + Sync>;
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Concurrency(ConcurrencyOptions),
+    TokenBucket(TokenBucketOptions),
+    FixedWindow(FixedWindowOptions),
+    SlidingWindow(SlidingWindowOptions),
+}
+
+#[derive(Clone)]
+enum Source {
+    Builtin(Kind, PartitionKind),
+    Custom(Arc<dyn PolicyLimiter>),
+}
+
+/// A rate-limiting policy: a limiter kind (or your [`PolicyLimiter`]), how it partitions
+/// requests ([`KeyBy`]), what keyless requests get ([`MissingKey`]), whether requests wait in
+/// the limiter's queue, and its rejection status.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::{KeyBy, MissingKey, Policy};
+/// use tollgate::{PartitionConfig, TokenBucketOptions};
+///
+/// let per_ip = Policy::token_bucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1)))
+///     .unwrap()
+///     .partition_by(KeyBy::CLIENT_IP)
+///     .when_missing_key(MissingKey::Reject)
+///     .partitions(PartitionConfig::new(1_000_000));
+/// # let _ = per_ip;
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    source: Source,
+    pub(crate) key: KeyBy,
+    pub(crate) missing: MissingKey,
+    partitions: PartitionConfig,
+    pub(crate) queue: Option<Option<Duration>>,
+    pub(crate) status: http::StatusCode,
+    pub(crate) unavailable_status: Option<http::StatusCode>,
+    pub(crate) pause_on_429: bool,
+}
+
+impl Policy {
+    fn builtin(kind: Kind, pk: Result<PartitionKind, OptionsError>) -> Result<Self, OptionsError> {
+        Ok(Self::from_source(Source::Builtin(kind, pk?)))
+    }
+
+    fn from_source(source: Source) -> Self {
+        Self {
+            source,
+            key: KeyBy::Global,
+            missing: MissingKey::Shared,
+            partitions: PartitionConfig::default(),
+            queue: None,
+            status: http::StatusCode::TOO_MANY_REQUESTS,
+            unavailable_status: None,
+            pause_on_429: false,
+        }
+    }
+
+    /// A concurrency limit: the permit is held until the response body ends.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
+    /// let streaming = call(&limits.layer(), path("/export"));
+    /// assert!(streaming.body().holds_permits()); // the export is still streaming
+    /// assert_eq!(call(&limits.layer(), path("/export")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// drop(streaming); // it ended
+    /// assert_eq!(call(&limits.layer(), path("/export")).status(), 200);
+    /// ```
+    pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
+        Self::builtin(
+            Kind::Concurrency(options),
+            PartitionKind::concurrency(options),
+        )
+    }
+
+    /// A token bucket.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let clock = Arc::new(ManualClock::new());
+    /// let burst = Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
+    /// let limits = RateLimiting::builder().global(burst).clock(clock.clone()).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); } // a burst of 2
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// clock.advance(Duration::from_secs(1)); // then one a second
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// ```
+    pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
+        Self::builtin(
+            Kind::TokenBucket(options),
+            PartitionKind::token_bucket(options),
+        )
+    }
+
+    /// A fixed window.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let hourly = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(3600))).unwrap();
+    /// let limits = RateLimiting::builder().global(hourly).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// let refused = call(&limits.layer(), path("/"));
+    /// assert_eq!(refused.headers()["retry-after"], "3600");
+    /// assert!(Policy::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(1))).is_err());
+    /// ```
+    pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
+        Self::builtin(
+            Kind::FixedWindow(options),
+            PartitionKind::fixed_window(options),
+        )
+    }
+
+    /// A sliding window (up to 16 segments).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::SlidingWindowOptions;
+    /// let smooth = Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 6)).unwrap();
+    /// let limits = RateLimiting::builder().global(smooth).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert!(Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 17)).is_err());
+    /// ```
+    pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
+        Self::builtin(
+            Kind::SlidingWindow(options),
+            PartitionKind::sliding_window(options),
+        )
+    }
+
+    /// Your own limiter (see [`PolicyLimiter`]); it does its own partitioning by the [`Key`]
+    /// the policy's [`KeyBy`] extracts.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// # use tollgate::Rejection;
+    /// # /// A request budget kept by a quota service (here: a counter).
+    /// # struct Budget(AtomicU64);
+    /// # impl PolicyLimiter for Budget {
+    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #         }
+    /// #     }
+    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    /// #         Box::pin(async move {
+    /// #             match self.try_acquire(key, want_quota) {
+    /// #                 Decision::Granted(g) => Ok(g),
+    /// #                 Decision::Denied(d) => Err(d),
+    /// #                 Decision::Wait => unreachable!(),
+    /// #             }
+    /// #         })
+    /// #     }
+    /// #     fn describe(&self) -> PolicyQuota {
+    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    /// #     }
+    /// # }
+    /// let limits = RateLimiting::builder().global(Policy::custom(Arc::new(Budget(AtomicU64::new(1))))).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS); // budget spent
+    /// ```
+    pub fn custom(limiter: Arc<dyn PolicyLimiter>) -> Self {
+        Self::from_source(Source::Custom(limiter))
+    }
+
+    /// Partition requests by `key` (default [`KeyBy::Global`]: one limiter).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), from("192.0.2.1")); }
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.2")).status(), 200); // its own partition
+    /// assert_eq!(limits.partitions(GLOBAL), Some(2));
+    /// ```
+    pub fn partition_by(self, key: KeyBy) -> Self {
+        Self { key, ..self }
+    }
+
+    /// What a request without a key gets (default [`MissingKey::Shared`]).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let per_key = two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap()));
+    /// let limits = RateLimiting::builder().global(per_key.when_missing_key(MissingKey::Allow)).build().unwrap();
+    /// for _ in 0..5 { // anonymous requests are not limited here (another layer may)
+    ///     assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// }
+    /// ```
+    pub fn when_missing_key(self, missing: MissingKey) -> Self {
+        Self { missing, ..self }
+    }
+
+    /// The bounds of the per-key store (default [`PartitionConfig::default`]: 100,000 keys,
+    /// idle keys evicted after 10 s, a full store evicts its longest idle key).
+    ///
+    /// Memory: a token bucket or fixed window that does not queue keeps its keys in a
+    /// [`KeyedLimiter`] — about 21 bytes per key of capacity, allocated when the layer is built
+    /// (2.1 MB at the default capacity). Any other partitioned policy (queued, sliding window,
+    /// concurrency) keeps a full limiter per key in a [`Partitioned`] map: about 1.1 KB per
+    /// stored key, measured (`tests/http.rs`, `memory_*`: 200,000 new /64s filling the default
+    /// table of 100,000 grew the resident set by 106 MiB, token bucket and sliding window alike).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// use tollgate::{PartitionConfig, WhenFull};
+    /// let bounded = two_a_minute()
+    ///     .partition_by(KeyBy::CLIENT_IP)
+    ///     .partitions(PartitionConfig::new(1).with_when_full(WhenFull::Reject));
+    /// let limits = RateLimiting::builder().global(bounded).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
+    /// assert_eq!(call(&limits.layer(), from("192.0.2.2")).status(), StatusCode::TOO_MANY_REQUESTS); // full
+    /// assert_eq!(limits.partitions(GLOBAL), Some(1));
+    /// ```
+    pub fn partitions(self, partitions: PartitionConfig) -> Self {
+        Self { partitions, ..self }
+    }
+
+    /// Requests wait in the limiter's queue (its options' `queue_limit`, in permits) instead of
+    /// being rejected at once, for at most `max_delay` if given. A client that disconnects
+    /// leaves the queue at once.
+    ///
+    /// A rate policy (token bucket, fixed or sliding window) knows when a queued request would
+    /// be served — its limiter's RetryAfter counts the requests queued ahead — so a request
+    /// that would be served only after `max_delay` is refused at once, with that
+    /// `Retry-After`, rather than held for the whole delay. A request that waits and still
+    /// reaches the deadline gets one more try then; refused, it is
+    /// [`Reason::TimedOut`], with the limiter's `Retry-After` if it has one (a rate limiter
+    /// does; a concurrency limiter cannot know when a permit comes back, and a custom
+    /// [`PolicyLimiter`] gives one if its [`try_acquire`](PolicyLimiter::try_acquire) denies
+    /// with one). A request pushed out of a built-in limiter's queue by a newer one
+    /// (`QueueOrder::NewestFirst`, [`Reason::Evicted`]) gets the limiter's `Retry-After` the
+    /// same way.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::QueueOrder;
+    /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
+    /// let queued = Policy::concurrency(opts).unwrap().queue(Some(Duration::from_millis(10)));
+    /// let limits = RateLimiting::builder().global(queued).build().unwrap();
+    /// let first = call(&limits.layer(), path("/")); // holds the permit while its body lives
+    /// // The second waits in the queue, then gives up after 10 ms: 429.
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// drop(first);
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    ///
+    /// // One token every 3 s: a queued request would wait 3 s, past its 300 ms.
+    /// let slow = TokenBucketOptions::new(1, 1, Duration::from_secs(3)).with_queue(1, QueueOrder::OldestFirst);
+    /// let queued = Policy::token_bucket(slow).unwrap().queue(Some(Duration::from_millis(300)));
+    /// let limits = RateLimiting::builder().global(queued).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// let refused = call(&limits.layer(), path("/")); // at once, not after 300 ms
+    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(refused.headers()["retry-after"], "3");
+    /// ```
+    pub fn queue(self, max_delay: Option<Duration>) -> Self {
+        Self {
+            queue: Some(max_delay),
+            ..self
+        }
+    }
+
+    /// The status of a rejection (default 429 Too Many Requests).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .global(two_a_minute().rejection_status(StatusCode::SERVICE_UNAVAILABLE))
+    ///     .build()
+    ///     .unwrap();
+    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// ```
+    pub fn rejection_status(self, status: http::StatusCode) -> Self {
+        Self { status, ..self }
+    }
+
+    /// The status of a rejection for the server's capacity rather than the client's rate (e.g.
+    /// 503 Service Unavailable): the limiter is closed ([`Reason::Closed`]), its queue is full
+    /// ([`Reason::QueueFull`]), a queued request was pushed out by a newer one
+    /// ([`Reason::Evicted`], `QueueOrder::NewestFirst`), or the partition table is full and
+    /// the request's key is new ([`Reason::PartitionsFull`]). Default: the rejection status.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::QueueOrder;
+    /// let opts = ConcurrencyOptions::new(1).with_queue(0, QueueOrder::OldestFirst);
+    /// let pool = Policy::concurrency(opts).unwrap().queue(None).unavailable_status(StatusCode::SERVICE_UNAVAILABLE);
+    /// let limits = RateLimiting::builder().global(pool).build().unwrap();
+    /// let _busy = call(&limits.layer(), path("/"));
+    /// // No room in the queue: the server is busy, not the client too fast.
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// ```
+    pub fn unavailable_status(self, status: http::StatusCode) -> Self {
+        Self {
+            unavailable_status: Some(status),
+            ..self
+        }
+    }
+
+    /// Client side: when the upstream answers 429 with a `Retry-After` (delay seconds), reject
+    /// this request's partition locally until then.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// use tower::{Layer, ServiceExt};
+    /// let clock = Arc::new(ManualClock::new());
+    /// let limits = RateLimiting::builder().global(two_a_minute().pause_on_upstream_429()).clock(clock.clone()).build().unwrap();
+    /// let upstream = tower::service_fn(|_: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::builder().status(429).header("retry-after", "5").body("").unwrap())
+    /// });
+    /// let client = limits.layer().layer(upstream);
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let _ = rt.block_on(client.clone().oneshot(path("/"))); // the upstream says: 5 s
+    /// let local = rt.block_on(client.clone().oneshot(path("/"))).unwrap(); // not sent
+    /// assert_eq!(local.headers()["retry-after"], "5");
+    /// ```
+    pub fn pause_on_upstream_429(self) -> Self {
+        Self {
+            pause_on_429: true,
+            ..self
+        }
+    }
+
+    pub(crate) fn status_for(&self, reason: Reason) -> http::StatusCode {
+        match (reason, self.unavailable_status) {
+            (
+                Reason::Closed | Reason::QueueFull | Reason::Evicted | Reason::PartitionsFull,
+                Some(s),
+            ) => s,
+            _ => self.status,
+        }
+    }
+
+    /// Whether the policy's limiter is a built-in one, which bounds its own queueing delay
+    /// (and answers a timed-out wait with its RetryAfter).
+    pub(crate) fn bounds_its_delay(&self) -> bool {
+        matches!(self.source, Source::Builtin(..))
+    }
+
+    /// Makes the policy's limiter on `clock` (`std_clock`: the default, a `StdClock`), and the
+    /// direct handle to it when it is a built-in rate limiter that never queues (the layer's
+    /// fast path).
+    pub(crate) fn build(
+        &self,
+        clock: &SharedClock,
+        std_clock: bool,
+    ) -> Result<(Arc<dyn PolicyLimiter>, Option<Rate>), OptionsError> {
+        let (kind, pk) = match &self.source {
+            Source::Custom(l) => return Ok((l.clone(), None)),
+            Source::Builtin(k, pk) => (*k, *pk),
+        };
+        let describe = describe(kind);
+        let queue = self.queue.map(|max_delay| Queue { max_delay });
+        if matches!(self.key, KeyBy::Global) {
+            // A rate limiter's lease holds nothing: the fast path may drop it at once.
+            let fast = queue.is_none() && !matches!(kind, Kind::Concurrency(_));
+            if std_clock {
+                let limiter = Arc::new(pk.limiter(crate::StdClock));
+                let rate = fast.then(|| Rate::SingleStd(limiter.clone()));
+                return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
+            }
+            let limiter = Arc::new(pk.limiter(clock.clone()));
+            let rate = fast.then(|| Rate::Single(limiter.clone()));
+            return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
+        }
+        if queue.is_none() {
+            // On the default clock, the keyed limiter reads `StdClock` itself: no `dyn Clock`
+            // call, and the read inlined into the decision (the same epoch as the shared
+            // `Arc<StdClock>`: `StdClock` has one per process).
+            if std_clock {
+                if let Some(k) = Keyed::new(kind, self.partitions, crate::StdClock, describe)? {
+                    let k = Arc::new(k);
+                    return Ok((k.clone(), Some(Rate::KeyedStd(k))));
+                }
+            } else if let Some(k) = Keyed::new(kind, self.partitions, clock.clone(), describe)? {
+                let k = Arc::new(k);
+                return Ok((k.clone(), Some(Rate::Keyed(k))));
+            }
+        }
+        let partitioner: Box<PartitionerFn> = Box::new(move |k: &Key| Partition::new(*k, pk));
+        Ok((
+            Arc::new(Many {
+                limiter: Partitioned::with_clock(partitioner, self.partitions, clock.clone()),
+                describe,
+                queue,
+            }),
+            None,
+        ))
+    }
+}
+
+impl core::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Policy")
+            .field("key", &self.key)
+            .field("missing", &self.missing)
+            .field("queue", &self.queue)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+fn describe(kind: Kind) -> PolicyQuota {
+    match kind {
+        Kind::Concurrency(o) => PolicyQuota {
+            quota: u64::from(o.permit_limit),
+            window: None,
+            concurrent: true,
+        },
+        Kind::TokenBucket(o) => PolicyQuota {
+            quota: u64::from(o.token_limit),
+            // The time to refill an empty bucket.
+            window: Some(
+                o.replenishment_period
+                    .saturating_mul(o.token_limit.div_ceil(o.tokens_per_period.max(1))),
+            ),
+            concurrent: false,
+        },
+        Kind::FixedWindow(o) => PolicyQuota {
+            quota: u64::from(o.permit_limit),
+            window: Some(o.window),
+            concurrent: false,
+        },
+        Kind::SlidingWindow(o) => PolicyQuota {
+            quota: u64::from(o.permit_limit),
+            window: Some(o.window),
+            concurrent: false,
+        },
+    }
+}

@@ -1,0 +1,238 @@
+use core::time::Duration;
+
+use bytes::Bytes;
+use http::header::RETRY_AFTER;
+use http::{Response, StatusCode};
+
+use super::layer::Shared;
+use super::{ceil_secs, Denial, LimitedBody, RequestView, RATELIMIT, X_RATELIMIT_LIMIT};
+#[cfg(doc)]
+use super::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
+use crate::lease::{Reason, Rejection};
+use crate::quota::QuotaState;
+
+/// A rejected request, as the [`on_rejected`](RateLimitingBuilder::on_rejected) hook sees it.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .policy("login", two_a_minute())
+///     .on_rejected(|r: &Rejected<'_>| {
+///         let text = format!("{} refused {} ({:?})", r.policy, r.request.uri.path(), r.rejection.reason());
+///         let mut resp = Response::new(text.into());
+///         *resp.status_mut() = r.status;
+///         resp
+///     })
+///     .build()
+///     .unwrap();
+/// let login = limits.policy_layer("login").unwrap();
+/// for _ in 0..2 { let _ = call(&login, path("/login")); }
+/// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// ```
+#[derive(Debug)]
+pub struct Rejected<'a> {
+    /// The name of the policy that refused (`"global"` for the global policy; the selector's
+    /// name for [`UNKNOWN_POLICY`]).
+    pub policy: &'a str,
+    /// Why, and when to retry.
+    pub rejection: Rejection,
+    /// The partition's quota, when headers are on.
+    pub quota: Option<QuotaState>,
+    /// The status the policy would answer with.
+    pub status: StatusCode,
+    /// The request.
+    pub request: RequestView<'a>,
+}
+
+pub(super) type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
+
+impl Shared {
+    /// The response to a request policy `i` refused.
+    pub(super) fn reject<B>(
+        &self,
+        i: usize,
+        mut d: Denial,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
+        let p = &self.policies[i];
+        let reason = d.rejection.reason();
+        if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
+            d.rejection = Rejection::with_retry_after(reason, PARTITIONS_FULL_RETRY_AFTER);
+        }
+        let status = p.policy.status_for(reason);
+        self.respond(&p.name, Some(i), status, d, view)
+    }
+
+    /// The response to a request whose selector chose `name`, which names no policy: a 500
+    /// with [`UNKNOWN_POLICY`] (through the hook, if there is one).
+    #[cold]
+    pub(super) fn unknown_policy<B>(
+        &self,
+        name: &str,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
+        let d = Denial {
+            rejection: Rejection::new(UNKNOWN_POLICY),
+            quota: None,
+        };
+        self.respond(name, None, StatusCode::INTERNAL_SERVER_ERROR, d, view)
+    }
+
+    /// A refusal's response: the hook's or the default one, with `Retry-After` and, for policy
+    /// `i`, the quota headers (unless the hook wrote its own).
+    pub(super) fn respond<B>(
+        &self,
+        name: &str,
+        i: Option<usize>,
+        status: StatusCode,
+        d: Denial,
+        view: &RequestView<'_>,
+    ) -> Response<LimitedBody<B>> {
+        let mut resp = match &self.on_rejected {
+            Some(hook) => hook(&Rejected {
+                policy: name,
+                rejection: d.rejection,
+                quota: d.quota,
+                status,
+                request: *view,
+            }),
+            None => {
+                let mut r = Response::new(self.body.clone());
+                *r.status_mut() = status;
+                r
+            }
+        };
+        let headers = resp.headers_mut();
+        if let Some(ra) = d.rejection.retry_after() {
+            if !headers.contains_key(RETRY_AFTER) {
+                headers.insert(RETRY_AFTER, self.retry_after_value(ceil_secs(ra).max(1)));
+            }
+        }
+        // Unless the hook wrote its own.
+        if let (Some(i), Some(q)) = (
+            i,
+            d.quota.filter(|_| {
+                !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
+            }),
+        ) {
+            self.quota_headers(headers, &[Some((i, q)), None]);
+        }
+        resp.map(LimitedBody::full)
+    }
+}
+
+/// The reason of a local rejection while an upstream's `Retry-After` lasts.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// use tower::{Layer, ServiceExt};
+/// let limits = RateLimiting::builder()
+///     .global(two_a_minute().pause_on_upstream_429())
+///     .on_rejected(|r| {
+///         let paused = r.rejection.reason() == UPSTREAM_PAUSE; // not our own limit
+///         Response::builder().status(r.status).header("x-paused", paused.to_string()).body("".into()).unwrap()
+///     })
+///     .build()
+///     .unwrap();
+/// let upstream = tower::service_fn(|_: Request<()>| async {
+///     Ok::<_, Infallible>(Response::builder().status(429).header("retry-after", "30").body("busy").unwrap())
+/// });
+/// let client = limits.layer().layer(upstream);
+/// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// assert!(rt.block_on(client.clone().oneshot(path("/"))).unwrap().headers().get("x-paused").is_none());
+/// let local = rt.block_on(client.oneshot(path("/"))).unwrap(); // not sent upstream
+/// assert_eq!(local.headers()["x-paused"], "true");
+/// ```
+pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
+
+/// The [`Reason`] of a request whose [selector](RateLimitingBuilder::select) chose
+/// [`Endpoint::Policy`] with a name that no policy has (a typo, a policy left out of the
+/// builder). Such a request is refused, not let through under the global policy alone: it gets
+/// **500 Internal Server Error** (the server's configuration is wrong, not the client), without
+/// `Retry-After`, before any policy is charged; the [`on_rejected`](RateLimitingBuilder::on_rejected)
+/// hook sees this reason and the unknown name as [`Rejected::policy`]. (The names a selector
+/// returns are known only when it runs, so [`build`](RateLimitingBuilder::build) cannot check
+/// them; [`RateLimiting::policy_layer`] checks its name when it is called.)
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let limits = RateLimiting::builder()
+///     .global(two_a_minute())
+///     .policy("search", two_a_minute())
+///     .select(|_| Endpoint::Policy("serach")) // a typo
+///     .on_rejected(|r| {
+///         assert_eq!((r.policy, r.rejection.reason()), ("serach", UNKNOWN_POLICY));
+///         Response::builder().status(r.status).body("misconfigured".into()).unwrap()
+///     })
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// ```
+pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected name");
+
+/// The `Retry-After` of a request refused because its policy's partition table is full
+/// ([`Reason::PartitionsFull`]: a new key, and no room for its partition): one second. The
+/// partitioned limiters do not say when room comes back — it comes when a stored partition goes
+/// idle (with [`WhenFull::EvictIdle`](crate::WhenFull::EvictIdle), the default) or stays idle
+/// past the idle timeout (with [`WhenFull::Reject`](crate::WhenFull::Reject)), which depends on
+/// the other clients — so the layer sends this short, fixed value, and the client retries soon.
+/// The status is the policy's [`unavailable_status`](Policy::unavailable_status) if set (a full
+/// table is the server's capacity, not the client's rate), else its rejection status.
+///
+/// ```
+/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+/// # use http::{Request, Response, StatusCode};
+/// # use tollgate::http::*;
+/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// use tollgate::PartitionConfig;
+/// let one_client = two_a_minute().partition_by(KeyBy::CLIENT_IP).partitions(PartitionConfig::new(1));
+/// let limits = RateLimiting::builder()
+///     .global(one_client.unavailable_status(StatusCode::SERVICE_UNAVAILABLE))
+///     .build()
+///     .unwrap();
+/// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
+/// let full = call(&limits.layer(), from("192.0.2.2")); // 192.0.2.1's window is in use
+/// assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+/// assert_eq!(full.headers()["retry-after"], "1");
+/// assert_eq!(PARTITIONS_FULL_RETRY_AFTER, Duration::from_secs(1));
+/// ```
+pub const PARTITIONS_FULL_RETRY_AFTER: Duration = Duration::from_secs(1);

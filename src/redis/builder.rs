@@ -1,0 +1,271 @@
+use core::fmt;
+use core::time::Duration;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use ::redis::aio::ConnectionLike;
+
+use super::failure::FallbackPartitioner;
+use super::Counts;
+use super::Inner;
+use super::{
+    breaker, cache, Algorithm, CircuitBreaker, FailurePolicy, RedisConfigError, RedisLimiter,
+};
+use crate::partition::{Partition, Partitioned};
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
+    /// Starts building a limiter of `algorithm` on connection `conn` (a
+    /// [`ConnectionManager`](::redis::aio::ConnectionManager), a multiplexed connection, or with
+    /// feature `redis-cluster` a cluster connection), keys `prefix:{partition}:shape`, with the
+    /// failure policy `policy`.
+    ///
+    /// ```no_run
+    /// use core::time::Duration;
+    /// use tollgate::redis::{Algorithm, CircuitBreaker, FailurePolicy, RedisLimiter};
+    /// use tollgate::TokenBucketOptions;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let limiter = RedisLimiter::builder(
+    ///     conn,
+    ///     "uploads",
+    ///     Algorithm::TokenBucket(TokenBucketOptions::new(10, 2, Duration::from_secs(60))),
+    ///     FailurePolicy::fallback(0.25), // 4 replicas
+    /// )
+    /// .timeout(Duration::from_millis(30))
+    /// .circuit_breaker(CircuitBreaker::new(5, Duration::from_millis(500)))
+    /// .cache_denials(10_000)
+    /// .build()?;
+    /// # let _ = limiter; Ok(()) }
+    /// ```
+    pub fn builder(
+        conn: C,
+        prefix: impl Into<String>,
+        algorithm: Algorithm,
+        policy: FailurePolicy,
+    ) -> RedisLimiterBuilder<C> {
+        RedisLimiterBuilder {
+            conn,
+            prefix: prefix.into(),
+            algorithm,
+            policy,
+            timeout: Duration::from_millis(50),
+            breaker: CircuitBreaker::default(),
+            cache: None,
+        }
+    }
+}
+
+/// How [`RedisLimiter::builder`] is configured further.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let builder: RedisLimiterBuilder<_> = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+///     .timeout(Duration::from_millis(20))
+///     .circuit_breaker(CircuitBreaker::new(5, Duration::from_millis(500)));
+/// let limiter = builder.build().unwrap();
+/// assert_eq!(limiter.limit(), 100);
+/// assert_eq!(limiter.key("alice"), "api:{alice}:fw60000000"); // a fixed window of 60 s
+/// ```
+pub struct RedisLimiterBuilder<C> {
+    conn: C,
+    prefix: String,
+    algorithm: Algorithm,
+    policy: FailurePolicy,
+    timeout: Duration,
+    breaker: CircuitBreaker,
+    cache: Option<usize>,
+}
+
+impl<C> fmt::Debug for RedisLimiterBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLimiterBuilder")
+            .field("prefix", &self.prefix)
+            .field("algorithm", &self.algorithm)
+            .field("policy", &self.policy)
+            .field("timeout", &self.timeout)
+            .field("breaker", &self.breaker)
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
+    /// The per-call timeout (default 50 ms): a call slower than this is decided by the failure
+    /// policy and counts as a failure for the circuit breaker.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .timeout(Duration::from_millis(20)) // a request waits at most 20 ms for Redis
+    ///     .build();
+    /// assert!(limiter.is_ok());
+    /// let zero = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).timeout(Duration::ZERO).build();
+    /// assert_eq!(zero.unwrap_err(), RedisConfigError::ZeroTimeout);
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The circuit breaker (default: open after 3 consecutive failures, for 1 s).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .circuit_breaker(CircuitBreaker::new(1, Duration::from_secs(60)))
+    ///     .build()
+    ///     .unwrap();
+    /// let _ = rt.block_on(limiter.acquire("alice", 1));
+    /// assert_eq!(limiter.health(), Health::Degraded(PolicyKind::FailOpen)); // after one failure
+    /// let never = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .circuit_breaker(CircuitBreaker::new(0, Duration::from_secs(1)))
+    ///     .build();
+    /// assert_eq!(never.unwrap_err(), RedisConfigError::ZeroFailures);
+    /// ```
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// Caches Redis denials locally until their RetryAfter, for up to `capacity` keys: a cached
+    /// denial answers requests of at least as many permits on its key without a round trip.
+    /// Allows are never cached. Off by default.
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{FixedWindowOptions, TokenBucketOptions};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(1, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(conn, "login", algorithm, FailurePolicy::FailClosed)
+    ///     .cache_denials(10_000)
+    ///     .build()?;
+    /// assert!(limiter.acquire("mallory", 1).await.is_ok());
+    /// assert!(limiter.acquire("mallory", 1).await.is_err()); // Redis says no, for about a minute
+    /// let d = limiter.decide("mallory", 1).await; // answered locally
+    /// assert_eq!(d.decided_by, DecidedBy::CachedDenial);
+    /// assert_eq!(limiter.redis_statistics().calls, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn cache_denials(mut self, capacity: usize) -> Self {
+        self.cache = Some(capacity);
+        self
+    }
+
+    /// Checks everything and makes the limiter.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build();
+    /// assert!(limiter.is_ok());
+    /// let zero = Algorithm::FixedWindow(FixedWindowOptions::new(0, Duration::from_secs(60)));
+    /// let err = RedisLimiter::builder(Down, "api", zero, FailurePolicy::FailOpen).build().unwrap_err();
+    /// assert_eq!(err, RedisConfigError::Options(tollgate::OptionsError::ZeroLimit));
+    /// ```
+    pub fn build(self) -> Result<RedisLimiter<C>, RedisConfigError> {
+        let plan = self.algorithm.plan()?;
+        if self.prefix.contains(['{', '}']) {
+            return Err(RedisConfigError::PrefixBraces);
+        }
+        if self.timeout.is_zero() {
+            return Err(RedisConfigError::ZeroTimeout);
+        }
+        if self.breaker.failures == 0 {
+            return Err(RedisConfigError::ZeroFailures);
+        }
+        let policy_kind = self.policy.kind();
+        let fallback = match self.policy {
+            FailurePolicy::Fallback { share, partitions } => {
+                if !(share > 0.0 && share <= 1.0) {
+                    return Err(RedisConfigError::Share);
+                }
+                let kind = self.algorithm.local_share(share)?;
+                let partitioner: FallbackPartitioner =
+                    Box::new(move |key: &str| Partition::new(key.to_owned(), kind));
+                Some(Partitioned::new(partitioner, partitions))
+            }
+            _ => None,
+        };
+        Ok(RedisLimiter {
+            inner: Arc::new(Inner {
+                conn: self.conn,
+                prefix: self.prefix,
+                algorithm: self.algorithm,
+                plan,
+                policy: policy_kind,
+                fallback,
+                timeout: self.timeout,
+                breaker: breaker::Breaker::new(self.breaker),
+                cache: self.cache.map(cache::DenialCache::new),
+                counts: Counts::default(),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+}

@@ -1,0 +1,321 @@
+use core::time::Duration;
+use std::sync::atomic::Ordering;
+
+use ::redis::aio::ConnectionLike;
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use super::stats::bump;
+use super::{breaker, RedisLimiter, REDIS_KEY_ERROR};
+#[cfg(doc)]
+use super::{FailurePolicy, RedisLimiterBuilder};
+use crate::clock::{Clock, StdClock};
+use crate::lease::{Reason, Rejection};
+
+/// Who made a [`Decision`].
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// assert_eq!(rt.block_on(limiter.decide("alice", 1)).decided_by, DecidedBy::FailOpen);
+/// // Too many permits: refused by this client, without a call.
+/// let too_many = rt.block_on(limiter.decide("alice", 101));
+/// assert_eq!((too_many.decided_by, too_many.outcome.unwrap_err().reason()), (DecidedBy::Client, Reason::ExceedsLimit));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecidedBy {
+    /// The Redis script.
+    Redis,
+    /// A cached Redis denial (see [`RedisLimiterBuilder::cache_denials`]).
+    CachedDenial,
+    /// The failure policy: [`FailurePolicy::FailOpen`].
+    FailOpen,
+    /// The failure policy: [`FailurePolicy::FailClosed`].
+    FailClosed,
+    /// The failure policy: the local fallback limiter.
+    Fallback,
+    /// This client: the limiter is closed, or the request exceeds the limit.
+    Client,
+    /// Redis answered with an error of the partition's key (see [`REDIS_KEY_ERROR`]): the
+    /// request is rejected with that reason, whatever the failure policy.
+    KeyError,
+}
+
+/// A decision with everything the scripts return (for headers such as `RateLimit`).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(1.0)).build().unwrap();
+/// let d: Decision = rt.block_on(limiter.decide("alice", 3));
+/// assert!(d.allowed());
+/// assert_eq!((d.permits, d.remaining), (3, 7)); // as the local fallback counted
+/// assert_eq!(d.server_time_us, None); // Redis did not decide
+/// assert_eq!(d.decided_by, DecidedBy::Fallback);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// The request's permits.
+    pub permits: u32,
+    /// Granted or not (with the reason and RetryAfter).
+    pub outcome: Result<(), Rejection>,
+    /// Permits left after this decision (as Redis counted them; 0 if unknown).
+    pub remaining: u64,
+    /// Time until the limiter is idle again: bucket full, window empty (zero if unknown).
+    pub reset: Duration,
+    /// Redis's clock at the decision, in microseconds since the Unix epoch (`None` if Redis did
+    /// not decide).
+    pub server_time_us: Option<u64>,
+    /// Who decided.
+    pub decided_by: DecidedBy,
+}
+
+impl Decision {
+    /// Whether the request was granted.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
+    /// let d = rt.block_on(limiter.decide("alice", 1));
+    /// assert!(!d.allowed());
+    /// assert_eq!(d.allowed(), d.outcome.is_ok());
+    /// ```
+    pub const fn allowed(&self) -> bool {
+        self.outcome.is_ok()
+    }
+}
+
+/// Why a call did not decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CallError {
+    /// No answer within the timeout: counts toward the breaker.
+    Timeout,
+    /// The connection or the server failed (I/O, refused, `LOADING`, `BUSY`, `MASTERDOWN`,
+    /// `CLUSTERDOWN`, `TRYAGAIN`, `OOM`, ...), or answered something that is not the script's
+    /// reply: counts toward the breaker.
+    Server,
+    /// `NOSCRIPT` even from the retry (impossible from a server with `EVAL`, kept for a proxy
+    /// that answers `NOSCRIPT` on its own): the script did not run; the request goes to the
+    /// policy, and the breaker counts an answer, not a failure.
+    NoScript,
+    /// The key's own error: `WRONGTYPE`, or a script error caused by the key's content (the
+    /// scripts' `TOLLGATE` error replies, a Lua runtime error). The server is healthy.
+    Key,
+}
+
+/// Words of a server's failure inside a script's `ERR` reply (Redis 6 wraps the errors of
+/// `redis.call` in `ERR Error running script`; Redis 7 keeps their codes).
+const SERVER_WORDS: [&str; 10] = [
+    "OOM",
+    "MISCONF",
+    "READONLY",
+    "NOREPLICAS",
+    "LOADING",
+    "BUSY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "SCRIPT KILL",
+];
+
+impl CallError {
+    /// Classifies an error reply: only the key's own errors and `NOSCRIPT` are told apart;
+    /// everything else (I/O, unknown codes) is the server's, as before.
+    pub(super) fn of(e: &RedisError) -> Self {
+        match e.kind() {
+            ErrorKind::Server(ServerErrorKind::NoScript) => Self::NoScript,
+            // `ERR` from inside a script: Redis 7 says "... script: <sha>, on @user_script:N.",
+            // Redis 6 "Error running script (call to f_<sha>): ...". A plain `ERR` (say "max
+            // number of clients reached") is the server's.
+            ErrorKind::Server(ServerErrorKind::ResponseError)
+                if e.detail().is_some_and(|d| {
+                    d.contains("script") && !SERVER_WORDS.iter().any(|w| d.contains(w))
+                }) =>
+            {
+                Self::Key
+            }
+            ErrorKind::Extension if matches!(e.code(), Some("WRONGTYPE" | "TOLLGATE")) => Self::Key,
+            _ => Self::Server,
+        }
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
+    pub(super) async fn decide_uncounted(&self, partition: &str, permits: u32) -> Decision {
+        let inner = &*self.inner;
+        let client = |r: Reason, decided_by| Decision {
+            permits,
+            outcome: Err(Rejection::new(r)),
+            remaining: 0,
+            reset: Duration::ZERO,
+            server_time_us: None,
+            decided_by,
+        };
+        if inner.closed.load(Ordering::Acquire) {
+            return client(Reason::Closed, DecidedBy::Client);
+        }
+        if permits > inner.plan.limit {
+            return client(Reason::ExceedsLimit, DecidedBy::Client);
+        }
+        let key = self.key(partition);
+        let now = StdClock.now();
+        if let Some(cache) = &inner.cache {
+            if let Some(left) = cache.get(&key, permits, now) {
+                bump(&inner.counts.cached);
+                return Decision {
+                    permits,
+                    outcome: Err(Rejection::with_retry_after(Reason::Exhausted, left)),
+                    remaining: 0,
+                    reset: Duration::ZERO,
+                    server_time_us: None,
+                    decided_by: DecidedBy::CachedDenial,
+                };
+            }
+        }
+        let skip = match inner.breaker.admit(now) {
+            breaker::Admit::Call | breaker::Admit::Probe => None,
+            breaker::Admit::Skip(d) => Some(d),
+        };
+        if let Some(left) = skip {
+            return self.by_policy(partition, permits, Some(left));
+        }
+        bump(&inner.counts.calls);
+        match self.call(&key, permits).await {
+            Ok(d) => {
+                inner.breaker.success();
+                if let (Some(cache), Err(r)) = (&inner.cache, &d.outcome) {
+                    if let Some(ra) = r.retry_after() {
+                        cache.put(&key, permits, now, ra);
+                    }
+                }
+                inner.counts.remaining.store(d.remaining, Ordering::Relaxed);
+                d
+            }
+            Err(CallError::Key) => {
+                // Redis answered: it is healthy, and this key alone is the problem.
+                inner.breaker.success();
+                bump(&inner.counts.key_errors);
+                client(REDIS_KEY_ERROR, DecidedBy::KeyError)
+            }
+            Err(CallError::NoScript) => {
+                // The script did not run, twice: nothing counted, and the server answered (it is
+                // up; its script cache is being flushed, or a proxy lost the script): the policy
+                // decides this request only, and the breaker hears of an answer, not a failure.
+                inner.breaker.success();
+                bump(&inner.counts.errors);
+                self.by_policy(partition, permits, None)
+            }
+            Err(e) => {
+                bump(if e == CallError::Timeout {
+                    &inner.counts.timeouts
+                } else {
+                    &inner.counts.errors
+                });
+                inner.breaker.failure(StdClock.now());
+                self.by_policy(partition, permits, None)
+            }
+        }
+    }
+
+    /// One script call, bounded by the timeout: `EVALSHA`, and after `NOSCRIPT` (the script did
+    /// not run) `EVAL` with the script's source, which cannot meet `NOSCRIPT` and caches the
+    /// script for the next `EVALSHA`. Nothing else is retried.
+    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<Decision, CallError> {
+        let inner = &*self.inner;
+        let plan = &inner.plan;
+        let command = |name: &str, script: &str| {
+            let mut c = ::redis::cmd(name);
+            c.arg(script).arg(1).arg(key).arg(permits);
+            for a in &plan.args[..plan.nargs] {
+                c.arg(*a);
+            }
+            c
+        };
+        let mut conn = inner.conn.clone();
+        let run = async {
+            let sha = command("EVALSHA", plan.script.get_hash());
+            match sha.query_async::<Vec<i64>>(&mut conn).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    command("EVAL", plan.source)
+                        .query_async::<Vec<i64>>(&mut conn)
+                        .await
+                }
+                other => other,
+            }
+        };
+        let v = match tokio::time::timeout(inner.timeout, run).await {
+            Err(_) => return Err(CallError::Timeout),
+            Ok(Err(e)) => return Err(CallError::of(&e)),
+            Ok(Ok(v)) => v,
+        };
+        let [allowed, remaining, retry_us, reset_us, now_us] = v[..] else {
+            return Err(CallError::Server);
+        };
+        let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
+        let outcome = if allowed == 1 {
+            Ok(())
+        } else {
+            Err(Rejection::with_retry_after(
+                Reason::Exhausted,
+                micros(retry_us).max(Duration::from_micros(1)),
+            ))
+        };
+        Ok(Decision {
+            permits,
+            outcome,
+            remaining: u64::try_from(remaining).unwrap_or(0),
+            reset: micros(reset_us),
+            server_time_us: u64::try_from(now_us).ok(),
+            decided_by: DecidedBy::Redis,
+        })
+    }
+}

@@ -1,0 +1,430 @@
+use core::fmt;
+use core::time::Duration;
+use std::sync::LazyLock;
+
+use ::redis::Script;
+
+use super::scripts;
+#[cfg(doc)]
+use super::RedisLimiter;
+use crate::options::OptionsError;
+use crate::partition::PartitionKind;
+use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
+
+/// The most segments a Redis sliding window may have (each decision reads them all).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// use tollgate::{OptionsError, SlidingWindowOptions};
+/// let fine = SlidingWindowOptions::new(100, Duration::from_secs(60), MAX_SEGMENTS + 1);
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(fine), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::Options(OptionsError::TooManySegments { max: 1024 }));
+/// let ok = SlidingWindowOptions::new(100, Duration::from_secs(60), 60); // one segment a second
+/// assert!(RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(ok), FailurePolicy::FailOpen).build().is_ok());
+/// ```
+pub const MAX_SEGMENTS: u32 = 1024;
+
+/// The longest span a Redis limiter may have: 2^50 µs (about 35.7 years). The span is the time
+/// an idle limiter takes to forget everything, which bounds every TTL and RetryAfter: for a
+/// token bucket the time to refill from empty (`ceil(token_limit / tokens_per_period)` periods),
+/// for a window the window, for GCRA `burst × emission_interval`. The bound keeps every instant
+/// the scripts compute exact in a Lua double (below 2^53 µs) for the next 150 years; longer
+/// options are refused with [`RedisConfigError::SpanTooLong`].
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// // A bucket of u32::MAX tokens, one a day: 11.7 million years to refill.
+/// let slow = TokenBucketOptions::new(u32::MAX, 1, Duration::from_secs(86_400));
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(slow), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::SpanTooLong);
+/// let gcra = GcraOptions::new(2, MAX_SPAN / 2); // exactly MAX_SPAN
+/// assert!(RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailOpen).build().is_ok());
+/// ```
+pub const MAX_SPAN: Duration = Duration::from_micros(MAX_SPAN_US);
+
+pub(super) const MAX_SPAN_US: u64 = 1 << 50;
+
+static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
+static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::GCRA));
+
+/// Options of the GCRA (generic cell rate algorithm, as redis-cell and redis_rate): one permit
+/// every `emission_interval`, with bursts of up to `burst` permits.
+///
+/// A GCRA of burst `B` and interval `T` admits `B` permits at once, then one every `T`, and is
+/// back to `B` after `B × T` of quiet. Its state is one timestamp per key.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::redis::GcraOptions;
+///
+/// // 100 a second, bursts of 10.
+/// let gcra = GcraOptions::new(10, Duration::from_millis(10));
+/// assert_eq!(GcraOptions::per_period(100, Duration::from_secs(1), 10), Ok(gcra));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GcraOptions {
+    /// Permits that may be taken at once (at least 1).
+    pub burst: u32,
+    /// The time one permit takes to come back: whole microseconds, at least 1.
+    pub emission_interval: Duration,
+}
+
+impl GcraOptions {
+    /// Bursts of `burst`, one permit back every `emission_interval`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// // redis-cell's `CL.THROTTLE key 14 30 60`: bursts of 15, 30 per minute.
+    /// let gcra = GcraOptions::new(15, Duration::from_secs(2));
+    /// let limiter = RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailClosed).build().unwrap();
+    /// assert_eq!(limiter.limit(), 15);
+    /// let sub_micro = GcraOptions::new(15, Duration::from_nanos(1_500));
+    /// let err = RedisLimiter::builder(Down, "api", Algorithm::Gcra(sub_micro), FailurePolicy::FailClosed).build();
+    /// assert_eq!(err.unwrap_err(), RedisConfigError::NotWholeMicros);
+    /// ```
+    pub const fn new(burst: u32, emission_interval: Duration) -> Self {
+        Self {
+            burst,
+            emission_interval,
+        }
+    }
+
+    /// `limit` permits per `period` (the interval is `period / limit`, which must be whole
+    /// microseconds), bursts of `burst`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// let gcra = GcraOptions::per_period(30, Duration::from_secs(60), 15).unwrap();
+    /// assert_eq!(gcra.emission_interval, Duration::from_secs(2));
+    /// assert_eq!(gcra.burst, 15);
+    /// // 1 s / 3 is not a whole number of microseconds.
+    /// assert_eq!(GcraOptions::per_period(3, Duration::from_secs(1), 1), Err(RedisConfigError::NotWholeMicros));
+    /// ```
+    pub fn per_period(limit: u32, period: Duration, burst: u32) -> Result<Self, RedisConfigError> {
+        if limit == 0 {
+            return Err(OptionsError::ZeroLimit.into());
+        }
+        let us = whole_micros(period)?;
+        if us % u64::from(limit) != 0 {
+            return Err(RedisConfigError::NotWholeMicros);
+        }
+        Ok(Self::new(
+            burst,
+            Duration::from_micros(us / u64::from(limit)),
+        ))
+    }
+}
+
+/// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// let algorithms = [
+///     Algorithm::TokenBucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))),
+///     Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(3600))),
+///     Algorithm::Gcra(GcraOptions::new(5, Duration::from_millis(100))),
+/// ];
+/// for algorithm in algorithms {
+///     let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen).build().unwrap();
+///     assert_eq!(*limiter.algorithm(), algorithm);
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// A token bucket, as [`TokenBucketLimiter`](crate::TokenBucketLimiter).
+    TokenBucket(TokenBucketOptions),
+    /// A fixed window, as [`FixedWindowLimiter`](crate::FixedWindowLimiter).
+    FixedWindow(FixedWindowOptions),
+    /// A sliding window, as [`SlidingWindowLimiter`](crate::SlidingWindowLimiter).
+    SlidingWindow(SlidingWindowOptions),
+    /// GCRA, as redis-cell's `CL.THROTTLE`.
+    Gcra(GcraOptions),
+}
+
+/// Why a [`RedisLimiter`] could not be built.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// use tollgate::QueueOrder;
+/// let queued = TokenBucketOptions::new(10, 1, Duration::from_secs(1)).with_queue(5, QueueOrder::OldestFirst);
+/// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(queued), FailurePolicy::FailOpen).build();
+/// assert_eq!(err.unwrap_err(), RedisConfigError::QueueNotSupported);
+/// let err = RedisLimiter::builder(Down, "api{v2}", per_minute, FailurePolicy::FailOpen).build().unwrap_err();
+/// assert_eq!(err, RedisConfigError::PrefixBraces);
+/// assert_eq!(err.to_string(), "the key prefix must not contain '{' or '}'");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RedisConfigError {
+    /// The algorithm's options are invalid (as the local limiter would say).
+    Options(OptionsError),
+    /// A period, window, segment or emission interval is not a whole number of microseconds
+    /// (the scripts' resolution), or is longer than 2^53 µs.
+    NotWholeMicros,
+    /// The options ask for a queue: a Redis limiter has none (it grants or rejects at once).
+    QueueNotSupported,
+    /// The prefix contains `{` or `}`, which would take the hash tag from the partition.
+    PrefixBraces,
+    /// The fallback share is not in (0, 1].
+    Share,
+    /// The timeout is zero.
+    ZeroTimeout,
+    /// The circuit breaker opens after zero failures.
+    ZeroFailures,
+    /// The limiter's span — the time to refill an empty bucket, the window, or GCRA's
+    /// `burst × emission_interval` — is longer than [`MAX_SPAN`] (2^50 µs, about 35.7 years).
+    SpanTooLong,
+}
+
+impl From<OptionsError> for RedisConfigError {
+    fn from(e: OptionsError) -> Self {
+        Self::Options(e)
+    }
+}
+
+impl fmt::Display for RedisConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Options(e) => write!(f, "invalid limiter options: {e:?}"),
+            Self::NotWholeMicros => f.write_str("durations must be whole microseconds below 2^53"),
+            Self::QueueNotSupported => f.write_str("a Redis limiter has no queue (queue_limit 0)"),
+            Self::PrefixBraces => f.write_str("the key prefix must not contain '{' or '}'"),
+            Self::Share => f.write_str("the fallback share must be in (0, 1]"),
+            Self::ZeroTimeout => f.write_str("the timeout must be longer than zero"),
+            Self::ZeroFailures => f.write_str("the circuit breaker needs at least one failure"),
+            Self::SpanTooLong => f.write_str("the limiter's span is longer than 2^50 µs"),
+        }
+    }
+}
+
+impl std::error::Error for RedisConfigError {}
+
+fn whole_micros(d: Duration) -> Result<u64, RedisConfigError> {
+    if d.subsec_nanos() % 1_000 != 0 || d.is_zero() {
+        return Err(RedisConfigError::NotWholeMicros);
+    }
+    let us = u64::try_from(d.as_micros()).map_err(|_| RedisConfigError::NotWholeMicros)?;
+    if us >= 1 << 53 {
+        return Err(RedisConfigError::NotWholeMicros);
+    }
+    Ok(us)
+}
+
+/// The script, its arguments (after the permit count), the limit, and the key's shape tag.
+#[derive(Clone, Debug)]
+pub(super) struct Plan {
+    /// The script's source (sent with `EVAL` after `NOSCRIPT`).
+    pub(super) source: &'static str,
+    /// The script (for its SHA1).
+    pub(super) script: &'static LazyLock<Script>,
+    pub(super) args: [u64; 3],
+    pub(super) nargs: usize,
+    pub(super) limit: u32,
+    /// The key's suffix naming the algorithm and its time parameters (not its limit).
+    pub(super) shape: String,
+}
+
+/// `Ok(())` if `span_us` (a u128 product of the options) is at most [`MAX_SPAN`].
+fn within_span(span_us: u128) -> Result<(), RedisConfigError> {
+    if span_us > u128::from(MAX_SPAN_US) {
+        return Err(RedisConfigError::SpanTooLong);
+    }
+    Ok(())
+}
+
+impl Algorithm {
+    pub(super) fn plan(&self) -> Result<Plan, RedisConfigError> {
+        match *self {
+            Algorithm::TokenBucket(o) => {
+                o.validate()?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let p = whole_micros(o.replenishment_period)?;
+                let periods = o.token_limit.div_ceil(o.tokens_per_period.max(1));
+                within_span(u128::from(periods) * u128::from(p))?;
+                Ok(Plan {
+                    source: scripts::BUCKET,
+                    script: &BUCKET,
+                    args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
+                    nargs: 3,
+                    limit: o.token_limit,
+                    shape: format!("tb{p}"),
+                })
+            }
+            Algorithm::FixedWindow(o) => {
+                o.validate()?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let w = whole_micros(o.window)?;
+                within_span(u128::from(w))?;
+                let l = u64::from(o.permit_limit);
+                Ok(Plan {
+                    source: scripts::BUCKET,
+                    script: &BUCKET,
+                    args: [l, l, w],
+                    nargs: 3,
+                    limit: o.permit_limit,
+                    shape: format!("fw{w}"),
+                })
+            }
+            Algorithm::SlidingWindow(o) => {
+                o.validate(MAX_SEGMENTS as usize)?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let w = whole_micros(o.window)?;
+                let n = u64::from(o.segments_per_window);
+                if w % n != 0 {
+                    return Err(RedisConfigError::NotWholeMicros);
+                }
+                within_span(u128::from(w))?;
+                Ok(Plan {
+                    source: scripts::SLIDING,
+                    script: &SLIDING,
+                    args: [u64::from(o.permit_limit), n, w / n],
+                    nargs: 3,
+                    limit: o.permit_limit,
+                    shape: format!("sw{w}x{n}"),
+                })
+            }
+            Algorithm::Gcra(o) => {
+                if o.burst == 0 {
+                    return Err(OptionsError::ZeroLimit.into());
+                }
+                let t = whole_micros(o.emission_interval)?;
+                within_span(u128::from(o.burst) * u128::from(t))?;
+                Ok(Plan {
+                    source: scripts::GCRA,
+                    script: &GCRA,
+                    args: [u64::from(o.burst), t, 0],
+                    nargs: 2,
+                    limit: o.burst,
+                    shape: format!("gcra{t}"),
+                })
+            }
+        }
+    }
+
+    /// The same algorithm with `share` of the quota, as a local partition kind.
+    pub(super) fn local_share(&self, share: f64) -> Result<PartitionKind, RedisConfigError> {
+        let scale = |n: u32| -> u32 { ((f64::from(n) * share).ceil() as u32).max(1) };
+        Ok(match *self {
+            Algorithm::TokenBucket(o) => PartitionKind::token_bucket(TokenBucketOptions::new(
+                scale(o.token_limit),
+                scale(o.tokens_per_period),
+                o.replenishment_period,
+            ))?,
+            Algorithm::FixedWindow(o) => PartitionKind::fixed_window(FixedWindowOptions::new(
+                scale(o.permit_limit),
+                o.window,
+            ))?,
+            Algorithm::SlidingWindow(o) => PartitionKind::sliding_window(
+                SlidingWindowOptions::new(scale(o.permit_limit), o.window, o.segments_per_window),
+            )?,
+            Algorithm::Gcra(o) => {
+                // One token every T / share, bursts of B × share. A tiny share makes that period
+                // longer than a `Duration` holds: refused, as the local limiter refuses a
+                // period of 292 years or more.
+                let t = o.emission_interval.as_secs_f64() / share;
+                let period = Duration::try_from_secs_f64(t)
+                    .map_err(|_| RedisConfigError::Options(OptionsError::PeriodTooLong))?;
+                PartitionKind::token_bucket(TokenBucketOptions::new(scale(o.burst), 1, period))?
+            }
+        })
+    }
+}

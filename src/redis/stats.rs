@@ -1,0 +1,61 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(doc)]
+use super::REDIS_KEY_ERROR;
+#[cfg(doc)]
+use crate::lease::Statistics;
+
+/// Counters beyond [`Statistics`], for observability.
+///
+/// ```
+/// # use core::time::Duration;
+/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+/// # use tollgate::redis::*;
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # /// A Redis that is down: every call fails at once.
+/// # #[derive(Clone)]
+/// # struct Down;
+/// # impl ConnectionLike for Down {
+/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+/// #     }
+/// #     fn get_db(&self) -> i64 { 0 }
+/// # }
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+/// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
+/// for _ in 0..2 { let _ = rt.block_on(limiter.acquire("alice", 1)); }
+/// let s: RedisStatistics = limiter.redis_statistics();
+/// assert_eq!((s.calls, s.errors, s.timeouts), (2, 2, 0));
+/// assert_eq!((s.by_policy, s.total_successful), (2, 2)); // both failed open
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RedisStatistics {
+    /// Requests granted (by anyone).
+    pub total_successful: u64,
+    /// Requests rejected (by anyone, for any reason).
+    pub total_failed: u64,
+    /// Script calls sent to Redis.
+    pub calls: u64,
+    /// Calls that failed with an error of the server or the connection (each counts toward the
+    /// circuit breaker), or with `NOSCRIPT` after the retry (which does not).
+    pub errors: u64,
+    /// Calls answered with an error of the partition's key ([`REDIS_KEY_ERROR`]): not failures
+    /// of Redis, never counted toward the circuit breaker.
+    pub key_errors: u64,
+    /// Calls that timed out.
+    pub timeouts: u64,
+    /// Requests decided by the failure policy.
+    pub by_policy: u64,
+    /// Requests rejected from the denial cache, without a call.
+    pub cached_denials: u64,
+    /// Times the circuit breaker opened.
+    pub circuit_opened: u64,
+}
+
+pub(super) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
