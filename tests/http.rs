@@ -1373,3 +1373,31 @@ async fn memory_token_bucket_keyed() {
     let policy = Policy::token_bucket(opts).unwrap();
     flood("token bucket (not queued: KeyedLimiter)", policy, 200_000).await;
 }
+
+/// See [`memory_token_bucket_queued`]: GCRA per client, not queued, takes the compact keyed
+/// form (16-byte slots allocated with the layer).
+#[tokio::test]
+#[ignore]
+async fn memory_gcra_keyed() {
+    let policy = Policy::gcra(tollgate::GcraOptions::per_second(2)).unwrap();
+    flood("GCRA (not queued: KeyedLimiter)", policy, 200_000).await;
+}
+
+/// See [`memory_token_bucket_queued`]: the leaky meter per client, not queued.
+#[tokio::test]
+#[ignore]
+async fn memory_leaky_meter_keyed() {
+    let opts = tollgate::LeakyBucketOptions::new(2, 1, Duration::from_secs(1));
+    let policy = Policy::leaky_meter(opts).unwrap();
+    flood("leaky meter (not queued: KeyedLimiter)", policy, 200_000).await;
+}
+
+/// See [`memory_token_bucket_queued`]: GCRA per client with a queue (a `Partitioned` GCRA
+/// limiter per client).
+#[tokio::test]
+#[ignore]
+async fn memory_gcra_queued() {
+    let opts = tollgate::GcraOptions::per_second(2).with_queue(1, QueueOrder::OldestFirst);
+    let policy = Policy::gcra(opts).unwrap().queue(None);
+    flood("GCRA (queued: Partitioned)", policy, 200_000).await;
+}

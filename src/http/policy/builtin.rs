@@ -231,7 +231,8 @@ pub(crate) struct Keyed<C: Clock> {
 }
 
 impl<C: Clock> Keyed<C> {
-    /// The keyed limiter of `kind` on `clock`, if `kind` is a token bucket or fixed window.
+    /// The keyed limiter of `kind` on `clock`, if `kind` has a compact keyed form (token
+    /// bucket, fixed window, GCRA, leaky meter).
     pub(super) fn new(
         kind: Kind,
         partitions: PartitionConfig,
@@ -246,7 +247,13 @@ impl<C: Clock> Keyed<C> {
             Kind::FixedWindow(o) => {
                 KeyedLimiter::with_hasher_fixed_window(o, partitions, clock, hasher)?
             }
-            Kind::Concurrency(_) | Kind::SlidingWindow(_) => return Ok(None),
+            Kind::Gcra(o) => KeyedLimiter::with_hasher_gcra(o, partitions, clock, hasher)?,
+            Kind::LeakyMeter(o) => {
+                KeyedLimiter::with_hasher_leaky_meter(o, partitions, clock, hasher)?
+            }
+            Kind::Concurrency(_) | Kind::SlidingWindow(_) | Kind::LeakyShaper(_) => {
+                return Ok(None)
+            }
         };
         Ok(Some(Self { limiter, describe }))
     }

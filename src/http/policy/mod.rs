@@ -15,7 +15,8 @@ use crate::partition::{Partition, PartitionConfig, PartitionKind, Partitioned};
 #[cfg(doc)]
 use crate::KeyedLimiter;
 use crate::{
-    ConcurrencyOptions, FixedWindowOptions, OptionsError, SlidingWindowOptions, TokenBucketOptions,
+    ConcurrencyOptions, FixedWindowOptions, GcraOptions, LeakyBucketOptions, OptionsError,
+    ShaperOptions, SlidingWindowOptions, TokenBucketOptions,
 };
 pub(crate) use builtin::{after_wait, Rate};
 use builtin::{Keyed, Many, PartitionerFn, Queue, Single};
@@ -43,6 +44,9 @@ enum Kind {
     TokenBucket(TokenBucketOptions),
     FixedWindow(FixedWindowOptions),
     SlidingWindow(SlidingWindowOptions),
+    Gcra(GcraOptions),
+    LeakyMeter(LeakyBucketOptions),
+    LeakyShaper(ShaperOptions),
 }
 
 #[derive(Clone)]
@@ -207,6 +211,97 @@ impl Policy {
         Self::builtin(
             Kind::SlidingWindow(options),
             PartitionKind::sliding_window(options),
+        )
+    }
+
+    /// GCRA (governor's algorithm): one permit back every `interval`, up to `burst` at once.
+    /// Partitioned and not queued, it keeps 16 bytes a key (the compact keyed form).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::ManualClock;
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::get("/").body(()).unwrap();
+    /// #     req.extensions_mut().insert(axum::extract::ConnectInfo(SocketAddr::new(ip.parse().unwrap(), 4000)));
+    /// #     req
+    /// # }
+    /// use tollgate::GcraOptions;
+    /// let clock = Arc::new(ManualClock::new());
+    /// let per_ip = Policy::gcra(GcraOptions::per_second(2)).unwrap().partition_by(KeyBy::CLIENT_IP);
+    /// let limits = RateLimiting::builder().global(per_ip).clock(clock.clone()).build().unwrap();
+    /// for _ in 0..2 { assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200); }
+    /// let refused = call(&limits.layer(), from("203.0.113.7"));
+    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(refused.headers()["retry-after"], "1"); // 500 ms, rounded up
+    /// assert_eq!(call(&limits.layer(), from("203.0.113.8")).status(), 200); // another client
+    /// clock.advance(Duration::from_millis(500));
+    /// assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200);
+    /// ```
+    pub fn gcra(options: GcraOptions) -> Result<Self, OptionsError> {
+        Self::builtin(Kind::Gcra(options), PartitionKind::gcra(options))
+    }
+
+    /// A leaky bucket as a meter: a level that drains `leak` units every `leak_interval`, under
+    /// `capacity`. Partitioned and not queued, it keeps 16 bytes a key.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::LeakyBucketOptions;
+    /// let meter = Policy::leaky_meter(LeakyBucketOptions::new(3, 1, Duration::from_secs(10))).unwrap();
+    /// let limits = RateLimiting::builder().global(meter).build().unwrap();
+    /// for _ in 0..3 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
+    /// let refused = call(&limits.layer(), path("/"));
+    /// assert_eq!(refused.headers()["retry-after"], "10");
+    /// ```
+    pub fn leaky_meter(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
+        Self::builtin(
+            Kind::LeakyMeter(options),
+            PartitionKind::leaky_meter(options),
+        )
+    }
+
+    /// A leaky bucket as a shaper: one request departs every `interval`; with
+    /// [`queue`](Self::queue), the rest wait for their departure slot (the smoothing it is for),
+    /// without it, they are refused until their slot.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::ShaperOptions;
+    /// let paced = Policy::leaky_shaper(ShaperOptions::per_second(20)).unwrap().queue(Some(Duration::from_secs(1)));
+    /// let limits = RateLimiting::builder().global(paced).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200); // waited 50 ms for its slot
+    /// ```
+    pub fn leaky_shaper(options: ShaperOptions) -> Result<Self, OptionsError> {
+        Self::builtin(
+            Kind::LeakyShaper(options),
+            PartitionKind::leaky_shaper(options),
         )
     }
 
@@ -596,6 +691,25 @@ fn describe(kind: Kind) -> PolicyQuota {
         Kind::SlidingWindow(o) => PolicyQuota {
             quota: u64::from(o.permit_limit),
             window: Some(o.window),
+            concurrent: false,
+        },
+        // The time to come back to full from empty: `burst` intervals.
+        Kind::Gcra(o) => PolicyQuota {
+            quota: u64::from(o.burst),
+            window: Some(o.interval.saturating_mul(o.burst)),
+            concurrent: false,
+        },
+        Kind::LeakyMeter(o) => PolicyQuota {
+            quota: u64::from(o.capacity),
+            window: Some(
+                o.leak_interval
+                    .saturating_mul(o.capacity.div_ceil(o.leak.max(1))),
+            ),
+            concurrent: false,
+        },
+        Kind::LeakyShaper(o) => PolicyQuota {
+            quota: u64::from(o.max_permits),
+            window: Some(o.interval.saturating_mul(o.max_permits)),
             concurrent: false,
         },
     }
