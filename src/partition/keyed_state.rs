@@ -438,7 +438,7 @@ mod tests {
                 now += x % (3 * period);
                 let n = (x >> 20) as u32 % (limit + 1);
                 let t = Instant::from_nanos(now);
-                let k = kb.tick(t);
+                let k = kb.tick_into(t).0;
                 let (_, into) = kb.ticker.tick(t);
                 let a = kb.take_plain(&mut w, t, n);
                 let b = kb
