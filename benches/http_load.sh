@@ -17,7 +17,7 @@ SECS="${1:-5}"
 REPS="${2:-3}"
 PORT="${PORT:-3917}"
 command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
-cargo build --release --features http --example http_load >/dev/null 2>&1 || cargo build --release --features http --example http_load
+cargo build --release --features axum --example http_load >/dev/null 2>&1 || cargo build --release --features axum --example http_load
 BIN="${CARGO_TARGET_DIR:-target}/release/examples/http_load"
 CPUS=$(nproc)
 pin_server=(); pin_client=()

@@ -18,11 +18,11 @@
 //! and difference the totals:
 //!
 //! ```text
-//! cargo bench --features http --bench http_probe --no-run
+//! cargo bench --features axum --bench http_probe --no-run
 //! valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measured*' \
 //!     target/release/deps/http_probe-<hash> tollgate-allow 1000
 //! ```
-//! (`cargo bench --features http --bench http_probe -- <mode> <n>` also runs it, natively.)
+//! (`cargo bench --features axum --bench http_probe -- <mode> <n>` also runs it, natively.)
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -3,7 +3,7 @@
 //! in a queue of 4), with the IETF `RateLimit` headers on.
 //!
 //! ```text
-//! cargo run --example http_server --features http            # listens on 127.0.0.1:3000
+//! cargo run --example http_server --features axum            # listens on 127.0.0.1:3000
 //! curl -i http://127.0.0.1:3000/login
 //! ```
 //! Set `ADDR` to listen elsewhere.

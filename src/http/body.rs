@@ -129,6 +129,7 @@ impl<B> LimitedBody<B> {
     }
 }
 
+#[cfg(feature = "axum")]
 impl<B> LimitedBody<B>
 where
     B: Body<Data = Bytes> + Send + 'static,

@@ -316,6 +316,7 @@ impl ClientIp {
     /// The peer's socket address, as [`ClientIp::peer_of`] finds it.
     #[inline]
     pub(crate) fn peer_socket(extensions: &Extensions) -> Option<SocketAddr> {
+        #[cfg(feature = "axum")]
         if let Some(c) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
             return Some(c.0);
         }

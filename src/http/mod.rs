@@ -32,10 +32,14 @@
 //!   [`Policy::pause_on_upstream_429`] pauses a partition until the upstream's `Retry-After`.
 //! - **Cost.** With headers off, the admitted path of a rate policy allocates nothing: one
 //!   lock-free decision. The rejected path allocates the response's header map and nothing else
-//!   (the body is a static `Bytes`, `Retry-After` values are cached). Under axum, add
-//!   [`.for_axum()`](RateLimitLayer::for_axum) to each layer: axum boxes every response body
-//!   that is not its own `Body`, which a [`LimitedBody`] is not; `for_axum` hands axum the
-//!   inner body itself (wrapped only while it holds a concurrency permit).
+//!   (the body is a static `Bytes`, `Retry-After` values are cached). Under axum (feature
+//!   `axum`), add `.for_axum()` to each layer: axum boxes every response body that is not its
+//!   own `Body`, which a [`LimitedBody`] is not; `for_axum` hands axum the inner body itself
+//!   (wrapped only while it holds a concurrency permit).
+//! - **Features.** `http` is tower and the `http` crate only (hyper, tonic, tower clients);
+//!   `axum` adds the axum glue: `for_axum()` and the peer address from axum's `ConnectInfo`
+//!   (without it the peer is the `SocketAddr` a hyper server puts in the request's
+//!   extensions). The examples below use axum.
 //! - **Extension point.** Every decision goes through [`PolicyLimiter`], whose waiting half is
 //!   async: a Redis-backed limiter plugs in with [`Policy::custom`].
 //!
@@ -79,6 +83,7 @@
 //! # let _ = app;
 //! ```
 
+#[cfg(feature = "axum")]
 mod axum_body;
 mod body;
 mod builder;
@@ -95,6 +100,8 @@ mod service;
 #[cfg(doc)]
 use crate::lease::Rejection;
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
 pub use builder::{BuildError, RateLimitingBuilder, GLOBAL};
