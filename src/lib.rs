@@ -94,6 +94,7 @@ pub mod partition;
 pub mod per;
 mod queue_kind;
 mod quota;
+mod rate_limiter;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod sliding_window;

@@ -347,4 +347,8 @@ impl<C: Clock> TokenBucketLimiter<C, NoQueue> {
     }
 }
 
-crate::bucket::bucket_limiter!(TokenBucketLimiter);
+crate::rate_limiter::rate_limiter!(
+    TokenBucketLimiter,
+    "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
+);
+crate::bucket::bucket_no_queue!(TokenBucketLimiter);

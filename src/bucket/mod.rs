@@ -516,11 +516,17 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             .map(|(_, taken)| taken)
     }
 
-    /// The exact wait from now until the last of `requests` is granted, served in order
-    /// (the waiters ahead, then the newcomer).
-    pub(crate) fn wait_for_requests(&self, requests: impl IntoIterator<Item = u32>) -> Nanos {
+    /// The exact wait from now until a request of `n` tokens is granted behind the waiters
+    /// `ahead` (in the order they are served), each served in turn with the refill cap.
+    pub(crate) fn wait_behind_waiters(
+        &self,
+        ahead: &mut dyn Iterator<Item = u32>,
+        n: u32,
+    ) -> Duration {
         let (k, into) = self.ticker.tick(self.clock.now());
+        let requests = ahead.chain(core::iter::once(n.max(1)));
         self.wait_behind(k, into, self.word.load(), requests)
+            .to_duration()
     }
 
     pub(crate) fn clear_waiters(&self) {
@@ -543,7 +549,12 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
     /// most the limit; beyond one limit, refills are counted uncapped as the tokens are taken
     /// in order as they arrive). Zero if it holds them already.
-    pub(crate) fn wait_for(&self, total: u64) -> Nanos {
+    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+        self.wait_for_nanos(total).to_duration()
+    }
+
+    /// [`wait_for`](Self::wait_for) in nanoseconds.
+    fn wait_for_nanos(&self, total: u64) -> Nanos {
         let (k, into) = self.ticker.tick(self.clock.now());
         let b = self.word.load();
         if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill().limit)) {
@@ -665,64 +676,11 @@ impl<C: Clock> BucketCore<C, crate::NoQueue> {
     }
 }
 
-/// Implements `Limiter`, `Replenishing`, the waiting `Source` and the `acquire` methods for a
-/// limiter type wrapping a `BucketCore` in its `core` field.
-macro_rules! bucket_limiter {
+/// The `NoQueue` form of a limiter on a `BucketCore` (in its `core` field): `Limiter`, `Peek`
+/// and `Replenishing`, the same decisions with nothing to serve or wait in. (The queued form
+/// is [`rate_limiter!`](crate::rate_limiter::rate_limiter), shared by every rate limiter.)
+macro_rules! bucket_no_queue {
     ($ty:ident) => {
-        impl<C: $crate::clock::Clock> $ty<C> {
-            /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)).
-            /// Queued waiters are served as time brings tokens: by any later acquisition, by
-            /// [`replenish`](crate::Replenishing::replenish), or by a registered
-            /// `Driver` (feature `std`).
-            pub fn acquire(&self, permits: u32) -> $crate::wait::Acquire<'_, Self> {
-                $crate::wait::Acquire::new(self, permits)
-            }
-
-            /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); the
-            /// thread wakes itself when time brings the tokens, so no driver is needed.
-            #[cfg(feature = "std")]
-            pub fn acquire_blocking(
-                &self,
-                permits: u32,
-                timeout: Option<core::time::Duration>,
-            ) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                $crate::wait::acquire_blocking(self, permits, timeout)
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
-            #[inline]
-            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                self.core.try_acquire_counted(
-                    permits,
-                    || $crate::Lease::unreleased(permits),
-                    || self.core.queue.serve(self),
-                )
-            }
-            fn available_permits(&self) -> u64 {
-                self.core.available()
-            }
-            fn statistics(&self) -> $crate::Statistics {
-                self.core.statistics()
-            }
-            fn idle_duration(&self) -> Option<core::time::Duration> {
-                self.core.idle_duration()
-            }
-            fn close(&self) {
-                self.core.close();
-                self.core.queue.close(self);
-            }
-            fn is_closed(&self) -> bool {
-                self.core.is_closed()
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C> {
-            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
-                self.core.peek(permits)
-            }
-        }
-
         impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C, $crate::NoQueue> {
             fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
                 self.core.peek(permits)
@@ -764,89 +722,9 @@ macro_rules! bucket_limiter {
                 self.core.available()
             }
         }
-
-        impl<C: $crate::clock::Clock> $crate::limiter::Replenishing for $ty<C> {
-            fn replenishment_period(&self) -> core::time::Duration {
-                self.core.period()
-            }
-            fn replenish(&self) -> u64 {
-                // Served first: bringing the word up to date caps the refills at the limit,
-                // which would lose those that came after a waiter fit.
-                self.core.queue.serve(self);
-                self.core.catch_up();
-                self.core.available()
-            }
-            fn next_service(&self) -> Option<core::time::Duration> {
-                $crate::wait::next_service(self)
-            }
-            #[cfg(feature = "std")]
-            fn attach_driver(&self, handle: $crate::driver::DriverHandle) {
-                self.core.queue.attach(handle);
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::wait::private::Sealed for $ty<C> {}
-
-        impl<C: $crate::clock::Clock> $crate::wait::Source for $ty<C> {
-            fn queue(&self) -> &$crate::wait::WaitQueue {
-                &self.core.queue
-            }
-            fn counters(&self) -> &$crate::stats::Counters {
-                &self.core.counters
-            }
-            fn limit(&self) -> u32 {
-                self.core.limit()
-            }
-            fn take_now(&self, n: u32) -> Result<(), $crate::Rejection> {
-                self.core.take(n, || self.core.queue.serve(self))
-            }
-            fn take_locked(&self, n: u32, flag: bool) -> Result<Option<u64>, $crate::Reason> {
-                self.core.take_locked(n, flag)
-            }
-            fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, $crate::Reason> {
-                self.core.take_for_waiter(n)
-            }
-            fn wait_behind(
-                &self,
-                ahead: &mut dyn Iterator<Item = u32>,
-                n: u32,
-            ) -> Option<core::time::Duration> {
-                let n = n.max(1);
-                Some(
-                    self.core
-                        .wait_for_requests(ahead.chain(core::iter::once(n)))
-                        .to_duration(),
-                )
-            }
-            fn clear_waiters(&self) {
-                self.core.clear_waiters()
-            }
-            fn give_back(&self, n: u32, _stamp: u64) {
-                // The waiters whose tokens came before now are granted first, as of then:
-                // giving back brings the word up to date, which caps the refills.
-                if self.core.has_waiters() {
-                    self.core.queue.serve(self);
-                }
-                if self.core.give_back(n) {
-                    self.core.queue.serve(self);
-                }
-            }
-            fn wait_for_permits(&self, total: u64) -> Option<core::time::Duration> {
-                Some(self.core.wait_for(total).to_duration())
-            }
-            fn lease(&self, n: u32) -> $crate::Lease<'_> {
-                $crate::Lease::unreleased(n)
-            }
-            fn served_on_return(&self) -> bool {
-                false // time brings permits
-            }
-            fn timed(&self) -> bool {
-                $crate::clock::Clock::advances_by_itself(&self.core.clock)
-            }
-        }
     };
 }
-pub(crate) use bucket_limiter;
+pub(crate) use bucket_no_queue;
 
 #[cfg(all(
     test,

@@ -395,10 +395,15 @@ impl<C: Clock> GcraCore<C> {
         .map(|(_, taken)| taken)
     }
 
-    /// How long until a request of `n` permits behind `ahead` queued permits would be admitted
-    /// by time alone (each waiter ahead holds its own slots: for the shaper, the newcomer's
-    /// tolerance is its own request's, not the total's).
-    pub(crate) fn wait_behind(&self, ahead: u64, n: u32) -> Duration {
+    /// How long until a request of `n` permits behind the waiters `ahead` would be admitted by
+    /// time alone (each waiter ahead holds its own slots, so only their sum matters; for the
+    /// shaper, the newcomer's tolerance is its own request's, not the total's).
+    pub(crate) fn wait_behind_waiters(
+        &self,
+        ahead: &mut dyn Iterator<Item = u32>,
+        n: u32,
+    ) -> Duration {
+        let ahead = ahead.fold(0u64, |t, a| t.saturating_add(u64::from(a)));
         let g = Gcra::unpack(self.word.load(Ordering::Acquire));
         let p = self.params.get();
         duration_from_nanos_u128(g.wait(self.now(), u64::from(n.max(1)), ahead, p))
@@ -461,182 +466,16 @@ impl<C: Clock> GcraCore<C> {
         Gcra::unpack(self.word.load(Ordering::Acquire)).waiters
     }
 
-    pub(crate) fn interval(&self) -> Duration {
+    /// The emission interval: one permit comes back every this long.
+    pub(crate) fn period(&self) -> Duration {
         Duration::from_nanos(self.params.get().interval)
     }
+
+    /// Nothing to bring up to date: the arrival time needs no refill written (the bucket's
+    /// counterpart caps its tokens at the limit).
+    #[inline]
+    pub(crate) fn catch_up(&self) {}
 }
-
-/// Implements `Limiter`, `Replenishing`, the waiting `Source` and the `acquire` methods for a
-/// limiter type wrapping a `GcraCore` in its `core` field. `$opts` is the text of options for
-/// the examples of the `acquire` methods: one permit now, the next 100 ms later, a queue.
-macro_rules! gcra_limiter {
-    ($ty:ident, $opts:literal) => {
-        impl<C: $crate::clock::Clock> $ty<C> {
-            /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued
-            /// waiters are served when their slot comes: by any later acquisition, by
-            /// [`replenish`](crate::Replenishing::replenish), or by a registered `Driver`
-            /// (feature `std`).
-            ///
-            #[doc = concat!(
-                "```\n",
-                "use core::future::Future;\n",
-                "use core::task::{Context, Poll, Waker};\n",
-                "use core::time::Duration;\n",
-                "use tollgate::*;\n",
-                "\n",
-                "let clock = ManualClock::new();\n",
-                "let limiter = ", stringify!($ty), "::with_clock(", $opts, ", &clock).unwrap();\n",
-                "let _first = limiter.try_acquire(1).unwrap();\n",
-                "let mut cx = Context::from_waker(Waker::noop());\n",
-                "let mut waiter = core::pin::pin!(limiter.acquire(1));\n",
-                "assert!(waiter.as_mut().poll(&mut cx).is_pending()); // queued: its slot is 100 ms away\n",
-                "clock.advance(Duration::from_millis(100));\n",
-                "limiter.replenish(); // or any later acquisition, or a `Driver`\n",
-                "assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));\n",
-                "```",
-            )]
-            pub fn acquire(&self, permits: u32) -> $crate::wait::Acquire<'_, Self> {
-                $crate::wait::Acquire::new(self, permits)
-            }
-
-            /// Waits on this thread for `permits`, for up to `timeout` (`None`: no limit); the
-            /// thread wakes itself when the permits' slot comes, so no driver is needed.
-            ///
-            #[doc = concat!(
-                "```\n",
-                "use core::time::Duration;\n",
-                "use tollgate::*;\n",
-                "\n",
-                "let clock = ManualClock::new();\n",
-                "let limiter = ", stringify!($ty), "::with_clock(", $opts, ", &clock).unwrap();\n",
-                "// A permit is there: granted at once.\n",
-                "assert_eq!(limiter.acquire_blocking(1, None).unwrap().permits(), 1);\n",
-                "// The next slot is 100 ms of clock time away, and this clock stands still:\n",
-                "// the wait gives up after its 1 ms timeout and leaves the queue.\n",
-                "let r = limiter.acquire_blocking(1, Some(Duration::from_millis(1))).unwrap_err();\n",
-                "assert_eq!(r.reason(), Reason::TimedOut);\n",
-                "assert_eq!(limiter.statistics().queued_permits, 0);\n",
-                "```",
-            )]
-            #[cfg(feature = "std")]
-            pub fn acquire_blocking(
-                &self,
-                permits: u32,
-                timeout: Option<core::time::Duration>,
-            ) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                $crate::wait::acquire_blocking(self, permits, timeout)
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C> {
-            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
-                self.core.peek(permits)
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
-            #[inline]
-            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                self.core.try_acquire_counted(
-                    permits,
-                    || $crate::Lease::unreleased(permits),
-                    || self.core.queue.serve(self),
-                )
-            }
-            fn available_permits(&self) -> u64 {
-                self.core.available()
-            }
-            fn statistics(&self) -> $crate::Statistics {
-                self.core.statistics()
-            }
-            fn idle_duration(&self) -> Option<core::time::Duration> {
-                self.core.idle_duration()
-            }
-            fn close(&self) {
-                self.core.close();
-                self.core.queue.close(self);
-            }
-            fn is_closed(&self) -> bool {
-                self.core.is_closed()
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::limiter::Replenishing for $ty<C> {
-            /// The emission interval: one permit comes back every this long.
-            fn replenishment_period(&self) -> core::time::Duration {
-                self.core.interval()
-            }
-            fn replenish(&self) -> u64 {
-                self.core.queue.serve(self);
-                self.core.available()
-            }
-            fn next_service(&self) -> Option<core::time::Duration> {
-                $crate::wait::next_service(self)
-            }
-            #[cfg(feature = "std")]
-            fn attach_driver(&self, handle: $crate::driver::DriverHandle) {
-                self.core.queue.attach(handle);
-            }
-        }
-
-        impl<C: $crate::clock::Clock> $crate::wait::private::Sealed for $ty<C> {}
-
-        impl<C: $crate::clock::Clock> $crate::wait::Source for $ty<C> {
-            fn queue(&self) -> &$crate::wait::WaitQueue {
-                &self.core.queue
-            }
-            fn counters(&self) -> &$crate::stats::Counters {
-                &self.core.counters
-            }
-            fn limit(&self) -> u32 {
-                self.core.limit()
-            }
-            fn take_now(&self, n: u32) -> Result<(), $crate::Rejection> {
-                self.core.take(n, || self.core.queue.serve(self))
-            }
-            fn take_locked(&self, n: u32, flag: bool) -> Result<Option<u64>, $crate::Reason> {
-                self.core.take_locked(n, flag)
-            }
-            fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, $crate::Reason> {
-                self.core.take_for_waiter(n)
-            }
-            fn wait_behind(
-                &self,
-                ahead: &mut dyn Iterator<Item = u32>,
-                n: u32,
-            ) -> Option<core::time::Duration> {
-                let ahead = ahead.fold(0u64, |t, a| t.saturating_add(u64::from(a)));
-                Some(self.core.wait_behind(ahead, n))
-            }
-            fn timed(&self) -> bool {
-                $crate::clock::Clock::advances_by_itself(&self.core.clock)
-            }
-            fn clear_waiters(&self) {
-                self.core.clear_waiters()
-            }
-            fn give_back(&self, n: u32, _stamp: u64) {
-                // The waiters whose slots came before now are granted first, at their slots:
-                // giving back never moves the arrival time behind now.
-                if self.core.has_waiters() {
-                    self.core.queue.serve(self);
-                }
-                if self.core.give_back(n) {
-                    self.core.queue.serve(self);
-                }
-            }
-            fn wait_for_permits(&self, total: u64) -> Option<core::time::Duration> {
-                Some(self.core.wait_for(total))
-            }
-            fn lease(&self, n: u32) -> $crate::Lease<'_> {
-                $crate::Lease::unreleased(n)
-            }
-            fn served_on_return(&self) -> bool {
-                false // time brings permits
-            }
-        }
-    };
-}
-pub(crate) use gcra_limiter;
 
 /// Options of a [`GcraLimiter`], in governor's quota vocabulary.
 ///
@@ -905,7 +744,7 @@ impl<C: Clock> GcraLimiter<C> {
     }
 }
 
-gcra_limiter!(
+crate::rate_limiter::rate_limiter!(
     GcraLimiter,
     "GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst)"
 );

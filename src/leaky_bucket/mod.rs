@@ -14,7 +14,7 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::gcra::{gcra_limiter, interval_of, params, params_in_const, GcraCore};
+use crate::gcra::{interval_of, params, params_in_const, GcraCore};
 use crate::options::{OptionsError, QueueOrder};
 use crate::wait::WaitQueue;
 
@@ -276,7 +276,7 @@ impl<C: Clock> LeakyBucketMeter<C> {
     }
 }
 
-gcra_limiter!(
+crate::rate_limiter::rate_limiter!(
     LeakyBucketMeter,
     "LeakyBucketOptions::new(1, 10, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst)"
 );
@@ -548,4 +548,4 @@ impl<C: Clock> LeakyBucketShaper<C> {
     }
 }
 
-gcra_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");
+crate::rate_limiter::rate_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");
