@@ -17,8 +17,8 @@
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
-use tollgate::redis::{Algorithm, FailurePolicy, GcraOptions, RedisLimiter};
-use tollgate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
+use tollgate::redis::{Algorithm, FailurePolicy, RedisLimiter};
+use tollgate::{FixedWindowOptions, GcraOptions, SlidingWindowOptions, TokenBucketOptions};
 
 const SECS: f64 = 1.0;
 const KEYS: usize = 1_000;
@@ -152,7 +152,9 @@ fn main() {
                 "GCRA",
                 Variant::Limiter(make(
                     "gcra",
-                    Algorithm::Gcra(GcraOptions::new(big, Duration::from_micros(1))),
+                    Algorithm::Gcra(
+                        GcraOptions::with_period(Duration::from_micros(1)).with_burst(big),
+                    ),
                 )),
             ),
         ];

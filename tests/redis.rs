@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use ::redis::aio::ConnectionManager;
 use ::redis::AsyncCommands;
 use tollgate::redis::{
-    Algorithm, CircuitBreaker, DecidedBy, FailurePolicy, GcraOptions, Health, PolicyKind,
-    RedisConfigError, RedisLimiter, MAX_SPAN, REDIS_KEY_ERROR, REDIS_UNAVAILABLE,
+    Algorithm, CircuitBreaker, DecidedBy, FailurePolicy, Health, PolicyKind, RedisConfigError,
+    RedisLimiter, MAX_SPAN, REDIS_KEY_ERROR, REDIS_UNAVAILABLE,
 };
 use tollgate::*;
 
@@ -236,7 +236,7 @@ async fn gcra_matches_the_reference_algorithm() {
     let redis = limiter(
         conn,
         "gcra",
-        Algorithm::Gcra(GcraOptions::new(5, Duration::from_micros(t_us))),
+        Algorithm::Gcra(GcraOptions::with_period(Duration::from_micros(t_us)).with_burst(5)),
         FailurePolicy::FailClosed,
     );
     let mut tat = 0u64;
@@ -357,7 +357,11 @@ async fn exactness_token_bucket_and_gcra_many_machines_one_key() {
             40u64,
             5u64,
         ),
-        (Algorithm::Gcra(GcraOptions::new(40, period)), 40, 1),
+        (
+            Algorithm::Gcra(GcraOptions::with_period(period).with_burst(40)),
+            40,
+            1,
+        ),
     ] {
         let d = hammer(algorithm, "exact-tb", 4, 6, 30).await;
         let first = d.iter().map(|x| x.0).min().unwrap();
@@ -412,7 +416,7 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
             300,
         ),
         (
-            Algorithm::Gcra(GcraOptions::new(5, Duration::from_millis(60))),
+            Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(60)).with_burst(5)),
             300,
         ),
     ];
@@ -631,8 +635,17 @@ async fn configuration_errors_are_typed() {
             .map(drop),
         Err(RedisConfigError::ZeroFailures)
     );
+    // 10 µs / 3 is not a whole number of microseconds.
+    let thirds = GcraOptions::per(Duration::from_micros(10), 3).with_burst(1);
     assert_eq!(
-        GcraOptions::per_period(3, Duration::from_micros(10), 1),
+        RedisLimiter::builder(
+            conn.clone(),
+            "p",
+            Algorithm::Gcra(thirds),
+            FailurePolicy::FailOpen
+        )
+        .build()
+        .map(drop),
         Err(RedisConfigError::NotWholeMicros)
     );
     let l = RedisLimiter::builder(conn, "p", fw, FailurePolicy::FailOpen)
@@ -939,7 +952,7 @@ async fn changing_the_time_configuration_on_a_live_prefix_never_locks_a_key() {
     let fw = |n, w| Algorithm::FixedWindow(FixedWindowOptions::new(n, w));
     let sw = |n, w, s| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, s));
     let tb = |n, per, p| Algorithm::TokenBucket(TokenBucketOptions::new(n, per, p));
-    let gcra = |b, t| Algorithm::Gcra(GcraOptions::new(b, t));
+    let gcra = |b, t| Algorithm::Gcra(GcraOptions::with_period(t).with_burst(b));
     let cases = [
         (fw(2, ms(100)), fw(2, ms(1_000))),
         (
@@ -983,7 +996,7 @@ async fn changing_the_time_configuration_on_a_live_prefix_never_locks_a_key() {
             Algorithm::FixedWindow(o) => o.window,
             Algorithm::SlidingWindow(o) => o.window,
             Algorithm::TokenBucket(o) => o.replenishment_period * o.token_limit,
-            Algorithm::Gcra(o) => o.emission_interval * o.burst,
+            Algorithm::Gcra(o) => o.interval * o.burst,
             _ => unreachable!(),
         };
         let longest = span(&old).max(span(&new)).as_millis() as i64;
@@ -1043,10 +1056,9 @@ async fn changing_only_the_limit_keeps_the_counts_in_flight() {
     assert_eq!(big.decide("s", 0).await.remaining, 2);
 
     let gcra = |b| {
-        build(Algorithm::Gcra(GcraOptions::new(
-            b,
-            Duration::from_secs(60),
-        )))
+        build(Algorithm::Gcra(
+            GcraOptions::with_period(Duration::from_secs(60)).with_burst(b),
+        ))
     };
     let (big, small) = (gcra(10), gcra(3));
     let _ = big.acquire("g", 8).await.unwrap();
@@ -1066,7 +1078,7 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
         Algorithm::FixedWindow(FixedWindowOptions::new(5, Duration::from_secs(60))),
         Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_secs(1))),
         Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_secs(60), 6)),
-        Algorithm::Gcra(GcraOptions::new(5, ms(100))),
+        Algorithm::Gcra(GcraOptions::with_period(ms(100)).with_burst(5)),
     ];
     for algorithm in algorithms {
         let l = RedisLimiter::builder(
@@ -1192,7 +1204,7 @@ async fn gcra_options_are_bounded_so_the_script_stays_exact() {
         RedisLimiter::builder(
             shared.clone(),
             prefix("gcra-span"),
-            Algorithm::Gcra(GcraOptions::new(b, t)),
+            Algorithm::Gcra(GcraOptions::with_period(t).with_burst(b)),
             FailurePolicy::FailClosed,
         )
         .timeout(Duration::from_millis(200))
@@ -1245,15 +1257,21 @@ async fn fallback_shares_that_overflow_a_duration_are_typed_errors() {
     };
     let cases = [
         (
-            GcraOptions::new(1, Duration::from_secs(9_000_000_000)),
+            GcraOptions::with_period(Duration::from_secs(9_000_000_000)).with_burst(1),
             1e-10,
         ),
-        (GcraOptions::new(1, Duration::from_micros(1 << 50)), 1e-12),
         (
-            GcraOptions::new(1, Duration::from_secs(1)),
+            GcraOptions::with_period(Duration::from_micros(1 << 50)).with_burst(1),
+            1e-12,
+        ),
+        (
+            GcraOptions::with_period(Duration::from_secs(1)).with_burst(1),
             f64::MIN_POSITIVE,
         ),
-        (GcraOptions::new(u32::MAX, Duration::from_micros(1)), 1e-300),
+        (
+            GcraOptions::with_period(Duration::from_micros(1)).with_burst(u32::MAX),
+            1e-300,
+        ),
     ];
     for (gcra, share) in cases {
         let r = build(Algorithm::Gcra(gcra), share);

@@ -17,7 +17,7 @@ use crate::lease::{Reason, Rejection};
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -63,7 +63,7 @@ pub enum DecidedBy {
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -109,7 +109,7 @@ impl Decision {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;

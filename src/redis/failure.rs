@@ -17,7 +17,7 @@ use crate::partition::{Partition, PartitionConfig, PartitionKind, PartitionLimit
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -67,7 +67,7 @@ impl FailurePolicy {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -126,7 +126,7 @@ impl fmt::Debug for FailurePolicy {
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -180,7 +180,7 @@ pub const REDIS_KEY_ERROR: Reason = Reason::Custom("rate-limit key unreadable");
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -237,7 +237,7 @@ impl Health {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;

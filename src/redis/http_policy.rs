@@ -77,7 +77,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> PolicyLimiter for RedisL
             ),
             Algorithm::FixedWindow(o) => (o.permit_limit, o.window),
             Algorithm::SlidingWindow(o) => (o.permit_limit, o.window),
-            Algorithm::Gcra(o) => (o.burst, o.emission_interval.saturating_mul(o.burst)),
+            Algorithm::Gcra(o) => (o.burst, o.interval.saturating_mul(o.burst)),
         };
         PolicyQuota {
             quota: u64::from(quota),

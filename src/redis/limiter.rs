@@ -19,7 +19,7 @@ use crate::limiter::Limiter;
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -72,7 +72,7 @@ impl<C> fmt::Debug for RedisLimiter<C> {
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -108,7 +108,7 @@ impl ChainedLease<'_> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -138,7 +138,7 @@ impl ChainedLease<'_> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -174,7 +174,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -191,7 +191,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// // `redis-cli TTL 'api:v2:{user-7}:fw60000000'` shows when user-7's window ends.
     /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:fw60000000");
-    /// let gcra = Algorithm::Gcra(GcraOptions::new(10, Duration::from_millis(100)));
+    /// let gcra = Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(100)).with_burst(10));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", gcra, FailurePolicy::FailOpen).build().unwrap();
     /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:gcra100000");
     /// ```
@@ -243,7 +243,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -306,7 +306,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -345,7 +345,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -381,7 +381,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -417,7 +417,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -460,7 +460,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -490,7 +490,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -521,7 +521,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;
@@ -552,7 +552,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # use core::time::Duration;
     /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
     /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
     /// # /// A Redis that is down: every call fails at once.
     /// # #[derive(Clone)]
     /// # struct Down;

@@ -54,8 +54,8 @@
 //!   refused ([`RedisConfigError::QueueNotSupported`]). Wait by retrying after the RetryAfter.
 //! - **Sliding window granularity**: the window is kept per segment, as locally, in a hash of at
 //!   most `segments_per_window` fields (at most [`MAX_SEGMENTS`]); each decision reads them all.
-//! - **GCRA** ([`GcraOptions`]) has no local counterpart; its fallback is a local token bucket of
-//!   the same burst and rate.
+//! - **GCRA** takes the local [`GcraLimiter`](crate::GcraLimiter)'s
+//!   [`GcraOptions`](crate::GcraOptions); its fallback is a local GCRA of the same rate.
 //! - **Leases** return nothing (as every rate limiter's), and there is no `close` on the server:
 //!   [`RedisLimiter::close`] closes this client only.
 //!
@@ -137,7 +137,7 @@ pub use builder::RedisLimiterBuilder;
 pub use decision::{DecidedBy, Decision};
 pub use failure::{FailurePolicy, Health, PolicyKind, REDIS_KEY_ERROR, REDIS_UNAVAILABLE};
 pub use limiter::{ChainedLease, RedisLimiter};
-pub use options::{Algorithm, GcraOptions, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
+pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
 pub use stats::RedisStatistics;
 
 #[cfg(doc)]
@@ -180,7 +180,9 @@ mod tests {
     use super::decision::CallError;
     use super::options::MAX_SPAN_US;
     use super::*;
-    use crate::{FixedWindowOptions, OptionsError, SlidingWindowOptions, TokenBucketOptions};
+    use crate::{
+        FixedWindowOptions, GcraOptions, OptionsError, SlidingWindowOptions, TokenBucketOptions,
+    };
 
     /// The error a server's reply `line` (without the leading `-`) makes.
     fn reply(line: &str) -> RedisError {
@@ -277,7 +279,7 @@ mod tests {
     fn spans_are_bounded_and_every_long_option_is_a_typed_error() {
         let us = Duration::from_micros;
         let gcra = |b, t| {
-            Algorithm::Gcra(GcraOptions::new(b, t))
+            Algorithm::Gcra(GcraOptions::with_period(t).with_burst(b))
                 .plan()
                 .map(|p| p.limit)
         };
@@ -315,7 +317,8 @@ mod tests {
             (MAX_SPAN, 1e-12),
             (Duration::from_secs(1), f64::MIN_POSITIVE),
         ] {
-            let local = Algorithm::Gcra(GcraOptions::new(1, t)).local_share(share);
+            let local =
+                Algorithm::Gcra(GcraOptions::with_period(t).with_burst(1)).local_share(share);
             assert_eq!(
                 local.err(),
                 Some(RedisConfigError::Options(OptionsError::PeriodTooLong)),
@@ -337,7 +340,7 @@ mod tests {
         let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));
         assert_eq!(shape(sw(10, s(60), 6)), "sw60000000x6");
         assert_ne!(shape(sw(10, s(60), 6)), shape(sw(10, s(60), 60)));
-        let gcra = |b, t| Algorithm::Gcra(GcraOptions::new(b, t));
+        let gcra = |b, t| Algorithm::Gcra(GcraOptions::with_period(t).with_burst(b));
         assert_eq!(shape(gcra(5, s(2))), shape(gcra(50, s(2))));
         assert_eq!(shape(gcra(5, s(2))), "gcra2000000");
         // A fixed window and a token bucket of the same period share a script, not a key.

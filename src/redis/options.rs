@@ -9,7 +9,7 @@ use super::scripts;
 use super::RedisLimiter;
 use crate::options::OptionsError;
 use crate::partition::PartitionKind;
-use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
+use crate::{FixedWindowOptions, GcraOptions, SlidingWindowOptions, TokenBucketOptions};
 
 /// The most segments a Redis sliding window may have (each decision reads them all).
 ///
@@ -17,7 +17,7 @@ use crate::{FixedWindowOptions, SlidingWindowOptions, TokenBucketOptions};
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -42,7 +42,7 @@ pub const MAX_SEGMENTS: u32 = 1024;
 /// The longest span a Redis limiter may have: 2^50 µs (about 35.7 years). The span is the time
 /// an idle limiter takes to forget everything, which bounds every TTL and RetryAfter: for a
 /// token bucket the time to refill from empty (`ceil(token_limit / tokens_per_period)` periods),
-/// for a window the window, for GCRA `burst × emission_interval`. The bound keeps every instant
+/// for a window the window, for GCRA `burst × interval`. The bound keeps every instant
 /// the scripts compute exact in a Lua double (below 2^53 µs) for the next 150 years; longer
 /// options are refused with [`RedisConfigError::SpanTooLong`].
 ///
@@ -50,7 +50,7 @@ pub const MAX_SEGMENTS: u32 = 1024;
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -67,7 +67,7 @@ pub const MAX_SEGMENTS: u32 = 1024;
 /// let slow = TokenBucketOptions::new(u32::MAX, 1, Duration::from_secs(86_400));
 /// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(slow), FailurePolicy::FailOpen).build();
 /// assert_eq!(err.unwrap_err(), RedisConfigError::SpanTooLong);
-/// let gcra = GcraOptions::new(2, MAX_SPAN / 2); // exactly MAX_SPAN
+/// let gcra = GcraOptions::with_period(MAX_SPAN / 2).with_burst(2); // exactly MAX_SPAN
 /// assert!(RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailOpen).build().is_ok());
 /// ```
 pub const MAX_SPAN: Duration = Duration::from_micros(MAX_SPAN_US);
@@ -78,111 +78,13 @@ static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET))
 static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
 static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::GCRA));
 
-/// Options of the GCRA (generic cell rate algorithm, as redis-cell and redis_rate): one permit
-/// every `emission_interval`, with bursts of up to `burst` permits.
-///
-/// A GCRA of burst `B` and interval `T` admits `B` permits at once, then one every `T`, and is
-/// back to `B` after `B × T` of quiet. Its state is one timestamp per key.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::redis::GcraOptions;
-///
-/// // 100 a second, bursts of 10.
-/// let gcra = GcraOptions::new(10, Duration::from_millis(10));
-/// assert_eq!(GcraOptions::per_period(100, Duration::from_secs(1), 10), Ok(gcra));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GcraOptions {
-    /// Permits that may be taken at once (at least 1).
-    pub burst: u32,
-    /// The time one permit takes to come back: whole microseconds, at least 1.
-    pub emission_interval: Duration,
-}
-
-impl GcraOptions {
-    /// Bursts of `burst`, one permit back every `emission_interval`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
-    /// // redis-cell's `CL.THROTTLE key 14 30 60`: bursts of 15, 30 per minute.
-    /// let gcra = GcraOptions::new(15, Duration::from_secs(2));
-    /// let limiter = RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailClosed).build().unwrap();
-    /// assert_eq!(limiter.limit(), 15);
-    /// let sub_micro = GcraOptions::new(15, Duration::from_nanos(1_500));
-    /// let err = RedisLimiter::builder(Down, "api", Algorithm::Gcra(sub_micro), FailurePolicy::FailClosed).build();
-    /// assert_eq!(err.unwrap_err(), RedisConfigError::NotWholeMicros);
-    /// ```
-    pub const fn new(burst: u32, emission_interval: Duration) -> Self {
-        Self {
-            burst,
-            emission_interval,
-        }
-    }
-
-    /// `limit` permits per `period` (the interval is `period / limit`, which must be whole
-    /// microseconds), bursts of `burst`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
-    /// let gcra = GcraOptions::per_period(30, Duration::from_secs(60), 15).unwrap();
-    /// assert_eq!(gcra.emission_interval, Duration::from_secs(2));
-    /// assert_eq!(gcra.burst, 15);
-    /// // 1 s / 3 is not a whole number of microseconds.
-    /// assert_eq!(GcraOptions::per_period(3, Duration::from_secs(1), 1), Err(RedisConfigError::NotWholeMicros));
-    /// ```
-    pub fn per_period(limit: u32, period: Duration, burst: u32) -> Result<Self, RedisConfigError> {
-        if limit == 0 {
-            return Err(OptionsError::ZeroLimit.into());
-        }
-        let us = whole_micros(period)?;
-        if us % u64::from(limit) != 0 {
-            return Err(RedisConfigError::NotWholeMicros);
-        }
-        Ok(Self::new(
-            burst,
-            Duration::from_micros(us / u64::from(limit)),
-        ))
-    }
-}
-
 /// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
 ///
 /// ```
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -198,7 +100,7 @@ impl GcraOptions {
 /// let algorithms = [
 ///     Algorithm::TokenBucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))),
 ///     Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(3600))),
-///     Algorithm::Gcra(GcraOptions::new(5, Duration::from_millis(100))),
+///     Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(100)).with_burst(5)),
 /// ];
 /// for algorithm in algorithms {
 ///     let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen).build().unwrap();
@@ -214,7 +116,35 @@ pub enum Algorithm {
     FixedWindow(FixedWindowOptions),
     /// A sliding window, as [`SlidingWindowLimiter`](crate::SlidingWindowLimiter).
     SlidingWindow(SlidingWindowOptions),
-    /// GCRA, as redis-cell's `CL.THROTTLE`.
+    /// GCRA, as [`GcraLimiter`](crate::GcraLimiter) and redis-cell's `CL.THROTTLE` (the same
+    /// [`GcraOptions`] as the local limiter; the interval in whole microseconds, no queue).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::GcraOptions;
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// // redis-cell's `CL.THROTTLE key 14 30 60`: bursts of 15, 30 per minute.
+    /// let gcra = GcraOptions::per_minute(30).with_burst(15);
+    /// let limiter = RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailClosed).build().unwrap();
+    /// assert_eq!(limiter.limit(), 15);
+    /// // 1 s / 3 is not a whole number of microseconds.
+    /// let sub_micro = GcraOptions::per_second(3);
+    /// let err = RedisLimiter::builder(Down, "api", Algorithm::Gcra(sub_micro), FailurePolicy::FailClosed).build();
+    /// assert_eq!(err.unwrap_err(), RedisConfigError::NotWholeMicros);
+    /// ```
     Gcra(GcraOptions),
 }
 
@@ -224,7 +154,7 @@ pub enum Algorithm {
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
@@ -265,7 +195,7 @@ pub enum RedisConfigError {
     /// The circuit breaker opens after zero failures.
     ZeroFailures,
     /// The limiter's span — the time to refill an empty bucket, the window, or GCRA's
-    /// `burst × emission_interval` — is longer than [`MAX_SPAN`] (2^50 µs, about 35.7 years).
+    /// `burst × interval` — is longer than [`MAX_SPAN`] (2^50 µs, about 35.7 years).
     SpanTooLong,
 }
 
@@ -386,8 +316,13 @@ impl Algorithm {
                 if o.burst == 0 {
                     return Err(OptionsError::ZeroLimit.into());
                 }
-                let t = whole_micros(o.emission_interval)?;
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                let t = whole_micros(o.interval)?;
                 within_span(u128::from(o.burst) * u128::from(t))?;
+                // Within the Redis span (2^50 µs), the local rules (2^61 ns) hold too.
+                o.validate()?;
                 Ok(Plan {
                     source: scripts::GCRA,
                     script: &GCRA,
@@ -417,13 +352,13 @@ impl Algorithm {
                 SlidingWindowOptions::new(scale(o.permit_limit), o.window, o.segments_per_window),
             )?,
             Algorithm::Gcra(o) => {
-                // One token every T / share, bursts of B × share. A tiny share makes that period
-                // longer than a `Duration` holds: refused, as the local limiter refuses a
-                // period of 292 years or more.
-                let t = o.emission_interval.as_secs_f64() / share;
-                let period = Duration::try_from_secs_f64(t)
+                // A local GCRA: one permit every T / share, bursts of B × share. A tiny share
+                // makes that interval longer than a `Duration` holds: refused, as the local
+                // limiter refuses spans of 73 years or more.
+                let t = o.interval.as_secs_f64() / share;
+                let interval = Duration::try_from_secs_f64(t)
                     .map_err(|_| RedisConfigError::Options(OptionsError::PeriodTooLong))?;
-                PartitionKind::token_bucket(TokenBucketOptions::new(scale(o.burst), 1, period))?
+                PartitionKind::gcra(GcraOptions::with_period(interval).with_burst(scale(o.burst)))?
             }
         })
     }

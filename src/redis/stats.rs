@@ -11,7 +11,7 @@ use crate::lease::Statistics;
 /// # use core::time::Duration;
 /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
 /// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, Limiter, Reason, TokenBucketOptions};
+/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
 /// # /// A Redis that is down: every call fails at once.
 /// # #[derive(Clone)]
 /// # struct Down;
