@@ -1,0 +1,138 @@
+//! Unit tests of the sliding window's limiter: both header layouts, the quick denial, the
+//! RetryAfter snapshots.
+use super::*;
+use crate::ManualClock;
+
+fn at(clock: &ManualClock, ns: u64) {
+    clock.set(crate::Instant::from_nanos(ns));
+}
+
+/// The 64-bit and 128-bit headers hold the same state through the same transitions: a
+/// deterministic pseudo-random walk of takes, give-backs, slides, flag changes and
+/// backwards readings, compared state by state, on configurations at the edge of the 64-bit
+/// layout (its largest count and its last segment before the horizon).
+#[test]
+#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))] // only the 128-bit header there
+fn both_header_layouts_follow_the_same_transitions() {
+    let sec = 1_000_000_000u64;
+    for (limit, segment_ns, segments) in [
+        (1u32, 1_000u64, 4u64),
+        (16_383, sec, 10),
+        (7, 1 << 20, 1),
+        ((1 << 19) - 1, 900 * sec, 4),
+    ] {
+        let width = Header::narrow_width(limit, segment_ns).expect("fits");
+        assert_eq!(
+            Header::narrow_width(limit + 1, segment_ns).is_some(),
+            limit + 1 < 1 << width
+        );
+        let narrow = HeaderWord::new(Header::EMPTY, Some(width));
+        let wide = HeaderWord::new(Header::EMPTY, None);
+        assert_eq!(narrow.max_limit(), (1 << width) - 1);
+        let s = Shape { limit, segments };
+        let max_tick = (crate::ticks::HORIZON_NS - 1) / segment_ns;
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(limit);
+        let mut ring = std::collections::HashMap::new();
+        for step in 0..3_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = match x % 4 {
+                0 => step / 3,
+                1 => max_tick - (x >> 8) % 8,
+                2 => (x >> 4) % (max_tick + 1),
+                _ => narrow.load().tick,
+            };
+            let n = ((x >> 20) as u32) % (limit + 1);
+            // The ring as the limiter keeps it: a header that moves on freezes its count.
+            let frozen = |j: u64| ring.get(&j).copied().unwrap_or(0);
+            let op = |h: Header| -> Result<(Header, ()), Denied> {
+                match (x >> 40) % 6 {
+                    0 | 1 => h.try_take(k, n, s, x & 1 == 0, frozen).map(|h| (h, ())),
+                    2 => Ok((h.give_back(k, n), ())),
+                    3 => Ok((h.at(k, s, frozen), ())),
+                    4 => Ok((h.with_waiters(x & 2 == 0), ())),
+                    _ if step % 1_000 == 999 => Ok((h.close(), ())),
+                    _ => Ok((h, ())),
+                }
+            };
+            let before = wide.load();
+            let a = narrow.transition(op).map(|(h, ())| h);
+            let b = wide.transition(op).map(|(h, ())| h);
+            assert_eq!(a, b, "step {step}: limit {limit}, segment {segment_ns}");
+            let after = wide.load();
+            if after.tick > before.tick {
+                ring.insert(before.tick, before.cur);
+            }
+            assert_eq!(narrow.load(), wide.load(), "step {step}");
+        }
+    }
+}
+
+/// The quick denial (every counted permit in the current segment) answers what the general
+/// path answers on the same header and instant (`peek` always takes the general path).
+#[test]
+fn the_quick_denial_is_the_general_answer() {
+    for (limit, period, segments) in [
+        (1u32, 1_000u64, 4u32),
+        (5, 10, 1),
+        (10, 7, 3),
+        (3, 1 << 40, 2),
+    ] {
+        let window = Duration::from_nanos(period * u64::from(segments));
+        let clock = ManualClock::new();
+        let opts = SlidingWindowOptions::new(limit, window, segments);
+        let l: SlidingWindowLimiter<_, 4> =
+            SlidingWindowLimiter::with_capacity(opts, &clock).unwrap();
+        for (round, taken) in [(5u64, limit), (9, 1), (20, limit.div_ceil(2))] {
+            // A fresh segment, long after the last: nothing earlier in the window.
+            at(&clock, round * period * u64::from(segments) + 1);
+            l.try_acquire(taken).unwrap().forget();
+            for into in [1, period / 2, period - 1] {
+                at(&clock, round * period * u64::from(segments) + into);
+                for n in 1..=limit {
+                    let general = crate::limiter::Peek::peek(&l, n);
+                    let header = l.header.load();
+                    assert_eq!(header.prev, 0);
+                    let quick = l.try_acquire(n).map(Lease::forget).map(|_| ());
+                    assert_eq!(quick, general, "limit {limit} n {n} into {into}");
+                    if quick.is_ok() {
+                        l.give_back(n, header.tick); // back to the state peeked at
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Issue 9, item 2: a denied thread computes its RetryAfter after the header has moved on
+/// three segments, so every ring slot of the window it decided on now holds a later
+/// segment. Reading those slots against the stale header found no permit coming back and
+/// underflowed (a panic in debug builds, ~292,000 years in release). The RetryAfter must come
+/// from one consistent snapshot — here the newer header's — counted from its segment.
+#[test]
+fn retry_after_from_a_header_the_window_has_slid_past() {
+    let clock = ManualClock::new();
+    let opts = SlidingWindowOptions::new(2, Duration::from_nanos(30), 3);
+    let l: SlidingWindowLimiter<_, 3> = SlidingWindowLimiter::with_capacity(opts, &clock).unwrap();
+    let _ = l.try_acquire(2).unwrap();
+    at(&clock, 10);
+    l.replenish(); // header at segment 1, nothing taken there; segment 0 frozen: 2
+    let decided = l.header.load();
+    assert_eq!((decided.tick, decided.cur, decided.prev), (1, 0, 2));
+    assert!(l.try_acquire(1).is_err()); // what the preempted thread decided
+                                        // Meanwhile: 1 permit in segment 3, and segment 4 freezes it into segment 0's slot.
+    at(&clock, 30);
+    let _ = l.try_acquire(1).unwrap();
+    at(&clock, 40);
+    let _ = l.try_acquire(1).unwrap();
+    // The thread resumes with its reading (segment 1, 0 ns in) and its header: the window
+    // (segments 2..=4 holding 0, 1, 1) has room for 1 when segment 3 leaves, at segment 6,
+    // two segments after the start of segment 4 (where real time is at least).
+    let wait = l.retry_after(1, 0, decided, 1, false);
+    assert_eq!(wait, Nanos::from_u64(20));
+    at(&clock, 59);
+    assert!(l.try_acquire(1).is_err());
+    at(&clock, 60);
+    assert!(l.try_acquire(1).is_ok());
+}
