@@ -11,7 +11,7 @@ use super::{FailurePolicy, RedisLimiterBuilder};
 use crate::clock::{Clock, StdClock};
 use crate::lease::{Reason, Rejection};
 
-/// Who made a [`Decision`].
+/// Who made a [`RedisDecision`].
 ///
 /// ```
 /// # use core::time::Duration;
@@ -79,14 +79,14 @@ pub enum DecidedBy {
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(1.0)).build().unwrap();
-/// let d: Decision = rt.block_on(limiter.decide("alice", 3));
+/// let d: RedisDecision = rt.block_on(limiter.decide("alice", 3));
 /// assert!(d.allowed());
 /// assert_eq!((d.permits, d.remaining), (3, 7)); // as the local fallback counted
 /// assert_eq!(d.server_time_us, None); // Redis did not decide
 /// assert_eq!(d.decided_by, DecidedBy::Fallback);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Decision {
+pub struct RedisDecision {
     /// The request's permits.
     pub permits: u32,
     /// Granted or not (with the reason and RetryAfter).
@@ -102,7 +102,7 @@ pub struct Decision {
     pub decided_by: DecidedBy,
 }
 
-impl Decision {
+impl RedisDecision {
     /// Whether the request was granted.
     ///
     /// ```
@@ -190,9 +190,9 @@ impl CallError {
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
-    pub(super) async fn decide_uncounted(&self, partition: &str, permits: u32) -> Decision {
+    pub(super) async fn decide_uncounted(&self, partition: &str, permits: u32) -> RedisDecision {
         let inner = &*self.inner;
-        let client = |r: Reason, decided_by| Decision {
+        let client = |r: Reason, decided_by| RedisDecision {
             permits,
             outcome: Err(Rejection::new(r)),
             remaining: 0,
@@ -211,7 +211,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         if let Some(cache) = &inner.cache {
             if let Some(left) = cache.get(&key, permits, now) {
                 bump(&inner.counts.cached);
-                return Decision {
+                return RedisDecision {
                     permits,
                     outcome: Err(Rejection::with_retry_after(Reason::Exhausted, left)),
                     remaining: 0,
@@ -269,7 +269,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// One script call, bounded by the timeout: `EVALSHA`, and after `NOSCRIPT` (the script did
     /// not run) `EVAL` with the script's source, which cannot meet `NOSCRIPT` and caches the
     /// script for the next `EVALSHA`. Nothing else is retried.
-    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<Decision, CallError> {
+    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<RedisDecision, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
         let command = |name: &str, script: &str| {
@@ -309,7 +309,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 micros(retry_us).max(Duration::from_micros(1)),
             ))
         };
-        Ok(Decision {
+        Ok(RedisDecision {
             permits,
             outcome,
             remaining: u64::try_from(remaining).unwrap_or(0),

@@ -6,7 +6,7 @@ use ::redis::aio::ConnectionLike;
 use super::stats::bump;
 #[cfg(doc)]
 use super::CircuitBreaker;
-use super::{DecidedBy, Decision, RedisLimiter};
+use super::{DecidedBy, RedisDecision, RedisLimiter};
 use crate::clock::StdClock;
 use crate::lease::{Reason, Rejection};
 use crate::partition::{Partition, PartitionConfig, PartitionKind, PartitionLimiter, Partitioned};
@@ -278,7 +278,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         partition: &str,
         permits: u32,
         open_for: Option<Duration>,
-    ) -> Decision {
+    ) -> RedisDecision {
         let inner = &*self.inner;
         bump(&inner.counts.by_policy);
         let (outcome, decided_by) = match (inner.policy, &inner.fallback) {
@@ -299,7 +299,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             (Some(local), DecidedBy::Fallback) => local.statistics(partition).available_permits,
             _ => 0,
         };
-        Decision {
+        RedisDecision {
             permits,
             outcome,
             remaining,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use ::redis::aio::ConnectionLike;
 
 use super::stats::bump;
-use super::{Algorithm, Circuit, Decision, Health, Inner, RedisStatistics};
+use super::{Algorithm, Circuit, Health, Inner, RedisDecision, RedisStatistics};
 #[cfg(doc)]
 use crate::lease::Reason;
 use crate::lease::{Lease, Rejection, Statistics};
@@ -293,7 +293,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn decide(&self, partition: &str, permits: u32) -> Decision {
+    pub async fn decide(&self, partition: &str, permits: u32) -> RedisDecision {
         let d = self.decide_uncounted(partition, permits).await;
         let c = &self.inner.counts;
         bump(if d.allowed() { &c.ok } else { &c.failed });

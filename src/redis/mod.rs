@@ -134,7 +134,7 @@ use options::Plan;
 
 pub use breaker::{Circuit, CircuitBreaker};
 pub use builder::RedisLimiterBuilder;
-pub use decision::{DecidedBy, Decision};
+pub use decision::{DecidedBy, RedisDecision};
 pub use failure::{FailurePolicy, Health, PolicyKind, REDIS_KEY_ERROR, REDIS_UNAVAILABLE};
 pub use limiter::{ChainedLease, RedisLimiter};
 pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
