@@ -17,14 +17,18 @@ use crate::wait::WaitQueue;
 #[non_exhaustive]
 pub struct FixedWindowOptions {
     /// Permits per window. At least 1.
+    #[doc(alias = "PermitLimit")]
     pub permit_limit: u32,
     /// The window. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
     /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
     /// never end).
+    #[doc(alias = "Window")]
     pub window: Duration,
     /// Permits that may wait in the queue (for waiting acquisitions).
+    #[doc(alias = "QueueLimit")]
     pub queue_limit: u32,
     /// The order queued requests are served in.
+    #[doc(alias = "QueueProcessingOrder")]
     pub queue_order: QueueOrder,
 }
 

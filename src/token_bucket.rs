@@ -19,16 +19,21 @@ use crate::wait::WaitQueue;
 #[non_exhaustive]
 pub struct TokenBucketOptions {
     /// Capacity of the bucket; it starts full. At least 1.
+    #[doc(alias = "TokenLimit")]
     pub token_limit: u32,
     /// Tokens added at the start of every period. At least 1.
+    #[doc(alias = "TokensPerPeriod")]
     pub tokens_per_period: u32,
     /// The replenishment period. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
     /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
     /// never end).
+    #[doc(alias = "ReplenishmentPeriod")]
     pub replenishment_period: Duration,
     /// Permits that may wait in the queue (for waiting acquisitions).
+    #[doc(alias = "QueueLimit")]
     pub queue_limit: u32,
     /// The order queued requests are served in.
+    #[doc(alias = "QueueProcessingOrder")]
     pub queue_order: QueueOrder,
 }
 

@@ -28,10 +28,13 @@ use state::MAX_LIMIT;
 #[non_exhaustive]
 pub struct ConcurrencyOptions {
     /// Permits that can be held at once. At least 1.
+    #[doc(alias = "PermitLimit")]
     pub permit_limit: u32,
     /// Permits that may wait in the queue (for waiting acquisitions).
+    #[doc(alias = "QueueLimit")]
     pub queue_limit: u32,
     /// The order queued requests are served in.
+    #[doc(alias = "QueueProcessingOrder")]
     pub queue_order: QueueOrder,
 }
 

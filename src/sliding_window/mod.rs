@@ -25,16 +25,21 @@ use state::{Denied, Header, Shape, TICK_MAX};
 #[non_exhaustive]
 pub struct SlidingWindowOptions {
     /// Permits per window. At least 1.
+    #[doc(alias = "PermitLimit")]
     pub permit_limit: u32,
     /// The window. Its segment is `window / segments_per_window`, in whole nanoseconds (as .NET
     /// divides ticks); at least 1 ns. The window is shorter than 2^63 ns (292 years: a limiter
     /// reads its clock as stepped back from 2^63 ns after its creation on).
+    #[doc(alias = "Window")]
     pub window: Duration,
     /// Segments per window: at least 1 and at most the limiter's capacity `N`.
+    #[doc(alias = "SegmentsPerWindow")]
     pub segments_per_window: u32,
     /// Permits that may wait in the queue (for waiting acquisitions).
+    #[doc(alias = "QueueLimit")]
     pub queue_limit: u32,
     /// The order queued requests are served in.
+    #[doc(alias = "QueueProcessingOrder")]
     pub queue_order: QueueOrder,
 }
 
