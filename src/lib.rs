@@ -95,6 +95,7 @@ pub mod per;
 mod queue_kind;
 mod quota;
 mod rate_limiter;
+mod reciprocal;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod sliding_window;

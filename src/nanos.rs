@@ -15,7 +15,7 @@
 
 use core::time::Duration;
 
-use crate::ticks::Reciprocal;
+use crate::reciprocal::Reciprocal;
 
 const NS: u64 = 1_000_000_000;
 

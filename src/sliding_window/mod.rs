@@ -12,9 +12,10 @@ use crate::lease::{Lease, Reason, Rejection, Statistics};
 use crate::limiter::{Limiter, Replenishing};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
+use crate::reciprocal::Reciprocal;
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
-use crate::ticks::{period_nanos, Reciprocal, Ticker};
+use crate::ticks::{period_nanos, Ticker};
 use crate::wait::{self, Acquire, Source, WaitQueue};
 
 use state::{Denied, Header, Shape, TICK_MAX};
