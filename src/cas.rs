@@ -8,7 +8,7 @@
 #[cfg(any(loom, target_has_atomic = "64"))]
 use crossbeam_utils::Backoff;
 
-#[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 use crate::sync::{AtomicU128, AtomicU64};
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -51,7 +51,7 @@ pub(crate) trait Word {
     }
 }
 
-#[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 impl Word for AtomicU64 {
     type Value = u64;
     #[inline]
@@ -77,7 +77,7 @@ impl Word for AtomicUsize {
     }
 }
 
-#[cfg(any(loom, all(target_has_atomic = "64", not(tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 impl Word for AtomicU128 {
     type Value = u128;
     #[inline]
@@ -92,7 +92,7 @@ impl Word for AtomicU128 {
 
 /// A value behind a critical section (targets without native 64-bit atomics): the 64- and
 /// 128-bit words, and state kept unpacked.
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[cfg(tollgate_cs_cells)]
 impl<T: Copy + Eq> Word for crate::sync::CsAtomic<T> {
     type Value = T;
     #[inline]

@@ -12,6 +12,12 @@
 //! forever when it interrupts the holder) is not enabled, so no build can link it:
 //! `benches/size.sh` checks its lock table is absent.
 //!
+//! **`cfg(tollgate_cs_cells)`** names that choice for the whole crate: it is set (by `build.rs`)
+//! when the state words are [`CsAtomic`] cells, that is when not under `cfg(loom)` and either the
+//! target has no native 64-bit atomics or `--cfg tollgate_cs_words` asks for the cells on a host.
+//! Code that depends on how the words are kept tests `tollgate_cs_cells` /
+//! `not(tollgate_cs_cells)`, never the target's atomics.
+//!
 //! loom has no 128-bit atomic, so under loom [`AtomicU128`] is modelled by a loom mutex around a
 //! `u128`: a linearizable cell whose every operation is one indivisible step, which is exactly the
 //! contract of a hardware 128-bit compare-and-swap (its orderings are modelled as sequentially
@@ -50,10 +56,10 @@ pub(crate) use const_unless_loom;
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::{AtomicBool, AtomicUsize};
 
-#[cfg(all(not(loom), target_has_atomic = "64", not(tollgate_cs_words)))]
+#[cfg(all(not(loom), not(tollgate_cs_cells)))]
 pub(crate) use portable_atomic::{AtomicU128, AtomicU64};
 
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[cfg(tollgate_cs_cells)]
 pub(crate) use cs_atomic::{AtomicU128, AtomicU64, CsAtomic};
 
 /// 64- and 128-bit "atomics" for targets without native 64-bit atomics: a value in a
@@ -62,9 +68,10 @@ pub(crate) use cs_atomic::{AtomicU128, AtomicU64, CsAtomic};
 /// section orders everything). [`CsAtomic`] holds any `Copy` value, so a limiter's state can be
 /// kept unpacked in it (the token bucket's is).
 ///
-/// `--cfg tollgate_cs_words` selects these cells on a host too, so that the lib tests run over
-/// them (`.ci/run` does, with critical-section's `std` implementation).
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+/// `--cfg tollgate_cs_words` selects these cells on a host too (it sets `tollgate_cs_cells`), so
+/// that the lib tests run over them (`.ci/run` does, with critical-section's `std`
+/// implementation).
+#[cfg(tollgate_cs_cells)]
 mod cs_atomic {
     use core::cell::Cell;
     use core::fmt;

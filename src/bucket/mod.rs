@@ -14,7 +14,7 @@ use crate::lease::{Reason, Rejection, Statistics};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
-#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 use crate::sync::AtomicU128;
 use crate::sync::AtomicU64;
 use crate::ticks::Ticker;
@@ -26,7 +26,7 @@ use state::{Bucket, Denied, Refill};
 /// it ([`Bucket::narrow_shift`]), else 128 bits. Both hold the same [`Bucket`]; every update
 /// goes through [`cas::transition`]. (On targets without native 64-bit atomics, see the other
 /// `StateWord` below.)
-#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 #[derive(Debug)]
 enum StateWord {
     /// The 64-bit layout, with a token field of `shift` bits.
@@ -35,7 +35,7 @@ enum StateWord {
     Wide(AtomicU128),
 }
 
-#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 impl StateWord {
     crate::sync::const_unless_loom! {
         fn new(b: Bucket, shift: Option<u32>) -> Self {
@@ -105,11 +105,11 @@ impl StateWord {
 /// packed word would be no cheaper there (a 64-bit "atomic" is a critical section too) and its
 /// packing, its 128-bit layout and the quick path would only add code: this is what keeps a
 /// firmware `try_acquire` small. Every limit fits; updates still go through [`cas::transition`].
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[cfg(tollgate_cs_cells)]
 #[derive(Debug)]
 struct StateWord(crate::sync::CsAtomic<Bucket>);
 
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[cfg(tollgate_cs_cells)]
 impl StateWord {
     const fn new(b: Bucket, _shift: Option<u32>) -> Self {
         Self(crate::sync::CsAtomic::new(b))
@@ -370,10 +370,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     ) -> Result<T, Rejection> {
         // Only the 64-bit word has a quick path. On 32-bit MCUs there is none: the general path
         // inline, no second function (code size).
-        if cfg!(all(
-            not(loom),
-            any(not(target_has_atomic = "64"), tollgate_cs_words)
-        )) {
+        if cfg!(tollgate_cs_cells) {
             return self.counters.count(self.take_as(n, granted, serve));
         }
         // One reading of the refill and of the clock for the whole decision, the general path's
@@ -726,10 +723,7 @@ macro_rules! bucket_no_queue {
 }
 pub(crate) use bucket_no_queue;
 
-#[cfg(all(
-    test,
-    not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))
-))]
+#[cfg(all(test, not(tollgate_cs_cells)))]
 mod tests {
     use super::*;
 

@@ -134,10 +134,7 @@ impl Bucket {
 
     /// Reads a 64-bit word packed with a token field of `shift` bits.
     #[inline]
-    #[cfg_attr(
-        all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)),
-        allow(dead_code)
-    )] // the state is kept unpacked there
+    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // the state is kept unpacked there
     pub const fn unpack64(w: u64, shift: u32) -> Self {
         Self {
             tokens: (w & ((1 << shift) - 1)) as u32,
@@ -150,10 +147,7 @@ impl Bucket {
     /// Packs into a 64-bit word with a token field of `shift` bits (from [`narrow_shift`]
     /// (Self::narrow_shift), so that `tokens < 2^shift` and `tick < 2^(62 - shift)`).
     #[inline]
-    #[cfg_attr(
-        all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)),
-        allow(dead_code)
-    )] // the state is kept unpacked there
+    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // the state is kept unpacked there
     pub const fn pack64(self, shift: u32) -> u64 {
         debug_assert!((self.tokens as u64) < 1 << shift && self.tick < 1 << (62 - shift));
         self.tokens as u64

@@ -506,10 +506,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     {
         // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the decision
         // (code size).
-        if cfg!(all(
-            not(loom),
-            any(not(target_has_atomic = "64"), tollgate_cs_words)
-        )) {
+        if cfg!(tollgate_cs_cells) {
             return self.try_acquire_general(permits);
         }
         // The decision on one reading of the word, and its count, inline; a lost race, and a

@@ -106,27 +106,24 @@ fn empty_ring<const N: usize>() -> [AtomicU128; N] {
 #[derive(Debug)]
 enum HeaderWord {
     /// The 64-bit layout, with `cur` and `prev` of `width` bits.
-    #[cfg_attr(
-        all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)),
-        allow(dead_code)
-    )] // never built there (see `NarrowWord`)
+    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // never built there (see `NarrowWord`)
     Narrow { word: NarrowWord, width: u32 },
     /// The 128-bit layout.
     Wide(AtomicU128),
 }
 
 /// The 64-bit header's word.
-#[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+#[cfg(not(tollgate_cs_cells))]
 type NarrowWord = AtomicU64;
 
 /// No 64-bit header on targets without native 64-bit atomics (32-bit MCUs): both words would be
 /// critical sections there, so the 64-bit layout would only add its code. The variant holding
 /// this type cannot exist, and its code compiles away.
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[cfg(tollgate_cs_cells)]
 #[derive(Debug)]
 enum NarrowWord {}
 
-#[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+#[cfg(tollgate_cs_cells)]
 impl cas::Word for NarrowWord {
     type Value = u64;
     fn load(&self) -> u64 {
@@ -140,13 +137,13 @@ impl cas::Word for NarrowWord {
 impl HeaderWord {
     crate::sync::const_unless_loom! {
         fn new(h: Header, width: Option<u32>) -> Self {
-            #[cfg(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words)))]
+            #[cfg(tollgate_cs_cells)]
             let width: Option<u32> = {
                 let _ = width;
                 None
             };
             match width {
-                #[cfg(not(all(not(loom), any(not(target_has_atomic = "64"), tollgate_cs_words))))]
+                #[cfg(not(tollgate_cs_cells))]
                 Some(width) => HeaderWord::Narrow {
                     word: AtomicU64::new(h.pack64(width)),
                     width,
@@ -547,10 +544,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     fn try_acquire_counted<T>(&self, n: u32, granted: impl FnOnce() -> T) -> Result<T, Rejection> {
         // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the quick path
         // (code size).
-        if cfg!(all(
-            not(loom),
-            any(not(target_has_atomic = "64"), tollgate_cs_words)
-        )) {
+        if cfg!(tollgate_cs_cells) {
             return self.counters.count(self.take_as(n, granted));
         }
         // One reading of the limit and of the clock for the whole decision, the general path's
