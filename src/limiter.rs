@@ -9,7 +9,7 @@ use crate::lease::{Lease, Rejection, Statistics};
 use crate::wait::Acquire;
 use crate::{
     ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
-    SlidingWindowLimiter, TokenBucketLimiter,
+    PartitionLimiter, SlidingWindowLimiter, TokenBucketLimiter,
 };
 
 /// A limiter of rate or concurrency: grants leases of permits, or says why not.
@@ -541,10 +541,12 @@ impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
     }
 }
 
-/// `AcquireAsync` for a limiter of this crate that waits in its own queue ([`Acquire`]): one
-/// line per limiter type, the same impl for each.
-macro_rules! queued_acquire_async {
-    ($($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+;)+) => {$(
+/// The capabilities every limiter of this crate that waits in its own queue gets the same way,
+/// from its side of the waiting protocol: `AcquireAsync` ([`Acquire`]) and `Quota`
+/// (`quota::of_source`). One line per limiter type; `@acquire` gives the first alone (for
+/// `PartitionLimiter`, whose unlimited partitions report their quota otherwise).
+macro_rules! queued_capabilities {
+    (@acquire $ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+) => {
         impl<C: $($bound +)+ $(, const $n: usize)?> AcquireAsync for $ty<C $(, $n)?> {
             type Acquire<'a>
                 = Acquire<'a, Self>
@@ -555,10 +557,19 @@ macro_rules! queued_acquire_async {
                 Acquire::new(self, permits)
             }
         }
+    };
+    ($($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+;)+) => {$(
+        queued_capabilities!(@acquire $ty<C $(, const $n: usize)?> where C: $($bound)|+);
+
+        impl<C: $($bound +)+ $(, const $n: usize)?> crate::quota::Quota for $ty<C $(, $n)?> {
+            fn quota(&self) -> crate::quota::QuotaState {
+                crate::quota::of_source(self)
+            }
+        }
     )+};
 }
 
-queued_acquire_async! {
+queued_capabilities! {
     ConcurrencyLimiter<C> where C: Clock | Sync;
     TokenBucketLimiter<C> where C: Clock;
     FixedWindowLimiter<C> where C: Clock;
@@ -567,6 +578,8 @@ queued_acquire_async! {
     LeakyBucketMeter<C> where C: Clock;
     LeakyBucketShaper<C> where C: Clock;
 }
+
+queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);
 
 /// Owned leases for limiters held in an `Arc` (feature `alloc`): the lease keeps the limiter
 /// alive and can move to another task or thread.

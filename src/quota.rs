@@ -25,10 +25,7 @@ use crate::clock::Clock;
 use crate::limiter::Limiter;
 use crate::partition::{NoLimitPartition, PartitionLimiter};
 use crate::wait::Source;
-use crate::{
-    ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
-    NoopLimiter, SlidingWindowLimiter, TokenBucketLimiter,
-};
+use crate::NoopLimiter;
 
 /// A limiter's quota at one instant.
 ///
@@ -122,7 +119,9 @@ pub trait Quota {
     fn quota(&self) -> QuotaState;
 }
 
-fn of_source<S: Source + Limiter + ?Sized>(s: &S) -> QuotaState {
+/// A queued limiter's quota from its side of the waiting protocol (the impls are in
+/// `limiter.rs`, with `AcquireAsync`).
+pub(crate) fn of_source<S: Source + Limiter + ?Sized>(s: &S) -> QuotaState {
     let limit = u64::from(s.limit());
     let remaining = s.available_permits().min(limit);
     let reset_after = if remaining >= limit {
@@ -135,28 +134,6 @@ fn of_source<S: Source + Limiter + ?Sized>(s: &S) -> QuotaState {
         remaining,
         reset_after,
     }
-}
-
-/// `Quota` for a limiter of this crate from its side of the waiting protocol ([`of_source`]):
-/// one line per limiter type, the same impl for each.
-macro_rules! quota_of_source {
-    ($($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+;)+) => {$(
-        impl<C: $($bound +)+ $(, const $n: usize)?> Quota for $ty<C $(, $n)?> {
-            fn quota(&self) -> QuotaState {
-                of_source(self)
-            }
-        }
-    )+};
-}
-
-quota_of_source! {
-    ConcurrencyLimiter<C> where C: Clock | Sync;
-    TokenBucketLimiter<C> where C: Clock;
-    FixedWindowLimiter<C> where C: Clock;
-    SlidingWindowLimiter<C, const N: usize> where C: Clock;
-    GcraLimiter<C> where C: Clock;
-    LeakyBucketMeter<C> where C: Clock;
-    LeakyBucketShaper<C> where C: Clock;
 }
 
 impl Quota for NoopLimiter {
@@ -230,7 +207,8 @@ where
 mod tests {
     use super::*;
     use crate::{
-        ConcurrencyOptions, FixedWindowOptions, ManualClock, SlidingWindowOptions,
+        ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+        ManualClock, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
         TokenBucketOptions,
     };
 

@@ -289,3 +289,29 @@ fn late_service_races_a_newcomer_on_gcra() {
         assert_eq!(g.statistics().queued_permits, 0);
     });
 }
+
+/// The same race on a sliding window (issue 24, item 2): the waiter fit in segment 2 (when the
+/// permits taken at 0 s left) and is counted there however late it is served, so by 4 s it has
+/// left the window too and the newcomer finds the whole limit free.
+#[test]
+fn late_service_races_a_newcomer_on_a_sliding_window() {
+    model(|| {
+        let clock = Arc::new(ManualClock::new());
+        let opts = SlidingWindowOptions::new(2, Duration::from_secs(2), 2)
+            .with_queue(2, QueueOrder::OldestFirst);
+        let w = Arc::new(SlidingWindowLimiter::with_clock(opts, clock.clone()).unwrap());
+        w.try_acquire(2).unwrap().forget();
+        let mut waiter = pin!(w.acquire(1));
+        let waker = futures_noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        clock.advance(Duration::from_secs(4));
+        let w2 = w.clone();
+        let newcomer = thread::spawn(move || w2.try_acquire(2).map(|l| l.permits()));
+        w.replenish();
+        assert_eq!(newcomer.join().unwrap(), Ok(2));
+        assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        let s = w.statistics();
+        assert_eq!((s.available_permits, s.queued_permits), (0, 0));
+    });
+}

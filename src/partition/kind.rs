@@ -5,13 +5,12 @@ use core::time::Duration;
 
 use crate::clock::{Clock, Instant};
 use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
-use crate::limiter::AcquireAsync;
 use crate::limiter::{Limiter, Replenishing};
 use crate::noop::NoopLimiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU64, Ordering};
-use crate::wait::{self, Acquire, Source, WaitQueue};
+use crate::wait::{self, Source, WaitQueue};
 use crate::{
     ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, GcraLimiter,
     GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions,
@@ -421,18 +420,6 @@ impl<C: Clock + Sync> Source for PartitionLimiter<C> {
     }
     fn lease(&self, n: u32) -> Lease<'_> {
         each!(self, l => l.lease(n))
-    }
-}
-
-impl<C: Clock + Sync> AcquireAsync for PartitionLimiter<C> {
-    type Acquire<'a>
-        = Acquire<'a, Self>
-    where
-        Self: 'a;
-
-    /// Waits in the partition's queue, as the limiter inside would.
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        Acquire::new(self, permits)
     }
 }
 
