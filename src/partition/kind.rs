@@ -251,7 +251,7 @@ impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
 /// The limiter of a partition of the built-in kinds: one of the seven queued limiters, or no
 /// limit.
 ///
-/// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`]) and gives permits back to
+/// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`](crate::AcquireAsync)) and gives permits back to
 /// its concurrency limiter ([`Release`]), each by delegating to the limiter inside.
 ///
 /// ```
