@@ -9,7 +9,7 @@ use crate::lease::{Lease, Rejection, Statistics};
 use crate::wait::Acquire;
 use crate::{
     ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
-    PartitionLimiter, SlidingWindowLimiter, TokenBucketLimiter,
+    PartitionLimiter, SlidingCounterLimiter, SlidingWindowLimiter, TokenBucketLimiter,
 };
 
 /// A limiter of rate or concurrency: grants leases of permits, or says why not.
@@ -577,6 +577,7 @@ queued_capabilities! {
     GcraLimiter<C> where C: Clock;
     LeakyBucketMeter<C> where C: Clock;
     LeakyBucketShaper<C> where C: Clock;
+    SlidingCounterLimiter<C> where C: Clock;
 }
 
 queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);

@@ -46,6 +46,10 @@ pub enum OptionsError {
     },
     /// The window is shorter than one nanosecond per segment.
     SegmentTooShort,
+    /// A [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)'s window of 1 ns: it must be
+    /// at least 2 ns (its state word counts windows in 62 bits, beside its queue and close
+    /// flags, which holds every window of 2 ns or more to the clock's 2^63 ns horizon).
+    WindowTooShort,
     /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
     RateTooHigh,
     /// A permit limit larger than the limiter's native word holds (a concurrency limiter on a
@@ -101,6 +105,9 @@ impl fmt::Display for OptionsError {
             }
             OptionsError::SegmentTooShort => {
                 f.write_str("the window must be at least one nanosecond per segment")
+            }
+            OptionsError::WindowTooShort => {
+                f.write_str("a sliding counter's window must be at least 2 nanoseconds")
             }
             OptionsError::RateTooHigh => {
                 f.write_str("a keyed limiter allows at most one token per 2 nanoseconds")

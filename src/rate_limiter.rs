@@ -27,7 +27,7 @@ macro_rules! rate_limiter {
                 "```\n",
                 "use core::future::Future;\n",
                 "use core::task::{Context, Poll, Waker};\n",
-                "use core::time::Duration;\n",
+                "use ::core::time::Duration;\n",
                 "use tollgate::*;\n",
                 "\n",
                 "let clock = ManualClock::new();\n",
@@ -50,7 +50,7 @@ macro_rules! rate_limiter {
             ///
             #[doc = concat!(
                 "```\n",
-                "use core::time::Duration;\n",
+                "use ::core::time::Duration;\n",
                 "use tollgate::*;\n",
                 "\n",
                 "let clock = ManualClock::new();\n",
@@ -68,7 +68,7 @@ macro_rules! rate_limiter {
             pub fn acquire_blocking(
                 &self,
                 permits: u32,
-                timeout: Option<core::time::Duration>,
+                timeout: Option<::core::time::Duration>,
             ) -> Result<$crate::Lease<'_>, $crate::Rejection> {
                 $crate::wait::acquire_blocking(self, permits, timeout)
             }
@@ -95,7 +95,7 @@ macro_rules! rate_limiter {
             fn statistics(&self) -> $crate::Statistics {
                 self.core.statistics()
             }
-            fn idle_duration(&self) -> Option<core::time::Duration> {
+            fn idle_duration(&self) -> Option<::core::time::Duration> {
                 self.core.idle_duration()
             }
             fn close(&self) {
@@ -110,7 +110,7 @@ macro_rules! rate_limiter {
         impl<C: $crate::clock::Clock> $crate::limiter::Replenishing for $ty<C> {
             /// The period (token bucket), window (fixed window) or emission interval (GCRA and
             /// the leaky buckets: one permit comes back every this long).
-            fn replenishment_period(&self) -> core::time::Duration {
+            fn replenishment_period(&self) -> ::core::time::Duration {
                 self.core.period()
             }
             fn replenish(&self) -> u64 {
@@ -120,7 +120,7 @@ macro_rules! rate_limiter {
                 self.core.catch_up();
                 self.core.available()
             }
-            fn next_service(&self) -> Option<core::time::Duration> {
+            fn next_service(&self) -> Option<::core::time::Duration> {
                 $crate::wait::next_service(self)
             }
             #[cfg(feature = "std")]
@@ -154,23 +154,23 @@ macro_rules! rate_limiter {
                 &self,
                 ahead: &mut dyn Iterator<Item = u32>,
                 n: u32,
-            ) -> Option<core::time::Duration> {
+            ) -> Option<::core::time::Duration> {
                 Some(self.core.wait_behind_waiters(ahead, n))
             }
             fn clear_waiters(&self) {
                 self.core.clear_waiters()
             }
-            fn give_back(&self, n: u32, _stamp: u64) {
+            fn give_back(&self, n: u32, stamp: u64) {
                 // The waiters whose permits came before now are granted first, as of then:
                 // giving back brings the word up to date.
                 if self.core.has_waiters() {
                     self.core.queue.serve(self);
                 }
-                if self.core.give_back(n) {
+                if self.core.give_back(n, stamp) {
                     self.core.queue.serve(self);
                 }
             }
-            fn wait_for_permits(&self, total: u64) -> Option<core::time::Duration> {
+            fn wait_for_permits(&self, total: u64) -> Option<::core::time::Duration> {
                 Some(self.core.wait_for(total))
             }
             fn lease(&self, n: u32) -> $crate::Lease<'_> {

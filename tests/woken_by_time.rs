@@ -62,6 +62,12 @@ fn every_queued_limiter<C: Clock + Clone>(clock: C) {
     )
     .unwrap();
     queued(&shaper, |l| run_when_woken(l.acquire(1), LIMIT));
+    let counter = SlidingCounterLimiter::with_clock(
+        SlidingCounterOptions::new(1, WAIT).with_queue(n, order),
+        clock.clone(),
+    )
+    .unwrap();
+    queued(&counter, |l| run_when_woken(l.acquire(1), LIMIT));
 }
 
 #[test]

@@ -534,7 +534,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
     /// serving afterwards.
-    pub(crate) fn give_back(&self, n: u32) -> bool {
+    pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         let Ok((before, ())) = self

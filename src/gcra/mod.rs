@@ -416,7 +416,7 @@ impl<C: Clock> GcraCore<C> {
     }
 
     /// Returns `n` permits a waiter was granted but never received; whether anyone waits.
-    pub(crate) fn give_back(&self, n: u32) -> bool {
+    pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let now = self.now();
         let p = self.params.get();
         let Ok((before, ())) = cas::transition(&self.word, |w| {

@@ -1,22 +1,17 @@
 //! The sliding-window counter (approximate): the previous fixed window's count weighted by how
 //! much of it the rolling window still overlaps, plus the current window's count — one word.
 
+mod limiter_core;
 pub(crate) mod state;
 
-use core::convert::Infallible;
 use core::time::Duration;
 
-use crate::cas;
 use crate::clock::Clock;
-use crate::lease::{Lease, Reason, Rejection, Statistics};
-use crate::limiter::{Limiter, Replenishing};
-use crate::nanos::Nanos;
-use crate::options::OptionsError;
-use crate::stats::Counters;
-use crate::sync::{AtomicU128, AtomicU64, Ordering};
-use crate::ticks::{nanos_of, Ticker};
+use crate::options::{OptionsError, QueueOrder};
+use crate::ticks::nanos_of;
+use crate::wait::{Lock, WaitQueue};
 
-use state::{Counter, Denied, Shape};
+use limiter_core::CounterCore;
 
 /// Options of a [`SlidingCounterLimiter`].
 ///
@@ -34,9 +29,13 @@ use state::{Counter, Denied, Shape};
 pub struct SlidingCounterOptions {
     /// Permits per rolling window (estimated). At least 1.
     pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^62 ns (146 years: a refusal may wait up to
+    /// The window. At least 2 ns, shorter than 2^62 ns (146 years: a refusal may wait up to
     /// two windows, which must end within the 2^63 ns a limiter reads its clock over).
     pub window: Duration,
+    /// Permits that may wait in the queue (for waiting acquisitions).
+    pub queue_limit: u32,
+    /// The order queued requests are served in.
+    pub queue_order: QueueOrder,
 }
 
 impl SlidingCounterOptions {
@@ -52,6 +51,24 @@ impl SlidingCounterOptions {
         Self {
             permit_limit,
             window,
+            queue_limit: 0,
+            queue_order: QueueOrder::OldestFirst,
+        }
+    }
+
+    /// The same options with a wait queue of up to `limit` permits served in `order`.
+    ///
+    /// ```
+    /// use tollgate::{QueueOrder, SlidingCounterOptions};
+    ///
+    /// let q = SlidingCounterOptions::per_second(10).with_queue(20, QueueOrder::OldestFirst);
+    /// assert_eq!(q.queue_limit, 20);
+    /// ```
+    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
+        Self {
+            queue_limit: limit,
+            queue_order: order,
+            ..self
         }
     }
 
@@ -108,6 +125,7 @@ impl SlidingCounterOptions {
         // horizon (2^63 ns) or the RetryAfter could never be met.
         match nanos_of(self.window) {
             Some(0) => Err(OptionsError::ZeroPeriod),
+            Some(1) => Err(OptionsError::WindowTooShort),
             Some(ns) if ns < MAX_WINDOW_NS => Ok(ns),
             _ => Err(OptionsError::PeriodTooLong),
         }
@@ -136,7 +154,9 @@ const MAX_WINDOW_NS: u64 = 1 << 62;
 /// and denies requests the log would admit. With evenly spread traffic the two agree. Use it where
 /// O(1) memory matters more than an exact count (the log needs a slot per permit).
 ///
-/// There is no waiting queue: it answers now, with a RetryAfter.
+/// With a queue ([`SlidingCounterOptions::with_queue`]), `acquire(n).await` waits for room;
+/// each waiter is counted in the window its permits first fit in, so a queue served late grants
+/// what one served at every instant would.
 ///
 /// ```
 /// use core::time::Duration;
@@ -153,15 +173,9 @@ const MAX_WINDOW_NS: u64 = 1 << 62;
 /// ```
 #[derive(Debug)]
 pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock> {
-    word: AtomicU128,
-    ticker: Ticker,
-    /// Permits per window (changed by `reconfigure`; only ever a `u32`).
-    limit: AtomicU64,
-    /// The window in nanoseconds (fixed at creation).
-    window: u64,
-    counters: Counters,
-    clock: C,
-    options: SlidingCounterOptions,
+    core: CounterCore<C>,
+    /// The options in force (the limit and queue limit change by `reconfigure`).
+    options: Lock<SlidingCounterOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -194,14 +208,11 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// ```
     pub fn with_clock(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
         let window = options.validate()?;
+        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        let origin = clock.now();
         Ok(Self {
-            word: AtomicU128::new(Counter::FRESH.pack()),
-            ticker: Ticker::new(clock.now(), window),
-            limit: AtomicU64::new(options.permit_limit as u64),
-            window,
-            counters: Counters::new(),
-            clock,
-            options,
+            core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
+            options: Lock::new(options),
         })
     }
 
@@ -226,19 +237,22 @@ impl<C: Clock> SlidingCounterLimiter<C> {
                 Ok(window) => window,
                 Err(e) => e.panic_in_const(),
             };
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
-                word: AtomicU128::new(Counter::FRESH.pack()),
-                ticker: Ticker::new(crate::Instant::ZERO, window),
-                limit: AtomicU64::new(options.permit_limit as u64),
-                window,
-                counters: Counters::new(),
-                clock,
-                options,
+                core: CounterCore::new(
+                    options.permit_limit,
+                    window,
+                    queue,
+                    crate::Instant::ZERO,
+                    clock,
+                ),
+                options: Lock::new(options),
             }
         }
     }
 
-    /// The options the limiter was built with.
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
     ///
     /// ```
     /// use tollgate::{ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
@@ -247,17 +261,16 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// assert_eq!(c.options().permit_limit, 2);
     /// ```
     pub fn options(&self) -> SlidingCounterOptions {
-        SlidingCounterOptions {
-            permit_limit: self.shape().limit,
-            ..self.options
-        }
+        self.options.with(|o| *o)
     }
 
-    /// Changes the permit limit while the limiter is in use. The counts already taken stay
-    /// counted: under a lowered limit it refuses until the weighted count of the rolling window
-    /// falls below the new limit; under a raised one it has room at once. Refused, changing
-    /// nothing: invalid options (as [`with_clock`](Self::with_clock) refuses them), or a
-    /// different window ([`OptionsError::FixedAtCreation`]).
+    /// Changes the permit limit and the queue limit while the limiter is in use. The counts
+    /// already taken stay counted: under a lowered limit it refuses until the weighted count of
+    /// the rolling window falls below the new limit; under a raised one it has room at once (and
+    /// serves its waiters). Waiters for more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit). Refused, changing nothing: invalid
+    /// options (as [`with_clock`](Self::with_clock) refuses them), or a different window or
+    /// queue order ([`OptionsError::FixedAtCreation`]).
     ///
     /// ```
     /// use core::time::Duration;
@@ -276,120 +289,19 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// ```
     pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
         options.validate()?;
-        if options.window != self.options.window {
+        let before = self.options();
+        if options.window != before.window || options.queue_order != before.queue_order {
             return Err(OptionsError::FixedAtCreation);
         }
-        self.limit
-            .store(u64::from(options.permit_limit), Ordering::Release);
+        self.core
+            .reconfigure(self, options.permit_limit, options.queue_limit, || {
+                self.options.with(|o| *o = options);
+            });
         Ok(())
     }
-
-    /// The window's shape now: one reading of the limit for a whole decision.
-    #[inline(always)]
-    fn shape(&self) -> Shape {
-        Shape {
-            // Only ever stored from a `u32`.
-            limit: self.limit.load(Ordering::Acquire) as u32,
-            window: self.window,
-        }
-    }
-
-    #[inline]
-    fn take(&self, n: u32) -> Result<(), Rejection> {
-        let s = self.shape();
-        if n > s.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
-        }
-        let (k, into) = self.ticker.tick(self.clock.now());
-        let result = cas::transition(&self.word, |w| {
-            Counter::unpack(w)
-                .try_take(k, into, n, s)
-                .map(|c| (c.pack(), ()))
-                .map_err(|d| (d, w))
-        });
-        match result {
-            Ok(_) => Ok(()),
-            Err((Denied::Closed, _)) => Err(Rejection::new(Reason::Closed)),
-            Err((Denied::Exhausted, w)) => {
-                let wait = Counter::unpack(w).wait(k, into, n.max(1), s);
-                Err(Rejection::after(
-                    Reason::Exhausted,
-                    Nanos::from_u128(wait.max(1)),
-                ))
-            }
-        }
-    }
 }
 
-impl<C: Clock> crate::limiter::Peek for SlidingCounterLimiter<C> {
-    fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        let s = self.shape();
-        if permits > s.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
-        }
-        let (k, into) = self.ticker.tick(self.clock.now());
-        let c = Counter::unpack(self.word.load(Ordering::Acquire));
-        match c.try_take(k, into, permits, s) {
-            Ok(_) => Ok(()),
-            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
-            Err(Denied::Exhausted) => Err(Rejection::after(
-                Reason::Exhausted,
-                Nanos::from_u128(c.wait(k, into, permits.max(1), s).max(1)),
-            )),
-        }
-    }
-}
-
-impl<C: Clock> Limiter for SlidingCounterLimiter<C> {
-    #[inline]
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        self.counters
-            .count(self.take(permits))
-            .map(|()| Lease::unreleased(permits))
-    }
-
-    fn available_permits(&self) -> u64 {
-        let (k, into) = self.ticker.tick(self.clock.now());
-        Counter::unpack(self.word.load(Ordering::Acquire)).available(k, into, self.shape())
-    }
-
-    fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available_permits(),
-            queued_permits: 0,
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
-    }
-
-    /// Idle from the start of the first window in which the estimate is zero.
-    fn idle_duration(&self) -> Option<Duration> {
-        let now = self.clock.now();
-        let (k, _) = self.ticker.tick(now);
-        let c = Counter::unpack(self.word.load(Ordering::Acquire));
-        let free_from = c.free_from();
-        (free_from <= k.max(c.tick)).then(|| self.ticker.since_start_of(now, free_from))
-    }
-
-    fn close(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Counter::unpack(w).close().pack(), ()))
-        });
-    }
-
-    fn is_closed(&self) -> bool {
-        Counter::unpack(self.word.load(Ordering::Acquire)).closed
-    }
-}
-
-impl<C: Clock> Replenishing for SlidingCounterLimiter<C> {
-    /// The window: the weights change continuously, the counts roll at each window boundary.
-    fn replenishment_period(&self) -> Duration {
-        Duration::from_nanos(self.ticker.period_ns())
-    }
-
-    /// Nothing to write (the estimate is computed from the clock); returns the permits available.
-    fn replenish(&self) -> u64 {
-        self.available_permits()
-    }
-}
+crate::rate_limiter::rate_limiter!(
+    SlidingCounterLimiter,
+    "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)"
+);

@@ -12,8 +12,16 @@
 //! |----------|----------|-------------------------------------------|
 //! | 0..32    | `cur`    | permits taken in window `tick`             |
 //! | 32..64   | `prev`   | permits taken in window `tick - 1`         |
-//! | 64..127  | `tick`   | windows since creation (a full count: an idle gap of any length reads as empty) |
+//! | 64..126  | `tick`   | windows since creation (a full count: an idle gap of any length reads as empty; 62 bits hold every window of at least 2 ns to the clock's 2^63 ns horizon) |
+//! | 126      | `waiters`| the wait queue holds waiters: newcomers do not take past them |
 //! | 127      | `closed` | `close()` was called                       |
+//!
+//! A queued waiter is granted **as of the window it first fit in** ([`Counter::take_when_fits`]):
+//! the estimate only falls as time passes (the previous window's weight shrinks, and at a
+//! boundary the current count becomes the previous one at full weight, never more than it was
+//! with the old previous count on top), so a request fits somewhere in window `j` if and only if
+//! it fits at `j`'s last nanosecond, and only three windows can differ: the state's own, the
+//! next, and any later one (where both counts have rolled away).
 
 /// The limiter's constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +41,8 @@ pub struct Counter {
     pub prev: u32,
     /// Windows since creation.
     pub tick: u64,
+    /// The wait queue holds waiters.
+    pub waiters: bool,
     /// `close()` was called.
     pub closed: bool,
 }
@@ -47,7 +57,8 @@ pub enum Denied {
 }
 
 const COUNT: u128 = 0xFFFF_FFFF;
-const TICK: u128 = (1 << 63) - 1;
+const TICK: u128 = (1 << 62) - 1;
+const WAITERS: u128 = 1 << 126;
 const CLOSED: u128 = 1 << 127;
 
 impl Counter {
@@ -56,6 +67,7 @@ impl Counter {
         cur: 0,
         prev: 0,
         tick: 0,
+        waiters: false,
         closed: false,
     };
 
@@ -66,12 +78,13 @@ impl Counter {
             cur: (w & COUNT) as u32,
             prev: ((w >> 32) & COUNT) as u32,
             tick: ((w >> 64) & TICK) as u64,
+            waiters: w & WAITERS != 0,
             closed: w & CLOSED != 0,
         }
     }
 
-    /// Packs into a word (a tick past 2^63 - 1 saturates; it cannot occur, since ticks count from
-    /// at most 2^63 ns).
+    /// Packs into a word (a tick past 2^62 - 1 saturates; it cannot occur, since ticks count
+    /// windows of at least 2 ns over at most 2^63 ns).
     #[inline]
     pub const fn pack(self) -> u128 {
         let tick = if self.tick as u128 > TICK {
@@ -82,6 +95,7 @@ impl Counter {
         self.cur as u128
             | (self.prev as u128) << 32
             | tick << 64
+            | if self.waiters { WAITERS } else { 0 }
             | if self.closed { CLOSED } else { 0 }
     }
 
@@ -129,16 +143,26 @@ impl Counter {
     }
 
     /// Takes `n` permits `into` ns into window `k` (`n <= limit` is checked by the caller). A
-    /// probe (`n == 0`) succeeds if one permit would, and changes nothing.
+    /// probe (`n == 0`) succeeds if one permit would, and changes nothing. Unless `barge`, a
+    /// request (not a probe) is refused while waiters are queued.
     #[inline]
-    pub const fn try_take(self, k: u64, into: u64, n: u32, s: Shape) -> Result<Counter, Denied> {
+    pub const fn try_take(
+        self,
+        k: u64,
+        into: u64,
+        n: u32,
+        s: Shape,
+        barge: bool,
+    ) -> Result<Counter, Denied> {
         if self.closed {
             return Err(Denied::Closed);
         }
         let (k, into) = self.when(k, into);
         let now = self.at(k);
         let want = if n == 0 { 1 } else { n };
-        if now.weighted(into, want, s) > s.limit as u128 * s.window as u128 {
+        if (self.waiters && !barge && n > 0)
+            || now.weighted(into, want, s) > s.limit as u128 * s.window as u128
+        {
             return Err(Denied::Exhausted);
         }
         if n == 0 {
@@ -219,6 +243,126 @@ impl Counter {
         }
     }
 
+    /// Takes `n` permits for a queued waiter served `into` ns into window `k`, as of the first
+    /// window at or before `k` (and not before the state's own) in which they fit: counted
+    /// there, so that a queue served late leaves the state a queue served at every instant
+    /// would. Returns the new state and the window of the grant (its stamp). `n <= limit` is
+    /// the caller's to check; a probe (`n == 0`) needs one permit and takes nothing.
+    pub const fn take_when_fits(
+        self,
+        k: u64,
+        into: u64,
+        n: u32,
+        s: Shape,
+    ) -> Result<(Counter, u64), Denied> {
+        if self.closed {
+            return Err(Denied::Closed);
+        }
+        let (k, into) = self.when(k, into);
+        let want = if n == 0 { 1 } else { n };
+        let cap = s.limit as u128 * s.window as u128;
+        // The state's own window, the next, then any later one (where both counts have rolled
+        // away, so the earliest of them, two on): the first whose last nanosecond — or `into`,
+        // for the window of now — fits.
+        let mut step = 0;
+        while step < 3 {
+            let j = self.tick + step;
+            if j > k {
+                break;
+            }
+            let last = if j == k { into } else { s.window - 1 };
+            let at = self.at(j);
+            if at.weighted(last, want, s) <= cap {
+                let taken = if n == 0 {
+                    self
+                } else {
+                    Counter {
+                        cur: at.cur + n,
+                        ..at
+                    }
+                };
+                return Ok((taken, j));
+            }
+            step += 1;
+        }
+        Err(Denied::Exhausted)
+    }
+
+    /// Gives back `n` permits granted in window `stamp` to a waiter that went away without
+    /// them, seen at window `k`: they leave the count they were added to, if it still counts.
+    pub const fn give_back(self, k: u64, stamp: u64, n: u32) -> Counter {
+        let now = self.at(k);
+        if stamp == now.tick {
+            Counter {
+                cur: now.cur.saturating_sub(n),
+                ..now
+            }
+        } else if stamp + 1 == now.tick {
+            Counter {
+                prev: now.prev.saturating_sub(n),
+                ..now
+            }
+        } else {
+            now
+        }
+    }
+
+    /// The same state with the waiters flag set or cleared.
+    pub const fn with_waiters(self, waiters: bool) -> Counter {
+        Counter { waiters, ..self }
+    }
+
+    /// Nanoseconds from `into` ns into window `k` until the last of `requests` is granted, each
+    /// (in order, at most `limit`) as soon as it fits, counted in the window it is granted in.
+    pub fn wait_behind(
+        self,
+        k: u64,
+        into: u64,
+        requests: impl IntoIterator<Item = u32>,
+        s: Shape,
+    ) -> u128 {
+        let w = u128::from(s.window);
+        let start = u128::from(k) * w + u128::from(into);
+        let mut at = start;
+        let mut c = self;
+        for n in requests {
+            let n = n.clamp(1, s.limit);
+            let (kk, ii) = ((at / w) as u64, (at % w) as u64);
+            at += c.wait(kk, ii, n, s);
+            let (kk, ii) = ((at / w) as u64, (at % w) as u64);
+            let (kk, _) = c.when(kk, ii);
+            let now = c.at(kk);
+            c = Counter {
+                cur: now.cur.saturating_add(n),
+                ..now
+            };
+        }
+        at - start
+    }
+
+    /// Nanoseconds from `into` ns into window `k` until time alone lets `total` permits be
+    /// granted, in requests of at most the limit. Past two whole-limit requests the walk is
+    /// periodic — a request of the whole limit fits only when both counts are empty, at the
+    /// start of the window two after the previous one — so it is bounded for any `total`.
+    pub fn wait_for(self, k: u64, into: u64, total: u64, s: Shape) -> u128 {
+        let limit = u64::from(s.limit);
+        if total <= limit {
+            return self.wait_behind(k, into, core::iter::once(total as u32), s);
+        }
+        let whole = (total - 1) / limit;
+        let last = (total - whole * limit) as u32;
+        let walked = whole.min(2);
+        let requests = core::iter::repeat_n(s.limit, walked as usize).chain(core::iter::once(last));
+        let extra = u128::from(whole - walked) * 2 * u128::from(s.window);
+        self.wait_behind(k, into, requests, s).saturating_add(extra)
+    }
+
+    /// The estimate now, rounded up (test helper).
+    #[cfg(test)]
+    fn used_now(self) -> u32 {
+        self.cur + self.prev
+    }
+
     /// The closed state.
     pub const fn close(self) -> Counter {
         Counter {
@@ -245,13 +389,15 @@ mod tests {
             Counter {
                 cur: u32::MAX,
                 prev: u32::MAX,
-                tick: (1 << 63) - 1,
+                tick: (1 << 62) - 1,
+                waiters: true,
                 closed: true,
             },
             Counter {
                 cur: 3,
                 prev: 9,
                 tick: 12345,
+                waiters: false,
                 closed: false,
             },
         ] {
@@ -267,24 +413,25 @@ mod tests {
             cur: 5,
             prev: 9,
             tick: 1,
+            waiters: false,
             closed: false,
         };
         let quarter = MIN / 4;
-        assert_eq!(c.try_take(1, quarter, 1, S), Err(Denied::Exhausted));
+        assert_eq!(c.try_take(1, quarter, 1, S, false), Err(Denied::Exhausted));
         assert_eq!(c.weighted(quarter, 0, S), 1175 * MIN as u128 / 100);
         // 9 · (1 - x) + 6 ≤ 10 once x ≥ 4/9 of the window.
         let wait = c.wait(1, quarter, 1, S);
         let x = MIN - (4 * MIN / 9);
         assert_eq!(wait, u128::from(x - quarter));
         let wait = wait as u64;
-        assert!(c.try_take(1, quarter + wait, 1, S).is_ok());
-        assert!(c.try_take(1, quarter + wait - 1, 1, S).is_err());
+        assert!(c.try_take(1, quarter + wait, 1, S, false).is_ok());
+        assert!(c.try_take(1, quarter + wait - 1, 1, S, false).is_err());
     }
 
     #[test]
     fn windows_roll_and_gaps_empty() {
-        let c = Counter::FRESH.try_take(0, 0, 10, S).unwrap();
-        assert_eq!(c.try_take(0, 5, 1, S), Err(Denied::Exhausted));
+        let c = Counter::FRESH.try_take(0, 0, 10, S, false).unwrap();
+        assert_eq!(c.try_take(0, 5, 1, S, false), Err(Denied::Exhausted));
         // Next window: the 10 weigh (W - into)/W.
         assert_eq!(c.available(1, 0, S), 0);
         assert_eq!(c.available(1, MIN / 2, S), 5);
@@ -294,6 +441,7 @@ mod tests {
                 cur: 0,
                 prev: 10,
                 tick: 1,
+                waiters: false,
                 closed: false
             }
         );
@@ -303,6 +451,7 @@ mod tests {
                 cur: 0,
                 prev: 0,
                 tick: 7,
+                waiters: false,
                 closed: false
             }
         );
@@ -310,7 +459,7 @@ mod tests {
         // Backwards: nothing changes, and the state acts at the start of its own window.
         let later = c.at(5);
         assert_eq!(later.at(3), later);
-        let late = Counter::FRESH.try_take(1, 0, 10, S).unwrap();
+        let late = Counter::FRESH.try_take(1, 0, 10, S, false).unwrap();
         assert_eq!(late.when(0, 123), (1, 0));
         assert_eq!(late.available(0, MIN / 2, S), 0);
         // Its wait counts from the reading: half a window back to window 1, then window 1's 10
@@ -323,22 +472,25 @@ mod tests {
 
     #[test]
     fn wait_crosses_into_the_next_window() {
-        let c = Counter::FRESH.try_take(0, 0, 8, S).unwrap();
+        let c = Counter::FRESH.try_take(0, 0, 8, S, false).unwrap();
         // 3 more do not fit in this window at all; next window: 8 · (W - x) ≤ 7 · W.
         let wait = c.wait(0, 100, 3, S);
         let x = MIN - (7 * MIN / 8);
         assert_eq!(wait, u128::from(MIN - 100 + x));
-        assert!(c.try_take(1, x, 3, S).is_ok());
-        assert!(c.try_take(1, x - 1, 3, S).is_err());
+        assert!(c.try_take(1, x, 3, S, false).is_ok());
+        assert!(c.try_take(1, x - 1, 3, S, false).is_err());
     }
 
     #[test]
     fn probes_and_close() {
-        let c = Counter::FRESH.try_take(0, 0, 10, S).unwrap();
-        assert_eq!(c.try_take(0, 0, 0, S), Err(Denied::Exhausted));
-        assert_eq!(Counter::FRESH.try_take(0, 0, 0, S), Ok(Counter::FRESH));
+        let c = Counter::FRESH.try_take(0, 0, 10, S, false).unwrap();
+        assert_eq!(c.try_take(0, 0, 0, S, false), Err(Denied::Exhausted));
         assert_eq!(
-            Counter::FRESH.close().try_take(0, 0, 1, S),
+            Counter::FRESH.try_take(0, 0, 0, S, false),
+            Ok(Counter::FRESH)
+        );
+        assert_eq!(
+            Counter::FRESH.close().try_take(0, 0, 1, S, false),
             Err(Denied::Closed)
         );
     }
@@ -349,18 +501,110 @@ mod tests {
             limit: u32::MAX,
             window: u64::MAX,
         };
-        let c = Counter::FRESH.try_take(0, 0, u32::MAX, s).unwrap();
+        let c = Counter::FRESH.try_take(0, 0, u32::MAX, s, false).unwrap();
         assert_eq!(c.available(0, u64::MAX, s), 0);
         assert_eq!(
             c.wait(0, u64::MAX, 1, s),
             u128::from(u64::MAX.div_ceil(u64::from(u32::MAX)))
         );
         assert_eq!(c.wait(0, 0, u32::MAX, s), 2 * u128::from(u64::MAX));
+        // The shortest window (2 ns) at the clock's horizon: its tick still fits 62 bits.
         let one = Shape {
             limit: 1,
-            window: 1,
+            window: 2,
         };
-        let c = Counter::FRESH.try_take(u64::MAX >> 1, 0, 1, one).unwrap();
+        let c = Counter::FRESH
+            .try_take(u64::MAX >> 2, 0, 1, one, false)
+            .unwrap();
         assert_eq!(Counter::unpack(c.pack()), c);
+    }
+
+    #[test]
+    fn the_waiters_flag_holds_back_newcomers_but_not_probes_or_bargers() {
+        let c = Counter::FRESH.with_waiters(true);
+        assert_eq!(c.try_take(0, 0, 1, S, false), Err(Denied::Exhausted));
+        assert_eq!(c.try_take(0, 0, 0, S, false), Ok(c));
+        assert_eq!(c.try_take(0, 0, 1, S, true).unwrap().cur, 1);
+        assert_eq!(Counter::unpack(c.pack()), c);
+    }
+
+    /// A waiter that first fit in an earlier window is counted there: 10 taken in window 0;
+    /// 5 more fit in window 1 once `10 · (W - x) + 5 · W ≤ 10 · W`, i.e. from x = W/2 on.
+    #[test]
+    fn a_waiter_is_counted_in_the_window_it_first_fit() {
+        let full = Counter::FRESH.try_take(0, 0, 10, S, false).unwrap();
+        // Served in window 1 before the middle: not yet.
+        assert_eq!(
+            full.take_when_fits(1, MIN / 2 - 1, 5, S),
+            Err(Denied::Exhausted)
+        );
+        let (c, at) = full.take_when_fits(1, MIN / 2, 5, S).unwrap();
+        assert_eq!((at, c.cur, c.prev, c.tick), (1, 5, 10, 1));
+        // Served late, in window 2: it fit in window 1, and is counted there (so in window 2 it
+        // weighs as the previous window's, not as the current one's).
+        let (late, at) = full.take_when_fits(2, 0, 5, S).unwrap();
+        assert_eq!((at, late.cur, late.prev, late.tick), (1, 5, 10, 1));
+        // Served much later: counted in window 1 all the same, which has rolled away by now.
+        let (later, at) = full.take_when_fits(9, 7, 5, S).unwrap();
+        assert_eq!((at, later.at(9).used_now()), (1, 0));
+        // A whole limit fits only when both counts are empty: two windows on.
+        let (c, at) = full.take_when_fits(5, 0, 10, S).unwrap();
+        assert_eq!((at, c.cur, c.prev), (2, 10, 0));
+        assert_eq!(full.close().take_when_fits(5, 0, 1, S), Err(Denied::Closed));
+        // A probe takes nothing.
+        assert_eq!(full.take_when_fits(1, MIN / 2, 0, S), Ok((full, 1)));
+    }
+
+    #[test]
+    fn serving_in_order_matches_serving_at_every_instant() {
+        // Three waiters of 4 behind a full window, served at once much later, or each at the
+        // first nanosecond it fits: the same state and the same stamps.
+        let full = Counter::FRESH.try_take(0, 0, 10, S, false).unwrap();
+        let mut late = full;
+        let mut stamps = [0; 3];
+        for st in &mut stamps {
+            let (c, at) = late.take_when_fits(7, 0, 4, S).unwrap();
+            late = c;
+            *st = at;
+        }
+        let mut each = full;
+        let mut at = 0u128;
+        for (i, st) in stamps.iter().enumerate() {
+            at += each.wait(
+                (at / u128::from(MIN)) as u64,
+                (at % u128::from(MIN)) as u64,
+                4,
+                S,
+            );
+            let (k, into) = ((at / u128::from(MIN)) as u64, (at % u128::from(MIN)) as u64);
+            let (c, j) = each.take_when_fits(k, into, 4, S).unwrap();
+            assert_eq!(j, *st, "waiter {i}");
+            each = c;
+        }
+        assert_eq!(each, late);
+        assert_eq!(full.wait_behind(0, 0, [4, 4, 4], S), at);
+    }
+
+    #[test]
+    fn give_back_undoes_a_grant_while_it_counts() {
+        let c = Counter::FRESH.try_take(3, 0, 6, S, false).unwrap();
+        assert_eq!(c.give_back(3, 3, 6).cur, 0);
+        let next = c.give_back(4, 3, 2);
+        assert_eq!((next.cur, next.prev, next.tick), (0, 4, 4));
+        assert_eq!(c.give_back(9, 3, 6), c.at(9));
+        // A stamp of another window changes nothing but the roll.
+        assert_eq!(c.give_back(3, 2, 6), c);
+    }
+
+    #[test]
+    fn wait_for_many_permits_is_periodic_past_two_whole_limits() {
+        let c = Counter::FRESH;
+        // 10 now, 10 at the start of window 2, 10 at window 4, then 3 in window 5 at 3/10 W.
+        let walked = c.wait_behind(0, 0, [10, 10, 10, 3], S);
+        assert_eq!(c.wait_for(0, 0, 33, S), walked);
+        assert_eq!(walked, u128::from(5 * MIN + 3 * MIN / 10));
+        let walked = c.wait_behind(0, 0, [10, 10, 10, 10, 10, 10, 1], S);
+        assert_eq!(c.wait_for(0, 0, 61, S), walked);
+        assert_eq!(c.wait_for(0, 0, 7, S), 0);
     }
 }

@@ -1,0 +1,300 @@
+//! The sliding counter's lock-free core: the 128-bit word, the window's clock, the limit, the
+//! counts and the queue, answering the methods [`rate_limiter!`](crate::rate_limiter::rate_limiter)
+//! wires into every capability (the same names as `BucketCore` and `GcraCore`).
+
+use core::convert::Infallible;
+use core::time::Duration;
+
+use crate::cas;
+use crate::clock::Clock;
+use crate::lease::{Reason, Rejection, Statistics};
+use crate::nanos::Nanos;
+use crate::stats::Counters;
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::ticks::{duration_from_nanos_u128, Ticker};
+use crate::wait::WaitQueue;
+
+use super::state::{Counter, Denied, Shape};
+
+/// The core of a [`SlidingCounterLimiter`](crate::SlidingCounterLimiter).
+#[derive(Debug)]
+pub(crate) struct CounterCore<C> {
+    word: AtomicU128,
+    ticker: Ticker,
+    /// Permits per window (changed by `reconfigure`, under the queue lock; only ever a `u32`).
+    limit: AtomicU64,
+    /// The window in nanoseconds (fixed at creation).
+    window: u64,
+    pub(crate) counters: Counters,
+    pub(crate) queue: WaitQueue,
+    pub(crate) clock: C,
+}
+
+impl<C: Clock> CounterCore<C> {
+    crate::sync::const_unless_loom! {
+        /// A fresh counter of `limit` per `window` ns, its windows counted from `origin`.
+        pub(crate) fn new(
+            limit: u32,
+            window: u64,
+            queue: WaitQueue,
+            origin: crate::Instant,
+            clock: C,
+        ) -> Self {
+            Self {
+                word: AtomicU128::new(Counter::FRESH.pack()),
+                ticker: Ticker::new(origin, window),
+                limit: AtomicU64::new(limit as u64),
+                window,
+                counters: Counters::new(),
+                queue,
+                clock,
+            }
+        }
+    }
+
+    /// The window's shape now: one reading of the limit for a whole decision.
+    #[inline(always)]
+    fn shape(&self) -> Shape {
+        Shape {
+            // Only ever stored from a `u32`.
+            limit: self.limit.load(Ordering::Acquire) as u32,
+            window: self.window,
+        }
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.shape().limit
+    }
+
+    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
+    /// which then fails the waiters larger than the new limit and serves the rest; `then` runs
+    /// under the same lock.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        limit: u32,
+        queue_limit: u32,
+        then: impl FnOnce(),
+    ) {
+        self.queue.reconfigure(src, queue_limit, limit, || {
+            self.limit.store(u64::from(limit), Ordering::Release);
+            then();
+        });
+    }
+
+    #[inline]
+    fn now(&self) -> (u64, u64) {
+        self.ticker.tick(self.clock.now())
+    }
+
+    fn load(&self) -> Counter {
+        Counter::unpack(self.word.load(Ordering::Acquire))
+    }
+
+    /// One lock-free attempt; the state it decided on, on denial.
+    #[inline]
+    fn attempt(
+        &self,
+        (k, into): (u64, u64),
+        n: u32,
+        s: Shape,
+        barge: bool,
+    ) -> Result<(), (Denied, Counter)> {
+        cas::transition(&self.word, |w| {
+            let c = Counter::unpack(w);
+            c.try_take(k, into, n, s, barge)
+                .map(|next| (next.pack(), ()))
+                .map_err(|d| (d, c))
+        })
+        .map(|_| ())
+    }
+
+    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry;
+    /// `serve` serves the queue when waiters hold a newcomer back.
+    #[inline]
+    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        let s = self.shape();
+        if n > s.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let at = self.now();
+        // Nobody takes past waiters before they are served: those that fit before now are
+        // granted first, counted in the window they fit in (then a newest-first queue lets the
+        // newcomer barge past the rest).
+        let mut result = self.attempt(at, n, s, false);
+        if let Err((Denied::Exhausted, c)) = result {
+            if c.waiters {
+                serve();
+                result = self.attempt(at, n, s, self.queue.barging());
+            }
+        }
+        result.map_err(|(d, c)| self.rejection(d, c, at, n, s))
+    }
+
+    /// The whole `try_acquire`, counted.
+    #[inline]
+    pub(crate) fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        self.counters.count(self.take(n, serve).map(|()| granted()))
+    }
+
+    /// The rejection of `n` permits denied for `d` on the state `c` at `(k, into)`: an
+    /// exhausted one carries the exact wait, behind each waiter queued ahead (served one by
+    /// one, each counted in the window it fits in) unless newcomers barge.
+    #[cold]
+    fn rejection(
+        &self,
+        d: Denied,
+        c: Counter,
+        (k, into): (u64, u64),
+        n: u32,
+        s: Shape,
+    ) -> Rejection {
+        match d {
+            Denied::Closed => Rejection::new(Reason::Closed),
+            Denied::Exhausted => {
+                let newcomer = core::iter::once(n.max(1));
+                let wait = if c.waiters && !self.queue.barging() {
+                    self.queue.with_requests(|ahead| {
+                        self.load().wait_behind(k, into, ahead.chain(newcomer), s)
+                    })
+                } else {
+                    c.wait(k, into, n.max(1), s)
+                };
+                Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+            }
+        }
+    }
+
+    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
+        let s = self.shape();
+        if n > s.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let at = self.now();
+        let c = self.load();
+        c.try_take(at.0, at.1, n, s, self.queue.barging())
+            .map(|_| ())
+            .map_err(|d| self.rejection(d, c, at, n, s))
+    }
+
+    /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
+    /// finds them short, setting the flag in the same CAS when `flag_if_short`.
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        let (k, into) = self.now();
+        let s = self.shape();
+        cas::transition(&self.word, |w| {
+            let c = Counter::unpack(w);
+            match c.try_take(k, into, n, s, true) {
+                Ok(next) => Ok((next.pack(), Some(next.tick))),
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted) if flag_if_short => Ok((c.with_waiters(true).pack(), None)),
+                Err(Denied::Exhausted) => Ok((w, None)),
+            }
+        })
+        .map(|(_, taken)| taken)
+    }
+
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the window they
+    /// first fit in ([`Counter::take_when_fits`]), or finds them short. The stamp is that window.
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        let (k, into) = self.now();
+        let s = self.shape();
+        cas::transition(&self.word, |w| {
+            match Counter::unpack(w).take_when_fits(k, into, n, s) {
+                Ok((next, at)) => Ok((next.pack(), Some(at))),
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted) => Ok((w, None)),
+            }
+        })
+        .map(|(_, taken)| taken)
+    }
+
+    /// How long until a request of `n` permits behind the waiters `ahead` would be granted by
+    /// time alone, each waiter served in turn.
+    pub(crate) fn wait_behind_waiters(
+        &self,
+        ahead: &mut dyn Iterator<Item = u32>,
+        n: u32,
+    ) -> Duration {
+        let (k, into) = self.now();
+        let requests = ahead.chain(core::iter::once(n.max(1)));
+        duration_from_nanos_u128(self.load().wait_behind(k, into, requests, self.shape()))
+    }
+
+    pub(crate) fn clear_waiters(&self) {
+        let _ = cas::transition(&self.word, |w| {
+            Ok::<_, Infallible>((Counter::unpack(w).with_waiters(false).pack(), ()))
+        });
+    }
+
+    /// Returns `n` permits granted in window `stamp` to a waiter that never received them;
+    /// whether anyone waits.
+    pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
+        let (k, _) = self.now();
+        let Ok((before, ())) = cas::transition(&self.word, |w| {
+            Ok::<_, Infallible>((Counter::unpack(w).give_back(k, stamp, n).pack(), ()))
+        });
+        Counter::unpack(before).waiters
+    }
+
+    /// How long until time alone lets `total` permits be granted.
+    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+        let (k, into) = self.now();
+        duration_from_nanos_u128(self.load().wait_for(k, into, total, self.shape()))
+    }
+
+    pub(crate) fn available(&self) -> u64 {
+        let (k, into) = self.now();
+        self.load().available(k, into, self.shape())
+    }
+
+    pub(crate) fn statistics(&self) -> Statistics {
+        Statistics {
+            available_permits: self.available(),
+            queued_permits: self.queue.queued_permits(),
+            total_successful: self.counters.successful(),
+            total_failed: self.counters.failed(),
+        }
+    }
+
+    /// Idle from the start of the first window in which the estimate is zero, with no one
+    /// waiting.
+    pub(crate) fn idle_duration(&self) -> Option<Duration> {
+        let now = self.clock.now();
+        let (k, _) = self.ticker.tick(now);
+        let c = self.load();
+        let free_from = c.free_from();
+        (free_from <= k.max(c.tick) && !c.waiters)
+            .then(|| self.ticker.since_start_of(now, free_from))
+    }
+
+    pub(crate) fn close(&self) {
+        let _ = cas::transition(&self.word, |w| {
+            Ok::<_, Infallible>((Counter::unpack(w).close().pack(), ()))
+        });
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.load().closed
+    }
+
+    /// Whether the queue flag is set (anyone waits).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.load().waiters
+    }
+
+    /// The window: the weights change continuously, the counts roll at each window boundary.
+    pub(crate) fn period(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// Nothing to bring up to date: the estimate is computed from the clock.
+    #[inline]
+    pub(crate) fn catch_up(&self) {}
+}
