@@ -9,7 +9,8 @@ use crate::lease::{Lease, Rejection, Statistics};
 use crate::wait::Acquire;
 use crate::{
     ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
-    PartitionLimiter, SlidingCounterLimiter, SlidingWindowLimiter, TokenBucketLimiter,
+    PartitionLimiter, SlidingCounterLimiter, SlidingLogLimiter, SlidingWindowLimiter,
+    TokenBucketLimiter,
 };
 
 /// A limiter of rate or concurrency: grants leases of permits, or says why not.
@@ -578,6 +579,7 @@ queued_capabilities! {
     LeakyBucketMeter<C> where C: Clock;
     LeakyBucketShaper<C> where C: Clock;
     SlidingCounterLimiter<C> where C: Clock;
+    SlidingLogLimiter<C, const N: usize> where C: Clock;
 }
 
 queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);

@@ -15,8 +15,8 @@
 /// module docs). `$opts` is the text of options for the examples of the `acquire` methods:
 /// one permit now, the next 100 ms later, a queue of at least one.
 macro_rules! rate_limiter {
-    ($ty:ident, $opts:literal) => {
-        impl<C: $crate::clock::Clock> $ty<C> {
+    ($ty:ident $(<const $n:ident>)?, $opts:literal) => {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued
             /// waiters are served when their permits come, each as of the instant they came:
             /// by any later acquisition, by [`replenish`](crate::Replenishing::replenish), by
@@ -74,13 +74,13 @@ macro_rules! rate_limiter {
             }
         }
 
-        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C $(, $n)?> {
             fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
                 self.core.peek(permits)
             }
         }
 
-        impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C $(, $n)?> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
                 self.core.try_acquire_counted(
@@ -107,7 +107,7 @@ macro_rules! rate_limiter {
             }
         }
 
-        impl<C: $crate::clock::Clock> $crate::limiter::Replenishing for $ty<C> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Replenishing for $ty<C $(, $n)?> {
             /// The period (token bucket), window (fixed window) or emission interval (GCRA and
             /// the leaky buckets: one permit comes back every this long).
             fn replenishment_period(&self) -> ::core::time::Duration {
@@ -129,9 +129,9 @@ macro_rules! rate_limiter {
             }
         }
 
-        impl<C: $crate::clock::Clock> $crate::wait::private::Sealed for $ty<C> {}
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::wait::private::Sealed for $ty<C $(, $n)?> {}
 
-        impl<C: $crate::clock::Clock> $crate::wait::Source for $ty<C> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::wait::Source for $ty<C $(, $n)?> {
             fn queue(&self) -> &$crate::wait::WaitQueue {
                 &self.core.queue
             }

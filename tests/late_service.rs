@@ -298,10 +298,19 @@ fn item2_serving_late_grants_what_serving_on_time_grants() {
         let reqs = requests(&mut rng, limit);
         let every = 2 + rng.below(9);
         let rng_segments = rng.below(4) as u32;
-        let kind = round % 7;
+        let kind = round % 8;
         let outcome = |every: u64| {
             let clock = ManualClock::new();
             match kind {
+                7 => {
+                    // The log's entries leave at any nanosecond: served at every nanosecond,
+                    // or every few, with windows of a few nanoseconds.
+                    let ns = Duration::from_nanos(1);
+                    let window = ns * (1 + rng_segments * 2 + per);
+                    let opts = SlidingLogOptions::new(limit, window).with_queue(queue, order);
+                    let l = SlidingLogLimiter::<_, 8>::with_capacity(opts, &clock).unwrap();
+                    run(&l, &clock, ns, &reqs, every, |l, n| Task::new(l.acquire(n)))
+                }
                 6 => {
                     // The counter's waiters fit at any nanosecond (the previous window's weight
                     // falls continuously): served at every nanosecond, or every few, with

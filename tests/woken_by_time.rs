@@ -68,6 +68,12 @@ fn every_queued_limiter<C: Clock + Clone>(clock: C) {
     )
     .unwrap();
     queued(&counter, |l| run_when_woken(l.acquire(1), LIMIT));
+    let log = SlidingLogLimiter::with_clock(
+        SlidingLogOptions::new(1, WAIT).with_queue(n, order),
+        clock.clone(),
+    )
+    .unwrap();
+    queued(&log, |l| run_when_woken(l.acquire(1), LIMIT));
 }
 
 #[test]

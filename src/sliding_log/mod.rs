@@ -1,21 +1,17 @@
 //! The sliding-window log: exact counts over a rolling window, one entry per admitted request in
 //! a fixed ring (no allocation).
 
+mod limiter_core;
 pub(crate) mod state;
 
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::lease::{Lease, Reason, Rejection, Statistics};
-use crate::limiter::{Limiter, Replenishing};
-use crate::nanos::Nanos;
-use crate::options::OptionsError;
-use crate::stats::Counters;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
-use crate::ticks::{period_nanos, Ticker};
-use crate::wait::Lock;
+use crate::options::{OptionsError, QueueOrder};
+use crate::ticks::period_nanos;
+use crate::wait::{Lock, WaitQueue};
 
-use state::{Denied, Log, Shape};
+use limiter_core::LogCore;
 
 /// Options of a [`SlidingLogLimiter`].
 ///
@@ -35,6 +31,10 @@ pub struct SlidingLogOptions {
     /// The window. Longer than zero, shorter than 2^63 ns (292 years: an entry must leave the
     /// window within the 2^63 ns a limiter reads its clock over).
     pub window: Duration,
+    /// Permits that may wait in the queue (for waiting acquisitions).
+    pub queue_limit: u32,
+    /// The order queued requests are served in.
+    pub queue_order: QueueOrder,
 }
 
 impl SlidingLogOptions {
@@ -50,6 +50,24 @@ impl SlidingLogOptions {
         Self {
             permit_limit,
             window,
+            queue_limit: 0,
+            queue_order: QueueOrder::OldestFirst,
+        }
+    }
+
+    /// The same options with a wait queue of up to `limit` permits served in `order`.
+    ///
+    /// ```
+    /// use tollgate::{QueueOrder, SlidingLogOptions};
+    ///
+    /// let q = SlidingLogOptions::per_minute(5).with_queue(5, QueueOrder::OldestFirst);
+    /// assert_eq!(q.queue_limit, 5);
+    /// ```
+    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
+        Self {
+            queue_limit: limit,
+            queue_order: order,
+            ..self
         }
     }
 
@@ -132,8 +150,9 @@ impl SlidingLogOptions {
 /// (a futex mutex with `std`, `critical-section` or a spin lock without). The lock is held for
 /// one pass over the expired entries, at most `N` steps, and never while user code runs.
 ///
-/// RetryAfter is exact: the instant enough of the oldest entries leave the window. There is no
-/// waiting queue.
+/// RetryAfter is exact: the instant enough of the oldest entries leave the window. With a queue
+/// ([`SlidingLogOptions::with_queue`]), `acquire(n).await` waits for room; a waiter served late
+/// is recorded at the instant it first fit, so its entry leaves the window when it would have.
 ///
 /// ```
 /// use core::time::Duration;
@@ -153,23 +172,15 @@ impl SlidingLogOptions {
 /// assert!(logins.try_acquire(1).is_ok());
 /// ```
 pub struct SlidingLogLimiter<C: Clock = crate::clock::DefaultClock, const N: usize = 16> {
-    log: Lock<Log<N>>,
-    closed: AtomicBool,
-    ticker: Ticker,
-    /// Permits per window: changed by `reconfigure` and read by every decision under the log's
-    /// lock (only ever a `u32`).
-    limit: AtomicU64,
-    /// The window in nanoseconds (fixed at creation).
-    window: u64,
-    counters: Counters,
-    clock: C,
-    options: SlidingLogOptions,
+    core: LogCore<C, N>,
+    /// The options in force (the limit and queue limit change by `reconfigure`).
+    options: Lock<SlidingLogOptions>,
 }
 
 impl<C: Clock, const N: usize> core::fmt::Debug for SlidingLogLimiter<C, N> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SlidingLogLimiter")
-            .field("options", &self.options)
+            .field("options", &self.options())
             .field("capacity", &N)
             .finish_non_exhaustive()
     }
@@ -226,15 +237,11 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// ```
     pub fn with_capacity(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
         let window = options.validate(N)?;
+        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        let origin = clock.now();
         Ok(Self {
-            log: Lock::new(Log::new()),
-            closed: AtomicBool::new(false),
-            ticker: Ticker::new(clock.now(), 1),
-            limit: AtomicU64::new(options.permit_limit as u64),
-            window,
-            counters: Counters::new(),
-            clock,
-            options,
+            core: LogCore::new(options.permit_limit, window, queue, origin, clock),
+            options: Lock::new(options),
         })
     }
 
@@ -260,15 +267,10 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
                 Ok(window) => window,
                 Err(e) => e.panic_in_const(),
             };
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
-                log: Lock::new(Log::new()),
-                closed: AtomicBool::new(false),
-                ticker: Ticker::new(crate::Instant::ZERO, 1),
-                limit: AtomicU64::new(options.permit_limit as u64),
-                window,
-                counters: Counters::new(),
-                clock,
-                options,
+                core: LogCore::new(options.permit_limit, window, queue, crate::Instant::ZERO, clock),
+                options: Lock::new(options),
             }
         }
     }
@@ -283,18 +285,17 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// assert_eq!(log.options().permit_limit, 4);
     /// ```
     pub fn options(&self) -> SlidingLogOptions {
-        SlidingLogOptions {
-            permit_limit: self.shape().limit,
-            ..self.options
-        }
+        self.options.with(|o| *o)
     }
 
-    /// Changes the permit limit while the limiter is in use, up to the ring's capacity `N`.
-    /// The log keeps its entries: under a lowered limit it refuses until enough of them leave
-    /// the window, so no rolling window that ends after the change and admits anything holds
-    /// more than the new limit; under a raised one it has room at once. Refused, changing
-    /// nothing: invalid options, a limit above `N` ([`OptionsError::ExceedsCapacity`]), or a
-    /// different window ([`OptionsError::FixedAtCreation`]).
+    /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
+    /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
+    /// until enough of them leave the window, so no rolling window that ends after the change
+    /// and admits anything holds more than the new limit; under a raised one it has room at
+    /// once (and serves its waiters). Waiters for more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit). Refused, changing nothing:
+    /// invalid options, a limit above `N` ([`OptionsError::ExceedsCapacity`]), or a different
+    /// window or queue order ([`OptionsError::FixedAtCreation`]).
     ///
     /// ```
     /// use core::time::Duration;
@@ -313,25 +314,15 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// ```
     pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
         options.validate(N)?;
-        if options.window != self.options.window {
+        let before = self.options();
+        if options.window != before.window || options.queue_order != before.queue_order {
             return Err(OptionsError::FixedAtCreation);
         }
-        // Under the log's lock, where every decision reads it.
-        self.log.with(|_| {
-            self.limit
-                .store(u64::from(options.permit_limit), Ordering::Release);
-        });
+        self.core
+            .reconfigure(self, options.permit_limit, options.queue_limit, || {
+                self.options.with(|o| *o = options);
+            });
         Ok(())
-    }
-
-    /// The window's shape (read under the log's lock for a decision).
-    #[inline]
-    fn shape(&self) -> Shape {
-        Shape {
-            // Only ever stored from a `u32`.
-            limit: self.limit.load(Ordering::Acquire) as u32,
-            window: self.window,
-        }
     }
 
     /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
@@ -345,104 +336,9 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     pub const fn ring_bytes(&self) -> usize {
         N * core::mem::size_of::<state::Entry>()
     }
-
-    fn now(&self) -> u64 {
-        self.ticker.elapsed(self.clock.now())
-    }
-
-    fn take(&self, n: u32) -> Result<(), Rejection> {
-        self.decide(n, true)
-    }
-
-    /// Takes `n` permits now (`take`), or decides on a copy of the log (a peek: nothing is
-    /// admitted and no expired entry dropped).
-    fn decide(&self, n: u32, take: bool) -> Result<(), Rejection> {
-        let now = self.now();
-        self.log.with(|log| {
-            let s = self.shape();
-            if n > s.limit {
-                return Err(Rejection::new(Reason::ExceedsLimit));
-            }
-            // Checked under the lock: nothing is admitted after `close` returns.
-            if self.closed.load(Ordering::Acquire) {
-                return Err(Rejection::new(Reason::Closed));
-            }
-            let decided = if take {
-                log.try_take(now, n, s)
-            } else {
-                log.clone().try_take(now, n, s)
-            };
-            decided.map_err(|Denied::Exhausted { wait }| {
-                Rejection::after(Reason::Exhausted, Nanos::from_u128(wait))
-            })
-        })
-    }
 }
 
-impl<C: Clock, const N: usize> crate::limiter::Peek for SlidingLogLimiter<C, N> {
-    /// Decided on a copy of the log (`N` entries, under the lock), so nothing is admitted and
-    /// no expired entry is dropped.
-    fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        self.decide(permits, false)
-    }
-}
-
-impl<C: Clock, const N: usize> Limiter for SlidingLogLimiter<C, N> {
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        self.counters
-            .count(self.take(permits))
-            .map(|()| Lease::unreleased(permits))
-    }
-
-    fn available_permits(&self) -> u64 {
-        let now = self.now();
-        self.log.with(|log| {
-            let s = self.shape();
-            u64::from(s.limit).saturating_sub(log.used_at(now, s))
-        })
-    }
-
-    fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available_permits(),
-            queued_permits: 0,
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
-    }
-
-    /// Idle since the newest entry left the window (since creation if none was ever taken).
-    fn idle_duration(&self) -> Option<Duration> {
-        let now = self.now();
-        let since = self.log.with(|log| log.empty_since(now, self.shape()))?;
-        Some(Duration::from_nanos(now.saturating_sub(since)))
-    }
-
-    fn close(&self) {
-        self.log
-            .with(|_| self.closed.store(true, Ordering::Release));
-    }
-
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-}
-
-impl<C: Clock, const N: usize> Replenishing for SlidingLogLimiter<C, N> {
-    /// The window: an entry comes back exactly one window after it was taken.
-    fn replenishment_period(&self) -> Duration {
-        Duration::from_nanos(self.window)
-    }
-
-    /// Drops the entries that can never count again (those that left the window by the newest
-    /// entry's time) and returns the permits available now. It dates nothing: only an admission
-    /// does, so a clock stepped back afterwards sees the log as the last admission left it.
-    fn replenish(&self) -> u64 {
-        let now = self.now();
-        self.log.with(|log| {
-            let s = self.shape();
-            log.expire(s);
-            u64::from(s.limit).saturating_sub(log.used_at(now, s))
-        })
-    }
-}
+crate::rate_limiter::rate_limiter!(
+    SlidingLogLimiter<const N>,
+    "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
+);

@@ -32,6 +32,8 @@ pub struct Log<const N: usize> {
     used: u64,
     /// The time of the newest entry ever admitted (kept after it expires, to date idleness).
     pub last: Option<u64>,
+    /// The wait queue holds waiters: newcomers do not take past them.
+    pub waiters: bool,
 }
 
 /// Why a take was refused.
@@ -60,6 +62,7 @@ impl<const N: usize> Log<N> {
             len: 0,
             used: 0,
             last: None,
+            waiters: false,
         }
     }
 
@@ -135,19 +138,20 @@ impl<const N: usize> Log<N> {
     }
 
     /// Takes `n` permits at `now` (`n <= limit` is checked by the caller). A probe (`n == 0`)
-    /// succeeds if one permit fits and records nothing.
+    /// succeeds if one permit fits and records nothing. Unless `barge`, a request (not a probe)
+    /// is refused while waiters are queued.
     ///
     /// Only an admission writes: it drops the entries expired at `now` and records the new one at
     /// `now`, which becomes the time every later operation acts at (at the least). A probe or a
     /// denial changes nothing, so a later reading earlier than this one (a clock stepped back, or
     /// a reading past the horizon that counts as one) sees the log exactly as the last admission
     /// left it: it can only limit more, never less.
-    pub fn try_take(&mut self, reading: u64, n: u32, s: Shape) -> Result<(), Denied> {
+    pub fn try_take(&mut self, reading: u64, n: u32, s: Shape, barge: bool) -> Result<(), Denied> {
         let now = self.effective(reading);
         let (count, permits) = self.expired_prefix(now, s);
         let used = self.used - permits;
         let want = u64::from(n.max(1));
-        if used + want > u64::from(s.limit) {
+        if used + want > u64::from(s.limit) || (self.waiters && !barge && n > 0) {
             return Err(Denied::Exhausted {
                 wait: self.wait(reading, want, s).max(1),
             });
@@ -196,6 +200,81 @@ impl<const N: usize> Log<N> {
         u128::from(u64::MAX)
     }
 
+    /// Takes `n` permits for a queued waiter served at `reading`, as of the first instant they
+    /// fit — not before the newest entry, which is at least when the waiter queued or the one
+    /// ahead of it was granted (it queued because they did not fit then, and nothing but
+    /// admissions changes the log). The entry is recorded at that instant, so it leaves the
+    /// window when it would have had the waiter been served right then. Returns the instant.
+    /// `n <= limit` is the caller's to check; a probe (`n == 0`) needs one permit, takes nothing.
+    pub fn take_when_fits(&mut self, reading: u64, n: u32, s: Shape) -> Result<u64, Denied> {
+        let now = self.effective(reading);
+        let start = self.last.unwrap_or(0).min(now);
+        let want = u64::from(n.max(1));
+        let fit = u128::from(start) + self.wait(start, want, s);
+        if fit > u128::from(now) {
+            return Err(Denied::Exhausted {
+                wait: self.wait(reading, want, s).max(1),
+            });
+        }
+        let fit = fit as u64;
+        self.try_take(fit, n, s, true).map(|()| fit)
+    }
+
+    /// Removes the entry of `n` permits recorded at `at` (the newest such), if it is still held:
+    /// a waiter granted them went away without them.
+    pub fn remove(&mut self, at: u64, n: u32) {
+        let Some(i) = (0..self.len)
+            .rev()
+            .find(|&i| self.nth(i) == Entry { at, permits: n })
+        else {
+            return;
+        };
+        for j in i..self.len - 1 {
+            self.ring[(self.head + j) % N] = self.nth(j + 1);
+        }
+        self.len -= 1;
+        self.used -= u64::from(n);
+    }
+
+    /// Nanoseconds from `reading` until the last of `requests` is admitted, each (in order, at
+    /// most `limit`) as soon as it fits.
+    pub fn wait_behind(
+        &self,
+        reading: u64,
+        requests: impl IntoIterator<Item = u32>,
+        s: Shape,
+    ) -> u128 {
+        let mut log = self.clone();
+        let mut at = u128::from(reading);
+        for n in requests {
+            let n = n.clamp(1, s.limit);
+            let Ok(t) = u64::try_from(at) else {
+                break; // past the clock's horizon: nothing later can be told apart
+            };
+            at = u128::from(t) + log.wait(t, u64::from(n), s);
+            let Ok(t) = u64::try_from(at) else { break };
+            log.waiters = false;
+            let _ = log.try_take(t, n, s, true);
+        }
+        at - u128::from(reading)
+    }
+
+    /// Nanoseconds from `reading` until time alone lets `total` permits be admitted, in
+    /// requests of at most the limit. Past one whole-limit request the walk is periodic — a
+    /// request of the whole limit fits only in an empty log, one window after the previous
+    /// one — so it is bounded for any `total`.
+    pub fn wait_for(&self, reading: u64, total: u64, s: Shape) -> u128 {
+        let limit = u64::from(s.limit);
+        if total <= limit {
+            return self.wait(reading, total.max(1), s);
+        }
+        let whole = (total - 1) / limit;
+        let last = (total - whole * limit) as u32;
+        let requests = [s.limit, last];
+        let extra = u128::from(whole - 1) * u128::from(s.window);
+        self.wait_behind(reading, requests, s).saturating_add(extra)
+    }
+
     /// Since when the log has been empty at `now`, if it is: the newest entry's expiry, or 0.
     pub fn empty_since(&self, now: u64, s: Shape) -> Option<u64> {
         if self.used_at(now, s) > 0 {
@@ -219,12 +298,18 @@ mod tests {
     fn exact_over_any_rolling_window() {
         let mut log = Log::<5>::new();
         for t in [0, 10, 20, 30, 40] {
-            log.try_take(t, 1, S).unwrap();
+            log.try_take(t, 1, S, false).unwrap();
         }
-        assert_eq!(log.try_take(59, 1, S), Err(Denied::Exhausted { wait: 1 }));
+        assert_eq!(
+            log.try_take(59, 1, S, false),
+            Err(Denied::Exhausted { wait: 1 })
+        );
         // At 60 the entry of 0 leaves: exactly one more.
-        log.try_take(60, 1, S).unwrap();
-        assert_eq!(log.try_take(60, 1, S), Err(Denied::Exhausted { wait: 10 }));
+        log.try_take(60, 1, S, false).unwrap();
+        assert_eq!(
+            log.try_take(60, 1, S, false),
+            Err(Denied::Exhausted { wait: 10 })
+        );
         assert_eq!(log.used(), 5);
         assert_eq!(log.len(), 5);
     }
@@ -232,24 +317,27 @@ mod tests {
     #[test]
     fn multi_permit_entries_and_waits() {
         let mut log = Log::<5>::new();
-        log.try_take(0, 3, S).unwrap();
-        log.try_take(5, 2, S).unwrap();
+        log.try_take(0, 3, S, false).unwrap();
+        log.try_take(5, 2, S, false).unwrap();
         assert_eq!(log.len(), 2);
         // 3 more: both entries must go (the 3 at 60 are not enough alone: 2 + 3 = 5, fits).
         assert_eq!(log.wait(6, 3, S), 54);
         assert_eq!(log.wait(6, 4, S), 59);
-        assert!(log.try_take(59, 3, S).is_err());
-        assert!(log.try_take(60, 3, S).is_ok());
+        assert!(log.try_take(59, 3, S, false).is_err());
+        assert!(log.try_take(60, 3, S, false).is_ok());
     }
 
     #[test]
     fn probe_records_nothing_and_idleness_is_dated() {
         let mut log = Log::<5>::new();
-        assert_eq!(log.try_take(0, 0, S), Ok(()));
+        assert_eq!(log.try_take(0, 0, S, false), Ok(()));
         assert!(log.is_empty());
         assert_eq!(log.empty_since(0, S), Some(0));
-        log.try_take(7, 5, S).unwrap();
-        assert_eq!(log.try_take(8, 0, S), Err(Denied::Exhausted { wait: 59 }));
+        log.try_take(7, 5, S, false).unwrap();
+        assert_eq!(
+            log.try_take(8, 0, S, false),
+            Err(Denied::Exhausted { wait: 59 })
+        );
         assert_eq!(log.empty_since(66, S), None);
         assert_eq!(log.empty_since(1_000, S), Some(67));
     }
@@ -257,12 +345,12 @@ mod tests {
     #[test]
     fn backwards_clock_keeps_entries() {
         let mut log = Log::<5>::new();
-        log.try_take(100, 4, S).unwrap();
+        log.try_take(100, 4, S, false).unwrap();
         log.expire(S);
         assert_eq!(log.used_at(3, S), 4);
         // Taken at 3 on the clock, recorded at 100: no time passed.
-        log.try_take(3, 1, S).unwrap();
-        assert!(log.try_take(3, 1, S).is_err());
+        log.try_take(3, 1, S, false).unwrap();
+        assert!(log.try_take(3, 1, S, false).is_err());
         assert_eq!(log.wait(3, 1, S), 157); // the entry of 100 leaves at 160 on this clock
         assert_eq!(log.empty_since(160, S), Some(160));
     }
@@ -271,7 +359,7 @@ mod tests {
     fn the_ring_wraps_many_times() {
         let mut log = Log::<5>::new();
         for i in 0..1_000u64 {
-            log.try_take(i * 13, 1, S).unwrap();
+            log.try_take(i * 13, 1, S, false).unwrap();
             assert!(log.used() <= 5);
             assert!(log.len() <= 5);
         }
@@ -280,7 +368,7 @@ mod tests {
             window: u64::MAX,
         };
         let mut log = Log::<5>::new();
-        log.try_take(u64::MAX, 5, s).unwrap();
+        log.try_take(u64::MAX, 5, s, false).unwrap();
         assert_eq!(log.wait(u64::MAX, 1, s), u128::from(u64::MAX));
         // fuzz: an entry dated just before the horizon, a window just past it, a clock read as 0
         // (stepped back): the entry leaves 2^64 ns from the reading, not u64::MAX.
@@ -289,9 +377,9 @@ mod tests {
             window: (1 << 63) + 1,
         };
         let mut log = Log::<5>::new();
-        log.try_take((1 << 63) - 1, 5, s).unwrap();
+        log.try_take((1 << 63) - 1, 5, s, false).unwrap();
         assert_eq!(
-            log.try_take(0, 5, s),
+            log.try_take(0, 5, s, false),
             Err(Denied::Exhausted { wait: 1 << 64 })
         );
     }
@@ -308,15 +396,15 @@ mod tests {
             window: 60_000_000_000,
         };
         let mut log = Log::<8>::new();
-        log.try_take(0, 5, MIN).unwrap();
+        log.try_take(0, 5, MIN, false).unwrap();
         let last_forward = (1 << 63) - 1;
         assert_eq!(log.used_at(last_forward, MIN), 0);
-        assert_eq!(log.try_take(last_forward, 0, MIN), Ok(()));
-        assert!(log.try_take(last_forward, 6, MIN).is_err());
+        assert_eq!(log.try_take(last_forward, 0, MIN, false), Ok(()));
+        assert!(log.try_take(last_forward, 6, MIN, false).is_err());
         // Back before creation (the limiter reads it as 0): the 5 taken at 0 still count.
         assert_eq!(log.used_at(0, MIN), 5);
         assert_eq!(
-            log.try_take(0, 5, MIN),
+            log.try_take(0, 5, MIN, false),
             Err(Denied::Exhausted {
                 wait: 60_000_000_000
             })
@@ -325,8 +413,49 @@ mod tests {
         log.expire(MIN);
         assert_eq!(log.used_at(0, MIN), 5);
         // An admission does: after one at 2^63 − 1, a step back acts at 2^63 − 1.
-        log.try_take(last_forward, 5, MIN).unwrap();
+        log.try_take(last_forward, 5, MIN, false).unwrap();
         assert_eq!(log.used_at(0, MIN), 5);
         assert_eq!(log.len(), 1);
+    }
+
+    #[test]
+    fn the_waiters_flag_holds_back_newcomers_but_not_probes_or_bargers() {
+        let mut log = Log::<5>::new();
+        log.waiters = true;
+        assert!(log.try_take(0, 1, S, false).is_err());
+        assert_eq!(log.try_take(0, 0, S, false), Ok(()));
+        assert_eq!(log.try_take(0, 1, S, true), Ok(()));
+    }
+
+    /// A waiter served late is recorded when it first fit, so it leaves the window as early as
+    /// if it had been served right then.
+    #[test]
+    fn a_waiter_is_recorded_when_it_first_fit() {
+        let mut log = Log::<5>::new();
+        log.try_take(0, 3, S, false).unwrap();
+        log.try_take(10, 2, S, false).unwrap();
+        // 3 more fit at 60 (the 3 of 0 leave); served at 59, not yet.
+        assert!(log.clone().take_when_fits(59, 3, S).is_err());
+        let mut late = log.clone();
+        assert_eq!(late.take_when_fits(100, 3, S), Ok(60));
+        let mut on_time = log.clone();
+        assert_eq!(on_time.take_when_fits(60, 3, S), Ok(60));
+        assert_eq!(late, on_time);
+        // The next waiter: 2 more once the 2 of 10 leave (at 70), not before the 3 of 60.
+        assert_eq!(late.take_when_fits(200, 2, S), Ok(70));
+        // Given back: the entry goes (the 2 of 10, expired by 70, went with the grant).
+        late.remove(70, 2);
+        assert_eq!((late.used(), late.len()), (3, 1));
+    }
+
+    #[test]
+    fn waits_behind_requests_and_for_many_permits() {
+        let mut log = Log::<5>::new();
+        log.try_take(0, 5, S, false).unwrap();
+        // 5 at 60, then 1 at 120; 5 + 5 + 5 + 1: 60, 120, 180, then 240.
+        assert_eq!(log.wait_behind(0, [5, 1], S), 120);
+        assert_eq!(log.wait_for(0, 16, S), log.wait_behind(0, [5, 5, 5, 1], S));
+        assert_eq!(log.wait_for(0, 16, S), 240);
+        assert_eq!(log.wait_for(0, 3, S), 60);
     }
 }

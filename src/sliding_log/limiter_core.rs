@@ -1,0 +1,294 @@
+//! The sliding log's core: the ring behind the crate's lock, the limit, the counts and the
+//! queue, answering the methods [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into
+//! every capability (the same names as the lock-free cores').
+//!
+//! Lock order: the queue's lock, then the log's (`take_locked`, `take_for_waiter` and the
+//! RetryAfter behind the queue run under the first and take the second); nothing takes the
+//! queue's lock while it holds the log's.
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::lease::{Reason, Rejection, Statistics};
+use crate::nanos::Nanos;
+use crate::stats::Counters;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::ticks::{duration_from_nanos_u128, Ticker};
+use crate::wait::{Lock, WaitQueue};
+
+use super::state::{Denied, Log, Shape};
+
+/// The core of a [`SlidingLogLimiter`](crate::SlidingLogLimiter) with a ring of `N` entries.
+pub(crate) struct LogCore<C, const N: usize> {
+    log: Lock<Log<N>>,
+    closed: AtomicBool,
+    ticker: Ticker,
+    /// Permits per window: changed by `reconfigure` and read by every decision under the log's
+    /// lock (only ever a `u32`).
+    limit: AtomicU64,
+    /// The window in nanoseconds (fixed at creation).
+    window: u64,
+    pub(crate) counters: Counters,
+    pub(crate) queue: WaitQueue,
+    pub(crate) clock: C,
+}
+
+impl<C: Clock, const N: usize> LogCore<C, N> {
+    crate::sync::const_unless_loom! {
+        /// An empty log of `limit` per `window` ns, its time counted from `origin`.
+        pub(crate) fn new(
+            limit: u32,
+            window: u64,
+            queue: WaitQueue,
+            origin: crate::Instant,
+            clock: C,
+        ) -> Self {
+            Self {
+                log: Lock::new(Log::new()),
+                closed: AtomicBool::new(false),
+                ticker: Ticker::new(origin, 1),
+                limit: AtomicU64::new(limit as u64),
+                window,
+                counters: Counters::new(),
+                queue,
+                clock,
+            }
+        }
+    }
+
+    /// The window's shape (read under the log's lock for a decision).
+    #[inline]
+    fn shape(&self) -> Shape {
+        Shape {
+            // Only ever stored from a `u32`.
+            limit: self.limit.load(Ordering::Acquire) as u32,
+            window: self.window,
+        }
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.shape().limit
+    }
+
+    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
+    /// and the limit under the log's, where every decision reads it; the queue then fails the
+    /// waiters larger than the new limit and serves the rest. `then` runs under the queue lock.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        limit: u32,
+        queue_limit: u32,
+        then: impl FnOnce(),
+    ) {
+        self.queue.reconfigure(src, queue_limit, limit, || {
+            self.log
+                .with(|_| self.limit.store(u64::from(limit), Ordering::Release));
+            then();
+        });
+    }
+
+    fn now(&self) -> u64 {
+        self.ticker.elapsed(self.clock.now())
+    }
+
+    /// One attempt under the log's lock, where `closed` is checked (so nothing is admitted
+    /// after `close` returns): on a refusal, `None` if closed, else the wait and whether
+    /// waiters hold newcomers back.
+    fn attempt(&self, now: u64, n: u32, barge: bool) -> Result<(), Option<(u128, bool)>> {
+        self.log.with(|log| {
+            if self.is_closed() {
+                return Err(None);
+            }
+            let s = self.shape();
+            log.try_take(now, n, s, barge)
+                .map_err(|Denied::Exhausted { wait }| Some((wait, log.waiters)))
+        })
+    }
+
+    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry;
+    /// `serve` serves the queue when waiters hold a newcomer back.
+    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        if n > self.limit() {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let now = self.now();
+        let mut result = self.attempt(now, n, false);
+        if let Err(Some((_, true))) = result {
+            serve();
+            result = self.attempt(now, n, self.queue.barging());
+        }
+        result.map_err(|refused| self.rejection(refused, now, n))
+    }
+
+    /// The whole `try_acquire`, counted.
+    #[inline]
+    pub(crate) fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        self.counters.count(self.take(n, serve).map(|()| granted()))
+    }
+
+    /// The rejection of `n` permits at `now` (`None`: closed): the exact wait, behind each
+    /// waiter queued ahead unless newcomers barge.
+    #[cold]
+    fn rejection(&self, refused: Option<(u128, bool)>, now: u64, n: u32) -> Rejection {
+        let Some((wait, waiters)) = refused else {
+            return Rejection::new(Reason::Closed);
+        };
+        let wait = if waiters && !self.queue.barging() {
+            let newcomer = core::iter::once(n.max(1));
+            self.queue.with_requests(|ahead| {
+                self.log
+                    .with(|log| log.wait_behind(now, ahead.chain(newcomer), self.shape()))
+            })
+        } else {
+            wait
+        };
+        Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+    }
+
+    /// What [`take`](Self::take) would answer now: decided on a copy of the log (`N` entries,
+    /// under the lock), so nothing is admitted, no expired entry dropped and nobody served.
+    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
+        if n > self.limit() {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let now = self.now();
+        let barge = self.queue.barging();
+        self.log
+            .with(|log| {
+                if self.is_closed() {
+                    return Err(None);
+                }
+                log.clone()
+                    .try_take(now, n, self.shape(), barge)
+                    .map_err(|Denied::Exhausted { wait }| Some((wait, log.waiters)))
+            })
+            .map_err(|refused| self.rejection(refused, now, n))
+    }
+
+    /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the entry's
+    /// time), or finds them short, setting the flag when `flag_if_short`.
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        let now = self.now();
+        self.log.with(|log| {
+            if self.is_closed() {
+                return Err(Reason::Closed);
+            }
+            match log.try_take(now, n, self.shape(), true) {
+                Ok(()) => Ok(Some(log.effective(now))),
+                Err(Denied::Exhausted { .. }) => {
+                    log.waiters |= flag_if_short;
+                    Ok(None)
+                }
+            }
+        })
+    }
+
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
+    /// they first fit ([`Log::take_when_fits`]), or finds them short. The stamp is that instant.
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        let now = self.now();
+        self.log.with(|log| {
+            if self.is_closed() {
+                return Err(Reason::Closed);
+            }
+            Ok(log.take_when_fits(now, n, self.shape()).ok())
+        })
+    }
+
+    /// How long until a request of `n` permits behind the waiters `ahead` would be admitted by
+    /// time alone, each waiter served in turn.
+    pub(crate) fn wait_behind_waiters(
+        &self,
+        ahead: &mut dyn Iterator<Item = u32>,
+        n: u32,
+    ) -> Duration {
+        let now = self.now();
+        let requests = ahead.chain(core::iter::once(n.max(1)));
+        let wait = self
+            .log
+            .with(|log| log.wait_behind(now, requests, self.shape()));
+        duration_from_nanos_u128(wait)
+    }
+
+    pub(crate) fn clear_waiters(&self) {
+        self.log.with(|log| log.waiters = false);
+    }
+
+    /// Removes the entry of `n` permits recorded at `stamp` for a waiter that never received
+    /// them; whether anyone waits.
+    pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
+        self.log.with(|log| {
+            log.remove(stamp, n);
+            log.waiters
+        })
+    }
+
+    /// How long until time alone lets `total` permits be admitted.
+    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+        let now = self.now();
+        let wait = self.log.with(|log| log.wait_for(now, total, self.shape()));
+        duration_from_nanos_u128(wait)
+    }
+
+    pub(crate) fn available(&self) -> u64 {
+        let now = self.now();
+        self.log.with(|log| {
+            let s = self.shape();
+            u64::from(s.limit).saturating_sub(log.used_at(now, s))
+        })
+    }
+
+    pub(crate) fn statistics(&self) -> Statistics {
+        Statistics {
+            available_permits: self.available(),
+            queued_permits: self.queue.queued_permits(),
+            total_successful: self.counters.successful(),
+            total_failed: self.counters.failed(),
+        }
+    }
+
+    /// Idle since the newest entry left the window (since creation if none was ever taken),
+    /// with no one waiting.
+    pub(crate) fn idle_duration(&self) -> Option<Duration> {
+        let now = self.now();
+        let since = self.log.with(|log| {
+            if log.waiters {
+                None
+            } else {
+                log.empty_since(now, self.shape())
+            }
+        })?;
+        Some(Duration::from_nanos(now.saturating_sub(since)))
+    }
+
+    pub(crate) fn close(&self) {
+        self.log
+            .with(|_| self.closed.store(true, Ordering::Release));
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether the queue flag is set (anyone waits).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.log.with(|log| log.waiters)
+    }
+
+    /// The window: an entry comes back exactly one window after it was taken.
+    pub(crate) fn period(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// Drops the entries that can never count again (those that left the window by the newest
+    /// entry's time). It dates nothing: only an admission does, so a clock stepped back
+    /// afterwards sees the log as the last admission left it.
+    pub(crate) fn catch_up(&self) {
+        self.log.with(|log| log.expire(self.shape()));
+    }
+}
