@@ -155,6 +155,10 @@ struct SlidingCounterOptionsDef {
     permit_limit: u32,
     #[serde(with = "human_duration")]
     window: Duration,
+    #[serde(default)]
+    queue_limit: u32,
+    #[serde(default, with = "QueueOrderDef")]
+    queue_order: QueueOrder,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -163,6 +167,10 @@ struct SlidingLogOptionsDef {
     permit_limit: u32,
     #[serde(with = "human_duration")]
     window: Duration,
+    #[serde(default)]
+    queue_limit: u32,
+    #[serde(default, with = "QueueOrderDef")]
+    queue_order: QueueOrder,
 }
 
 /// Implements `Serialize` and `Deserialize` for a public type through its remote definition.

@@ -163,6 +163,8 @@ impl<C: Clock + Sync> Quota for PartitionLimiter<C> {
             PartitionLimiter::Gcra(l) => l.quota(),
             PartitionLimiter::LeakyMeter(l) => l.quota(),
             PartitionLimiter::LeakyShaper(l) => l.quota(),
+            PartitionLimiter::SlidingCounter(l) => l.quota(),
+            PartitionLimiter::SlidingLog(l) => l.quota(),
         }
     }
 }

@@ -1401,3 +1401,86 @@ async fn memory_gcra_queued() {
     let policy = Policy::gcra(opts).unwrap().queue(None);
     flood("GCRA (queued: Partitioned)", policy, 200_000).await;
 }
+
+/// Issue 25: every limiter is a built-in policy. Partitioned by client IP — the compact keyed
+/// form where there is one and nothing queues, a limiter per partition otherwise — each admits
+/// exactly its limit of 2 per client, refuses the next with a `Retry-After`, leaves another
+/// client alone, and admits again once the clock has moved far enough.
+#[tokio::test]
+async fn every_limiter_is_a_per_client_policy() {
+    let s = Duration::from_secs(10);
+    let policies = [
+        (
+            "token bucket",
+            Policy::token_bucket(TokenBucketOptions::new(2, 2, s)),
+        ),
+        (
+            "fixed window",
+            Policy::fixed_window(FixedWindowOptions::new(2, s)),
+        ),
+        (
+            "sliding window",
+            Policy::sliding_window(tollgate::SlidingWindowOptions::new(2, s, 2)),
+        ),
+        ("gcra", Policy::gcra(tollgate::GcraOptions::per(s, 2))),
+        (
+            "leaky meter",
+            Policy::leaky_meter(tollgate::LeakyBucketOptions::new(2, 2, s)),
+        ),
+        (
+            "leaky shaper",
+            Policy::leaky_shaper(tollgate::ShaperOptions::per(s, 2).with_max_permits(2)),
+        ),
+        (
+            "sliding counter",
+            Policy::sliding_counter(tollgate::SlidingCounterOptions::new(2, s)),
+        ),
+        (
+            "sliding log",
+            Policy::sliding_log(tollgate::SlidingLogOptions::new(2, s)),
+        ),
+    ];
+    for (name, policy) in policies {
+        for queued in [false, true] {
+            let policy = policy.clone().unwrap().partition_by(KeyBy::CLIENT_IP);
+            let policy = if queued {
+                policy.queue(Some(Duration::ZERO))
+            } else {
+                policy
+            };
+            let clock = Arc::new(ManualClock::new());
+            let limits = RateLimiting::builder()
+                .global(policy)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let mut svc = limits.layer().layer(Ok200);
+            let mut from = |last: u8| {
+                let mut req = Request::new(());
+                let ip = IpAddr::from([203, 0, 113, last]);
+                req.extensions_mut().insert(SocketAddr::new(ip, 40000));
+                svc.call(req)
+            };
+            let mut granted = 0;
+            let mut retry_after = None;
+            for _ in 0..3 {
+                let r = from(7).await.unwrap();
+                if r.status() == StatusCode::OK {
+                    granted += 1;
+                } else {
+                    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{name}");
+                    retry_after = r.headers().get("retry-after").cloned();
+                }
+            }
+            let what = format!("{name}, queued: {queued}");
+            // The shaper spaces its 2 by 5 s: the second is refused until its slot.
+            let expected = if name == "leaky shaper" { 1 } else { 2 };
+            assert_eq!(granted, expected, "{what}");
+            assert!(retry_after.is_some(), "{what}: no Retry-After");
+            assert_eq!(from(8).await.unwrap().status(), StatusCode::OK, "{what}");
+            let wait: u64 = retry_after.unwrap().to_str().unwrap().parse().unwrap();
+            clock.advance(Duration::from_secs(wait));
+            assert_eq!(from(7).await.unwrap().status(), StatusCode::OK, "{what}");
+        }
+    }
+}

@@ -14,13 +14,16 @@ use crate::wait::{self, Source, WaitQueue};
 use crate::{
     ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, GcraLimiter,
     GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions,
+    SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter, SlidingLogOptions,
     SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
 };
 
 use super::Factory;
 
+/// A kind with its options: what [`PartitionKind`] wraps, and what the HTTP layer reads to
+/// describe a policy and to pick its compact keyed form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Kind {
+pub(crate) enum Kind {
     NoLimit,
     Concurrency(ConcurrencyOptions),
     TokenBucket(TokenBucketOptions),
@@ -29,6 +32,8 @@ enum Kind {
     Gcra(GcraOptions),
     LeakyMeter(LeakyBucketOptions),
     LeakyShaper(ShaperOptions),
+    SlidingCounter(SlidingCounterOptions),
+    SlidingLog(SlidingLogOptions),
 }
 
 /// A built-in partition kind with validated options: the factory of a [`PartitionLimiter`]
@@ -54,6 +59,11 @@ enum Kind {
 pub struct PartitionKind(Kind);
 
 impl PartitionKind {
+    /// The kind and its options.
+    pub(crate) const fn kind(&self) -> Kind {
+        self.0
+    }
+
     /// No limit: the partition's limiter grants everything (a [`NoopLimiter`] that remembers its
     /// last use, so that the partition can be evicted by it — the .NET 11 rule).
     ///
@@ -197,6 +207,47 @@ impl PartitionKind {
         Ok(Self(Kind::LeakyShaper(options)))
     }
 
+    /// A [`SlidingCounterLimiter`] per partition.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::sliding_counter(SlidingCounterOptions::per_minute(10)).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(10).unwrap();
+    /// clock.advance(Duration::from_secs(90)); // the 10 weigh half in the next window
+    /// assert_eq!(limiter.available_permits(), 5);
+    /// ```
+    pub fn sliding_counter(options: SlidingCounterOptions) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self(Kind::SlidingCounter(options)))
+    }
+
+    /// A [`SlidingLogLimiter`] per partition, with the default ring of
+    /// [`DEFAULT_CAPACITY`](SlidingLogLimiter::DEFAULT_CAPACITY) (16) entries: a limit of at
+    /// most 16.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let kind = PartitionKind::sliding_log(SlidingLogOptions::per_minute(5)).unwrap();
+    /// let limiter = kind.limiter(&clock);
+    /// let _ = limiter.try_acquire(5).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(60)); // the 5 leave the window
+    /// assert!(limiter.try_acquire(5).is_ok());
+    /// let big = SlidingLogOptions::per_minute(17);
+    /// assert_eq!(PartitionKind::sliding_log(big), Err(OptionsError::ExceedsCapacity { max: 16 }));
+    /// ```
+    pub fn sliding_log(options: SlidingLogOptions) -> Result<Self, OptionsError> {
+        options.validate(SlidingLogLimiter::<crate::clock::NoClock>::DEFAULT_CAPACITY)?;
+        Ok(Self(Kind::SlidingLog(options)))
+    }
+
     /// Makes a limiter of this kind on `clock`.
     ///
     /// ```
@@ -236,6 +287,12 @@ impl PartitionKind {
             Kind::LeakyShaper(o) => {
                 PartitionLimiter::LeakyShaper(LeakyBucketShaper::with_clock(o, clock).expect(VALID))
             }
+            Kind::SlidingCounter(o) => PartitionLimiter::SlidingCounter(
+                SlidingCounterLimiter::with_clock(o, clock).expect(VALID),
+            ),
+            Kind::SlidingLog(o) => {
+                PartitionLimiter::SlidingLog(SlidingLogLimiter::with_clock(o, clock).expect(VALID))
+            }
         }
     }
 }
@@ -248,7 +305,7 @@ impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
     }
 }
 
-/// The limiter of a partition of the built-in kinds: one of the seven queued limiters, or no
+/// The limiter of a partition of the built-in kinds: one of the nine queued limiters, or no
 /// limit.
 ///
 /// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`](crate::AcquireAsync)) and gives permits back to
@@ -287,6 +344,10 @@ pub enum PartitionLimiter<C: Clock = crate::clock::DefaultClock> {
     LeakyMeter(LeakyBucketMeter<C>),
     /// A leaky bucket as a shaper.
     LeakyShaper(LeakyBucketShaper<C>),
+    /// A sliding-window counter.
+    SlidingCounter(SlidingCounterLimiter<C>),
+    /// A sliding-window log of up to 16 entries.
+    SlidingLog(SlidingLogLimiter<C>),
 }
 
 /// Calls `$e` with `$l` bound to the limiter inside `$self`.
@@ -301,6 +362,8 @@ macro_rules! each {
             PartitionLimiter::Gcra($l) => $e,
             PartitionLimiter::LeakyMeter($l) => $e,
             PartitionLimiter::LeakyShaper($l) => $e,
+            PartitionLimiter::SlidingCounter($l) => $e,
+            PartitionLimiter::SlidingLog($l) => $e,
         }
     };
 }
@@ -316,6 +379,8 @@ macro_rules! each_rate {
             PartitionLimiter::Gcra($l) => $e,
             PartitionLimiter::LeakyMeter($l) => $e,
             PartitionLimiter::LeakyShaper($l) => $e,
+            PartitionLimiter::SlidingCounter($l) => $e,
+            PartitionLimiter::SlidingLog($l) => $e,
             PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => $none,
         }
     };
@@ -354,6 +419,8 @@ impl<C: Clock + Sync> crate::limiter::Peek for PartitionLimiter<C> {
             PartitionLimiter::Gcra(l) => l.peek(permits),
             PartitionLimiter::LeakyMeter(l) => l.peek(permits),
             PartitionLimiter::LeakyShaper(l) => l.peek(permits),
+            PartitionLimiter::SlidingCounter(l) => l.peek(permits),
+            PartitionLimiter::SlidingLog(l) => l.peek(permits),
         }
     }
 }

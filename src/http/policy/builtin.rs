@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::limiter::PermitInner;
 use super::{
-    AcquireFuture, Decision, Denial, Grant, Key, KeyBy, Kind, Permit, PolicyLimiter, PolicyQuota,
+    AcquireFuture, Decision, Denial, Grant, Key, KeyBy, Permit, PolicyLimiter, PolicyQuota,
     RequestView, SharedClock,
 };
 use crate::clock::Clock;
@@ -13,7 +13,9 @@ use crate::http::client_ip::ClientIp;
 use crate::http::key_hash::KeyHashBuilder;
 use crate::lease::{OwnedLease, Reason, Rejection};
 use crate::limiter::{AcquireOwned, Replenishing};
-use crate::partition::{Partition, PartitionConfig, PartitionLease, PartitionLimiter, Partitioned};
+use crate::partition::{
+    Kind, Partition, PartitionConfig, PartitionLease, PartitionLimiter, Partitioned,
+};
 use crate::quota::{Quota, QuotaState};
 use crate::{KeyedLimiter, OptionsError};
 
@@ -251,9 +253,12 @@ impl<C: Clock> Keyed<C> {
             Kind::LeakyMeter(o) => {
                 KeyedLimiter::with_hasher_leaky_meter(o, partitions, clock, hasher)?
             }
-            Kind::Concurrency(_) | Kind::SlidingWindow(_) | Kind::LeakyShaper(_) => {
-                return Ok(None)
-            }
+            Kind::NoLimit
+            | Kind::Concurrency(_)
+            | Kind::SlidingWindow(_)
+            | Kind::LeakyShaper(_)
+            | Kind::SlidingCounter(_)
+            | Kind::SlidingLog(_) => return Ok(None),
         };
         Ok(Some(Self { limiter, describe }))
     }

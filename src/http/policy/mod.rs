@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::lease::Reason;
-use crate::partition::{Partition, PartitionConfig, PartitionKind, Partitioned};
+use crate::partition::{Kind, Partition, PartitionConfig, PartitionKind, Partitioned};
 #[cfg(doc)]
 use crate::KeyedLimiter;
 use crate::{
     ConcurrencyOptions, FixedWindowOptions, GcraOptions, LeakyBucketOptions, OptionsError,
-    ShaperOptions, SlidingWindowOptions, TokenBucketOptions,
+    ShaperOptions, SlidingCounterOptions, SlidingLogOptions, SlidingWindowOptions,
+    TokenBucketOptions,
 };
 pub(crate) use builtin::{after_wait, Rate};
 use builtin::{Keyed, Many, PartitionerFn, Queue, Single};
@@ -38,20 +39,9 @@ pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter,
 /// ```
 pub type SharedClock = Arc<dyn Clock + Send + Sync>;
 
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Concurrency(ConcurrencyOptions),
-    TokenBucket(TokenBucketOptions),
-    FixedWindow(FixedWindowOptions),
-    SlidingWindow(SlidingWindowOptions),
-    Gcra(GcraOptions),
-    LeakyMeter(LeakyBucketOptions),
-    LeakyShaper(ShaperOptions),
-}
-
 #[derive(Clone)]
 enum Source {
-    Builtin(Kind, PartitionKind),
+    Builtin(PartitionKind),
     Custom(Arc<dyn PolicyLimiter>),
 }
 
@@ -84,8 +74,8 @@ pub struct Policy {
 }
 
 impl Policy {
-    fn builtin(kind: Kind, pk: Result<PartitionKind, OptionsError>) -> Result<Self, OptionsError> {
-        Ok(Self::from_source(Source::Builtin(kind, pk?)))
+    fn builtin(kind: Result<PartitionKind, OptionsError>) -> Result<Self, OptionsError> {
+        Ok(Self::from_source(Source::Builtin(kind?)))
     }
 
     fn from_source(source: Source) -> Self {
@@ -123,10 +113,7 @@ impl Policy {
     /// assert_eq!(call(&limits.layer(), path("/export")).status(), 200);
     /// ```
     pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
-        Self::builtin(
-            Kind::Concurrency(options),
-            PartitionKind::concurrency(options),
-        )
+        Self::builtin(PartitionKind::concurrency(options))
     }
 
     /// A token bucket.
@@ -152,10 +139,7 @@ impl Policy {
     /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
     /// ```
     pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
-        Self::builtin(
-            Kind::TokenBucket(options),
-            PartitionKind::token_bucket(options),
-        )
+        Self::builtin(PartitionKind::token_bucket(options))
     }
 
     /// A fixed window.
@@ -180,10 +164,7 @@ impl Policy {
     /// assert!(Policy::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(1))).is_err());
     /// ```
     pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
-        Self::builtin(
-            Kind::FixedWindow(options),
-            PartitionKind::fixed_window(options),
-        )
+        Self::builtin(PartitionKind::fixed_window(options))
     }
 
     /// A sliding window (up to 16 segments).
@@ -208,10 +189,68 @@ impl Policy {
     /// assert!(Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 17)).is_err());
     /// ```
     pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
-        Self::builtin(
-            Kind::SlidingWindow(options),
-            PartitionKind::sliding_window(options),
-        )
+        Self::builtin(PartitionKind::sliding_window(options))
+    }
+
+    /// A sliding-window counter: the previous window's count weighted by how much of it the
+    /// rolling window still overlaps, plus the current one's (one word per limiter).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::ManualClock;
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::SlidingCounterOptions;
+    /// let clock = Arc::new(ManualClock::new());
+    /// let counter = Policy::sliding_counter(SlidingCounterOptions::new(4, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(counter).clock(clock.clone()).build().unwrap();
+    /// for _ in 0..4 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
+    /// let refused = call(&limits.layer(), path("/"));
+    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    /// // The 4 weigh fully at the next window's start, then less: one fits once they weigh 3.
+    /// assert_eq!(refused.headers()["retry-after"], "75");
+    /// clock.advance(Duration::from_secs(75));
+    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// ```
+    pub fn sliding_counter(options: SlidingCounterOptions) -> Result<Self, OptionsError> {
+        Self::builtin(PartitionKind::sliding_counter(options))
+    }
+
+    /// A sliding-window log: exact counts over a rolling window, one entry per admitted request
+    /// (a limit of at most 16: the partition kind's ring).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::ManualClock;
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// use tollgate::SlidingLogOptions;
+    /// let clock = Arc::new(ManualClock::new());
+    /// let logins = Policy::sliding_log(SlidingLogOptions::per_minute(2)).unwrap();
+    /// let limits = RateLimiting::builder().global(logins).clock(clock.clone()).build().unwrap();
+    /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
+    /// clock.advance(Duration::from_secs(20));
+    /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
+    /// let refused = call(&limits.layer(), path("/login"));
+    /// assert_eq!(refused.headers()["retry-after"], "40"); // the first leaves at 60 s
+    /// assert!(Policy::sliding_log(SlidingLogOptions::per_minute(17)).is_err());
+    /// ```
+    pub fn sliding_log(options: SlidingLogOptions) -> Result<Self, OptionsError> {
+        Self::builtin(PartitionKind::sliding_log(options))
     }
 
     /// GCRA (governor's algorithm): one permit back every `interval`, up to `burst` at once.
@@ -246,7 +285,7 @@ impl Policy {
     /// assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200);
     /// ```
     pub fn gcra(options: GcraOptions) -> Result<Self, OptionsError> {
-        Self::builtin(Kind::Gcra(options), PartitionKind::gcra(options))
+        Self::builtin(PartitionKind::gcra(options))
     }
 
     /// A leaky bucket as a meter: a level that drains `leak` units every `leak_interval`, under
@@ -271,10 +310,7 @@ impl Policy {
     /// assert_eq!(refused.headers()["retry-after"], "10");
     /// ```
     pub fn leaky_meter(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
-        Self::builtin(
-            Kind::LeakyMeter(options),
-            PartitionKind::leaky_meter(options),
-        )
+        Self::builtin(PartitionKind::leaky_meter(options))
     }
 
     /// A leaky bucket as a shaper: one request departs every `interval`; with
@@ -299,10 +335,7 @@ impl Policy {
     /// assert_eq!(call(&limits.layer(), path("/")).status(), 200); // waited 50 ms for its slot
     /// ```
     pub fn leaky_shaper(options: ShaperOptions) -> Result<Self, OptionsError> {
-        Self::builtin(
-            Kind::LeakyShaper(options),
-            PartitionKind::leaky_shaper(options),
-        )
+        Self::builtin(PartitionKind::leaky_shaper(options))
     }
 
     /// Your own limiter (see [`PolicyLimiter`]); it does its own partitioning by the [`Key`]
@@ -612,10 +645,11 @@ impl Policy {
         clock: &SharedClock,
         std_clock: bool,
     ) -> Result<(Arc<dyn PolicyLimiter>, Option<Rate>), OptionsError> {
-        let (kind, pk) = match &self.source {
+        let pk = match &self.source {
             Source::Custom(l) => return Ok((l.clone(), None)),
-            Source::Builtin(k, pk) => (*k, *pk),
+            Source::Builtin(pk) => *pk,
         };
+        let kind = pk.kind();
         let describe = describe(kind);
         let queue = self.queue.map(|max_delay| Queue { max_delay });
         if matches!(self.key, KeyBy::Global) {
@@ -669,6 +703,11 @@ impl core::fmt::Debug for Policy {
 
 fn describe(kind: Kind) -> PolicyQuota {
     match kind {
+        Kind::NoLimit => PolicyQuota {
+            quota: u64::MAX,
+            window: None,
+            concurrent: false,
+        },
         Kind::Concurrency(o) => PolicyQuota {
             quota: u64::from(o.permit_limit),
             window: None,
@@ -710,6 +749,16 @@ fn describe(kind: Kind) -> PolicyQuota {
         Kind::LeakyShaper(o) => PolicyQuota {
             quota: u64::from(o.max_permits),
             window: Some(o.interval.saturating_mul(o.max_permits)),
+            concurrent: false,
+        },
+        Kind::SlidingCounter(o) => PolicyQuota {
+            quota: u64::from(o.permit_limit),
+            window: Some(o.window),
+            concurrent: false,
+        },
+        Kind::SlidingLog(o) => PolicyQuota {
+            quota: u64::from(o.permit_limit),
+            window: Some(o.window),
             concurrent: false,
         },
     }
