@@ -5,8 +5,9 @@
 //! queue is served, so a delayed timer, a descheduled thread or a clock stepped by its owner
 //! changes nothing.
 //!
-//! Six limiters (token bucket, fixed window, sliding window, GCRA, leaky meter, leaky shaper),
-//! both queue orders, small limits so that waits overlap, requests that wait (`acquire`) or do
+//! Eight limiters (token bucket, fixed window, sliding window, GCRA, leaky meter, leaky shaper,
+//! and — on a clock of 1 ns ticks, since their permits come back at any nanosecond — the
+//! sliding counter and the sliding log), both queue orders, small limits so that waits overlap, requests that wait (`acquire`) or do
 //! not (`try_acquire`). Futures are polled only when woken, as an executor polls them (a poll
 //! serves the queue itself).
 
@@ -22,13 +23,15 @@ use tollgate::*;
 
 /// One tick of the clock: every event happens on a tick boundary.
 const TICK: Duration = Duration::from_millis(250);
+/// The tick of the sliding counter's and log's runs.
+const NS: Duration = Duration::from_nanos(1);
 /// Ticks after the last arrival before the runs are compared: more than any wait here.
 const TAIL: u64 = 600;
 
 /// A scenario.
 #[derive(Clone, Debug)]
 pub struct Input {
-    /// Which limiter (0..6).
+    /// Which limiter (0..8).
     pub kind: u8,
     /// The limit (burst, capacity): 1..=8.
     pub limit: u32,
@@ -53,7 +56,7 @@ impl Input {
     pub fn decode(data: &[u8]) -> Input {
         let mut header = data.iter().copied().chain(core::iter::repeat(0)).take(8);
         let mut byte = || header.next().unwrap_or(0);
-        let kind = byte() % 6;
+        let kind = byte() % 8;
         let limit = 1 + u32::from(byte() % 8);
         let per = 1 + u32::from(byte()) % (limit + 2);
         let period_ticks = 1 + u32::from(byte() % 4);
@@ -140,6 +143,7 @@ type Outcome = (Vec<Option<bool>>, Statistics);
 fn run<'a, L: Limiter + Replenishing>(
     limiter: &'a L,
     clock: &ManualClock,
+    tick: Duration,
     input: &Input,
     every: u64,
     acquire: impl Fn(&'a L, u32) -> Pin<Box<dyn Future<Output = Result<Lease<'a>, Rejection>> + 'a>>,
@@ -165,7 +169,7 @@ fn run<'a, L: Limiter + Replenishing>(
     let mut next = 0;
     for t in 0..=horizon {
         if t > 0 {
-            clock.advance(TICK);
+            clock.advance(tick);
         }
         if t % every == 0 {
             limiter.replenish();
@@ -215,37 +219,62 @@ pub fn check(input: &Input) {
             0 => {
                 let opts = TokenBucketOptions::new(limit, per, period).with_queue(queue, order);
                 let l = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
-                run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
+                run(&l, &clock, TICK, input, every, |l, n| {
+                    Box::pin(l.acquire(n))
+                })
             }
             1 => {
                 let opts = FixedWindowOptions::new(limit, period).with_queue(queue, order);
                 let l = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
-                run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
+                run(&l, &clock, TICK, input, every, |l, n| {
+                    Box::pin(l.acquire(n))
+                })
             }
             2 => {
                 let window = period * input.segments;
                 let opts = SlidingWindowOptions::new(limit, window, input.segments)
                     .with_queue(queue, order);
                 let l = SlidingWindowLimiter::<_, 4>::with_capacity(opts, &clock).unwrap();
-                run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
+                run(&l, &clock, TICK, input, every, |l, n| {
+                    Box::pin(l.acquire(n))
+                })
             }
             3 => {
                 let opts = GcraOptions::per(period, limit).with_queue(queue, order);
                 let l = GcraLimiter::with_clock(opts, &clock).unwrap();
-                run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
+                run(&l, &clock, TICK, input, every, |l, n| {
+                    Box::pin(l.acquire(n))
+                })
             }
             4 => {
                 let opts =
                     LeakyBucketOptions::new(limit, per.min(limit), period).with_queue(queue, order);
                 let l = LeakyBucketMeter::with_clock(opts, &clock).unwrap();
-                run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
+                run(&l, &clock, TICK, input, every, |l, n| {
+                    Box::pin(l.acquire(n))
+                })
+            }
+            6 => {
+                // Windows of a few nanoseconds, served at every nanosecond or every few.
+                let window = Duration::from_nanos(u64::from(1 + input.period_ticks + per));
+                let opts = SlidingCounterOptions::new(limit, window).with_queue(queue, order);
+                let l = SlidingCounterLimiter::with_clock(opts, &clock).unwrap();
+                run(&l, &clock, NS, input, every, |l, n| Box::pin(l.acquire(n)))
+            }
+            7 => {
+                let window = Duration::from_nanos(u64::from(input.period_ticks + per));
+                let opts = SlidingLogOptions::new(limit, window).with_queue(queue, order);
+                let l = SlidingLogLimiter::<_, 8>::with_capacity(opts, &clock).unwrap();
+                run(&l, &clock, NS, input, every, |l, n| Box::pin(l.acquire(n)))
             }
             _ => {
                 let opts = ShaperOptions::per(period, limit)
-                        .with_max_permits(limit)
-                        .with_queue(queue, order);
+                    .with_max_permits(limit)
+                    .with_queue(queue, order);
                 let l = LeakyBucketShaper::with_clock(opts, &clock).unwrap();
-                run(&l, &clock, input, every, |l, n| Box::pin(l.acquire(n)))
+                run(&l, &clock, TICK, input, every, |l, n| {
+                    Box::pin(l.acquire(n))
+                })
             }
         }
     };

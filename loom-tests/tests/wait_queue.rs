@@ -315,3 +315,56 @@ fn late_service_races_a_newcomer_on_a_sliding_window() {
         assert_eq!((s.available_permits, s.queued_permits), (0, 0));
     });
 }
+
+/// The same race on a sliding counter: the waiter fit in window 1 (at 3 s, when the 2 taken at
+/// 0 s weigh half) and is counted there however late it is served, so by 6 s (window 3) both
+/// counts have rolled away and the newcomer finds the whole limit free. Counted at the serving
+/// instant instead, the waiter would still weigh fully and the newcomer be refused.
+#[test]
+fn late_service_races_a_newcomer_on_a_sliding_counter() {
+    model(|| {
+        let clock = Arc::new(ManualClock::new());
+        let opts = SlidingCounterOptions::new(2, Duration::from_secs(2))
+            .with_queue(2, QueueOrder::OldestFirst);
+        let c = Arc::new(SlidingCounterLimiter::with_clock(opts, clock.clone()).unwrap());
+        c.try_acquire(2).unwrap().forget();
+        let mut waiter = pin!(c.acquire(1));
+        let waker = futures_noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        clock.advance(Duration::from_secs(6));
+        let c2 = c.clone();
+        let newcomer = thread::spawn(move || c2.try_acquire(2).map(|l| l.permits()));
+        c.replenish();
+        assert_eq!(newcomer.join().unwrap(), Ok(2));
+        assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        let s = c.statistics();
+        assert_eq!((s.available_permits, s.queued_permits), (0, 0));
+    });
+}
+
+/// The same race on a sliding log: the waiter fit at 2 s (when the 2 taken at 0 s left) and its
+/// entry is recorded then, so it has left the window by 4 s and the newcomer takes the whole
+/// limit, whichever thread served the waiter.
+#[test]
+fn late_service_races_a_newcomer_on_a_sliding_log() {
+    model(|| {
+        let clock = Arc::new(ManualClock::new());
+        let opts = SlidingLogOptions::new(2, Duration::from_secs(2))
+            .with_queue(2, QueueOrder::OldestFirst);
+        let l = Arc::new(SlidingLogLimiter::with_clock(opts, clock.clone()).unwrap());
+        l.try_acquire(2).unwrap().forget();
+        let mut waiter = pin!(l.acquire(1));
+        let waker = futures_noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(waiter.as_mut().poll(&mut cx).is_pending());
+        clock.advance(Duration::from_secs(4));
+        let l2 = l.clone();
+        let newcomer = thread::spawn(move || l2.try_acquire(2).map(|l| l.permits()));
+        l.replenish();
+        assert_eq!(newcomer.join().unwrap(), Ok(2));
+        assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        let s = l.statistics();
+        assert_eq!((s.available_permits, s.queued_permits), (0, 0));
+    });
+}
