@@ -125,7 +125,7 @@ pub use clock::{Clock, DefaultClock, Instant, ManualClock, NoClock};
 pub use coarse_clock::CoarseClock;
 pub use concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
 #[cfg(feature = "std")]
-pub use driver::{Driver, DriverHandle};
+pub use driver::Driver;
 pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
@@ -146,6 +146,8 @@ pub use queue_kind::{NoQueue, QueueKind};
 pub use quota::{Quota, QuotaState};
 pub use sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
 pub use token_bucket::{TokenBucketLimiter, TokenBucketOptions};
+#[cfg(feature = "std")]
+pub use wait::DriverHandle;
 pub use wait::WaitQueue;
 pub use wait::{Acquire, Source};
 

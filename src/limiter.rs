@@ -303,7 +303,7 @@ pub trait Replenishing: Limiter {
     /// assert!(limiter.rounds.load(Ordering::Relaxed) >= 1);
     /// ```
     #[cfg(feature = "std")]
-    fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+    fn attach_driver(&self, handle: crate::wait::DriverHandle) {
         let _ = handle;
     }
 }
@@ -423,7 +423,7 @@ macro_rules! forward_limiter {
                 (**self).next_service()
             }
             #[cfg(feature = "std")]
-            fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+            fn attach_driver(&self, handle: crate::wait::DriverHandle) {
                 (**self).attach_driver(handle)
             }
         }
@@ -526,7 +526,7 @@ impl<L: Replenishing + ?Sized> Replenishing for &L {
         (**self).next_service()
     }
     #[cfg(feature = "std")]
-    fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+    fn attach_driver(&self, handle: crate::wait::DriverHandle) {
         (**self).attach_driver(handle)
     }
 }

@@ -124,7 +124,7 @@ macro_rules! rate_limiter {
                 $crate::wait::next_service(self)
             }
             #[cfg(feature = "std")]
-            fn attach_driver(&self, handle: $crate::driver::DriverHandle) {
+            fn attach_driver(&self, handle: $crate::wait::DriverHandle) {
                 self.core.queue.attach(handle);
             }
         }

@@ -60,6 +60,7 @@ pub struct PartitionKind(Kind);
 
 impl PartitionKind {
     /// The kind and its options.
+    #[cfg(feature = "http")]
     pub(crate) const fn kind(&self) -> Kind {
         self.0
     }

@@ -59,6 +59,7 @@ use crate::lease::{Rejection, Statistics};
 pub use fixed::{FixedKeyedLimiter, FixedLease, FixedPartitioned};
 #[cfg(feature = "std")]
 pub use keyed::KeyedLimiter;
+#[cfg(feature = "http")]
 pub(crate) use kind::Kind;
 pub use kind::{NoLimitPartition, PartitionKind, PartitionLimiter};
 #[cfg(feature = "std")]

@@ -977,7 +977,7 @@ impl<C: Clock, const N: usize> Replenishing for SlidingWindowLimiter<C, N> {
     }
 
     #[cfg(feature = "std")]
-    fn attach_driver(&self, handle: crate::driver::DriverHandle) {
+    fn attach_driver(&self, handle: crate::wait::DriverHandle) {
         self.queue.attach(handle);
     }
 }

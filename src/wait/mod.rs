@@ -26,6 +26,8 @@
 //!   once); one dropped after being granted gives its permits back.
 
 mod future;
+#[cfg(feature = "std")]
+mod hook;
 mod list;
 mod lock;
 #[cfg(all(feature = "std", not(feature = "embassy-time"), not(loom)))]
@@ -37,6 +39,10 @@ mod timer;
 use core::time::Duration;
 
 pub use future::Acquire;
+#[cfg(feature = "std")]
+pub use hook::DriverHandle;
+#[cfg(feature = "std")]
+pub(crate) use hook::Notify;
 pub(crate) use list::{List, Status};
 pub(crate) use lock::Lock;
 
@@ -142,7 +148,7 @@ pub struct WaitQueue {
     /// The drivers to tell when the next waiter to be served changes (every live registration:
     /// a limiter may be registered with several drivers, one after another or at once).
     #[cfg(feature = "std")]
-    hooks: std::sync::Mutex<alloc::vec::Vec<crate::driver::DriverHandle>>,
+    hooks: std::sync::Mutex<alloc::vec::Vec<DriverHandle>>,
     /// Whether a driver was ever attached: until then `notify` takes no lock.
     #[cfg(feature = "std")]
     hooked: crate::sync::AtomicBool,
@@ -495,12 +501,12 @@ impl WaitQueue {
     /// are gone are dropped here), so a driver registered after an earlier one was dropped is
     /// notified too.
     #[cfg(feature = "std")]
-    pub(crate) fn attach(&self, handle: crate::driver::DriverHandle) {
+    pub(crate) fn attach(&self, handle: DriverHandle) {
         let mut hooks = self
             .hooks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        hooks.retain(crate::driver::DriverHandle::is_live);
+        hooks.retain(DriverHandle::is_live);
         hooks.push(handle);
         self.hooked.store(true, Ordering::Release);
     }
