@@ -43,15 +43,6 @@ impl FixedWindowOptions {
         }
     }
 
-    /// The same options with a queue of `limit` permits served in `order`.
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// The window as a bucket: `permit_limit` tokens, all back at every boundary.
     const fn refill(&self) -> Refill {
         Refill {
@@ -72,6 +63,11 @@ impl FixedWindowOptions {
         }
     }
 }
+
+crate::options::with_queue!(
+    FixedWindowOptions,
+    "FixedWindowOptions::new(10, Duration::from_secs(1))"
+);
 
 /// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
 /// windows are back to back from the limiter's creation, and every boundary resets the count.

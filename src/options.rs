@@ -210,3 +210,33 @@ pub enum QueueOrder {
     /// queue evicts its oldest waiters to make room.
     NewestFirst,
 }
+
+/// `with_queue` for an options type with `queue_limit` and `queue_order` fields: one definition
+/// for every queued limiter's options. `$example` is an expression of the type, for the doc test.
+macro_rules! with_queue {
+    ($ty:ident, $example:literal) => {
+        impl $ty {
+            /// The same options with a wait queue of up to `limit` permits, served in `order`
+            /// (a limit of 0: nothing waits, and a waiting acquisition that does not fit at
+            /// once is refused).
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let q = ", $example, ".with_queue(3, QueueOrder::NewestFirst);\n",
+                "assert_eq!((q.queue_limit, q.queue_order), (3, QueueOrder::NewestFirst));\n",
+                "```",
+            )]
+            pub const fn with_queue(self, limit: u32, order: $crate::QueueOrder) -> Self {
+                Self {
+                    queue_limit: limit,
+                    queue_order: order,
+                    ..self
+                }
+            }
+        }
+    };
+}
+pub(crate) use with_queue;

@@ -49,15 +49,6 @@ impl TokenBucketOptions {
         }
     }
 
-    /// The same options with a queue of `limit` permits served in `order`.
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// The bucket's refill.
     const fn refill(&self) -> Refill {
         Refill {
@@ -81,6 +72,11 @@ impl TokenBucketOptions {
         }
     }
 }
+
+crate::options::with_queue!(
+    TokenBucketOptions,
+    "TokenBucketOptions::new(10, 1, Duration::from_secs(1))"
+);
 
 /// A token bucket (.NET `TokenBucketRateLimiter`): it holds up to `token_limit` tokens and starts
 /// full; each request takes tokens; `tokens_per_period` tokens come back at the start of every

@@ -48,15 +48,6 @@ impl ConcurrencyOptions {
         }
     }
 
-    /// The same options with a queue of `limit` permits served in `order`.
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// The largest `permit_limit` the limiter's native word holds: `u32::MAX` on 64-bit targets,
     /// 2^27 - 1 on 32-bit ones.
     pub const MAX_PERMIT_LIMIT: u32 = MAX_LIMIT;
@@ -81,6 +72,8 @@ impl ConcurrencyOptions {
         Ok(())
     }
 }
+
+crate::options::with_queue!(ConcurrencyOptions, "ConcurrencyOptions::new(4)");
 
 /// At most `permit_limit` permits held at once (.NET `ConcurrencyLimiter`). While nobody waits,
 /// acquire and release are each one compare-and-swap on a native word (`usize`: 32 bits on 32-bit

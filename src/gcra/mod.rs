@@ -593,22 +593,6 @@ impl GcraOptions {
         Self { burst, ..self }
     }
 
-    /// The same options with a queue of `limit` permits served in `order`.
-    ///
-    /// ```
-    /// use tollgate::{GcraOptions, QueueOrder};
-    ///
-    /// let q = GcraOptions::per_second(10).with_queue(20, QueueOrder::OldestFirst);
-    /// assert_eq!(q.queue_limit, 20);
-    /// ```
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// Checks every option; returns the interval in nanoseconds.
     ///
     /// ```
@@ -623,6 +607,8 @@ impl GcraOptions {
         params(self.interval, self.burst, false).map(|p| p.interval)
     }
 }
+
+crate::options::with_queue!(GcraOptions, "GcraOptions::per_second(10)");
 
 /// GCRA, the generic cell rate algorithm (governor's algorithm): permits come back **one at a
 /// time**, one every `interval`, and up to `burst` may be taken at once after an idle spell.

@@ -65,24 +65,6 @@ impl LeakyBucketOptions {
         }
     }
 
-    /// The same options with a queue of `limit` permits served in `order`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{LeakyBucketOptions, QueueOrder};
-    ///
-    /// let opts = LeakyBucketOptions::new(5, 1, Duration::from_millis(200))
-    ///     .with_queue(3, QueueOrder::NewestFirst);
-    /// assert_eq!(opts.queue_limit, 3);
-    /// ```
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// Checks every option; returns the nanoseconds one unit takes to drain.
     ///
     /// ```
@@ -107,6 +89,11 @@ impl LeakyBucketOptions {
         .map(|p| p.interval)
     }
 }
+
+crate::options::with_queue!(
+    LeakyBucketOptions,
+    "LeakyBucketOptions::new(5, 1, Duration::from_millis(200))"
+);
 
 /// The leaky bucket as a meter: a level that drains continuously, `leak` units every
 /// `leak_interval`; a request of `n` permits is admitted if the level plus `n` fits under the
@@ -364,22 +351,6 @@ impl ShaperOptions {
         }
     }
 
-    /// The same options with a queue of `limit` permits served in `order` (0: no waiting, the
-    /// shaper then only spaces requests out).
-    ///
-    /// ```
-    /// use tollgate::{QueueOrder, ShaperOptions};
-    ///
-    /// assert_eq!(ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst).queue_limit, 0);
-    /// ```
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// Checks every option; returns the interval in nanoseconds.
     ///
     /// ```
@@ -392,6 +363,8 @@ impl ShaperOptions {
         params(self.interval, self.max_permits, true).map(|p| p.interval)
     }
 }
+
+crate::options::with_queue!(ShaperOptions, "ShaperOptions::per_second(10)");
 
 /// The leaky bucket as a queue — a traffic shaper: permits depart at a constant rate, one every
 /// `interval`, never two at once, whatever arrives.

@@ -56,22 +56,6 @@ impl SlidingCounterOptions {
         }
     }
 
-    /// The same options with a wait queue of up to `limit` permits served in `order`.
-    ///
-    /// ```
-    /// use tollgate::{QueueOrder, SlidingCounterOptions};
-    ///
-    /// let q = SlidingCounterOptions::per_second(10).with_queue(20, QueueOrder::OldestFirst);
-    /// assert_eq!(q.queue_limit, 20);
-    /// ```
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// `n` permits per rolling `period` (the same as [`new`](Self::new)).
     ///
     /// ```
@@ -131,6 +115,11 @@ impl SlidingCounterOptions {
         }
     }
 }
+
+crate::options::with_queue!(
+    SlidingCounterOptions,
+    "SlidingCounterOptions::per_second(10)"
+);
 
 /// The longest window is just under this (2^62 ns, 146 years): see
 /// [`SlidingCounterOptions::validate`].

@@ -55,22 +55,6 @@ impl SlidingLogOptions {
         }
     }
 
-    /// The same options with a wait queue of up to `limit` permits served in `order`.
-    ///
-    /// ```
-    /// use tollgate::{QueueOrder, SlidingLogOptions};
-    ///
-    /// let q = SlidingLogOptions::per_minute(5).with_queue(5, QueueOrder::OldestFirst);
-    /// assert_eq!(q.queue_limit, 5);
-    /// ```
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// `n` permits in any rolling `period`.
     ///
     /// ```
@@ -133,6 +117,8 @@ impl SlidingLogOptions {
         }
     }
 }
+
+crate::options::with_queue!(SlidingLogOptions, "SlidingLogOptions::per_minute(5)");
 
 /// The sliding-window log (article 002): the exact count of permits admitted in the last
 /// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no

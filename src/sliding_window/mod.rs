@@ -56,15 +56,6 @@ impl SlidingWindowOptions {
         }
     }
 
-    /// The same options with a queue of `limit` permits served in `order`.
-    pub const fn with_queue(self, limit: u32, order: QueueOrder) -> Self {
-        Self {
-            queue_limit: limit,
-            queue_order: order,
-            ..self
-        }
-    }
-
     /// Checks every option against a ring of `max_segments` slots; returns the segment in
     /// nanoseconds.
     pub const fn validate(&self, max_segments: usize) -> Result<u64, OptionsError> {
@@ -87,6 +78,11 @@ impl SlidingWindowOptions {
         }
     }
 }
+
+crate::options::with_queue!(
+    SlidingWindowOptions,
+    "SlidingWindowOptions::new(10, Duration::from_secs(60), 6)"
+);
 
 /// A ring of empty slots, built in a constant where the atomics allow it.
 #[cfg(not(loom))]
