@@ -30,8 +30,9 @@ use governor::{Quota, RateLimiter};
 use iai_callgrind::{library_benchmark, library_benchmark_group, main};
 use portable_atomic::AtomicU128;
 use tollgate::{
-    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, Limiter,
-    ManualClock, NoQueue, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
+    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+    GcraLimiter, GcraOptions, Limiter, ManualClock, NoQueue, SlidingCounterLimiter,
+    SlidingCounterOptions, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
     TokenBucketOptions,
 };
 
@@ -89,6 +90,33 @@ fn fixed_window_setup(allowed: bool) -> &'static FixedWindowLimiter<&'static Man
     };
     let c = clock();
     warm(FixedWindowLimiter::with_clock(opts, c).unwrap(), c, allowed)
+}
+
+/// GCRA: allowed with a burst too large to ever run out in a run (one permit a nanosecond),
+/// denied with its one permit per century taken.
+fn gcra_setup(allowed: bool) -> &'static GcraLimiter<&'static ManualClock> {
+    let opts = if allowed {
+        GcraOptions::per(HOUR, 1 << 20)
+    } else {
+        GcraOptions::per(CENTURY / 4, 1)
+    };
+    let c = clock();
+    warm(GcraLimiter::with_clock(opts, c).unwrap(), c, allowed)
+}
+
+/// The sliding counter: allowed under `u32::MAX` per hour, denied with its one permit taken.
+fn sliding_counter_setup(allowed: bool) -> &'static SlidingCounterLimiter<&'static ManualClock> {
+    let opts = if allowed {
+        SlidingCounterOptions::new(u32::MAX, HOUR)
+    } else {
+        SlidingCounterOptions::new(1, CENTURY)
+    };
+    let c = clock();
+    warm(
+        SlidingCounterLimiter::with_clock(opts, c).unwrap(),
+        c,
+        allowed,
+    )
 }
 
 /// `"allowed"`: a header of one 64-bit word (2^29 - 1 permits per century in 4 segments);
@@ -260,6 +288,20 @@ fn fixed_window(l: &'static FixedWindowLimiter<&'static ManualClock>) {
 }
 
 #[library_benchmark]
+#[bench::allowed(args = (true), setup = gcra_setup)]
+#[bench::denied(args = (false), setup = gcra_setup)]
+fn gcra(l: &'static GcraLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = sliding_counter_setup)]
+#[bench::denied(args = (false), setup = sliding_counter_setup)]
+fn sliding_counter(l: &'static SlidingCounterLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
+#[library_benchmark]
 #[bench::allowed(args = ("allowed"), setup = sliding_window_setup)]
 #[bench::allowed_wide(args = ("allowed_wide"), setup = sliding_window_setup)]
 #[bench::denied(args = ("denied"), setup = sliding_window_setup)]
@@ -311,7 +353,8 @@ library_benchmark_group!(
 
 library_benchmark_group!(
     name = limiters;
-    benchmarks = token_bucket, fixed_window, sliding_window, concurrency, concurrency_no_queue
+    benchmarks = token_bucket, fixed_window, gcra, sliding_counter, sliding_window, concurrency,
+        concurrency_no_queue
 );
 
 library_benchmark_group!(

@@ -308,27 +308,6 @@ pub trait Replenishing: Limiter {
     }
 }
 
-impl<L: Limiter + ?Sized> Limiter for &L {
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        (**self).try_acquire(permits)
-    }
-    fn available_permits(&self) -> u64 {
-        (**self).available_permits()
-    }
-    fn statistics(&self) -> Statistics {
-        (**self).statistics()
-    }
-    fn idle_duration(&self) -> Option<Duration> {
-        (**self).idle_duration()
-    }
-    fn close(&self) {
-        (**self).close()
-    }
-    fn is_closed(&self) -> bool {
-        (**self).is_closed()
-    }
-}
-
 /// Looking without taking: what [`try_acquire`](Limiter::try_acquire) would answer now, with
 /// nothing taken, nothing counted in the statistics, and no waiter served.
 ///
@@ -371,12 +350,6 @@ pub trait Peek: Limiter {
     /// assert_eq!(limiter.statistics().total_failed, 0); // the peek was not counted
     /// ```
     fn peek(&self, permits: u32) -> Result<(), Rejection>;
-}
-
-impl<L: Peek + ?Sized> Peek for &L {
-    fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        (**self).peek(permits)
-    }
 }
 
 macro_rules! forward_limiter {
@@ -442,8 +415,13 @@ macro_rules! forward_limiter {
     };
 }
 
-// A limiter behind a shared or owning pointer is the limiter: `Chain::new((arc_a, arc_b))`,
-// `Arc<dyn Limiter + Send + Sync>` and `Box<dyn Limiter>` compose like the limiters themselves.
+// A limiter behind a reference, a shared or an owning pointer is the limiter:
+// `Chain::new((arc_a, arc_b))`, `Arc<dyn Limiter + Send + Sync>` and `Box<dyn Limiter>` compose
+// like the limiters themselves.
+forward_limiter!(
+    /// Forwards to the limiter referred to.
+    &L
+);
 forward_limiter!(
     /// Forwards to the shared limiter (feature `alloc`).
     #[cfg(feature = "alloc")]
@@ -513,33 +491,6 @@ pub trait AcquireAsync: Limiter {
     /// assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
     /// ```
     fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
-}
-
-impl<L: Replenishing + ?Sized> Replenishing for &L {
-    fn replenishment_period(&self) -> Duration {
-        (**self).replenishment_period()
-    }
-    fn replenish(&self) -> u64 {
-        (**self).replenish()
-    }
-    fn next_service(&self) -> Option<Duration> {
-        (**self).next_service()
-    }
-    #[cfg(feature = "std")]
-    fn attach_driver(&self, handle: crate::wait::DriverHandle) {
-        (**self).attach_driver(handle)
-    }
-}
-
-impl<L: AcquireAsync + ?Sized> AcquireAsync for &L {
-    type Acquire<'a>
-        = L::Acquire<'a>
-    where
-        Self: 'a;
-
-    fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-        (**self).acquire(permits)
-    }
 }
 
 /// The capabilities every limiter of this crate that waits in its own queue gets the same way,
