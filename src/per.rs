@@ -9,6 +9,10 @@
 //! | `per(period, n)` | **smooth**: one token every `period / n` (rounded up to the ns), bucket of `n` | `n` permits per window of `period` (whole windows) | `n` permits per rolling `period`, in [`DEFAULT_SEGMENTS`] segments |
 //! | `.with_burst(b)` | a bucket of `b` tokens instead of `n` | — | — |
 //!
+//! `per_second(n)`, `per_minute(n)` and `per_hour(n)` are `per(1 s, n)`, `per(60 s, n)` and
+//! `per(3600 s, n)` for every options type that has a `per`: the three above, GCRA, the leaky
+//! shaper, the sliding counter and the sliding log.
+//!
 //! The token bucket built by `per_second(50)` gains one token every 20 ms, as governor's
 //! `Quota::per_second(50)` does, rather than 50 at once each second
 //! (`TokenBucketOptions::new(50, 50, 1s)`, the .NET shape, which is still there). When `period`
@@ -23,6 +27,7 @@ use core::time::Duration;
 use crate::fixed_window::FixedWindowOptions;
 use crate::sliding_window::SlidingWindowOptions;
 use crate::token_bucket::TokenBucketOptions;
+use crate::{GcraOptions, ShaperOptions, SlidingCounterOptions, SlidingLogOptions};
 
 /// Segments of a sliding window built by the quota-style constructors (within the default ring
 /// capacity of 16).
@@ -76,45 +81,6 @@ impl TokenBucketOptions {
         Self::new(n, 1, interval(period, n))
     }
 
-    /// `n` tokens a second, one every `1 s / n`; a bucket of `n`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::TokenBucketOptions;
-    ///
-    /// let opts = TokenBucketOptions::per_second(4);
-    /// assert_eq!(opts.replenishment_period, Duration::from_millis(250));
-    /// // Not a whole number of nanoseconds: rounded up, never faster than asked.
-    /// assert_eq!(TokenBucketOptions::per_second(3).replenishment_period, Duration::from_nanos(333_333_334));
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::per(SECOND, n)
-    }
-
-    /// `n` tokens a minute, one every `60 s / n`; a bucket of `n`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::TokenBucketOptions;
-    ///
-    /// assert_eq!(TokenBucketOptions::per_minute(6).replenishment_period, Duration::from_secs(10));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::per(MINUTE, n)
-    }
-
-    /// `n` tokens an hour, one every `3600 s / n`; a bucket of `n`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::TokenBucketOptions;
-    ///
-    /// assert_eq!(TokenBucketOptions::per_hour(60).replenishment_period, Duration::from_secs(60));
-    /// ```
-    pub const fn per_hour(n: u32) -> Self {
-        Self::per(HOUR, n)
-    }
-
     /// The same rate with a bucket of `burst` tokens: how many may be taken at once after an
     /// idle spell. A zero burst fails validation at construction.
     ///
@@ -152,42 +118,6 @@ impl FixedWindowOptions {
     pub const fn per(period: Duration, n: u32) -> Self {
         Self::new(n, period)
     }
-
-    /// `n` permits per one-second window.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::FixedWindowOptions;
-    ///
-    /// assert_eq!(FixedWindowOptions::per_second(100).window, Duration::from_secs(1));
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::per(SECOND, n)
-    }
-
-    /// `n` permits per one-minute window.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::FixedWindowOptions;
-    ///
-    /// assert_eq!(FixedWindowOptions::per_minute(100).window, Duration::from_secs(60));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::per(MINUTE, n)
-    }
-
-    /// `n` permits per one-hour window.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::FixedWindowOptions;
-    ///
-    /// assert_eq!(FixedWindowOptions::per_hour(1000).window, Duration::from_secs(3600));
-    /// ```
-    pub const fn per_hour(n: u32) -> Self {
-        Self::per(HOUR, n)
-    }
 }
 
 impl SlidingWindowOptions {
@@ -204,42 +134,6 @@ impl SlidingWindowOptions {
     /// ```
     pub const fn per(period: Duration, n: u32) -> Self {
         Self::new(n, period, DEFAULT_SEGMENTS)
-    }
-
-    /// `n` permits in any rolling second.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingWindowOptions;
-    ///
-    /// assert_eq!(SlidingWindowOptions::per_second(5).window, Duration::from_secs(1));
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::per(SECOND, n)
-    }
-
-    /// `n` permits in any rolling minute.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingWindowOptions;
-    ///
-    /// assert_eq!(SlidingWindowOptions::per_minute(5).window, Duration::from_secs(60));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::per(MINUTE, n)
-    }
-
-    /// `n` permits in any rolling hour.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingWindowOptions;
-    ///
-    /// assert_eq!(SlidingWindowOptions::per_hour(5).window, Duration::from_secs(3600));
-    /// ```
-    pub const fn per_hour(n: u32) -> Self {
-        Self::per(HOUR, n)
     }
 }
 
@@ -293,3 +187,66 @@ mod tests {
         assert_eq!(admitted, 3);
     }
 }
+
+/// `per_second`, `per_minute` and `per_hour` from each type's own `per(period, n)`: one
+/// definition for every options type with a quota-style constructor.
+macro_rules! per_units {
+    ($($ty:ident),+ $(,)?) => {$(
+        impl $ty {
+            /// `n` per second: [`per`](Self::per)`(1 s, n)`.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::", stringify!($ty), ";\n",
+                "\n",
+                "let second = Duration::from_secs(1);\n",
+                "assert_eq!(", stringify!($ty), "::per_second(4), ", stringify!($ty), "::per(second, 4));\n",
+                "```",
+            )]
+            pub const fn per_second(n: u32) -> Self {
+                Self::per(SECOND, n)
+            }
+
+            /// `n` per minute: [`per`](Self::per)`(60 s, n)`.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::", stringify!($ty), ";\n",
+                "\n",
+                "let minute = Duration::from_secs(60);\n",
+                "assert_eq!(", stringify!($ty), "::per_minute(6), ", stringify!($ty), "::per(minute, 6));\n",
+                "```",
+            )]
+            pub const fn per_minute(n: u32) -> Self {
+                Self::per(MINUTE, n)
+            }
+
+            /// `n` per hour: [`per`](Self::per)`(3600 s, n)`.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::", stringify!($ty), ";\n",
+                "\n",
+                "let hour = Duration::from_secs(3600);\n",
+                "assert_eq!(", stringify!($ty), "::per_hour(60), ", stringify!($ty), "::per(hour, 60));\n",
+                "```",
+            )]
+            pub const fn per_hour(n: u32) -> Self {
+                Self::per(HOUR, n)
+            }
+        }
+    )+};
+}
+
+per_units!(
+    TokenBucketOptions,
+    FixedWindowOptions,
+    SlidingWindowOptions,
+    GcraOptions,
+    ShaperOptions,
+    SlidingCounterOptions,
+    SlidingLogOptions,
+);

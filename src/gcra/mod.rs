@@ -527,42 +527,6 @@ impl GcraOptions {
         }
     }
 
-    /// `n` permits a second, one every `1 s / n`, burst `n`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::GcraOptions;
-    ///
-    /// assert_eq!(GcraOptions::per_second(4).interval, Duration::from_millis(250));
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::per(Duration::from_secs(1), n)
-    }
-
-    /// `n` permits a minute, one every `60 s / n`, burst `n`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::GcraOptions;
-    ///
-    /// assert_eq!(GcraOptions::per_minute(6).interval, Duration::from_secs(10));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::per(Duration::from_secs(60), n)
-    }
-
-    /// `n` permits an hour, one every `3600 s / n`, burst `n`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::GcraOptions;
-    ///
-    /// assert_eq!(GcraOptions::per_hour(60).interval, Duration::from_secs(60));
-    /// ```
-    pub const fn per_hour(n: u32) -> Self {
-        Self::per(Duration::from_secs(3600), n)
-    }
-
     /// One permit every `interval`, burst 1 (governor's `Quota::with_period`).
     ///
     /// ```

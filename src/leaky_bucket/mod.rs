@@ -313,30 +313,6 @@ impl ShaperOptions {
         }
     }
 
-    /// `n` departures a second.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::ShaperOptions;
-    ///
-    /// assert_eq!(ShaperOptions::per_second(10).interval, Duration::from_millis(100));
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::per(Duration::from_secs(1), n)
-    }
-
-    /// `n` departures a minute.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::ShaperOptions;
-    ///
-    /// assert_eq!(ShaperOptions::per_minute(2).interval, Duration::from_secs(30));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::per(Duration::from_secs(60), n)
-    }
-
     /// The same options allowing requests of up to `max` permits.
     ///
     /// ```

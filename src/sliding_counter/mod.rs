@@ -68,29 +68,6 @@ impl SlidingCounterOptions {
         Self::new(n, period)
     }
 
-    /// `n` permits per rolling second.
-    ///
-    /// ```
-    /// use tollgate::SlidingCounterOptions;
-    ///
-    /// assert_eq!(SlidingCounterOptions::per_second(3).permit_limit, 3);
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::new(n, Duration::from_secs(1))
-    }
-
-    /// `n` permits per rolling minute.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingCounterOptions;
-    ///
-    /// assert_eq!(SlidingCounterOptions::per_minute(3).window, Duration::from_secs(60));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::new(n, Duration::from_secs(60))
-    }
-
     /// Checks every option; returns the window in nanoseconds.
     ///
     /// ```

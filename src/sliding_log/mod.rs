@@ -67,30 +67,6 @@ impl SlidingLogOptions {
         Self::new(n, period)
     }
 
-    /// `n` permits in any rolling second.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingLogOptions;
-    ///
-    /// assert_eq!(SlidingLogOptions::per_second(2).window, Duration::from_secs(1));
-    /// ```
-    pub const fn per_second(n: u32) -> Self {
-        Self::new(n, Duration::from_secs(1))
-    }
-
-    /// `n` permits in any rolling minute.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingLogOptions;
-    ///
-    /// assert_eq!(SlidingLogOptions::per_minute(2).window, Duration::from_secs(60));
-    /// ```
-    pub const fn per_minute(n: u32) -> Self {
-        Self::new(n, Duration::from_secs(60))
-    }
-
     /// Checks every option against a ring of `capacity` entries; returns the window in ns.
     ///
     /// ```
