@@ -1,7 +1,12 @@
 //! Unit tests of the sliding window's limiter: both header layouts, the quick denial, the
 //! RetryAfter snapshots.
+use super::limiter_core::HeaderWord;
+use super::state::{Denied, Header, Shape};
 use super::*;
+use crate::nanos::Nanos;
+use crate::wait::Source;
 use crate::ManualClock;
+use crate::{Lease, Limiter, Replenishing};
 
 fn at(clock: &ManualClock, ns: u64) {
     clock.set(crate::Instant::from_nanos(ns));
@@ -92,7 +97,7 @@ fn the_quick_denial_is_the_general_answer() {
                 at(&clock, round * period * u64::from(segments) + into);
                 for n in 1..=limit {
                     let general = crate::limiter::Peek::peek(&l, n);
-                    let header = l.header.load();
+                    let header = l.core.header.load();
                     assert_eq!(header.prev, 0);
                     let quick = l.try_acquire(n).map(Lease::forget).map(|_| ());
                     assert_eq!(quick, general, "limit {limit} n {n} into {into}");
@@ -118,7 +123,7 @@ fn retry_after_from_a_header_the_window_has_slid_past() {
     let _ = l.try_acquire(2).unwrap();
     at(&clock, 10);
     l.replenish(); // header at segment 1, nothing taken there; segment 0 frozen: 2
-    let decided = l.header.load();
+    let decided = l.core.header.load();
     assert_eq!((decided.tick, decided.cur, decided.prev), (1, 0, 2));
     assert!(l.try_acquire(1).is_err()); // what the preempted thread decided
                                         // Meanwhile: 1 permit in segment 3, and segment 4 freezes it into segment 0's slot.
@@ -129,7 +134,7 @@ fn retry_after_from_a_header_the_window_has_slid_past() {
     // The thread resumes with its reading (segment 1, 0 ns in) and its header: the window
     // (segments 2..=4 holding 0, 1, 1) has room for 1 when segment 3 leaves, at segment 6,
     // two segments after the start of segment 4 (where real time is at least).
-    let wait = l.retry_after(1, 0, decided, 1, false);
+    let wait = l.core.retry_after(1, 0, decided, 1, false);
     assert_eq!(wait, Nanos::from_u64(20));
     at(&clock, 59);
     assert!(l.try_acquire(1).is_err());

@@ -1,0 +1,717 @@
+//! The sliding window's lock-free core: the header word, the ring of frozen segment counts,
+//! the segment clock, the limit, the counts and the queue, answering the methods
+//! [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into every capability (the same
+//! names as the other rate cores').
+
+use core::convert::Infallible;
+use core::time::Duration;
+
+use crate::cas;
+use crate::clock::Clock;
+use crate::lease::{Reason, Rejection, Statistics};
+use crate::nanos::Nanos;
+use crate::reciprocal::Reciprocal;
+use crate::stats::Counters;
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::ticks::Ticker;
+use crate::wait::WaitQueue;
+
+use super::state::{Denied, Header, Shape, TICK_MAX};
+use super::SlidingWindowOptions;
+
+/// A ring of empty slots, built in a constant where the atomics allow it.
+#[cfg(not(loom))]
+const fn empty_ring<const N: usize>() -> [AtomicU128; N] {
+    [const { AtomicU128::new(0) }; N]
+}
+
+/// A ring of empty slots (loom's atomics cannot be built in a constant).
+#[cfg(loom)]
+fn empty_ring<const N: usize>() -> [AtomicU128; N] {
+    core::array::from_fn(|_| AtomicU128::new(0))
+}
+
+/// The header's atomic word: the 64-bit layout when the configuration fits it
+/// ([`Header::narrow_width`]), else 128 bits. Both hold the same [`Header`]; every update goes
+/// through [`cas::transition`].
+#[derive(Debug)]
+pub(super) enum HeaderWord {
+    /// The 64-bit layout, with `cur` and `prev` of `width` bits.
+    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // never built there (see `NarrowWord`)
+    Narrow { word: NarrowWord, width: u32 },
+    /// The 128-bit layout.
+    Wide(AtomicU128),
+}
+
+/// The 64-bit header's word.
+#[cfg(not(tollgate_cs_cells))]
+pub(super) type NarrowWord = AtomicU64;
+
+/// No 64-bit header on targets without native 64-bit atomics (32-bit MCUs): both words would be
+/// critical sections there, so the 64-bit layout would only add its code. The variant holding
+/// this type cannot exist, and its code compiles away.
+#[cfg(tollgate_cs_cells)]
+#[derive(Debug)]
+pub(super) enum NarrowWord {}
+
+#[cfg(tollgate_cs_cells)]
+impl cas::Word for NarrowWord {
+    type Value = u64;
+    fn load(&self) -> u64 {
+        match *self {}
+    }
+    fn cas(&self, _: u64, _: u64) -> Result<u64, u64> {
+        match *self {}
+    }
+}
+
+impl HeaderWord {
+    crate::sync::const_unless_loom! {
+        pub(super) fn new(h: Header, width: Option<u32>) -> Self {
+            #[cfg(tollgate_cs_cells)]
+            let width: Option<u32> = {
+                let _ = width;
+                None
+            };
+            match width {
+                #[cfg(not(tollgate_cs_cells))]
+                Some(width) => HeaderWord::Narrow {
+                    word: AtomicU64::new(h.pack64(width)),
+                    width,
+                },
+                _ => HeaderWord::Wide(AtomicU128::new(h.pack())),
+            }
+        }
+    }
+
+    /// The largest limit the layout holds (a `reconfigure` may not raise it further).
+    pub(super) fn max_limit(&self) -> u32 {
+        match self {
+            HeaderWord::Narrow { width, .. } => (1u32 << width) - 1,
+            HeaderWord::Wide(_) => u32::MAX,
+        }
+    }
+
+    #[inline]
+    pub(super) fn load(&self) -> Header {
+        match self {
+            HeaderWord::Narrow { word, width } => Header::unpack64(cas::Word::load(word), *width),
+            HeaderWord::Wide(word) => Header::unpack(cas::Word::load(word)),
+        }
+    }
+
+    /// [`cas::transition`] over the unpacked header; returns the header decided on.
+    #[inline(always)]
+    pub(super) fn transition<T, E>(
+        &self,
+        mut decide: impl FnMut(Header) -> Result<(Header, T), E>,
+    ) -> Result<(Header, T), E> {
+        match self {
+            HeaderWord::Narrow { word, width } => {
+                let width = *width;
+                cas::transition(word, |w| {
+                    decide(Header::unpack64(w, width)).map(|(h, t)| (h.pack64(width), t))
+                })
+                .map(|(w, t)| (Header::unpack64(w, width), t))
+            }
+            HeaderWord::Wide(word) => cas::transition(word, |w| {
+                decide(Header::unpack(w)).map(|(h, t)| (h.pack(), t))
+            })
+            .map(|(w, t)| (Header::unpack(w), t)),
+        }
+    }
+}
+
+/// The core of a [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) with a ring of `N`
+/// segments.
+#[derive(Debug)]
+pub(crate) struct WindowCore<C, const N: usize> {
+    pub(super) header: HeaderWord,
+    ring: [AtomicU128; N],
+    ticker: Ticker,
+    /// Segments per window (fixed at creation).
+    segments: u64,
+    /// Its reciprocal: a segment's slot in the ring without a division.
+    by_segments: Reciprocal,
+    /// Permits per window (changed by `reconfigure`).
+    limit: AtomicU64,
+    pub(crate) counters: Counters,
+    pub(crate) queue: WaitQueue,
+    pub(crate) clock: C,
+}
+
+impl<C: Clock, const N: usize> WindowCore<C, N> {
+    crate::sync::const_unless_loom! {
+        /// An empty window of `options` (validated: segments of `segment` ns, at most `N` of
+        /// them), its segments counted from `origin`.
+        pub(crate) fn new(
+            options: &SlidingWindowOptions,
+            segment: u64,
+            origin: crate::Instant,
+            clock: C,
+        ) -> Self {
+            Self {
+                header: HeaderWord::new(
+                    Header::EMPTY,
+                    Header::narrow_width(options.permit_limit, segment),
+                ),
+                ring: empty_ring(),
+                ticker: Ticker::new(origin, segment),
+                segments: options.segments_per_window as u64,
+                by_segments: Reciprocal::of(options.segments_per_window as u64),
+                limit: AtomicU64::new(options.permit_limit as u64),
+                counters: Counters::new(),
+                queue: WaitQueue::new(options.queue_limit, options.queue_order),
+                clock,
+            }
+        }
+    }
+
+    /// Permits per window now.
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        self.limit.load(Ordering::Acquire) as u32
+    }
+
+    /// The window's shape now.
+    #[inline(always)]
+    fn shape(&self) -> Shape {
+        Shape {
+            limit: self.limit(),
+            segments: self.segments,
+        }
+    }
+
+    /// The ring slot of `segment`: `segment % segments`, by multiplication (a 64-bit division
+    /// is a slow instruction, and a library routine of almost a kilobyte on a 32-bit MCU).
+    #[inline]
+    fn index(&self, segment: u64) -> u64 {
+        self.by_segments.div_rem(segment, self.segments).1
+    }
+
+    fn slot(&self, segment: u64) -> &AtomicU128 {
+        // `segments <= N` (validated), so the index is in bounds.
+        &self.ring[self.index(segment) as usize]
+    }
+
+    /// The frozen count of segment `j`: its slot, if the slot still holds segment `j`.
+    fn frozen(&self, j: u64) -> u32 {
+        self.frozen_in(self.index(j), j)
+    }
+
+    /// [`frozen`](Self::frozen) with the slot index `j % segments` already known.
+    #[inline]
+    fn frozen_in(&self, index: u64, j: u64) -> u32 {
+        let v = self.ring[index as usize].load(Ordering::Acquire);
+        if (v >> 64) as u64 == j {
+            v as u32
+        } else {
+            0
+        }
+    }
+
+    /// Records that segment `j` ended with `count` permits, before the header moves past it.
+    /// Racing writers of the same segment keep the largest count (a segment's count only grows,
+    /// and the writer whose header wins saw the final one); a slot already holding a later
+    /// segment is left alone. Empty segments are not written.
+    fn freeze(&self, j: u64, count: u32) {
+        if count == 0 {
+            return;
+        }
+        let new = u128::from(j) << 64 | u128::from(count);
+        let slot = self.slot(j);
+        let mut cur = slot.load(Ordering::Acquire);
+        loop {
+            let (seg, held) = ((cur >> 64) as u64, cur as u32);
+            if seg > j || (seg == j && held >= count) {
+                return;
+            }
+            match slot.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Freezes the segment a header leaves when it moves to `next`.
+    fn leave(&self, h: Header, next: Header) {
+        if next.tick != h.tick {
+            self.freeze(h.tick, h.cur);
+        }
+    }
+
+    /// One lock-free attempt at `e` ns after creation; on denial, the header it decided on and
+    /// the segment and offset `e` falls in (located from the header's own segment: no division
+    /// while time stays in it).
+    #[inline]
+    fn attempt(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        barge: bool,
+    ) -> Result<(), (Denied, Header, (u64, u64))> {
+        self.header
+            .transition(|h| {
+                let (k, into) = self.ticker.locate(e, h.tick);
+                let next = h
+                    .try_take(k, n, s, barge, |j| self.frozen(j))
+                    .map_err(|d| (d, h, (k, into)))?;
+                self.leave(h, next);
+                Ok((next, ()))
+            })
+            .map(|_| ())
+    }
+
+    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
+    #[inline(always)]
+    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.take_as(n, || (), serve)
+    }
+
+    /// [`take`](Self::take), handing back `granted()` on success, built where the decision is
+    /// made (see the token bucket's `take_as`: converting `Ok(())` afterwards moved the rejection
+    /// between two layouts of the `Result`, a store-forwarding stall on every denial).
+    #[inline(always)]
+    fn take_as<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // One reading of the limit for the whole decision (it may be reconfigured meanwhile).
+        let s = self.shape();
+        if n > s.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        match self.decide_quick(e, n, s) {
+            Some(Ok(())) => Ok(granted()),
+            Some(Err(wait)) => Err(Rejection::after(Reason::Exhausted, wait)),
+            None => self.take_slow(e, n, s, granted, serve),
+        }
+    }
+
+    /// The whole `try_acquire`, counted: the quick decision and its count inline, everything
+    /// else (the general path, a count that needs its slow path) in tail calls, so that the
+    /// quick path saves no registers.
+    #[inline(always)]
+    pub(crate) fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the quick path
+        // (code size).
+        if cfg!(tollgate_cs_cells) {
+            return self.counters.count(self.take_as(n, granted, serve));
+        }
+        // One reading of the limit and of the clock for the whole decision, the general path's
+        // included.
+        let s = self.shape();
+        if n > s.limit {
+            return self.try_acquire_general(None, n, s, granted, serve);
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        match self.decide_quick(e, n, s) {
+            Some(Ok(())) => self.counters.count_granted(granted()),
+            Some(Err(wait)) => self
+                .counters
+                .count_rejected(Rejection::after(Reason::Exhausted, wait)),
+            None => self.try_acquire_general(Some(e), n, s, granted, serve),
+        }
+    }
+
+    /// `try_acquire` past the quick path (which this does not repeat), counted: the general
+    /// transition at `e` ns after creation; `None` for a request over the limit.
+    #[inline(never)]
+    fn try_acquire_general<T>(
+        &self,
+        e: Option<u64>,
+        n: u32,
+        s: Shape,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let taken = match e {
+            None => Err(Rejection::new(Reason::ExceedsLimit)),
+            Some(e) => self.take_slow(e, n, s, granted, serve),
+        };
+        self.counters.count(taken)
+    }
+
+    /// The quick decision at `e` on the header as read (see [`quick`](Self::quick)): `Ok`
+    /// granted, `Err(wait)` refused with that wait, `None` for the general path.
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+        if n == 0 {
+            return None;
+        }
+        match &self.header {
+            HeaderWord::Narrow { word, width } => {
+                let w = cas::Word::load(word);
+                let (tick, used) = Header::plain64(w, *width)?;
+                let grant = || cas::swap_once(word, w, w + u64::from(n));
+                self.quick(e, n, s, tick, used, grant, || {
+                    Header::prev64(w, *width) == 0
+                })
+            }
+            HeaderWord::Wide(word) => {
+                let w = cas::Word::load(word);
+                let (tick, used) = Header::plain(w)?;
+                let grant = || cas::swap_once(word, w, w + u128::from(n));
+                self.quick(e, n, s, tick, used, grant, || Header::unpack(w).prev == 0)
+            }
+        }
+    }
+
+    /// The quick path on a header word read with no flag set (`tick`, `used`): in its own
+    /// segment, `n > 0` that fit are granted by one compare-and-swap (`grant`, of the word plus
+    /// `n`); a denial whose counted permits are all in the current segment (`prev_is_zero`)
+    /// answers at once, with its wait. `None` sends everything else (another segment, a lost
+    /// race, a denial that needs the ring, a wait of 2^64 ns or more) to the general path.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn quick(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        tick: u64,
+        used: u64,
+        grant: impl FnOnce() -> bool,
+        prev_is_zero: impl FnOnce() -> bool,
+    ) -> Option<Result<(), Nanos>> {
+        // The header's tick is one the ticker computed (`locate`, `tick`).
+        let into = self.ticker.offset_in_own(e, tick)?;
+        if used + u64::from(n) <= u64::from(s.limit) {
+            return grant().then_some(Ok(()));
+        }
+        if prev_is_zero() {
+            // Every counted permit is in the current segment: they all come back together when
+            // it leaves the window, `segments` segments after it began, and then `n <= limit`
+            // fits. No ring to read: exactly the general path's answer (`retry_after`).
+            let ns = s.segments.checked_mul(self.ticker.period_ns())?;
+            return Some(Err(Nanos::from_u64(ns - into)));
+        }
+        None
+    }
+
+    /// [`take`](Self::take) past the quick path: the general transition (a slide, a denial and
+    /// its RetryAfter, the queue, a lost race). Out of line, so that the quick path saves no
+    /// registers for it.
+    #[inline(never)]
+    fn take_slow<T>(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let barge = self.queue.barging();
+        // Nobody takes past waiters before they are served: those that fit before now are
+        // granted first, counted where they fit (then a newest-first queue lets the newcomer
+        // barge past the rest).
+        let mut result = self.attempt(e, n, s, false);
+        if let Err((Denied::Exhausted { .. }, h, _)) = result {
+            if h.waiters {
+                serve();
+                result = self.attempt(e, n, s, barge);
+            }
+        }
+        match result {
+            Ok(()) => Ok(granted()),
+            Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
+            Err((Denied::Exhausted { .. }, h, (k, into))) => {
+                let wait = self.retry_after(k, into, h, n, barge);
+                Err(Rejection::after(Reason::Exhausted, wait.at_least_1ns()))
+            }
+        }
+    }
+
+    /// The exact wait before `n` permits can be taken, seen from `into` ns into segment `k` by a
+    /// newcomer denied on the header `h`; behind an oldest-first queue, each waiter ahead is
+    /// served in turn (walked under the queue lock).
+    #[cold]
+    pub(super) fn retry_after(&self, k: u64, into: u64, h: Header, n: u32, barge: bool) -> Nanos {
+        let newcomer = core::iter::once(n.max(1));
+        if h.waiters && !barge {
+            self.queue.with_requests(|ahead| {
+                let h = self.header.load();
+                self.wait_behind(k, into, h, ahead.chain(newcomer))
+            })
+        } else {
+            self.wait_behind(k, into, h, newcomer)
+        }
+    }
+
+    /// How long until time alone lets the window grant `total` permits (in requests of at most
+    /// the limit, each counted in the segment it is granted in). Zero if they are free now.
+    fn wait_for_nanos(&self, total: u64) -> Nanos {
+        let (k, into) = self.ticker.tick(self.clock.now());
+        let h = self.header.load();
+        let limit = self.limit();
+        // Whole windows for all but the last `limit` (a bounded walk for any `total`).
+        let whole = total.saturating_sub(1) / u64::from(limit);
+        let last = (total - whole * u64::from(limit)) as u32;
+        let first = if whole > 0 { Some(limit) } else { None };
+        let wait = self.wait_behind(k, into, h, first.into_iter().chain(core::iter::once(last)));
+        let windows = whole.saturating_sub(1);
+        let extra =
+            u128::from(windows) * u128::from(self.segments) * u128::from(self.ticker.period_ns());
+        wait.saturating_add(Nanos::from_u128(extra))
+    }
+
+    /// The wait until the last of `requests` is granted (in order, each as soon as the window
+    /// has room), seen from `into` ns into segment `k`, starting from the header `h`.
+    ///
+    /// The window's counts come from one consistent snapshot: the frozen slots are read and the
+    /// header re-read; if it has not moved to another segment meanwhile, no slot of its window
+    /// can have been reused (a slot is overwritten only by the segment `segments` later, which
+    /// is frozen only after the header reached it). Otherwise the walk starts again from the
+    /// newer header. Counted from the header's own segment if that is later than `k` (a stale
+    /// reading: real time is at least there).
+    fn wait_behind(
+        &self,
+        k: u64,
+        into: u64,
+        mut h: Header,
+        requests: impl IntoIterator<Item = u32>,
+    ) -> Nanos {
+        let segments = self.segments;
+        let mut window = [0u64; N];
+        let window = &mut window[..segments as usize];
+        for _ in 0..8 {
+            let base = k.min(TICK_MAX).max(h.tick);
+            self.read_window(base, h, window);
+            let again = self.header.load();
+            if again.tick == h.tick {
+                // Same segment: the slots read are those of `h`'s window. Its current count may
+                // have changed since (takes, gives back): use the latest.
+                if let Some(i) = (h.tick + segments).checked_sub(base + 1) {
+                    window[i as usize] = u64::from(again.cur);
+                }
+                let slides = Header::slides_to_serve(self.shape(), window, requests);
+                return self
+                    .ticker
+                    .wait_until(k, into, base, base.saturating_add(slides));
+            }
+            h = again;
+        }
+        // The window slid under every attempt (segments of a few nanoseconds): answer as if the
+        // whole limit had just been taken in the current segment, which can only wait longer.
+        let base = k.min(TICK_MAX).max(h.tick);
+        window.fill(0);
+        window[segments as usize - 1] = u64::from(self.limit());
+        let slides = Header::slides_to_serve(self.shape(), window, requests);
+        self.ticker
+            .wait_until(k, into, base, base.saturating_add(slides))
+    }
+
+    /// The counts of the window ending at segment `base >= h.tick`, oldest first: segments
+    /// before `h.tick` from the ring, `h.tick` itself from the header, later ones empty.
+    /// Consecutive segments sit in consecutive slots: one division finds the first slot.
+    fn read_window(&self, base: u64, h: Header, window: &mut [u64]) {
+        let segments = self.segments;
+        // `window[i]` is segment `base + 1 + i - segments`, in slot `(base + 1 + i) % segments`.
+        let mut index = self.index(base + 1);
+        for (i, c) in window.iter_mut().enumerate() {
+            *c = match (base + 1 + i as u64).checked_sub(segments) {
+                Some(j) if j < h.tick => u64::from(self.frozen_in(index, j)),
+                Some(j) if j == h.tick => u64::from(h.cur),
+                _ => 0,
+            };
+            index += 1;
+            if index == segments {
+                index = 0;
+            }
+        }
+    }
+
+    fn now_header(&self) -> (Header, Header, u64) {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let h = self.header.load();
+        (h, h.at(k, self.shape(), |j| self.frozen(j)), k)
+    }
+
+    /// The last segment in which permits were taken, if any.
+    fn last_used_segment(&self, h: Header) -> Option<u64> {
+        if h.cur > 0 {
+            return Some(h.tick);
+        }
+        self.ring
+            .iter()
+            .map(|slot| slot.load(Ordering::Acquire))
+            .filter(|v| *v as u32 > 0 && ((v >> 64) as u64) < h.tick)
+            .map(|v| (v >> 64) as u64)
+            .max()
+    }
+
+    /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
+    /// finds them short, setting the flag in the same CAS when `flag_if_short`.
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let s = self.shape();
+        self.header
+            .transition(|h| match h.try_take(k, n, s, true, |j| self.frozen(j)) {
+                Ok(next) => {
+                    self.leave(h, next);
+                    Ok((next, Some(next.tick)))
+                }
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted { .. }) if flag_if_short => Ok((h.with_waiters(true), None)),
+                Err(Denied::Exhausted { .. }) => Ok((h, None)),
+            })
+            .map(|(_, taken)| taken)
+    }
+
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the segment
+    /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
+    /// segment.
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let s = self.shape();
+        self.header
+            .transition(|h| match h.take_when_fits(k, n, s, |j| self.frozen(j)) {
+                Ok((next, at)) => {
+                    self.leave(h, next);
+                    Ok((next, Some(at)))
+                }
+                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Exhausted { .. }) => Ok((h, None)),
+            })
+            .map(|(_, taken)| taken)
+    }
+
+    /// How long until a request of `n` permits behind the waiters `ahead` would be granted by
+    /// time alone, each counted in the segment it is granted in.
+    pub(crate) fn wait_behind_waiters(
+        &self,
+        ahead: &mut dyn Iterator<Item = u32>,
+        n: u32,
+    ) -> Duration {
+        let (k, into) = self.ticker.tick(self.clock.now());
+        let h = self.header.load();
+        let requests = ahead.chain(core::iter::once(n.max(1)));
+        self.wait_behind(k, into, h, requests).to_duration()
+    }
+
+    pub(crate) fn clear_waiters(&self) {
+        let _ = self
+            .header
+            .transition(|h| Ok::<_, Infallible>((h.with_waiters(false), ())));
+    }
+
+    /// Returns `n` permits granted in segment `stamp` to a waiter that never received them;
+    /// whether anyone waits.
+    pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
+        let Ok((before, ())) = self
+            .header
+            .transition(|h| Ok::<_, Infallible>((h.give_back(stamp, n), ())));
+        before.waiters
+    }
+
+    /// Whether the queue flag is set (anyone waits).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.header.load().waiters
+    }
+
+    /// How long until time alone lets the window grant `total` permits.
+    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+        self.wait_for_nanos(total).to_duration()
+    }
+
+    pub(crate) fn available(&self) -> u64 {
+        u64::from(self.limit()).saturating_sub(self.now_header().1.used())
+    }
+
+    pub(crate) fn statistics(&self) -> Statistics {
+        Statistics {
+            available_permits: self.available(),
+            queued_permits: self.queue.queued_permits(),
+            total_successful: self.counters.successful(),
+            total_failed: self.counters.failed(),
+        }
+    }
+
+    /// Idle since the last segment with permits taken left the window (since creation if none).
+    pub(crate) fn idle_duration(&self) -> Option<Duration> {
+        let now = self.clock.now();
+        let (k, _) = self.ticker.tick(now);
+        let h = self.header.load();
+        let free_from = match self.last_used_segment(h) {
+            Some(j) => j.saturating_add(self.segments),
+            None => 0,
+        };
+        (free_from <= k.max(h.tick) && !h.waiters)
+            .then(|| self.ticker.since_start_of(now, free_from))
+    }
+
+    pub(crate) fn close(&self) {
+        let _ = self
+            .header
+            .transition(|h| Ok::<_, Infallible>((h.close(), ())));
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.header.load().closed
+    }
+
+    /// What `try_acquire` would answer now, writing nothing and serving nobody.
+    pub(crate) fn peek(&self, permits: u32) -> Result<(), Rejection> {
+        let s = self.shape();
+        if permits > s.limit {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        let h = self.header.load();
+        let (k, into) = self.ticker.locate(e, h.tick);
+        let barge = self.queue.barging();
+        match h.try_take(k, permits, s, barge, |j| self.frozen(j)) {
+            Ok(_) => Ok(()),
+            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Exhausted { .. }) => Err(Rejection::after(
+                Reason::Exhausted,
+                self.retry_after(k, into, h, permits, barge).at_least_1ns(),
+            )),
+        }
+    }
+
+    /// The segment length: permits come back a segment at a time.
+    pub(crate) fn period(&self) -> Duration {
+        Duration::from_nanos(self.ticker.period_ns())
+    }
+
+    /// Brings the header to the current segment (freezing the segments it leaves); the caller
+    /// served the queue first, so that waiters that fit before now are counted where they fit.
+    pub(crate) fn catch_up(&self) {
+        let (k, _) = self.ticker.tick(self.clock.now());
+        let s = self.shape();
+        let _ = self.header.transition(|h| {
+            let next = h.at(k, s, |j| self.frozen(j));
+            self.leave(h, next);
+            Ok::<_, Infallible>((next, ()))
+        });
+    }
+
+    /// The largest limit the header's layout holds (a `reconfigure` may not raise it further).
+    pub(crate) fn max_limit(&self) -> u32 {
+        self.header.max_limit()
+    }
+
+    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
+    /// which then fails the waiters larger than the new limit and serves the rest.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        limit: u32,
+        queue_limit: u32,
+    ) {
+        self.queue.reconfigure(src, queue_limit, limit, || {
+            self.limit.store(u64::from(limit), Ordering::Release);
+        });
+    }
+}
