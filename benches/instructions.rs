@@ -35,7 +35,8 @@ use portable_atomic::AtomicU128;
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
     GcraOptions, KeyedLimiter, Limiter, ManualClock, NoQueue, PartitionConfig,
-    SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
+    SlidingCounterOptions, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
+    TokenBucketOptions,
 };
 
 const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -211,6 +212,22 @@ fn keyed_gcra_setup(allowed: bool) -> &'static Keyed {
     )
 }
 
+/// Allowed: the largest limit an hour's window holds in the keyed form; denied: one per century.
+fn keyed_sliding_counter_setup(allowed: bool) -> &'static Keyed {
+    let opts = if allowed {
+        SlidingCounterOptions::new(2_097_151, HOUR)
+    } else {
+        SlidingCounterOptions::new(1, CENTURY)
+    };
+    keyed_warm(
+        |c| {
+            KeyedLimiter::with_hasher_sliding_counter(opts, keyed_config(), c, Default::default())
+                .unwrap()
+        },
+        allowed,
+    )
+}
+
 fn governor_setup(allowed: bool) -> &'static Governor {
     let quota = if allowed {
         Quota::with_period(Duration::from_nanos(1))
@@ -374,6 +391,13 @@ fn keyed_gcra(l: &'static Keyed) {
     let _ = black_box(l.try_acquire(black_box(&7), black_box(1)));
 }
 
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = keyed_sliding_counter_setup)]
+#[bench::denied(args = (false), setup = keyed_sliding_counter_setup)]
+fn keyed_sliding_counter(l: &'static Keyed) {
+    let _ = black_box(l.try_acquire(black_box(&7), black_box(1)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Peers
 
@@ -404,7 +428,7 @@ library_benchmark_group!(
 
 library_benchmark_group!(
     name = keyed;
-    benchmarks = keyed_token_bucket, keyed_fixed_window, keyed_gcra
+    benchmarks = keyed_token_bucket, keyed_fixed_window, keyed_gcra, keyed_sliding_counter
 );
 
 library_benchmark_group!(
