@@ -390,7 +390,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     }
 
     /// One decision by `rule` (the limiter's) for the key of fingerprint `fp`.
-    #[inline]
+    #[inline(always)]
     fn decide_by(&self, rule: &impl Rule, fp: u64, permits: u32) -> Result<(), Rejection> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Rejection::new(Reason::Closed));
