@@ -1,7 +1,8 @@
 //! Instruction counts (iai-callgrind, under valgrind's callgrind): one call of each limiter's
 //! `try_acquire`, allowed and denied, on a `ManualClock`, beside governor's `check()` on its
 //! `FakeRelativeClock` (the same cost: one atomic load), tokio's semaphore, and the floor — one
-//! load + one compare-exchange on an `AtomicU64` and on a 128-bit word. Counts do not drift with
+//! load + one compare-exchange on an `AtomicU64` and on a 128-bit word. The `keyed` group: one
+//! decision of a `KeyedLimiter` for a stored key (hash, probe, compare-and-swap), per rule. Counts do not drift with
 //! the machine's load, so they can be compared across runs and in CI.
 //!
 //! Needs the runner of the same version as the library:
@@ -17,6 +18,8 @@
 // The benchmark macros generate public items without docs.
 #![allow(missing_docs)]
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::BuildHasherDefault;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,13 +34,16 @@ use iai_callgrind::{library_benchmark, library_benchmark_group, main};
 use portable_atomic::AtomicU128;
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
-    GcraLimiter, GcraOptions, Limiter, ManualClock, NoQueue, SlidingCounterLimiter,
-    SlidingCounterOptions, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
-    TokenBucketOptions,
+    GcraLimiter, GcraOptions, KeyedLimiter, Limiter, ManualClock, NoQueue, PartitionConfig,
+    SlidingCounterLimiter, SlidingCounterOptions, SlidingWindowLimiter, SlidingWindowOptions,
+    TokenBucketLimiter, TokenBucketOptions,
 };
 
 const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 const HOUR: Duration = Duration::from_secs(3600);
+
+/// A keyed limiter of `u64` keys with a fixed (unkeyed) hasher: the same count in every run.
+type Keyed = KeyedLimiter<u64, &'static ManualClock, BuildHasherDefault<DefaultHasher>>;
 
 type Governor = RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<Nanos>>;
 
@@ -171,6 +177,82 @@ fn concurrency_no_queue_setup(
         l.try_acquire(1).unwrap().forget();
     }
     l
+}
+
+/// A keyed limiter built by `make`, its key 7 stored by one granted call (and, when `denied`,
+/// its one permit taken: the next call is refused).
+fn keyed_warm(make: impl FnOnce(&'static ManualClock) -> Keyed, allowed: bool) -> &'static Keyed {
+    let c = clock();
+    let l = leak(make(c));
+    age(c);
+    l.try_acquire(&7, 1).unwrap().forget();
+    if !allowed {
+        assert!(l.try_acquire(&7, 1).is_err());
+    }
+    l
+}
+
+fn keyed_config() -> PartitionConfig {
+    PartitionConfig::new(1_000)
+}
+
+fn keyed_token_bucket_setup(allowed: bool) -> &'static Keyed {
+    let opts = if allowed {
+        TokenBucketOptions::new(u32::MAX, u32::MAX, HOUR)
+    } else {
+        TokenBucketOptions::new(1, 1, CENTURY)
+    };
+    keyed_warm(
+        |c| {
+            KeyedLimiter::with_hasher_token_bucket(opts, keyed_config(), c, Default::default())
+                .unwrap()
+        },
+        allowed,
+    )
+}
+
+fn keyed_fixed_window_setup(allowed: bool) -> &'static Keyed {
+    let opts = if allowed {
+        FixedWindowOptions::new(u32::MAX, HOUR)
+    } else {
+        FixedWindowOptions::new(1, CENTURY)
+    };
+    keyed_warm(
+        |c| {
+            KeyedLimiter::with_hasher_fixed_window(opts, keyed_config(), c, Default::default())
+                .unwrap()
+        },
+        allowed,
+    )
+}
+
+/// Allowed: a permit every nanosecond, a burst of `u32::MAX`; denied: one per 50 years.
+fn keyed_gcra_setup(allowed: bool) -> &'static Keyed {
+    let opts = if allowed {
+        GcraOptions::with_period(Duration::from_nanos(1)).with_burst(u32::MAX)
+    } else {
+        GcraOptions::with_period(CENTURY / 2)
+    };
+    keyed_warm(
+        |c| KeyedLimiter::with_hasher_gcra(opts, keyed_config(), c, Default::default()).unwrap(),
+        allowed,
+    )
+}
+
+/// Allowed: the largest limit an hour's window holds in the keyed form; denied: one per century.
+fn keyed_sliding_counter_setup(allowed: bool) -> &'static Keyed {
+    let opts = if allowed {
+        SlidingCounterOptions::new(2_097_151, HOUR)
+    } else {
+        SlidingCounterOptions::new(1, CENTURY)
+    };
+    keyed_warm(
+        |c| {
+            KeyedLimiter::with_hasher_sliding_counter(opts, keyed_config(), c, Default::default())
+                .unwrap()
+        },
+        allowed,
+    )
 }
 
 fn governor_setup(allowed: bool) -> &'static Governor {
@@ -328,6 +410,35 @@ fn concurrency_no_queue(l: &'static ConcurrencyLimiter<&'static ManualClock, NoQ
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
+// One decision of a compact keyed limiter for a stored key (hash, probe, CAS).
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = keyed_token_bucket_setup)]
+#[bench::denied(args = (false), setup = keyed_token_bucket_setup)]
+fn keyed_token_bucket(l: &'static Keyed) {
+    let _ = black_box(l.try_acquire(black_box(&7), black_box(1)));
+}
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = keyed_fixed_window_setup)]
+#[bench::denied(args = (false), setup = keyed_fixed_window_setup)]
+fn keyed_fixed_window(l: &'static Keyed) {
+    let _ = black_box(l.try_acquire(black_box(&7), black_box(1)));
+}
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = keyed_gcra_setup)]
+#[bench::denied(args = (false), setup = keyed_gcra_setup)]
+fn keyed_gcra(l: &'static Keyed) {
+    let _ = black_box(l.try_acquire(black_box(&7), black_box(1)));
+}
+
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = keyed_sliding_counter_setup)]
+#[bench::denied(args = (false), setup = keyed_sliding_counter_setup)]
+fn keyed_sliding_counter(l: &'static Keyed) {
+    let _ = black_box(l.try_acquire(black_box(&7), black_box(1)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Peers
 
@@ -358,8 +469,13 @@ library_benchmark_group!(
 );
 
 library_benchmark_group!(
+    name = keyed;
+    benchmarks = keyed_token_bucket, keyed_fixed_window, keyed_gcra, keyed_sliding_counter
+);
+
+library_benchmark_group!(
     name = peers;
     benchmarks = governor_fake_clock, tokio_semaphore
 );
 
-main!(library_benchmark_groups = floor, limiters, peers);
+main!(library_benchmark_groups = floor, limiters, keyed, peers);

@@ -53,7 +53,9 @@ pub enum OptionsError {
     /// More than one token per 2 ns: too fast for a `KeyedLimiter`'s 64-bit state.
     RateTooHigh,
     /// A permit limit larger than the limiter's native word holds (a concurrency limiter on a
-    /// 32-bit target holds at most 2^27 - 1 permits).
+    /// 32-bit target holds at most 2^27 - 1 permits; a `KeyedLimiter`'s sliding counter, whose
+    /// two counts share 64 bits with the window index, about `√(2 × window in ns)`: 32,767 for
+    /// a one-second window).
     LimitTooLarge {
         /// The largest limit this target's word holds.
         max: u32,

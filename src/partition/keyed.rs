@@ -1,4 +1,5 @@
-//! [`KeyedLimiter`]: the compact keyed token bucket / fixed window (feature `std`).
+//! [`KeyedLimiter`]: the compact keyed token bucket / fixed window / GCRA / leaky meter /
+//! sliding counter (feature `std`). Its constructors are in `keyed/constructors.rs`.
 
 use core::cell::Cell;
 use core::fmt;
@@ -10,16 +11,16 @@ use std::hash::RandomState;
 use crossbeam_utils::CachePadded;
 
 use super::evict::{self, Idle, Marks, Policy};
-use super::keyed_state::{KeyedBucket, KeyedGcra, KeyedRule};
+use super::keyed_state::{KeyedRule, Rule};
 use super::table::{self, fingerprint, Table};
-use super::{PartitionConfig, PartitionedLimiter};
+use super::PartitionedLimiter;
 use crate::clock::{Clock, Instant, StdClock};
 use crate::lease::{Lease, Reason, Rejection, Statistics};
-use crate::options::OptionsError;
 use crate::stats::Counters as Tally;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::Lock;
-use crate::{FixedWindowOptions, GcraOptions, LeakyBucketOptions, TokenBucketOptions};
+
+mod constructors;
 
 /// One shard: a fixed table, its share of the capacity, and the lock its writers take.
 struct Shard {
@@ -68,15 +69,18 @@ impl evict::Table for View<'_> {
     }
 }
 
-/// A token bucket or a fixed window per key, for millions of keys: the hot-path form of a
-/// partitioned limiter (feature `std`).
+/// A token bucket, fixed window, GCRA, leaky meter or sliding-window counter per key, for
+/// millions of keys: the hot-path form of a partitioned limiter (feature `std`).
 ///
 /// Each key behaves exactly as its own [`TokenBucketLimiter`](crate::TokenBucketLimiter) (or
-/// [`FixedWindowLimiter`](crate::FixedWindowLimiter)) would, had it been created with this
+/// [`FixedWindowLimiter`](crate::FixedWindowLimiter), [`GcraLimiter`](crate::GcraLimiter),
+/// [`LeakyBucketMeter`](crate::LeakyBucketMeter),
+/// [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)) would, had it been created with this
 /// limiter and left idle until the key's first request. Options, the time scale (periods and
 /// windows count from this limiter's creation, for every key), the clock and the counters are
 /// shared; per key there is only a 64-bit state — the token-time at which its bucket is full,
-/// an exact folding of the bucket's tokens and tick — and the key's fingerprint.
+/// an exact folding of the bucket's tokens and tick (GCRA: the theoretical arrival time; the
+/// sliding counter: both counts and the window index) — and the key's fingerprint.
 ///
 /// - **Memory**: 16 bytes per slot (fingerprint and state in one atomic word, whatever the key
 ///   type), `4/3 × capacity` slots, allocated once at construction: about 21 bytes per key of
@@ -90,11 +94,15 @@ impl evict::Table for View<'_> {
 ///   choose their keys.
 /// - A new key's bucket is full, so the first request of a key is granted (up to the limit); a
 ///   probe (`try_acquire(key, 0)`) of an unknown key is granted without storing it.
-/// - Idle keys (full buckets) are evicted after the idle timeout, lazily; since a full bucket is
-///   what a new key gets, evicting one never changes a decision.
+/// - Idle keys (full buckets; for the sliding counter, both counts expired) are evicted after
+///   the idle timeout, lazily; since an idle state is what a new key gets, evicting one never
+///   changes a decision.
 /// - Rates up to one token per 2 ns per key (5e8 a second): the state's token-time must not
 ///   overflow in the 584 years a nanosecond clock spans. Faster rates are refused with
-///   [`OptionsError::RateTooHigh`].
+///   [`OptionsError::RateTooHigh`](crate::OptionsError::RateTooHigh). The sliding counter's
+///   two counts and window index share the 64 bits exactly, so its limit is bounded by its
+///   window (about `√(2 × window in ns)`: 32,767 a second, 262,143 a minute); a larger one is
+///   refused with [`OptionsError::LimitTooLarge`](crate::OptionsError::LimitTooLarge).
 /// - Not here: waiting (no queue: the options' queue settings are ignored) and per-key counters
 ///   ([`statistics`](Self::statistics) gives the key's tokens and the limiter's totals). Use
 ///   [`Partitioned`](crate::Partitioned) for those.
@@ -135,344 +143,10 @@ pub struct KeyedLimiter<K: ?Sized, C = StdClock, S = RandomState> {
     _key: PhantomData<fn(&K)>,
 }
 
-impl<K: ?Sized> KeyedLimiter<K> {
-    /// A token bucket per key, on the system clock.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
-    /// let per_ip: KeyedLimiter<std::net::IpAddr> =
-    ///     KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
-    /// let ip = "203.0.113.9".parse().unwrap();
-    /// assert!(per_ip.try_acquire(&ip, 10).is_ok());
-    /// assert!(per_ip.try_acquire(&ip, 10).is_err()); // within the same second
-    /// ```
-    pub fn token_bucket(
-        options: TokenBucketOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::token_bucket_with_clock(options, config, StdClock)
-    }
-
-    /// A fixed window per key, on the system clock.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(3600));
-    /// let per_key: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
-    /// assert!(per_key.try_acquire("api-key-1", 100).is_ok());
-    /// assert_eq!(per_key.statistics("api-key-1").available_permits, 0);
-    /// assert_eq!(per_key.statistics("api-key-2").available_permits, 100);
-    /// ```
-    pub fn fixed_window(
-        options: FixedWindowOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::fixed_window_with_clock(options, config, StdClock)
-    }
-
-    /// GCRA per key (governor's keyed limiter), on the system clock: one permit back every
-    /// `interval`, up to `burst` at once, 16 bytes a key.
-    ///
-    /// ```
-    /// # use tollgate::*;
-    /// let per_ip: KeyedLimiter<std::net::IpAddr> =
-    ///     KeyedLimiter::gcra(GcraOptions::per_second(5), PartitionConfig::default()).unwrap();
-    /// let ip = "203.0.113.9".parse().unwrap();
-    /// assert!(per_ip.try_acquire(&ip, 5).is_ok());
-    /// assert!(per_ip.try_acquire(&ip, 1).is_err()); // the next permit comes in 200 ms
-    /// ```
-    pub fn gcra(options: GcraOptions, config: PartitionConfig) -> Result<Self, OptionsError> {
-        Self::gcra_with_clock(options, config, StdClock)
-    }
-
-    /// A leaky bucket as a meter per key, on the system clock.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let opts = LeakyBucketOptions::new(4, 2, Duration::from_secs(1));
-    /// let per_user: KeyedLimiter<str> = KeyedLimiter::leaky_meter(opts, PartitionConfig::default()).unwrap();
-    /// assert!(per_user.try_acquire("ann", 4).is_ok());
-    /// assert!(per_user.try_acquire("ann", 1).is_err()); // full: drains 2 a second
-    /// ```
-    pub fn leaky_meter(
-        options: LeakyBucketOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::leaky_meter_with_clock(options, config, StdClock)
-    }
-}
-
-impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
-    /// A token bucket per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 2).unwrap();
-    /// assert!(per_user.try_acquire("alice", 1).is_err());
-    /// clock.advance(Duration::from_secs(1)); // one token back
-    /// assert!(per_user.try_acquire("alice", 1).is_ok());
-    /// ```
-    pub fn token_bucket_with_clock(
-        options: TokenBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_token_bucket(options, config, clock, RandomState::new())
-    }
-
-    /// A fixed window per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let opts = FixedWindowOptions::new(3, Duration::from_secs(60));
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::fixed_window_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 3).unwrap();
-    /// assert!(per_user.try_acquire("alice", 1).is_err());
-    /// clock.advance(Duration::from_secs(60)); // the next window
-    /// assert!(per_user.try_acquire("alice", 3).is_ok());
-    /// ```
-    pub fn fixed_window_with_clock(
-        options: FixedWindowOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_fixed_window(options, config, clock, RandomState::new())
-    }
-}
-
 /// Bytes of one table slot.
 const SLOT_BYTES: usize = 16;
 
-impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
-    /// GCRA per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::gcra_with_clock(GcraOptions::per_second(2), PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 2).unwrap();
-    /// let refused = per_user.try_acquire("alice", 1).unwrap_err();
-    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
-    /// clock.advance(Duration::from_millis(500)); // one permit back
-    /// assert!(per_user.try_acquire("alice", 1).is_ok());
-    /// ```
-    pub fn gcra_with_clock(
-        options: GcraOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_gcra(options, config, clock, RandomState::new())
-    }
-
-    /// A leaky bucket as a meter per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let opts = LeakyBucketOptions::new(4, 1, Duration::from_secs(1));
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::leaky_meter_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 4).unwrap();
-    /// clock.advance(Duration::from_secs(1)); // one unit drained
-    /// assert!(per_user.try_acquire("alice", 1).is_ok());
-    /// assert!(per_user.try_acquire("alice", 1).is_err());
-    /// ```
-    pub fn leaky_meter_with_clock(
-        options: LeakyBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_leaky_meter(options, config, clock, RandomState::new())
-    }
-}
-
 impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
-    /// The largest [`PartitionConfig::capacity`] a keyed limiter accepts: its tables (16 bytes
-    /// a slot, `4/3` slot per key, in up to 64 shards) must fit in the address space. A larger
-    /// capacity is refused with [`OptionsError::CapacityTooLarge`]; one the allocator cannot
-    /// satisfy, with [`OptionsError::OutOfMemory`] — never an abort.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::*;
-    ///
-    /// let opts = TokenBucketOptions::new(5, 1, Duration::from_secs(1));
-    /// let too_many = PartitionConfig::new(usize::MAX);
-    /// let max = KeyedLimiter::<str>::MAX_CAPACITY;
-    /// assert_eq!(
-    ///     KeyedLimiter::<str>::token_bucket(opts, too_many).unwrap_err(),
-    ///     OptionsError::CapacityTooLarge { max }
-    /// );
-    /// ```
-    pub const MAX_CAPACITY: usize = (isize::MAX as usize / SLOT_BYTES - 256) / 4 * 3;
-
-    /// A token bucket per key, reading time from `clock` and fingerprinting keys with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// use std::collections::hash_map::DefaultHasher;
-    /// use std::hash::BuildHasherDefault;
-    ///
-    /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_token_bucket(opts, PartitionConfig::default(), &clock, hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 2).is_ok());
-    /// assert!(per_device.try_acquire(&42, 1).is_err());
-    /// ```
-    pub fn with_hasher_token_bucket(
-        options: TokenBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let bucket = KeyedBucket::token_bucket(&options, clock.now())?;
-        Self::build(KeyedRule::Bucket(bucket), config, clock, hasher)
-    }
-
-    /// A fixed window per key, reading time from `clock` and fingerprinting keys with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// use std::collections::hash_map::DefaultHasher;
-    /// use std::hash::BuildHasherDefault;
-    ///
-    /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let clock = ManualClock::new();
-    /// let opts = FixedWindowOptions::new(5, Duration::from_secs(60));
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_fixed_window(opts, PartitionConfig::default(), &clock, hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 5).is_ok());
-    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
-    /// ```
-    pub fn with_hasher_fixed_window(
-        options: FixedWindowOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let bucket = KeyedBucket::fixed_window(&options, clock.now())?;
-        Self::build(KeyedRule::Bucket(bucket), config, clock, hasher)
-    }
-
-    /// GCRA per key, reading time from `clock` and fingerprinting keys with `hasher`.
-    ///
-    /// ```
-    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
-    /// # use tollgate::*;
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_gcra(GcraOptions::per_second(3), PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 3).is_ok());
-    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
-    /// ```
-    pub fn with_hasher_gcra(
-        options: GcraOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let rule = KeyedGcra::gcra(&options, clock.now())?;
-        Self::build(KeyedRule::Gcra(rule), config, clock, hasher)
-    }
-
-    /// A leaky bucket as a meter per key, reading time from `clock` and fingerprinting keys
-    /// with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
-    /// # use tollgate::*;
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let opts = LeakyBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_leaky_meter(opts, PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 2).is_ok());
-    /// assert!(per_device.try_acquire(&42, 1).is_err());
-    /// ```
-    pub fn with_hasher_leaky_meter(
-        options: LeakyBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let rule = KeyedGcra::leaky_meter(&options, clock.now())?;
-        Self::build(KeyedRule::Gcra(rule), config, clock, hasher)
-    }
-
-    fn build(
-        bucket: KeyedRule,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        if !bucket.fits_64() {
-            return Err(OptionsError::RateTooHigh);
-        }
-        if config.capacity > Self::MAX_CAPACITY {
-            return Err(OptionsError::CapacityTooLarge {
-                max: Self::MAX_CAPACITY,
-            });
-        }
-        let capacity = config.capacity.max(1);
-        let n = if config.shards == 0 {
-            (capacity / 4096).clamp(1, 64)
-        } else {
-            config.shards.clamp(1, 64)
-        };
-        let cap = capacity.div_ceil(n);
-        // At most 3/4 full: short probes, and always an empty slot to end them.
-        let slots = cap + cap / 3 + 1;
-        let policy = Policy::new(&config, (cap / 16).max(1));
-        let marks = Marks::new(clock.now().as_nanos(), &policy);
-        let mut shards = Vec::new();
-        let out_of_memory = OptionsError::OutOfMemory {
-            bytes: n.saturating_mul(slots).saturating_mul(SLOT_BYTES),
-        };
-        shards.try_reserve_exact(n).map_err(|_| out_of_memory)?;
-        for _ in 0..n {
-            shards.push(CachePadded::new(Shard {
-                table: Table::new(slots).ok_or(out_of_memory)?,
-                cap,
-                meta: Lock::new(Meta { len: 0, marks }),
-                next_sweep: AtomicU64::new(marks.next_sweep),
-                rejected_full: AtomicU64::new(0),
-            }));
-        }
-        let shards = shards.into_boxed_slice();
-        Ok(Self {
-            shards,
-            bucket,
-            clock,
-            hasher,
-            policy,
-            max_tick: CachePadded::new(AtomicU64::new(0)),
-            tally: Tally::new(),
-            closed: AtomicBool::new(false),
-            _key: PhantomData,
-        })
-    }
-
     /// The most permits one request can take (the token limit, or permits per window).
     ///
     /// ```
@@ -656,11 +330,10 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         }
     }
 
-    /// The tick of `now` and the nanoseconds into it, published for later decisions (no
+    /// The tick of a reading and the nanoseconds into it, published for later decisions (no
     /// decision reads time before the latest tick any decision has seen).
     #[inline]
-    fn tick(&self, now: Instant) -> (u64, u64) {
-        let (k, into) = self.bucket.tick_into(now);
+    fn publish(&self, (k, into): (u64, u64)) -> (u64, u64) {
         if k > self.max_tick.load(Ordering::Relaxed) {
             self.max_tick.fetch_max(k, Ordering::AcqRel);
         }
@@ -705,15 +378,28 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         &self.shards[i as usize]
     }
 
-    /// One decision for the key of fingerprint `fp`.
+    /// One decision for the key of fingerprint `fp`: one match on the rule, then that rule's
+    /// own copy of the decision (no further match on the way).
     #[inline]
     fn decide(&self, fp: u64, permits: u32) -> Result<(), Rejection> {
+        match &self.bucket {
+            KeyedRule::Bucket(r) => self.decide_by(r, fp, permits),
+            KeyedRule::Gcra(r) => self.decide_by(r, fp, permits),
+            KeyedRule::Sliding(r) => self.decide_by(r, fp, permits),
+        }
+    }
+
+    /// One decision by `rule` (the limiter's) for the key of fingerprint `fp`.
+    #[inline(always)]
+    fn decide_by(&self, rule: &impl Rule, fp: u64, permits: u32) -> Result<(), Rejection> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Rejection::new(Reason::Closed));
         }
-        self.bucket.check(permits)?;
+        if permits > rule.most() {
+            return Err(Rejection::new(Reason::ExceedsLimit));
+        }
         let now = self.clock.now();
-        let at = self.tick(now);
+        let at = self.publish(rule.time_of(now));
         let shard = self.shard(fp);
         if now.as_nanos() >= shard.next_sweep.load(Ordering::Relaxed) {
             self.sweep(shard, now);
@@ -723,7 +409,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
             // Read after the state: never before the tick of the decision that wrote it.
             let (k, into) = self.at_least_latest(at);
             seen.set((v, k, into));
-            self.bucket.v_take(v, k, permits)
+            rule.take_from(v, k, into, permits)
         };
         // A closure calling `take`, not `&take`: through the reference the decision stayed
         // behind an outlined `FnMut for &F` shim (40 instructions a call more).
@@ -735,7 +421,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         };
         done.map_err(|()| {
             let (v, k, into) = seen.get();
-            self.bucket.v_rejection(v, k, into, permits)
+            rule.refusal(v, k, into, permits)
         })
     }
 
@@ -830,13 +516,9 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// ```
     pub fn statistics(&self, key: &K) -> Statistics {
         let fp = self.fingerprint(key);
-        let now = self.clock.now();
-        let k = self
-            .bucket
-            .tick(now)
-            .max(self.max_tick.load(Ordering::Acquire));
+        let (k, into) = self.at_least_latest(self.bucket.tick_into(self.clock.now()));
         let available = match self.shard(fp).table.read(fp) {
-            Some(v) => self.bucket.v_available(v, k),
+            Some(v) => self.bucket.v_available(v, k, into),
             None => u64::from(self.bucket.limit()),
         };
         let (ok, ko) = self.tally.totals();
@@ -889,7 +571,7 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         let limit = u64::from(self.bucket.limit());
         match self.shard(fp).table.read(fp) {
             Some(v) => {
-                let available = self.bucket.v_available(v, k).min(limit);
+                let available = self.bucket.v_available(v, k, into).min(limit);
                 if available >= limit {
                     return (available, None);
                 }

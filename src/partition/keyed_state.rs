@@ -1,6 +1,7 @@
 //! The compact keyed form's rules: a token bucket or fixed window whose per-key state is only the
 //! bucket's 128-bit word (`crate::bucket::state`), with the refill, the time scale and the clock
-//! shared by all keys.
+//! shared by all keys; GCRA; and the rule enum, [`KeyedRule`] (the sliding counter's rule is in
+//! `keyed_sliding`).
 //!
 //! The per-key word is exactly a [`TokenBucketLimiter`](crate::TokenBucketLimiter)'s, and the
 //! transitions are the same pure functions, so a key behaves as a token bucket (or fixed window)
@@ -30,6 +31,8 @@ use crate::{
 use crate::{FixedWindowOptions, TokenBucketOptions};
 
 use super::evict::Idle;
+#[cfg(feature = "std")]
+use super::keyed_sliding::KeyedSliding;
 
 /// The shared part of a keyed bucket: refill and time scale.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,8 +297,81 @@ impl KeyedGcra {
     }
 }
 
+/// What a decision needs of a rule, for [`KeyedLimiter`](crate::KeyedLimiter)'s hot path: the
+/// decision is generic over it, matched once on [`KeyedRule`], so each rule's path has its own
+/// code and no match on the way (feature `std`).
+#[cfg(feature = "std")]
+pub(crate) trait Rule {
+    /// The most permits one request can take.
+    fn most(&self) -> u32;
+    /// The rule's time of `now` and the nanoseconds into it.
+    fn time_of(&self, now: Instant) -> (u64, u64);
+    /// Takes `n` from state `v` at time `k`, `into` ns into it: the new state, or `Err(())`.
+    fn take_from(&self, v: u64, k: u64, into: u64, n: u32) -> Result<u64, ()>;
+    /// The rejection of `n` from state `v` at time `k`, `into` ns into it.
+    fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection;
+}
+
+#[cfg(feature = "std")]
+impl Rule for KeyedBucket {
+    #[inline]
+    fn most(&self) -> u32 {
+        self.refill.limit
+    }
+    #[inline]
+    fn time_of(&self, now: Instant) -> (u64, u64) {
+        self.ticker.tick(now)
+    }
+    #[inline]
+    fn take_from(&self, v: u64, k: u64, _: u64, n: u32) -> Result<u64, ()> {
+        self.v_take(v, k, n)
+    }
+    fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
+        self.v_rejection(v, k, into, n)
+    }
+}
+
+#[cfg(feature = "std")]
+impl Rule for KeyedGcra {
+    #[inline]
+    fn most(&self) -> u32 {
+        self.params.burst
+    }
+    #[inline]
+    fn time_of(&self, now: Instant) -> (u64, u64) {
+        self.ticker.tick(now)
+    }
+    #[inline]
+    fn take_from(&self, v: u64, k: u64, _: u64, n: u32) -> Result<u64, ()> {
+        self.take(v, k, n)
+    }
+    fn refusal(&self, v: u64, k: u64, _: u64, n: u32) -> Rejection {
+        self.rejection(v, k, n)
+    }
+}
+
+#[cfg(feature = "std")]
+impl Rule for KeyedSliding {
+    #[inline]
+    fn most(&self) -> u32 {
+        self.limit()
+    }
+    #[inline]
+    fn time_of(&self, now: Instant) -> (u64, u64) {
+        self.tick_into(now)
+    }
+    #[inline]
+    fn take_from(&self, v: u64, k: u64, into: u64, n: u32) -> Result<u64, ()> {
+        self.take(v, k, into, n)
+    }
+    fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
+        self.rejection(v, k, into, n)
+    }
+}
+
 /// The rule every key of a [`KeyedLimiter`](crate::KeyedLimiter) follows, shared by all keys
-/// (feature `std`): a token bucket or fixed window, or GCRA (which is also the leaky meter).
+/// (feature `std`): a token bucket or fixed window, GCRA (which is also the leaky meter), or the
+/// sliding-window counter.
 /// Each decision matches on it once; the arm is the same for every call, so the branch costs
 /// nothing a predictor notices.
 #[cfg(feature = "std")]
@@ -305,6 +381,8 @@ pub(crate) enum KeyedRule {
     Bucket(KeyedBucket),
     /// GCRA or the leaky meter: the state is the theoretical arrival time.
     Gcra(KeyedGcra),
+    /// The sliding-window counter: the state is both counts and the window index, folded.
+    Sliding(KeyedSliding),
 }
 
 #[cfg(feature = "std")]
@@ -313,7 +391,8 @@ impl KeyedRule {
     pub(crate) fn fits_64(&self) -> bool {
         match self {
             KeyedRule::Bucket(b) => b.fits_64(),
-            KeyedRule::Gcra(_) => true,
+            // The sliding counter's options are refused at its construction unless they fit.
+            KeyedRule::Gcra(_) | KeyedRule::Sliding(_) => true,
         }
     }
 
@@ -321,25 +400,28 @@ impl KeyedRule {
         match self {
             KeyedRule::Bucket(b) => b.limit(),
             KeyedRule::Gcra(g) => g.params.burst,
+            KeyedRule::Sliding(s) => s.limit(),
         }
     }
 
-    /// The period (token bucket), window (fixed window) or emission interval (GCRA: one permit
-    /// comes back every this long).
+    /// The period (token bucket), window (fixed window, sliding counter) or emission interval
+    /// (GCRA: one permit comes back every this long).
     pub(crate) fn period(&self) -> Duration {
         match self {
             KeyedRule::Bucket(b) => b.period(),
             KeyedRule::Gcra(g) => Duration::from_nanos(g.params.interval),
+            KeyedRule::Sliding(s) => s.window(),
         }
     }
 
-    /// The rule's time of `now` (a bucket's tick, GCRA's nanosecond) and the nanoseconds into
-    /// it (always 0 for GCRA).
+    /// The rule's time of `now` (a bucket's tick, GCRA's nanosecond, the sliding counter's
+    /// window) and the nanoseconds into it (always 0 for GCRA).
     #[inline]
     pub(crate) fn tick_into(&self, now: Instant) -> (u64, u64) {
         match self {
             KeyedRule::Bucket(b) => b.tick_into(now),
             KeyedRule::Gcra(g) => g.ticker.tick(now),
+            KeyedRule::Sliding(s) => s.tick_into(now),
         }
     }
 
@@ -348,39 +430,21 @@ impl KeyedRule {
         self.tick_into(now).0
     }
 
-    /// Checks what needs no state: a request larger than the limit.
-    #[inline]
-    pub(crate) fn check(&self, n: u32) -> Result<(), Rejection> {
-        if n > self.limit() {
-            Err(Rejection::new(Reason::ExceedsLimit))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Takes `n` from state `v` at time `k`: the new state, or `Err(())` if short (a probe,
-    /// `n == 0`, succeeds when one permit would be granted and changes nothing).
-    #[inline]
-    pub(crate) fn v_take(&self, v: u64, k: u64, n: u32) -> Result<u64, ()> {
-        match self {
-            KeyedRule::Bucket(b) => b.v_take(v, k, n),
-            KeyedRule::Gcra(g) => g.take(v, k, n),
-        }
-    }
-
     /// The rejection of `n` from state `v` at time `k`, `into` ns into it.
     pub(crate) fn v_rejection(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         match self {
             KeyedRule::Bucket(b) => b.v_rejection(v, k, into, n),
             KeyedRule::Gcra(g) => g.rejection(v, k, n),
+            KeyedRule::Sliding(s) => s.rejection(v, k, into, n),
         }
     }
 
-    /// Permits state `v` holds at time `k`.
-    pub(crate) fn v_available(&self, v: u64, k: u64) -> u64 {
+    /// Permits state `v` holds at time `k`, `into` ns into it.
+    pub(crate) fn v_available(&self, v: u64, k: u64, into: u64) -> u64 {
         match self {
             KeyedRule::Bucket(b) => b.v_available(v, k),
             KeyedRule::Gcra(g) => g.available(v, k),
+            KeyedRule::Sliding(s) => s.available(v, k, into),
         }
     }
 
@@ -389,6 +453,7 @@ impl KeyedRule {
         match self {
             KeyedRule::Bucket(b) => b.v_idle(v, k, now),
             KeyedRule::Gcra(g) => g.idle(v, k, now),
+            KeyedRule::Sliding(s) => s.idle(v, k, now),
         }
     }
 }

@@ -10,7 +10,7 @@
 //! | type | stores | per key | waiting | needs |
 //! |---|---|---|---|---|
 //! | [`Partitioned`] | a full limiter per key (any kind, per-key statistics) in a sharded, growable map | ~1.1 KB measured (a 704-byte limiter, whatever its kind, in an `Arc`, and the map's entry) | yes | `std` |
-//! | [`KeyedLimiter`] | a token bucket's or fixed window's state per key, 64 bits, beside the key's fingerprint, in a fixed lock-free table (options, clock and counters shared) | 16 bytes a slot, ~21 bytes per key of capacity | no | `std` |
+//! | [`KeyedLimiter`] | a token bucket's, fixed window's, GCRA's, leaky meter's or sliding counter's state per key, 64 bits, beside the key's fingerprint, in a fixed lock-free table (options, clock and counters shared) | 16 bytes a slot, ~21 bytes per key of capacity | no | `std` |
 //! | [`FixedPartitioned`] | a full limiter per key in a fixed-capacity `heapless` map | the limiter, inline | no | nothing (no heap) |
 //! | [`FixedKeyedLimiter`] | a state word per key in a fixed-capacity `heapless` map | the key + 16 bytes | no | nothing (no heap) |
 //!
@@ -42,6 +42,8 @@ mod evict;
 mod fixed;
 #[cfg(feature = "std")]
 mod keyed;
+#[cfg(feature = "std")]
+mod keyed_sliding;
 mod keyed_state;
 mod kind;
 #[cfg(feature = "std")]

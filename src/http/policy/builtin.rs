@@ -234,7 +234,7 @@ pub(crate) struct Keyed<C: Clock> {
 
 impl<C: Clock> Keyed<C> {
     /// The keyed limiter of `kind` on `clock`, if `kind` has a compact keyed form (token
-    /// bucket, fixed window, GCRA, leaky meter).
+    /// bucket, fixed window, GCRA, leaky meter, sliding counter within its keyed limit).
     pub(super) fn new(
         kind: Kind,
         partitions: PartitionConfig,
@@ -253,11 +253,18 @@ impl<C: Clock> Keyed<C> {
             Kind::LeakyMeter(o) => {
                 KeyedLimiter::with_hasher_leaky_meter(o, partitions, clock, hasher)?
             }
+            Kind::SlidingCounter(o) => {
+                // Limits beyond the keyed form's word (a cap that grows with the window) take
+                // a limiter per key instead.
+                match KeyedLimiter::with_hasher_sliding_counter(o, partitions, clock, hasher) {
+                    Err(OptionsError::LimitTooLarge { .. }) => return Ok(None),
+                    other => other?,
+                }
+            }
             Kind::NoLimit
             | Kind::Concurrency(_)
             | Kind::SlidingWindow(_)
             | Kind::LeakyShaper(_)
-            | Kind::SlidingCounter(_)
             | Kind::SlidingLog(_) => return Ok(None),
         };
         Ok(Some(Self { limiter, describe }))

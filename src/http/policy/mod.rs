@@ -193,7 +193,9 @@ impl Policy {
     }
 
     /// A sliding-window counter: the previous window's count weighted by how much of it the
-    /// rolling window still overlaps, plus the current one's (one word per limiter).
+    /// rolling window still overlaps, plus the current one's. Partitioned and not queued, it
+    /// keeps 16 bytes a key (the compact keyed form, for limits up to its cap: 32,767 per
+    /// second, 262,143 per minute; larger ones take a limiter per key).
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
