@@ -1383,6 +1383,27 @@ async fn memory_gcra_keyed() {
     flood("GCRA (not queued: KeyedLimiter)", policy, 200_000).await;
 }
 
+/// See [`memory_token_bucket_queued`].
+#[tokio::test]
+#[ignore]
+async fn memory_sliding_counter_keyed() {
+    let policy = Policy::sliding_counter(tollgate::SlidingCounterOptions::per_second(2)).unwrap();
+    flood(
+        "sliding counter (not queued: KeyedLimiter)",
+        policy,
+        200_000,
+    )
+    .await;
+}
+
+/// See [`memory_token_bucket_queued`].
+#[tokio::test]
+#[ignore]
+async fn memory_sliding_log() {
+    let policy = Policy::sliding_log(tollgate::SlidingLogOptions::per_second(2)).unwrap();
+    flood("sliding log (Partitioned)", policy, 200_000).await;
+}
+
 /// See [`memory_token_bucket_queued`]: the leaky meter per client, not queued.
 #[tokio::test]
 #[ignore]
