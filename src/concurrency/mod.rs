@@ -409,6 +409,13 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
 
 impl<C: Clock> wait::private::Sealed for ConcurrencyLimiter<C> {}
 
+impl<C: Clock> ConcurrencyLimiter<C> {
+    /// Makes the counts compact (see `Counters::make_compact`): for a partition's limiter.
+    pub(crate) fn compact_counts(&self) {
+        self.counters.make_compact();
+    }
+}
+
 impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     fn queue(&self) -> &WaitQueue {
         &self.queue

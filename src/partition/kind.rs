@@ -263,6 +263,24 @@ impl PartitionKind {
     /// assert_eq!(bob.available_permits(), 3);
     /// ```
     pub fn limiter<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
+        let limiter = self.make(clock);
+        // One of many partitions: memory per key counts more than contention on its counts.
+        match &limiter {
+            PartitionLimiter::NoLimit(_) => {}
+            PartitionLimiter::Concurrency(l) => l.compact_counts(),
+            PartitionLimiter::TokenBucket(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::FixedWindow(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::SlidingWindow(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::Gcra(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::LeakyMeter(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::LeakyShaper(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::SlidingCounter(l) => Source::counters(l).make_compact(),
+            PartitionLimiter::SlidingLog(l) => Source::counters(l).make_compact(),
+        }
+        limiter
+    }
+
+    fn make<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
         // The options were validated when the kind was made, so construction cannot fail.
         const VALID: &str = "options validated by PartitionKind";
         match self.0 {

@@ -12,8 +12,9 @@
 //!
 //! Memory: a tally's cells are allocated lazily, in buckets of 1, 1, 2, 4, …, 128 cells; a thread
 //! of index `i` allocates (once per tally) the bucket holding `i`. A limiter used by threads 0..8
-//! holds 8 cells of 128 bytes; one never used holds none (the tally itself is 9 `OnceLock`s and
-//! the shared cell). Threads claim the lowest free index, so the buckets in use follow the number
+//! holds 8 cells of 128 bytes and a 72-byte directory; one never used holds none (the tally itself
+//! is a directory pointer and the shared cell: 24 bytes). A compact tally (a partition's limiter)
+//! never allocates: it counts in the shared cell with `fetch_add`. Threads claim the lowest free index, so the buckets in use follow the number
 //! of threads alive, not how many have ever lived.
 //!
 //! Why: a `fetch_add` is a locked instruction, about as costly as the compare-and-swap that makes
@@ -24,11 +25,14 @@
 //! the same thread that also counts on the same limiter (one count could be lost). Limiters are
 //! not meant to be used from signal handlers.
 
-use std::sync::OnceLock;
+// The statistics cells are the one place besides the wait queue where `unsafe` is allowed
+// (DESIGN.md; issue 26): raw pointers to the lazily allocated cells, each block with its SAFETY.
+#![allow(unsafe_code)]
 
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicPtr;
 
 /// Buckets of cells: bucket 0 holds index 0, bucket `b ≥ 1` holds indices `2^(b-1) .. 2^b`.
 const BUCKETS: usize = 9;
@@ -106,18 +110,55 @@ mod claim {
     }
 }
 
-/// Granted and refused counts, one pair of cells per counting thread.
+/// The cells of a tally: bucket `b` points to its `size(b)` lines once a thread of that bucket
+/// counted (null before). Allocated on the first count through a cell, so that a tally that
+/// never gets one (a compact one, or one never used) costs only its two words.
+struct Dir {
+    buckets: [AtomicPtr<Line>; BUCKETS],
+}
+
+/// Lines in bucket `b`.
+const fn size(b: usize) -> usize {
+    if b == 0 {
+        1
+    } else {
+        1 << (b - 1)
+    }
+}
+
+/// The directory pointer of a compact tally: it never gets cells (never dereferenced).
+const COMPACT: *mut Dir = 1 as *mut Dir;
+
+/// Granted and refused counts, one pair of cells per counting thread — or, for a compact tally
+/// (a partition's limiter, where memory per key counts more than contention), one shared pair.
+///
+/// 24 bytes in the limiter; a full tally's cells are on the heap: a 72-byte directory, then a
+/// 128-byte line per counting thread. The only `unsafe` of the statistics is here: the
+/// directory and the lines are reached through raw pointers, so that the common count is two
+/// loads and a store with no bounds or state check (a `OnceLock` per bucket cost 24 bytes each
+/// and a state check per count).
 pub(crate) struct Tally {
-    buckets: [OnceLock<Box<[Line]>>; BUCKETS],
+    dir: AtomicPtr<Dir>,
     shared: [AtomicU64; 2],
 }
 
 impl Tally {
     pub(crate) const fn new() -> Self {
         Self {
-            buckets: [const { OnceLock::new() }; BUCKETS],
+            dir: AtomicPtr::new(core::ptr::null_mut()),
             shared: [AtomicU64::new(0), AtomicU64::new(0)],
         }
+    }
+
+    /// Makes the tally compact (if no cell was made yet): every count then goes to the shared
+    /// pair with `fetch_add`, and nothing is ever allocated.
+    pub(crate) fn make_compact(&self) {
+        let _ = self.dir.compare_exchange(
+            core::ptr::null_mut(),
+            COMPACT,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 
     /// Counts in the calling thread's cell: a plain load and store, no locked instruction.
@@ -133,23 +174,32 @@ impl Tally {
     #[inline(always)]
     pub(crate) fn try_bump(&self, which: usize) -> bool {
         let slot = claim::current();
-        if let Some(lines) = self
-            .buckets
-            .get((slot >> 16) as usize)
-            .and_then(OnceLock::get)
-        {
-            if let Some(line) = lines.get((slot & 0xFFFF) as usize) {
-                // Only this thread writes this cell: a plain increment is exact.
-                let c = &line[which];
-                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                return true;
-            }
+        let dir = self.dir.load(Ordering::Acquire);
+        if dir as usize <= COMPACT as usize {
+            return false;
         }
-        false
+        // SAFETY: `dir` is neither null nor `COMPACT`, so it came from `Box::into_raw` in
+        // `dir()` and is freed only by `drop`, which cannot run while `&self` is borrowed.
+        let dir = unsafe { &*dir };
+        let bucket = (slot >> 16) as usize;
+        let Some(lines) = dir.buckets.get(bucket) else {
+            return false; // no cell (`NO_CELL`) or not claimed yet (`UNCLAIMED`)
+        };
+        let lines = lines.load(Ordering::Acquire);
+        if lines.is_null() {
+            return false;
+        }
+        // SAFETY: a non-null bucket pointer came from `lines()`: `size(bucket)` lines, freed
+        // only by `drop`; the slot's offset is below `size(bucket)` (`claim::encode`).
+        let line = unsafe { &*lines.add((slot & 0xFFFF) as usize) };
+        // Only this thread writes this cell: a plain increment is exact.
+        let c = &line[which];
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        true
     }
 
-    /// The thread's first count (claims an index), its first on this tally (allocates its
-    /// bucket), or a count with no cell of its own.
+    /// The thread's first count (claims an index), its first on this tally (allocates the
+    /// directory, its bucket), a count with no cell of its own, or a compact tally's.
     #[cold]
     #[inline(never)]
     fn bump_slow(&self, which: usize, slot: u32) {
@@ -163,38 +213,148 @@ impl Tally {
             self.shared[which].fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let size = if bucket == 0 { 1 } else { 1 << (bucket - 1) };
-        let lines = self.buckets[bucket].get_or_init(|| {
-            (0..size)
-                .map(|_| CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]))
-                .collect()
-        });
-        let c = &lines[(slot & 0xFFFF) as usize][which];
+        let Some(dir) = self.dir() else {
+            self.shared[which].fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let lines = Self::lines(dir, bucket);
+        // SAFETY: `lines` holds `size(bucket)` lines and the offset is below that
+        // (`claim::encode`); they live until `drop`.
+        let line = unsafe { &*lines.add((slot & 0xFFFF) as usize) };
+        let c = &line[which];
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// The directory, made if need be; `None` for a compact tally.
+    fn dir(&self) -> Option<&Dir> {
+        let mut dir = self.dir.load(Ordering::Acquire);
+        if dir.is_null() {
+            let fresh = Box::into_raw(Box::new(Dir {
+                buckets: [const { AtomicPtr::new(core::ptr::null_mut()) }; BUCKETS],
+            }));
+            dir = match self.dir.compare_exchange(
+                core::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => fresh,
+                Err(theirs) => {
+                    // SAFETY: `fresh` was never shared: only this thread ever saw it.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    theirs
+                }
+            };
+        }
+        if dir == COMPACT {
+            return None;
+        }
+        // SAFETY: neither null nor `COMPACT`: a directory from `Box::into_raw`, freed only by
+        // `drop`.
+        Some(unsafe { &*dir })
+    }
+
+    /// Bucket `b`'s lines, allocated if need be.
+    fn lines(dir: &Dir, b: usize) -> *mut Line {
+        let lines = dir.buckets[b].load(Ordering::Acquire);
+        if !lines.is_null() {
+            return lines;
+        }
+        let fresh: Box<[Line]> = (0..size(b))
+            .map(|_| CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]))
+            .collect();
+        let fresh = Box::into_raw(fresh).cast::<Line>();
+        match dir.buckets[b].compare_exchange(
+            core::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(theirs) => {
+                // SAFETY: `fresh` was never shared, and holds `size(b)` lines from the `Box`.
+                drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, size(b))) });
+                theirs
+            }
+        }
     }
 
     /// (granted, refused) so far: every thread's cell plus the shared one.
     pub(crate) fn totals(&self) -> (u64, u64) {
-        let start = (
-            self.shared[0].load(Ordering::Relaxed),
-            self.shared[1].load(Ordering::Relaxed),
-        );
-        self.buckets
-            .iter()
-            .filter_map(OnceLock::get)
-            .flat_map(|b| b.iter())
-            .fold(start, |(ok, ko), c| {
-                (
-                    ok + c[0].load(Ordering::Relaxed),
-                    ko + c[1].load(Ordering::Relaxed),
-                )
-            })
+        let mut ok = self.shared[0].load(Ordering::Relaxed);
+        let mut ko = self.shared[1].load(Ordering::Relaxed);
+        let dir = self.dir.load(Ordering::Acquire);
+        if dir as usize > COMPACT as usize {
+            // SAFETY: a directory from `Box::into_raw`, freed only by `drop`.
+            let dir = unsafe { &*dir };
+            for (b, lines) in dir.buckets.iter().enumerate() {
+                let lines = lines.load(Ordering::Acquire);
+                if lines.is_null() {
+                    continue;
+                }
+                // SAFETY: `size(b)` lines from `lines()`, freed only by `drop`.
+                for line in unsafe { core::slice::from_raw_parts(lines, size(b)) } {
+                    ok += line[0].load(Ordering::Relaxed);
+                    ko += line[1].load(Ordering::Relaxed);
+                }
+            }
+        }
+        (ok, ko)
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        let dir = *self.dir.get_mut();
+        if dir as usize <= COMPACT as usize {
+            return;
+        }
+        // SAFETY: a directory from `Box::into_raw`, not freed before (this is the only free),
+        // and `&mut self`: no count runs.
+        let mut dir = unsafe { Box::from_raw(dir) };
+        for (b, lines) in dir.buckets.iter_mut().enumerate() {
+            let lines = *lines.get_mut();
+            if !lines.is_null() {
+                // SAFETY: `size(b)` lines from the `Box<[Line]>` made by `lines()`, freed once.
+                drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(lines, size(b))) });
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compact_tally_counts_exactly_and_allocates_nothing() {
+        let t = Tally::new();
+        t.make_compact();
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let t = &t;
+                s.spawn(move || {
+                    for j in 0..500 {
+                        t.bump(usize::from((i + j) % 5 == 0));
+                    }
+                });
+            }
+        });
+        assert_eq!(t.totals(), (3_200, 800));
+        assert_eq!(t.dir.load(Ordering::Relaxed), COMPACT);
+        // Too late once cells exist: a used full tally stays full.
+        let full = Tally::new();
+        full.bump(0);
+        full.make_compact();
+        full.bump(0);
+        assert_eq!(full.totals(), (2, 0));
+        assert!(full.dir.load(Ordering::Relaxed) as usize > COMPACT as usize);
+    }
+
+    #[test]
+    fn the_tally_is_two_words_and_a_pointer() {
+        assert_eq!(core::mem::size_of::<Tally>(), 24);
+    }
 
     #[test]
     fn counts_from_many_threads_are_exact() {

@@ -148,10 +148,7 @@ pub struct WaitQueue {
     /// The drivers to tell when the next waiter to be served changes (every live registration:
     /// a limiter may be registered with several drivers, one after another or at once).
     #[cfg(feature = "std")]
-    hooks: std::sync::Mutex<alloc::vec::Vec<DriverHandle>>,
-    /// Whether a driver was ever attached: until then `notify` takes no lock.
-    #[cfg(feature = "std")]
-    hooked: crate::sync::AtomicBool,
+    hooks: std::sync::OnceLock<alloc::boxed::Box<std::sync::Mutex<alloc::vec::Vec<DriverHandle>>>>,
 }
 
 impl core::fmt::Debug for WaitQueue {
@@ -266,9 +263,7 @@ impl WaitQueue {
                 limit: AtomicU64::new(limit as u64),
                 order,
                 #[cfg(feature = "std")]
-                hooks: std::sync::Mutex::new(alloc::vec::Vec::new()),
-                #[cfg(feature = "std")]
-                hooked: crate::sync::AtomicBool::new(false),
+                hooks: std::sync::OnceLock::new(),
             }
         }
     }
@@ -479,21 +474,19 @@ impl WaitQueue {
     #[inline]
     pub(crate) fn notify(&self) {
         #[cfg(feature = "std")]
-        if self.hooked.load(Ordering::Acquire) {
-            self.notify_hooks();
+        if let Some(hooks) = self.hooks.get() {
+            Self::notify_hooks(hooks);
         }
     }
 
     #[cfg(feature = "std")]
-    fn notify_hooks(&self) {
-        {
-            let hooks = self
-                .hooks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for h in hooks.iter() {
-                h.notify();
-            }
+    #[cold]
+    fn notify_hooks(hooks: &std::sync::Mutex<alloc::vec::Vec<DriverHandle>>) {
+        let hooks = hooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for h in hooks.iter() {
+            h.notify();
         }
     }
 
@@ -504,11 +497,11 @@ impl WaitQueue {
     pub(crate) fn attach(&self, handle: DriverHandle) {
         let mut hooks = self
             .hooks
+            .get_or_init(Default::default)
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         hooks.retain(DriverHandle::is_live);
         hooks.push(handle);
-        self.hooked.store(true, Ordering::Release);
     }
 }
 
