@@ -126,8 +126,10 @@ const fn size(b: usize) -> usize {
     }
 }
 
-/// The directory pointer of a compact tally: it never gets cells (never dereferenced).
-const COMPACT: *mut Dir = 1 as *mut Dir;
+/// The directory pointer of a compact tally: it never gets cells (never dereferenced; an
+/// address no allocation has, so `addr() <= COMPACT.addr()` tells null and compact apart from a
+/// directory).
+const COMPACT: *mut Dir = core::ptr::dangling_mut::<Dir>();
 
 /// Granted and refused counts, one pair of cells per counting thread — or, for a compact tally
 /// (a partition's limiter, where memory per key counts more than contention), one shared pair.
@@ -175,7 +177,7 @@ impl Tally {
     pub(crate) fn try_bump(&self, which: usize) -> bool {
         let slot = claim::current();
         let dir = self.dir.load(Ordering::Acquire);
-        if dir as usize <= COMPACT as usize {
+        if dir.addr() <= COMPACT.addr() {
             return false;
         }
         // SAFETY: `dir` is neither null nor `COMPACT`, so it came from `Box::into_raw` in
@@ -284,7 +286,7 @@ impl Tally {
         let mut ok = self.shared[0].load(Ordering::Relaxed);
         let mut ko = self.shared[1].load(Ordering::Relaxed);
         let dir = self.dir.load(Ordering::Acquire);
-        if dir as usize > COMPACT as usize {
+        if dir.addr() > COMPACT.addr() {
             // SAFETY: a directory from `Box::into_raw`, freed only by `drop`.
             let dir = unsafe { &*dir };
             for (b, lines) in dir.buckets.iter().enumerate() {
@@ -306,7 +308,7 @@ impl Tally {
 impl Drop for Tally {
     fn drop(&mut self) {
         let dir = *self.dir.get_mut();
-        if dir as usize <= COMPACT as usize {
+        if dir.addr() <= COMPACT.addr() {
             return;
         }
         // SAFETY: a directory from `Box::into_raw`, not freed before (this is the only free),
@@ -348,7 +350,7 @@ mod tests {
         full.make_compact();
         full.bump(0);
         assert_eq!(full.totals(), (2, 0));
-        assert!(full.dir.load(Ordering::Relaxed) as usize > COMPACT as usize);
+        assert!(full.dir.load(Ordering::Relaxed).addr() > COMPACT.addr());
     }
 
     #[test]
