@@ -196,11 +196,12 @@ impl<K, L: Release> fmt::Debug for PartitionLease<K, L> {
 ///   longer than the idle timeout are evicted by later calls (no timer).
 /// - The partitions' memory: the map holds a hash and an `Arc` per partition (about 30 bytes at
 ///   the map's average load); each `Arc` holds the key and the limiter. A
-///   [`PartitionLimiter`](crate::PartitionLimiter) is 704 bytes whatever its kind (an enum as
-///   large as its largest variant, the sliding window with its ring inline): measured with the
-///   allocator's overhead, about 1.1 KB of resident memory per partition, token bucket and
-///   sliding window alike (200,000 new keys filling a table of 100,000: +106 MiB; the HTTP
-///   layer's `tests/http.rs` `memory_*`). For millions of keys of one rate kind, see
+///   [`PartitionLimiter`](crate::PartitionLimiter) is 512 bytes whatever its kind (an enum as
+///   large as its largest variant, the sliding log with its ring inline; its counts are
+///   compact, with no per-thread cells): measured with the allocator's overhead, about 625
+///   bytes of resident memory per partition, token bucket, GCRA and sliding window alike
+///   (200,000 new keys filling a table of 100,000: +60 MiB; the HTTP layer's `tests/http.rs`
+///   `memory_*`). For millions of keys of one rate kind, see
 ///   [`KeyedLimiter`](crate::KeyedLimiter), at about 21 bytes per key.
 ///
 /// ```

@@ -444,12 +444,13 @@ impl Policy {
     /// The bounds of the per-key store (default [`PartitionConfig::default`]: 100,000 keys,
     /// idle keys evicted after 10 s, a full store evicts its longest idle key).
     ///
-    /// Memory: a token bucket or fixed window that does not queue keeps its keys in a
-    /// [`KeyedLimiter`] — about 21 bytes per key of capacity, allocated when the layer is built
-    /// (2.1 MB at the default capacity). Any other partitioned policy (queued, sliding window,
-    /// concurrency) keeps a full limiter per key in a [`Partitioned`] map: about 1.1 KB per
-    /// stored key, measured (`tests/http.rs`, `memory_*`: 200,000 new /64s filling the default
-    /// table of 100,000 grew the resident set by 106 MiB, token bucket and sliding window alike).
+    /// Memory: a token bucket, fixed window, GCRA, leaky meter or sliding counter that does
+    /// not queue keeps its keys in a [`KeyedLimiter`] — about 21 bytes per key of capacity,
+    /// allocated when the layer is built (2.1 MB at the default capacity). Any other
+    /// partitioned policy (queued, sliding window or log, shaper, concurrency) keeps a full
+    /// limiter per key in a [`Partitioned`] map: about 625 bytes per stored key, measured
+    /// (`tests/http.rs`, `memory_*`: 200,000 new /64s filling the default table of 100,000 grew
+    /// the resident set by 60 MiB, token bucket, GCRA and sliding window alike).
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
