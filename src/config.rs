@@ -473,11 +473,11 @@ mod tests {
         );
         round_trip(
             SlidingCounterOptions::new(100, Duration::from_secs(90)),
-            r#"{"permit_limit":100,"window":"1m30s"}"#,
+            r#"{"permit_limit":100,"window":"1m30s","queue_limit":0,"queue_order":"oldest_first"}"#,
         );
         round_trip(
-            SlidingLogOptions::per(Duration::from_secs(3600), 3),
-            r#"{"permit_limit":3,"window":"1h"}"#,
+            SlidingLogOptions::per(Duration::from_secs(3600), 3).with_queue(3, order),
+            r#"{"permit_limit":3,"window":"1h","queue_limit":3,"queue_order":"newest_first"}"#,
         );
         // Durations as people write them; queue fields left out; unknown fields refused.
         let gcra: GcraOptions =

@@ -72,7 +72,8 @@ fn the_clock_reads_the_driver_in_nanoseconds() {
 fn every_queued_rate_limiter_wakes_its_waiter_through_embassys_timer() {
     use tollgate::{
         GcraLimiter, GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper,
-        ShaperOptions,
+        ShaperOptions, SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter,
+        SlidingLogOptions,
     };
     let wait = Duration::from_millis(20);
     let limit = Duration::from_secs(10);
@@ -125,6 +126,22 @@ fn every_queued_rate_limiter_wakes_its_waiter_through_embassys_timer() {
             .unwrap();
     shaper.try_acquire(1).unwrap().forget();
     assert!(common::run_when_woken(shaper.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let counter = SlidingCounterLimiter::with_clock(
+        SlidingCounterOptions::new(1, wait).with_queue(1, order),
+        clock,
+    )
+    .unwrap();
+    counter.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(counter.acquire(1), limit)
+        .expect("woken")
+        .is_ok());
+    let log =
+        SlidingLogLimiter::with_clock(SlidingLogOptions::new(1, wait).with_queue(1, order), clock)
+            .unwrap();
+    log.try_acquire(1).unwrap().forget();
+    assert!(common::run_when_woken(log.acquire(1), limit)
         .expect("woken")
         .is_ok());
 }
