@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
 use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter};
-use tollgate::{FixedWindowOptions, GcraOptions, SlidingWindowOptions, TokenBucketOptions};
+use tollgate::{
+    FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
+    SlidingWindowOptions, TokenBucketOptions,
+};
 
 const SECS: f64 = 1.0;
 const KEYS: usize = 1_000;
@@ -220,6 +223,17 @@ fn main() {
                 "GCRA",
                 "gcra",
                 Algorithm::Gcra(GcraOptions::with_period(Duration::from_micros(1)).with_burst(big)),
+            ),
+            (
+                "leaky meter",
+                "lm",
+                Algorithm::LeakyMeter(LeakyBucketOptions::new(big, 1, Duration::from_micros(1))),
+            ),
+            (
+                // limit × window (µs) at most 2^52.
+                "sliding counter",
+                "sc",
+                Algorithm::SlidingCounter(SlidingCounterOptions::new(50_000_000, minute)),
             ),
         ];
         let mut variants: Vec<(String, Variant)> = vec![

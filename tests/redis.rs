@@ -19,6 +19,10 @@ use tollgate::redis::{
 };
 use tollgate::*;
 
+/// Issue 27: the sliding counter and the leaky meter.
+#[path = "redis/lean.rs"]
+mod lean;
+
 fn url() -> String {
     std::env::var("TOLLGATE_REDIS_URL").expect(
         "TOLLGATE_REDIS_URL is not set: run the Redis suite with `bash .ci/redis.sh`, which starts \
@@ -417,6 +421,14 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
         ),
         (
             Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(60)).with_burst(5)),
+            300,
+        ),
+        (
+            Algorithm::SlidingCounter(SlidingCounterOptions::new(5, Duration::from_millis(150))),
+            300,
+        ),
+        (
+            Algorithm::LeakyMeter(LeakyBucketOptions::new(5, 1, Duration::from_millis(60))),
             300,
         ),
     ];
@@ -1079,6 +1091,8 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
         Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_secs(1))),
         Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_secs(60), 6)),
         Algorithm::Gcra(GcraOptions::with_period(ms(100)).with_burst(5)),
+        Algorithm::SlidingCounter(SlidingCounterOptions::new(5, Duration::from_secs(60))),
+        Algorithm::LeakyMeter(LeakyBucketOptions::new(5, 1, ms(100))),
     ];
     for algorithm in algorithms {
         let l = RedisLimiter::builder(

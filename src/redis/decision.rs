@@ -266,56 +266,85 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
-    /// One script call, bounded by the timeout: `EVALSHA`, and after `NOSCRIPT` (the script did
-    /// not run) `EVAL` with the script's source, which cannot meet `NOSCRIPT` and caches the
-    /// script for the next `EVALSHA`. Nothing else is retried.
-    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<RedisDecision, CallError> {
+    /// One script call deciding `entries` (key, permits) in order, bounded by the timeout:
+    /// `EVALSHA`, and after `NOSCRIPT` (the script did not run) `EVAL` with the script's source,
+    /// which cannot meet `NOSCRIPT` and caches the script for the next `EVALSHA`. Nothing else
+    /// is retried. The outer error is the whole call's; an inner one is that key's alone.
+    pub(super) async fn call_many(
+        &self,
+        entries: &[(String, u32)],
+    ) -> Result<Vec<Result<RedisDecision, CallError>>, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
         let command = |name: &str, script: &str| {
             let mut c = ::redis::cmd(name);
-            c.arg(script).arg(1).arg(key).arg(permits);
+            c.arg(script).arg(entries.len());
+            for (key, _) in entries {
+                c.arg(key.as_str());
+            }
             for a in &plan.args[..plan.nargs] {
                 c.arg(*a);
+            }
+            for (_, permits) in entries {
+                c.arg(*permits);
             }
             c
         };
         let mut conn = inner.conn.clone();
         let run = async {
             let sha = command("EVALSHA", plan.script.get_hash());
-            match sha.query_async::<Vec<i64>>(&mut conn).await {
+            match sha.query_async::<String>(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     command("EVAL", plan.source)
-                        .query_async::<Vec<i64>>(&mut conn)
+                        .query_async::<String>(&mut conn)
                         .await
                 }
                 other => other,
             }
         };
-        let v = match tokio::time::timeout(inner.timeout, run).await {
+        let reply = match tokio::time::timeout(inner.timeout, run).await {
             Err(_) => return Err(CallError::Timeout),
             Ok(Err(e)) => return Err(CallError::of(&e)),
             Ok(Ok(v)) => v,
         };
-        let [allowed, remaining, retry_us, reset_us, now_us] = v[..] else {
+        // `now`, then four integers per entry; anything else is not the script's reply.
+        let v: Vec<i64> = reply
+            .split(' ')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| CallError::Server)?;
+        if v.len() != 1 + 4 * entries.len() {
             return Err(CallError::Server);
-        };
+        }
+        let now_us = u64::try_from(v[0]).ok();
         let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
-        let outcome = if allowed == 1 {
-            Ok(())
-        } else {
-            Err(Rejection::with_retry_after(
-                Reason::Exhausted,
-                micros(retry_us).max(Duration::from_micros(1)),
-            ))
-        };
-        Ok(RedisDecision {
-            permits,
-            outcome,
-            remaining: u64::try_from(remaining).unwrap_or(0),
-            reset: micros(reset_us),
-            server_time_us: u64::try_from(now_us).ok(),
-            decided_by: DecidedBy::Redis,
-        })
+        Ok(entries
+            .iter()
+            .zip(v[1..].chunks_exact(4))
+            .map(|(&(_, permits), r)| {
+                let outcome = match r[0] {
+                    1 => Ok(()),
+                    0 => Err(Rejection::with_retry_after(
+                        Reason::Exhausted,
+                        micros(r[2]).max(Duration::from_micros(1)),
+                    )),
+                    _ => return Err(CallError::Key),
+                };
+                Ok(RedisDecision {
+                    permits,
+                    outcome,
+                    remaining: u64::try_from(r[1]).unwrap_or(0),
+                    reset: micros(r[3]),
+                    server_time_us: now_us,
+                    decided_by: DecidedBy::Redis,
+                })
+            })
+            .collect())
+    }
+
+    /// One decision in a call of its own.
+    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<RedisDecision, CallError> {
+        let mut v = self.call_many(&[(key.to_owned(), permits)]).await?;
+        v.pop().ok_or(CallError::Server)?
     }
 }
