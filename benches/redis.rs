@@ -9,7 +9,9 @@
 //!
 //! One multiplexed connection (a `ConnectionManager`) per run, shared by `C` tasks on a
 //! two-worker tokio runtime; each variant runs for `SECS` seconds at concurrency 1 (latency of a
-//! lone caller) and 32 (throughput of a pipelined connection), the variants interleaved over
+//! lone caller) and 32 (throughput of a pipelined connection), each algorithm per call
+//! (`batch_size(1)`: a script run per decision) and batched (the default: concurrent decisions
+//! share a script run), the variants interleaved over
 //! two rounds so that a noisy neighbour hurts all of them alike (decisions/s: the mean of the
 //! rounds; p50/p99: the worse round). Keys: 1,000 partitions in turn; limits high enough that
 //! nearly every decision is a grant (the path that writes).
@@ -17,13 +19,14 @@
 //! **Redis CPU per decision** is the steadiest figure on a shared machine: `CONFIG RESETSTAT`
 //! before each variant, then `INFO commandstats` after it; the `usec` of the commands that run
 //! scripts (`evalsha`, `eval`, `fcall`; for the floor, `incr` + `expire`) divided by the
-//! decisions made. Wall-clock figures are noisy: read the ratios to the floor, within a run.
+//! decisions made. `dec/run` is the decisions per script run (the batch size reached; `-` for
+//! the references, which do not batch). Wall-clock figures are noisy: read the ratios to the floor, within a run.
 
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
-use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter};
+use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_SIZE};
 use tollgate::{
     FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
     SlidingWindowOptions, TokenBucketOptions,
@@ -78,6 +81,16 @@ impl Variant {
                 let d = l.decide(&(i % KEYS).to_string(), 1).await;
                 assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
             }
+        }
+    }
+}
+
+impl Variant {
+    /// Script runs (round trips) so far; a decision per run for the references.
+    fn runs(&self) -> u64 {
+        match self {
+            Variant::Limiter(l) => l.redis_statistics().script_runs,
+            _ => 0,
         }
     }
 }
@@ -170,6 +183,7 @@ struct Sum {
     decisions: u64,
     per_sec: f64,
     usec: u64,
+    runs: u64,
     p50: Vec<Duration>,
     p99: Vec<Duration>,
 }
@@ -192,14 +206,15 @@ fn main() {
         let pid = std::process::id();
         let big = 1_000_000_000;
         let minute = Duration::from_secs(60);
-        let make = |name: &str, a: Algorithm| {
+        let make = |name: &str, a: Algorithm, batch: usize| {
             RedisLimiter::builder(
                 conn.clone(),
-                format!("bench:{pid}:{name}"),
+                format!("bench:{pid}:{name}:{batch}"),
                 a,
                 FailurePolicy::FailClosed,
             )
             .timeout(Duration::from_secs(5))
+            .batch_size(batch)
             .build()
             .unwrap()
         };
@@ -244,15 +259,21 @@ fn main() {
             ),
         ];
         for (name, tag, a) in &algorithms {
-            variants.push((format!("{name}, per call"), Variant::Limiter(make(tag, *a))));
+            variants.push((format!("{name}, per call"), Variant::Limiter(make(tag, *a, 1))));
+            variants.push((
+                format!("{name}, batched"),
+                Variant::Limiter(make(tag, *a, BATCH_SIZE)),
+            ));
         }
         for concurrency in [1usize, 32] {
             let mut sums = vec![Sum::default(); variants.len()];
             for _round in 0..ROUNDS {
                 for (i, (_, v)) in variants.iter().enumerate() {
                     reset_stats(&mut admin).await;
+                    let before = v.runs();
                     let r = measure(v, concurrency).await;
                     let s = &mut sums[i];
+                    s.runs += v.runs() - before;
                     s.usec += decide_usec(&mut admin).await;
                     s.decisions += r.decisions;
                     s.per_sec += r.per_sec / ROUNDS as f64;
@@ -264,22 +285,34 @@ fn main() {
                 "\nconcurrency {concurrency} (one multiplexed connection, {ROUNDS} rounds of {SECS} s)"
             );
             println!(
-                "{:<44} {:>12} {:>9} {:>9} {:>13} {:>8} {:>8}",
-                "variant", "decisions/s", "vs floor", "vs Lua", "Redis µs/dec", "p50 µs", "p99 µs"
+                "{:<44} {:>12} {:>9} {:>9} {:>13} {:>8} {:>8} {:>8}",
+                "variant",
+                "decisions/s",
+                "vs floor",
+                "vs Lua",
+                "Redis µs/dec",
+                "p50 µs",
+                "p99 µs",
+                "dec/run"
             );
             let (floor, lua) = (sums[0].per_sec, sums[1].per_sec);
             for (i, (name, _)) in variants.iter().enumerate() {
                 let s = &sums[i];
                 let worst = |v: &Vec<Duration>| v.iter().map(|d| d.as_micros()).max().unwrap();
                 println!(
-                    "{:<44} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8} {:>8}",
+                    "{:<44} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8} {:>8} {:>8}",
                     name,
                     s.per_sec,
                     s.per_sec / floor,
                     s.per_sec / lua,
                     s.usec as f64 / s.decisions.max(1) as f64,
                     worst(&s.p50),
-                    worst(&s.p99)
+                    worst(&s.p99),
+                    if s.runs == 0 {
+                        "-".to_string()
+                    } else {
+                        format!("{:.1}", s.decisions as f64 / s.runs as f64)
+                    }
                 );
             }
         }

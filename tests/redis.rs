@@ -23,6 +23,10 @@ use tollgate::*;
 #[path = "redis/lean.rs"]
 mod lean;
 
+/// Issue 27: batched decisions.
+#[path = "redis/batch.rs"]
+mod batch;
+
 fn url() -> String {
     std::env::var("TOLLGATE_REDIS_URL").expect(
         "TOLLGATE_REDIS_URL is not set: run the Redis suite with `bash .ci/redis.sh`, which starts \
@@ -281,6 +285,18 @@ async fn hammer(
     tasks: usize,
     each: usize,
 ) -> Vec<(u64, bool)> {
+    hammer_batched(algorithm, name, machines, tasks, each, 1).await
+}
+
+/// [`hammer`] with `batch` decisions per script run at most.
+async fn hammer_batched(
+    algorithm: Algorithm,
+    name: &str,
+    machines: usize,
+    tasks: usize,
+    each: usize,
+    batch: usize,
+) -> Vec<(u64, bool)> {
     let url = url();
     let prefix = prefix(name);
     let mut handles = Vec::new();
@@ -288,6 +304,7 @@ async fn hammer(
         let conn = manager(&url).await;
         let l = RedisLimiter::builder(conn, prefix.clone(), algorithm, FailurePolicy::FailClosed)
             .timeout(Duration::from_secs(5))
+            .batch_size(batch)
             .build()
             .unwrap();
         for _ in 0..tasks {

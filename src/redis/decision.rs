@@ -150,6 +150,9 @@ pub(super) enum CallError {
     /// The key's own error: `WRONGTYPE`, or a script error caused by the key's content (the
     /// scripts' `TOLLGATE` error replies, a Lua runtime error). The server is healthy.
     Key,
+    /// A batched decision whose call was led by a caller that was cancelled mid-call: its
+    /// outcome is unknown (as after a timeout), and nothing is known of the server either.
+    Cancelled,
 }
 
 /// Words of a server's failure inside a script's `ERR` reply (Redis 6 wraps the errors of
@@ -229,7 +232,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             return self.by_policy(partition, permits, Some(left));
         }
         bump(&inner.counts.calls);
-        match self.call(&key, permits).await {
+        let answer = match &inner.batcher {
+            Some(b) => self.call_batched(b, &key, permits).await,
+            None => {
+                bump(&inner.counts.runs);
+                self.call(&key, permits).await
+            }
+        };
+        match answer {
             Ok(d) => {
                 inner.breaker.success();
                 if let (Some(cache), Err(r)) = (&inner.cache, &d.outcome) {
@@ -245,6 +255,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 inner.breaker.success();
                 bump(&inner.counts.key_errors);
                 client(REDIS_KEY_ERROR, DecidedBy::KeyError)
+            }
+            Err(CallError::Cancelled) => {
+                // Not the server's failure: the policy decides, the breaker hears nothing.
+                bump(&inner.counts.errors);
+                self.by_policy(partition, permits, None)
             }
             Err(CallError::NoScript) => {
                 // The script did not run, twice: nothing counted, and the server answered (it is

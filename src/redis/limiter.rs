@@ -446,6 +446,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             total_successful: l(&c.ok),
             total_failed: l(&c.failed),
             calls: l(&c.calls),
+            script_runs: l(&c.runs),
             errors: l(&c.errors),
             timeouts: l(&c.timeouts),
             key_errors: l(&c.key_errors),

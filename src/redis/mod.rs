@@ -127,6 +127,7 @@
 //! There is no synchronous `try_acquire`: a decision needs I/O, and blocking on it would starve
 //! an async runtime. [`RedisLimiter`] is therefore not a [`Limiter`].
 
+mod batch;
 mod breaker;
 mod builder;
 mod cache;
@@ -153,6 +154,14 @@ pub use limiter::{ChainedLease, RedisLimiter};
 pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
 pub use stats::RedisStatistics;
 
+/// A batch size for [`RedisLimiterBuilder::batch_size`]: the one the bench measures (batching
+/// is off by default).
+///
+/// ```
+/// assert_eq!(tollgate::redis::BATCH_SIZE, 64);
+/// ```
+pub const BATCH_SIZE: usize = 64;
+
 #[cfg(doc)]
 use crate::limiter::Limiter;
 
@@ -166,6 +175,7 @@ struct Inner<C> {
     timeout: Duration,
     breaker: breaker::Breaker,
     cache: Option<cache::DenialCache>,
+    batcher: Option<batch::Batcher>,
     counts: Counts,
     closed: AtomicBool,
 }
@@ -175,6 +185,7 @@ struct Counts {
     ok: AtomicU64,
     failed: AtomicU64,
     calls: AtomicU64,
+    runs: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
     key_errors: AtomicU64,
