@@ -16,6 +16,9 @@
 //! rounds; p50/p99: the worse round). Keys: 1,000 partitions in turn; limits high enough that
 //! nearly every decision is a grant (the path that writes).
 //!
+//! The last two rows decide one hot key: per call, and from leases of `LEASE` permits
+//! (`RedisLimiterBuilder::lease`), where one round trip in `LEASE` decisions goes to Redis.
+//!
 //! **Redis CPU per decision** is the steadiest figure on a shared machine: `CONFIG RESETSTAT`
 //! before each variant, then `INFO commandstats` after it; the `usec` of the commands that run
 //! scripts (`evalsha`, `eval`, `fcall`; for the floor, `incr` + `expire`) divided by the
@@ -35,6 +38,8 @@ use tollgate::{
 const SECS: f64 = 1.0;
 const KEYS: usize = 1_000;
 const ROUNDS: usize = 2;
+/// Permits per lease in the leased variant.
+const LEASE: u32 = 1_000;
 
 /// The hand-written fixed window most services start from.
 const HAND_LUA: &str = r#"
@@ -48,6 +53,8 @@ enum Variant {
     Floor(ConnectionManager),
     Lua(ConnectionManager, std::sync::Arc<Script>),
     Limiter(RedisLimiter),
+    /// One key for every decision.
+    Hot(RedisLimiter),
 }
 
 impl Variant {
@@ -81,6 +88,10 @@ impl Variant {
                 let d = l.decide(&(i % KEYS).to_string(), 1).await;
                 assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
             }
+            Variant::Hot(l) => {
+                let d = l.decide("hot", 1).await;
+                assert!(d.allowed(), "{d:?}");
+            }
         }
     }
 }
@@ -89,7 +100,7 @@ impl Variant {
     /// Script runs (round trips) so far; a decision per run for the references.
     fn runs(&self) -> u64 {
         match self {
-            Variant::Limiter(l) => l.redis_statistics().script_runs,
+            Variant::Limiter(l) | Variant::Hot(l) => l.redis_statistics().script_runs,
             _ => 0,
         }
     }
@@ -265,6 +276,25 @@ fn main() {
                 Variant::Limiter(make(tag, *a, BATCH_SIZE)),
             ));
         }
+        let fw = Algorithm::FixedWindow(FixedWindowOptions::new(big, minute));
+        variants.push((
+            "fixed window, hot key, per call".into(),
+            Variant::Hot(make("hot", fw, 1)),
+        ));
+        let leased = RedisLimiter::builder(
+            conn.clone(),
+            format!("bench:{pid}:hot-lease"),
+            fw,
+            FailurePolicy::FailClosed,
+        )
+        .timeout(Duration::from_secs(5))
+        .lease(LEASE)
+        .build()
+        .unwrap();
+        variants.push((
+            format!("fixed window, hot key, leased ({LEASE})"),
+            Variant::Hot(leased),
+        ));
         for concurrency in [1usize, 32] {
             let mut sums = vec![Sum::default(); variants.len()];
             for _round in 0..ROUNDS {

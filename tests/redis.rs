@@ -27,6 +27,10 @@ mod lean;
 #[path = "redis/batch.rs"]
 mod batch;
 
+/// Issue 27: leased quotas.
+#[path = "redis/lease.rs"]
+mod lease;
+
 fn url() -> String {
     std::env::var("TOLLGATE_REDIS_URL").expect(
         "TOLLGATE_REDIS_URL is not set: run the Redis suite with `bash .ci/redis.sh`, which starts \

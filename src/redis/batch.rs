@@ -140,7 +140,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         entries.push((key.to_owned(), permits));
         entries.extend(others.iter().map(|p| (p.key.clone(), p.permits)));
         bump(&self.inner.counts.runs);
-        match self.call_many(&entries).await {
+        match self.call_many(&entries, false).await {
             Ok(answers) => {
                 let mut answers = answers.into_iter();
                 let own = answers.next().unwrap_or(Err(CallError::Server));

@@ -9,7 +9,8 @@ use super::failure::FallbackPartitioner;
 use super::Counts;
 use super::Inner;
 use super::{
-    batch, breaker, cache, Algorithm, CircuitBreaker, FailurePolicy, RedisConfigError, RedisLimiter,
+    batch, breaker, cache, lease, Algorithm, CircuitBreaker, FailurePolicy, RedisConfigError,
+    RedisLimiter,
 };
 use crate::partition::{Partition, Partitioned};
 
@@ -52,6 +53,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             breaker: CircuitBreaker::default(),
             cache: None,
             batch: None,
+            lease: 0,
         }
     }
 }
@@ -92,6 +94,7 @@ pub struct RedisLimiterBuilder<C> {
     breaker: CircuitBreaker,
     cache: Option<usize>,
     batch: Option<usize>,
+    lease: u32,
 }
 
 impl<C> fmt::Debug for RedisLimiterBuilder<C> {
@@ -104,6 +107,7 @@ impl<C> fmt::Debug for RedisLimiterBuilder<C> {
             .field("breaker", &self.breaker)
             .field("cache", &self.cache)
             .field("batch", &self.batch)
+            .field("lease", &self.lease)
             .finish()
     }
 }
@@ -176,6 +180,54 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// ```
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.breaker = breaker;
+        self
+    }
+
+    /// Leases of up to `size` permits (a fixed window only): a decision that finds no lease
+    /// for its key takes up to `size` permits of the key's current window from Redis in one
+    /// call, keeps what it does not use, and later decisions on the key take from it locally
+    /// (an atomic decrement, [`DecidedBy::Lease`](super::DecidedBy::Lease)) until the window
+    /// ends; a window Redis says is spent is refused locally until it ends. `0` (the default)
+    /// is no lease. Leased decisions skip batching.
+    ///
+    /// **Never more than the limit**: Redis counts permits when it leases them, and a lease
+    /// ends at its window's end measured from before the call (up to the drift between this
+    /// machine's clock and the server's over one window). **The cost** is undershoot and
+    /// unfairness: a window may end with up to `size - 1` permits leased but unused per
+    /// machine per key, refused to the others meanwhile. For hot keys with limits much larger
+    /// than `size × machines`.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::FixedWindowOptions;
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// use tollgate::SlidingCounterOptions;
+    /// let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(10_000, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
+    ///     .lease(100) // one round trip per 100 decisions on a hot key
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(rt.block_on(limiter.decide("alice", 1)).decided_by, DecidedBy::FailOpen); // Redis is down
+    /// let counter = Algorithm::SlidingCounter(SlidingCounterOptions::per_minute(10_000));
+    /// let err = RedisLimiter::builder(Down, "api", counter, FailurePolicy::FailOpen).lease(100).build();
+    /// assert_eq!(err.unwrap_err(), RedisConfigError::LeaseNotSupported);
+    /// ```
+    pub fn lease(mut self, size: u32) -> Self {
+        self.lease = size;
         self
     }
 
@@ -288,6 +340,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
         if self.breaker.failures == 0 {
             return Err(RedisConfigError::ZeroFailures);
         }
+        if self.lease > 0 && !matches!(self.algorithm, Algorithm::FixedWindow(_)) {
+            return Err(RedisConfigError::LeaseNotSupported);
+        }
         let policy_kind = self.policy.kind();
         let fallback = match self.policy {
             FailurePolicy::Fallback { share, partitions } => {
@@ -313,6 +368,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
                 breaker: breaker::Breaker::new(self.breaker),
                 cache: self.cache.map(cache::DenialCache::new),
                 batcher: self.batch.filter(|&n| n > 1).map(batch::Batcher::new),
+                leases: (self.lease > 0).then(|| lease::Leases::new(self.lease)),
                 counts: Counts::default(),
                 closed: AtomicBool::new(false),
             }),

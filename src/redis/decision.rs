@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use ::redis::aio::ConnectionLike;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
+use super::lease::{Leases, Local};
 use super::stats::bump;
 use super::{breaker, RedisLimiter, REDIS_KEY_ERROR};
 #[cfg(doc)]
@@ -55,6 +56,10 @@ pub enum DecidedBy {
     /// Redis answered with an error of the partition's key (see [`REDIS_KEY_ERROR`]): the
     /// request is rejected with that reason, whatever the failure policy.
     KeyError,
+    /// This machine's lease of the key's window (see [`RedisLimiterBuilder::lease`]): granted
+    /// from the permits leased, or refused because Redis said the window is spent. No round
+    /// trip.
+    Lease,
 }
 
 /// A decision with everything the scripts return (for headers such as `RateLimit`).
@@ -211,6 +216,26 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
         let key = self.key(partition);
         let now = StdClock.now();
+        if let Some(leases) = &inner.leases {
+            let local = |outcome, remaining| {
+                bump(&inner.counts.leased);
+                RedisDecision {
+                    permits,
+                    outcome,
+                    remaining,
+                    reset: Duration::ZERO,
+                    server_time_us: None,
+                    decided_by: DecidedBy::Lease,
+                }
+            };
+            match leases.take(&key, permits, now) {
+                Local::Granted { left } => return local(Ok(()), left),
+                Local::Spent(d) => {
+                    return local(Err(Rejection::with_retry_after(Reason::Exhausted, d)), 0)
+                }
+                Local::Ask => {}
+            }
+        }
         if let Some(cache) = &inner.cache {
             if let Some(left) = cache.get(&key, permits, now) {
                 bump(&inner.counts.cached);
@@ -232,9 +257,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             return self.by_policy(partition, permits, Some(left));
         }
         bump(&inner.counts.calls);
-        let answer = match &inner.batcher {
-            Some(b) => self.call_batched(b, &key, permits).await,
-            None => {
+        let answer = match (&inner.leases, &inner.batcher) {
+            (Some(leases), _) => {
+                bump(&inner.counts.runs);
+                self.call_lease(leases, &key, permits, now).await
+            }
+            (None, Some(b)) => self.call_batched(b, &key, permits).await,
+            (None, None) => {
                 bump(&inner.counts.runs);
                 self.call(&key, permits).await
             }
@@ -285,9 +314,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// `EVALSHA`, and after `NOSCRIPT` (the script did not run) `EVAL` with the script's source,
     /// which cannot meet `NOSCRIPT` and caches the script for the next `EVALSHA`. Nothing else
     /// is retried. The outer error is the whole call's; an inner one is that key's alone.
+    ///
+    /// With `upto` (the token bucket's script only: a lease), each entry asks for *up to* its
+    /// permits, and a grant's `permits` is the count taken (at least 1).
     pub(super) async fn call_many(
         &self,
         entries: &[(String, u32)],
+        upto: bool,
     ) -> Result<Vec<Result<RedisDecision, CallError>>, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
@@ -301,7 +334,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 c.arg(*a);
             }
             for (_, permits) in entries {
-                c.arg(*permits);
+                let p = i64::from(*permits);
+                c.arg(if upto { -p } else { p });
             }
             c
         };
@@ -337,6 +371,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             .iter()
             .zip(v[1..].chunks_exact(4))
             .map(|(&(_, permits), r)| {
+                let permits = match (upto, r[0]) {
+                    (true, 1) => u32::try_from(r[2]).map_err(|_| CallError::Server)?,
+                    _ => permits,
+                };
                 let outcome = match r[0] {
                     1 => Ok(()),
                     0 => Err(Rejection::with_retry_after(
@@ -357,9 +395,64 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             .collect())
     }
 
+    /// A lease of up to the lease size (at least `permits`) of `key`'s window: this request's
+    /// permits from it, the rest into the local slot until the window ends, as measured from
+    /// `sent` (before the call: the server read its clock after).
+    async fn call_lease(
+        &self,
+        leases: &Leases,
+        key: &str,
+        permits: u32,
+        sent: crate::clock::Instant,
+    ) -> Result<RedisDecision, CallError> {
+        let ask = permits.max(leases.size);
+        let d = self
+            .call_many(&[(key.to_owned(), ask)], true)
+            .await?
+            .pop()
+            .ok_or(CallError::Server)??;
+        let until = |d: Duration| sent.saturating_add(d);
+        match d.outcome {
+            Ok(()) if d.permits >= permits => {
+                let extra = u64::from(d.permits - permits);
+                leases.put(key, extra, false, until(d.reset), StdClock.now());
+                Ok(RedisDecision {
+                    permits,
+                    remaining: d.remaining + extra,
+                    ..d
+                })
+            }
+            Ok(()) => {
+                // Fewer left in the window than this request needs: they wait in the slot for
+                // smaller requests, and this one waits for the next window.
+                leases.put(
+                    key,
+                    u64::from(d.permits),
+                    false,
+                    until(d.reset),
+                    StdClock.now(),
+                );
+                Ok(RedisDecision {
+                    permits,
+                    outcome: Err(Rejection::with_retry_after(
+                        Reason::Exhausted,
+                        d.reset.max(Duration::from_micros(1)),
+                    )),
+                    remaining: u64::from(d.permits),
+                    ..d
+                })
+            }
+            Err(r) => {
+                let ra = r.retry_after().unwrap_or(Duration::ZERO);
+                leases.put(key, 0, true, until(ra), StdClock.now());
+                Ok(RedisDecision { permits, ..d })
+            }
+        }
+    }
+
     /// One decision in a call of its own.
     pub(super) async fn call(&self, key: &str, permits: u32) -> Result<RedisDecision, CallError> {
-        let mut v = self.call_many(&[(key.to_owned(), permits)]).await?;
+        let mut v = self.call_many(&[(key.to_owned(), permits)], false).await?;
         v.pop().ok_or(CallError::Server)?
     }
 }

@@ -447,6 +447,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             total_failed: l(&c.failed),
             calls: l(&c.calls),
             script_runs: l(&c.runs),
+            leased: l(&c.leased),
             errors: l(&c.errors),
             timeouts: l(&c.timeouts),
             key_errors: l(&c.key_errors),

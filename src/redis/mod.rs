@@ -135,6 +135,7 @@ mod decision;
 mod failure;
 #[cfg(feature = "http")]
 mod http_policy;
+mod lease;
 mod limiter;
 mod options;
 mod scripts;
@@ -176,6 +177,7 @@ struct Inner<C> {
     breaker: breaker::Breaker,
     cache: Option<cache::DenialCache>,
     batcher: Option<batch::Batcher>,
+    leases: Option<lease::Leases>,
     counts: Counts,
     closed: AtomicBool,
 }
@@ -186,6 +188,7 @@ struct Counts {
     failed: AtomicU64,
     calls: AtomicU64,
     runs: AtomicU64,
+    leased: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
     key_errors: AtomicU64,

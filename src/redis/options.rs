@@ -272,6 +272,9 @@ pub enum RedisConfigError {
     /// A sliding counter's `permit_limit × window` (in µs) is above 2^52: its exact comparison
     /// would leave a Lua double's exact integers.
     LimitTimesWindowTooLarge,
+    /// Leases ([`RedisLimiterBuilder::lease`](super::RedisLimiterBuilder::lease)) are for a
+    /// fixed window only: its leased permits expire with the window, so they never overshoot.
+    LeaseNotSupported,
 }
 
 impl From<OptionsError> for RedisConfigError {
@@ -291,6 +294,7 @@ impl fmt::Display for RedisConfigError {
             Self::ZeroTimeout => f.write_str("the timeout must be longer than zero"),
             Self::ZeroFailures => f.write_str("the circuit breaker needs at least one failure"),
             Self::SpanTooLong => f.write_str("the limiter's span is longer than 2^50 µs"),
+            Self::LeaseNotSupported => f.write_str("leases are for a fixed window only"),
             Self::LimitTimesWindowTooLarge => {
                 f.write_str("the sliding counter's permit_limit × window (µs) is above 2^52")
             }

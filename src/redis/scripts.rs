@@ -44,7 +44,9 @@
 /// written under another limit mean the same under every limit: a fixed window keeps its count
 /// of permits taken in the window.
 ///
-/// `ARGV`: limit, tokens per period, period (µs), then the permits of each key.
+/// `ARGV`: limit, tokens per period, period (µs), then the permits of each key. A negative
+/// count `-m` asks for *up to* `m` (a lease): it takes what is there, from 1 to `m`, and the
+/// reply's third integer (RetryAfter, 0 on a grant) is the count taken.
 pub(crate) const BUCKET: &str = r#"
 local limit = tonumber(ARGV[1])
 local per = tonumber(ARGV[2])
@@ -63,6 +65,8 @@ local out = {fmt('%d', now)}
 local function put(a, b, c, d) out[#out + 1] = fmt('%d %d %d %d', a, b, c, d) end
 for i = 1, #KEYS do
   local n = tonumber(ARGV[i + 3])
+  local upto = n < 0
+  if upto then n = -n end
   local v = redis.pcall('GET', KEYS[i])
   local owed, tick = 0, k
   if v then
@@ -91,6 +95,10 @@ for i = 1, #KEYS do
       end
     end
     local tokens = limit - owed
+    if upto and tokens < n then
+      n = tokens
+      if n < 1 then n = 1 end
+    end
     local want = n
     if want == 0 then want = 1 end
     if tokens < want then
@@ -104,7 +112,9 @@ for i = 1, #KEYS do
       local ms = floor((reset + 999) / 1000)
       if ms < 1 then ms = 1 end
       redis.call('SET', KEYS[i], fmt('%d %d', owed, tick), 'PX', fmt('%d', ms))
-      put(1, tokens - n, 0, reset)
+      local taken = 0
+      if upto then taken = n end
+      put(1, tokens - n, taken, reset)
     end
   end
 end

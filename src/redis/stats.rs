@@ -46,6 +46,9 @@ pub struct RedisStatistics {
     /// Script runs sent to Redis: round trips. Fewer than [`calls`](Self::calls) when
     /// concurrent decisions were batched ([`RedisLimiterBuilder::batch_size`]).
     pub script_runs: u64,
+    /// Requests decided from this machine's lease, without a round trip
+    /// ([`RedisLimiterBuilder::lease`]).
+    pub leased: u64,
     /// Calls that failed with an error of the server or the connection (each counts toward the
     /// circuit breaker), or with `NOSCRIPT` after the retry (which does not).
     pub errors: u64,
