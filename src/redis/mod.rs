@@ -1,6 +1,7 @@
 //! Limits shared across machines, kept in Redis (feature `redis`): token bucket, fixed window,
 //! sliding window, sliding counter, GCRA and the leaky bucket as a meter, one round trip per
-//! decision, with a failure policy you choose.
+//! decision (or per batch of concurrent decisions, or per lease), with a failure policy you
+//! choose.
 //!
 //! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, and `EVAL` with the
 //! script's source after `NOSCRIPT`, e.g. after a restart or `SCRIPT FLUSH`). The script reads
@@ -69,6 +70,15 @@
 //!   The sliding counter's fallback is a local fixed window (no partition kind is a counter).
 //! - **Leases** return nothing (as every rate limiter's), and there is no `close` on the server:
 //!   [`RedisLimiter::close`] closes this client only.
+//!
+//! ## Batching and leases
+//! Two opt-in ways to spend fewer round trips:
+//! - [`batch_size`](RedisLimiterBuilder::batch_size): concurrent decisions share one script
+//!   run (group commit; a lone caller never waits), each with its own answer, key error and
+//!   failure policy. Not on a cluster connection.
+//! - [`lease`](RedisLimiterBuilder::lease) (fixed window only): permits of a key's window taken
+//!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]); never more
+//!   than the limit, at the cost of up to `size - 1` permits per machine per key left unused.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
