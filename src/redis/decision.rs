@@ -405,6 +405,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         permits: u32,
         sent: crate::clock::Instant,
     ) -> Result<RedisDecision, CallError> {
+        if permits == 0 {
+            // A probe takes nothing, so it leases nothing.
+            return self.call(key, 0).await;
+        }
         let ask = permits.max(leases.size);
         let d = self
             .call_many(&[(key.to_owned(), ask)], true)

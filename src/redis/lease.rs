@@ -78,6 +78,15 @@ impl Leases {
         if slot.spent {
             return Local::Spent(left);
         }
+        if permits == 0 {
+            // A probe: granted if one permit is there, taking nothing.
+            let left = slot.left.load(Ordering::Acquire);
+            return if left > 0 {
+                Local::Granted { left }
+            } else {
+                Local::Ask
+            };
+        }
         let n = u64::from(permits);
         match slot
             .left

@@ -16,6 +16,12 @@ async fn a_lease_serves_its_window_locally_then_refuses_locally() {
     .lease(3)
     .build()
     .unwrap();
+    // A probe leases nothing.
+    let probe = l.decide("k", 0).await;
+    assert_eq!(
+        (probe.decided_by, probe.allowed()),
+        (DecidedBy::Redis, true)
+    );
     let mut seen = Vec::new();
     for _ in 0..7 {
         let d = l.decide("k", 1).await;
@@ -38,7 +44,7 @@ async fn a_lease_serves_its_window_locally_then_refuses_locally() {
     let ra = d.outcome.unwrap_err().retry_after().unwrap();
     assert!(ra <= Duration::from_secs(3_600), "{ra:?}");
     let s = l.redis_statistics();
-    assert_eq!((s.script_runs, s.leased), (3, 5), "{s:?}");
+    assert_eq!((s.script_runs, s.leased), (4, 5), "{s:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
