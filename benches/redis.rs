@@ -1,6 +1,7 @@
-//! Decisions per second and latency of the Redis limiter on loopback, against a plain
-//! `INCR` + `EXPIRE` pipeline (the least a shared counter costs: one round trip, no script) in the
-//! same run.
+//! Decisions per second, latency and Redis CPU of the Redis limiter on loopback, against two
+//! references in the same run: a plain `INCR` + `EXPIRE` pipeline (the floor: the least a shared
+//! counter costs, one round trip, no script) and a hand-written fixed-window Lua script (`INCR`,
+//! then `PEXPIRE` if the count is 1: what a typical service writes by hand).
 //!
 //! ```text
 //! bash .ci/redis.sh cargo bench --features redis --bench redis
@@ -8,25 +9,52 @@
 //!
 //! One multiplexed connection (a `ConnectionManager`) per run, shared by `C` tasks on a
 //! two-worker tokio runtime; each variant runs for `SECS` seconds at concurrency 1 (latency of a
-//! lone caller) and 32 (throughput of a pipelined connection), the variants interleaved over
+//! lone caller) and 32 (throughput of a pipelined connection), each algorithm per call
+//! (`batch_size(1)`: a script run per decision) and batched (the default: concurrent decisions
+//! share a script run), the variants interleaved over
 //! two rounds so that a noisy neighbour hurts all of them alike (decisions/s: the mean of the
-//! rounds; p50/p99: the worse round). Keys: 1,000 partitions in
-//! turn; limits high enough that nearly every decision is a grant (the path that writes).
-//! Wall-clock figures on a shared machine are noisy: read the ratios to the floor, within a run.
+//! rounds; p50/p99: the worse round). Keys: 1,000 partitions in turn; limits high enough that
+//! nearly every decision is a grant (the path that writes).
+//!
+//! The last two rows decide one hot key: per call, and from leases of `LEASE` permits
+//! (`RedisLimiterBuilder::lease`), where one round trip in `LEASE` decisions goes to Redis.
+//!
+//! **Redis CPU per decision** is the steadiest figure on a shared machine: `CONFIG RESETSTAT`
+//! before each variant, then `INFO commandstats` after it; the `usec` of the commands that run
+//! scripts (`evalsha`, `eval`, `fcall`; for the floor, `incr` + `expire`) divided by the
+//! decisions made. `dec/run` is the decisions per script run (the batch size reached; `-` for
+//! the references, which do not batch). Wall-clock figures are noisy: read the ratios to the floor, within a run.
 
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
-use tollgate::redis::{Algorithm, FailurePolicy, RedisLimiter};
-use tollgate::{FixedWindowOptions, GcraOptions, SlidingWindowOptions, TokenBucketOptions};
+use ::redis::Script;
+use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_SIZE};
+use tollgate::{
+    FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
+    SlidingWindowOptions, TokenBucketOptions,
+};
 
 const SECS: f64 = 1.0;
 const KEYS: usize = 1_000;
+const ROUNDS: usize = 2;
+/// Permits per lease in the leased variant.
+const LEASE: u32 = 1_000;
+
+/// The hand-written fixed window most services start from.
+const HAND_LUA: &str = r#"
+local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return c
+"#;
 
 #[derive(Clone)]
 enum Variant {
     Floor(ConnectionManager),
+    Lua(ConnectionManager, std::sync::Arc<Script>),
     Limiter(RedisLimiter),
+    /// One key for every decision.
+    Hot(RedisLimiter),
 }
 
 impl Variant {
@@ -46,10 +74,34 @@ impl Variant {
                     .await
                     .expect("INCR + EXPIRE");
             }
+            Variant::Lua(conn, script) => {
+                let mut conn = conn.clone();
+                let key = format!("bench:lua:{{{}}}", i % KEYS);
+                let _n: u64 = script
+                    .key(key)
+                    .arg(60_000)
+                    .invoke_async(&mut conn)
+                    .await
+                    .expect("hand-written Lua");
+            }
             Variant::Limiter(l) => {
                 let d = l.decide(&(i % KEYS).to_string(), 1).await;
-                assert_eq!(d.decided_by, tollgate::redis::DecidedBy::Redis, "{d:?}");
+                assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
             }
+            Variant::Hot(l) => {
+                let d = l.decide("hot", 1).await;
+                assert!(d.allowed(), "{d:?}");
+            }
+        }
+    }
+}
+
+impl Variant {
+    /// Script runs (round trips) so far; a decision per run for the references.
+    fn runs(&self) -> u64 {
+        match self {
+            Variant::Limiter(l) | Variant::Hot(l) => l.redis_statistics().script_runs,
+            _ => 0,
         }
     }
 }
@@ -94,6 +146,59 @@ async fn measure(v: &Variant, concurrency: usize) -> Run {
     }
 }
 
+/// The µs Redis spent in the commands that decide, since the last `CONFIG RESETSTAT`: the
+/// script-running commands if any ran (their time includes the commands they call), else every
+/// command but `INFO` and `CONFIG` (the floor's `INCR` + `EXPIRE`).
+async fn decide_usec(conn: &mut ConnectionManager) -> u64 {
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let (mut scripts, mut others) = (0u64, 0u64);
+    for line in info.lines() {
+        let Some((name, stats)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let usec = stats
+            .split(',')
+            .find_map(|f| f.strip_prefix("usec="))
+            .and_then(|u| u.parse::<u64>().ok())
+            .unwrap_or(0);
+        match name {
+            "evalsha" | "eval" | "evalsha_ro" | "eval_ro" | "fcall" | "fcall_ro" => scripts += usec,
+            "info" | "config" => {}
+            _ => others += usec,
+        }
+    }
+    if scripts > 0 {
+        scripts
+    } else {
+        others
+    }
+}
+
+async fn reset_stats(conn: &mut ConnectionManager) {
+    let () = ::redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[derive(Default, Clone)]
+struct Sum {
+    decisions: u64,
+    per_sec: f64,
+    usec: u64,
+    runs: u64,
+    p50: Vec<Duration>,
+    p99: Vec<Duration>,
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass nothing useful either.
     let Ok(url) = std::env::var("TOLLGATE_REDIS_URL") else {
@@ -106,87 +211,138 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let conn = ::redis::Client::open(url.as_str())
-            .unwrap()
-            .get_connection_manager()
-            .await
-            .unwrap();
+        let client = ::redis::Client::open(url.as_str()).unwrap();
+        let conn = client.get_connection_manager().await.unwrap();
+        let mut admin = client.get_connection_manager().await.unwrap();
         let pid = std::process::id();
         let big = 1_000_000_000;
         let minute = Duration::from_secs(60);
-        let make = |name: &str, a: Algorithm| {
+        let make = |name: &str, a: Algorithm, batch: usize| {
             RedisLimiter::builder(
                 conn.clone(),
-                format!("bench:{pid}:{name}"),
+                format!("bench:{pid}:{name}:{batch}"),
                 a,
                 FailurePolicy::FailClosed,
             )
             .timeout(Duration::from_secs(5))
+            .batch_size(batch)
             .build()
             .unwrap()
         };
-        let variants: Vec<(&str, Variant)> = vec![
-            ("INCR+EXPIRE pipeline (floor)", Variant::Floor(conn.clone())),
+        let algorithms: Vec<(&str, &str, Algorithm)> = vec![
             (
                 "fixed window",
-                Variant::Limiter(make(
-                    "fw",
-                    Algorithm::FixedWindow(FixedWindowOptions::new(big, minute)),
-                )),
+                "fw",
+                Algorithm::FixedWindow(FixedWindowOptions::new(big, minute)),
             ),
             (
                 "token bucket",
-                Variant::Limiter(make(
-                    "tb",
-                    Algorithm::TokenBucket(TokenBucketOptions::new(big, big, minute)),
-                )),
+                "tb",
+                Algorithm::TokenBucket(TokenBucketOptions::new(big, big, minute)),
             ),
             (
                 "sliding window (6 segments)",
-                Variant::Limiter(make(
-                    "sw",
-                    Algorithm::SlidingWindow(SlidingWindowOptions::new(big, minute, 6)),
-                )),
+                "sw",
+                Algorithm::SlidingWindow(SlidingWindowOptions::new(big, minute, 6)),
             ),
             (
                 "GCRA",
-                Variant::Limiter(make(
-                    "gcra",
-                    Algorithm::Gcra(
-                        GcraOptions::with_period(Duration::from_micros(1)).with_burst(big),
-                    ),
-                )),
+                "gcra",
+                Algorithm::Gcra(GcraOptions::with_period(Duration::from_micros(1)).with_burst(big)),
+            ),
+            (
+                "leaky meter",
+                "lm",
+                Algorithm::LeakyMeter(LeakyBucketOptions::new(big, 1, Duration::from_micros(1))),
+            ),
+            (
+                // limit × window (µs) at most 2^52.
+                "sliding counter",
+                "sc",
+                Algorithm::SlidingCounter(SlidingCounterOptions::new(50_000_000, minute)),
             ),
         ];
+        let mut variants: Vec<(String, Variant)> = vec![
+            ("INCR+EXPIRE pipeline (floor)".into(), Variant::Floor(conn.clone())),
+            (
+                "hand-written fixed-window Lua".into(),
+                Variant::Lua(conn.clone(), std::sync::Arc::new(Script::new(HAND_LUA))),
+            ),
+        ];
+        for (name, tag, a) in &algorithms {
+            variants.push((format!("{name}, per call"), Variant::Limiter(make(tag, *a, 1))));
+            variants.push((
+                format!("{name}, batched"),
+                Variant::Limiter(make(tag, *a, BATCH_SIZE)),
+            ));
+        }
+        let fw = Algorithm::FixedWindow(FixedWindowOptions::new(big, minute));
+        variants.push((
+            "fixed window, hot key, per call".into(),
+            Variant::Hot(make("hot", fw, 1)),
+        ));
+        let leased = RedisLimiter::builder(
+            conn.clone(),
+            format!("bench:{pid}:hot-lease"),
+            fw,
+            FailurePolicy::FailClosed,
+        )
+        .timeout(Duration::from_secs(5))
+        .lease(LEASE)
+        .build()
+        .unwrap();
+        variants.push((
+            format!("fixed window, hot key, leased ({LEASE})"),
+            Variant::Hot(leased),
+        ));
         for concurrency in [1usize, 32] {
-            let mut sums = vec![(0u64, 0f64, Vec::new(), Vec::new()); variants.len()];
-            for _round in 0..2 {
+            let mut sums = vec![Sum::default(); variants.len()];
+            for _round in 0..ROUNDS {
                 for (i, (_, v)) in variants.iter().enumerate() {
+                    reset_stats(&mut admin).await;
+                    let before = v.runs();
                     let r = measure(v, concurrency).await;
-                    sums[i].0 += r.decisions;
-                    sums[i].1 += r.per_sec / 2.0;
-                    sums[i].2.push(r.p50);
-                    sums[i].3.push(r.p99);
+                    let s = &mut sums[i];
+                    s.runs += v.runs() - before;
+                    s.usec += decide_usec(&mut admin).await;
+                    s.decisions += r.decisions;
+                    s.per_sec += r.per_sec / ROUNDS as f64;
+                    s.p50.push(r.p50);
+                    s.p99.push(r.p99);
                 }
             }
             println!(
-                "\nconcurrency {concurrency} (one multiplexed connection, 2 rounds of {SECS} s)"
+                "\nconcurrency {concurrency} (one multiplexed connection, {ROUNDS} rounds of {SECS} s)"
             );
             println!(
-                "{:<30} {:>12} {:>9} {:>10} {:>10}",
-                "variant", "decisions/s", "vs floor", "p50 µs", "p99 µs"
+                "{:<44} {:>12} {:>9} {:>9} {:>13} {:>8} {:>8} {:>8}",
+                "variant",
+                "decisions/s",
+                "vs floor",
+                "vs Lua",
+                "Redis µs/dec",
+                "p50 µs",
+                "p99 µs",
+                "dec/run"
             );
-            let floor = sums[0].1;
+            let (floor, lua) = (sums[0].per_sec, sums[1].per_sec);
             for (i, (name, _)) in variants.iter().enumerate() {
-                let (_, per_sec, p50, p99) = &sums[i];
+                let s = &sums[i];
                 let worst = |v: &Vec<Duration>| v.iter().map(|d| d.as_micros()).max().unwrap();
                 println!(
-                    "{:<30} {:>12.0} {:>8.2}x {:>10} {:>10}",
+                    "{:<44} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8} {:>8} {:>8}",
                     name,
-                    per_sec,
-                    per_sec / floor,
-                    worst(p50),
-                    worst(p99)
+                    s.per_sec,
+                    s.per_sec / floor,
+                    s.per_sec / lua,
+                    s.usec as f64 / s.decisions.max(1) as f64,
+                    worst(&s.p50),
+                    worst(&s.p99),
+                    if s.runs == 0 {
+                        "-".to_string()
+                    } else {
+                        format!("{:.1}", s.decisions as f64 / s.runs as f64)
+                    }
                 );
             }
         }

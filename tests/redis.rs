@@ -19,6 +19,18 @@ use tollgate::redis::{
 };
 use tollgate::*;
 
+/// Issue 27: the sliding counter and the leaky meter.
+#[path = "redis/lean.rs"]
+mod lean;
+
+/// Issue 27: batched decisions.
+#[path = "redis/batch.rs"]
+mod batch;
+
+/// Issue 27: leased quotas.
+#[path = "redis/lease.rs"]
+mod lease;
+
 fn url() -> String {
     std::env::var("TOLLGATE_REDIS_URL").expect(
         "TOLLGATE_REDIS_URL is not set: run the Redis suite with `bash .ci/redis.sh`, which starts \
@@ -277,6 +289,18 @@ async fn hammer(
     tasks: usize,
     each: usize,
 ) -> Vec<(u64, bool)> {
+    hammer_batched(algorithm, name, machines, tasks, each, 1).await
+}
+
+/// [`hammer`] with `batch` decisions per script run at most.
+async fn hammer_batched(
+    algorithm: Algorithm,
+    name: &str,
+    machines: usize,
+    tasks: usize,
+    each: usize,
+    batch: usize,
+) -> Vec<(u64, bool)> {
     let url = url();
     let prefix = prefix(name);
     let mut handles = Vec::new();
@@ -284,6 +308,7 @@ async fn hammer(
         let conn = manager(&url).await;
         let l = RedisLimiter::builder(conn, prefix.clone(), algorithm, FailurePolicy::FailClosed)
             .timeout(Duration::from_secs(5))
+            .batch_size(batch)
             .build()
             .unwrap();
         for _ in 0..tasks {
@@ -417,6 +442,14 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
         ),
         (
             Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(60)).with_burst(5)),
+            300,
+        ),
+        (
+            Algorithm::SlidingCounter(SlidingCounterOptions::new(5, Duration::from_millis(150))),
+            300,
+        ),
+        (
+            Algorithm::LeakyMeter(LeakyBucketOptions::new(5, 1, Duration::from_millis(60))),
             300,
         ),
     ];
@@ -1079,6 +1112,8 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
         Algorithm::TokenBucket(TokenBucketOptions::new(5, 1, Duration::from_secs(1))),
         Algorithm::SlidingWindow(SlidingWindowOptions::new(5, Duration::from_secs(60), 6)),
         Algorithm::Gcra(GcraOptions::with_period(ms(100)).with_burst(5)),
+        Algorithm::SlidingCounter(SlidingCounterOptions::new(5, Duration::from_secs(60))),
+        Algorithm::LeakyMeter(LeakyBucketOptions::new(5, 1, ms(100))),
     ];
     for algorithm in algorithms {
         let l = RedisLimiter::builder(

@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use ::redis::aio::ConnectionLike;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
+use super::lease::{Leases, Local};
 use super::stats::bump;
 use super::{breaker, RedisLimiter, REDIS_KEY_ERROR};
 #[cfg(doc)]
@@ -55,6 +56,10 @@ pub enum DecidedBy {
     /// Redis answered with an error of the partition's key (see [`REDIS_KEY_ERROR`]): the
     /// request is rejected with that reason, whatever the failure policy.
     KeyError,
+    /// This machine's lease of the key's window (see [`RedisLimiterBuilder::lease`]): granted
+    /// from the permits leased, or refused because Redis said the window is spent. No round
+    /// trip.
+    Lease,
 }
 
 /// A decision with everything the scripts return (for headers such as `RateLimit`).
@@ -150,6 +155,9 @@ pub(super) enum CallError {
     /// The key's own error: `WRONGTYPE`, or a script error caused by the key's content (the
     /// scripts' `TOLLGATE` error replies, a Lua runtime error). The server is healthy.
     Key,
+    /// A batched decision whose call was led by a caller that was cancelled mid-call: its
+    /// outcome is unknown (as after a timeout), and nothing is known of the server either.
+    Cancelled,
 }
 
 /// Words of a server's failure inside a script's `ERR` reply (Redis 6 wraps the errors of
@@ -208,6 +216,26 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
         let key = self.key(partition);
         let now = StdClock.now();
+        if let Some(leases) = &inner.leases {
+            let local = |outcome, remaining| {
+                bump(&inner.counts.leased);
+                RedisDecision {
+                    permits,
+                    outcome,
+                    remaining,
+                    reset: Duration::ZERO,
+                    server_time_us: None,
+                    decided_by: DecidedBy::Lease,
+                }
+            };
+            match leases.take(&key, permits, now) {
+                Local::Granted { left } => return local(Ok(()), left),
+                Local::Spent(d) => {
+                    return local(Err(Rejection::with_retry_after(Reason::Exhausted, d)), 0)
+                }
+                Local::Ask => {}
+            }
+        }
         if let Some(cache) = &inner.cache {
             if let Some(left) = cache.get(&key, permits, now) {
                 bump(&inner.counts.cached);
@@ -229,7 +257,18 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             return self.by_policy(partition, permits, Some(left));
         }
         bump(&inner.counts.calls);
-        match self.call(&key, permits).await {
+        let answer = match (&inner.leases, &inner.batcher) {
+            (Some(leases), _) => {
+                bump(&inner.counts.runs);
+                self.call_lease(leases, &key, permits, now).await
+            }
+            (None, Some(b)) => self.call_batched(b, &key, permits).await,
+            (None, None) => {
+                bump(&inner.counts.runs);
+                self.call(&key, permits).await
+            }
+        };
+        match answer {
             Ok(d) => {
                 inner.breaker.success();
                 if let (Some(cache), Err(r)) = (&inner.cache, &d.outcome) {
@@ -245,6 +284,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 inner.breaker.success();
                 bump(&inner.counts.key_errors);
                 client(REDIS_KEY_ERROR, DecidedBy::KeyError)
+            }
+            Err(CallError::Cancelled) => {
+                // Not the server's failure: the policy decides, the breaker hears nothing.
+                bump(&inner.counts.errors);
+                self.by_policy(partition, permits, None)
             }
             Err(CallError::NoScript) => {
                 // The script did not run, twice: nothing counted, and the server answered (it is
@@ -266,56 +310,153 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
     }
 
-    /// One script call, bounded by the timeout: `EVALSHA`, and after `NOSCRIPT` (the script did
-    /// not run) `EVAL` with the script's source, which cannot meet `NOSCRIPT` and caches the
-    /// script for the next `EVALSHA`. Nothing else is retried.
-    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<RedisDecision, CallError> {
+    /// One script call deciding `entries` (key, permits) in order, bounded by the timeout:
+    /// `EVALSHA`, and after `NOSCRIPT` (the script did not run) `EVAL` with the script's source,
+    /// which cannot meet `NOSCRIPT` and caches the script for the next `EVALSHA`. Nothing else
+    /// is retried. The outer error is the whole call's; an inner one is that key's alone.
+    ///
+    /// With `upto` (the token bucket's script only: a lease), each entry asks for *up to* its
+    /// permits, and a grant's `permits` is the count taken (at least 1).
+    pub(super) async fn call_many(
+        &self,
+        entries: &[(String, u32)],
+        upto: bool,
+    ) -> Result<Vec<Result<RedisDecision, CallError>>, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
         let command = |name: &str, script: &str| {
             let mut c = ::redis::cmd(name);
-            c.arg(script).arg(1).arg(key).arg(permits);
+            c.arg(script).arg(entries.len());
+            for (key, _) in entries {
+                c.arg(key.as_str());
+            }
             for a in &plan.args[..plan.nargs] {
                 c.arg(*a);
+            }
+            for (_, permits) in entries {
+                let p = i64::from(*permits);
+                c.arg(if upto { -p } else { p });
             }
             c
         };
         let mut conn = inner.conn.clone();
         let run = async {
             let sha = command("EVALSHA", plan.script.get_hash());
-            match sha.query_async::<Vec<i64>>(&mut conn).await {
+            match sha.query_async::<String>(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     command("EVAL", plan.source)
-                        .query_async::<Vec<i64>>(&mut conn)
+                        .query_async::<String>(&mut conn)
                         .await
                 }
                 other => other,
             }
         };
-        let v = match tokio::time::timeout(inner.timeout, run).await {
+        let reply = match tokio::time::timeout(inner.timeout, run).await {
             Err(_) => return Err(CallError::Timeout),
             Ok(Err(e)) => return Err(CallError::of(&e)),
             Ok(Ok(v)) => v,
         };
-        let [allowed, remaining, retry_us, reset_us, now_us] = v[..] else {
+        // `now`, then four integers per entry; anything else is not the script's reply.
+        let v: Vec<i64> = reply
+            .split(' ')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| CallError::Server)?;
+        if v.len() != 1 + 4 * entries.len() {
             return Err(CallError::Server);
-        };
+        }
+        let now_us = u64::try_from(v[0]).ok();
         let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
-        let outcome = if allowed == 1 {
-            Ok(())
-        } else {
-            Err(Rejection::with_retry_after(
-                Reason::Exhausted,
-                micros(retry_us).max(Duration::from_micros(1)),
-            ))
-        };
-        Ok(RedisDecision {
-            permits,
-            outcome,
-            remaining: u64::try_from(remaining).unwrap_or(0),
-            reset: micros(reset_us),
-            server_time_us: u64::try_from(now_us).ok(),
-            decided_by: DecidedBy::Redis,
-        })
+        Ok(entries
+            .iter()
+            .zip(v[1..].chunks_exact(4))
+            .map(|(&(_, permits), r)| {
+                let permits = match (upto, r[0]) {
+                    (true, 1) => u32::try_from(r[2]).map_err(|_| CallError::Server)?,
+                    _ => permits,
+                };
+                let outcome = match r[0] {
+                    1 => Ok(()),
+                    0 => Err(Rejection::with_retry_after(
+                        Reason::Exhausted,
+                        micros(r[2]).max(Duration::from_micros(1)),
+                    )),
+                    _ => return Err(CallError::Key),
+                };
+                Ok(RedisDecision {
+                    permits,
+                    outcome,
+                    remaining: u64::try_from(r[1]).unwrap_or(0),
+                    reset: micros(r[3]),
+                    server_time_us: now_us,
+                    decided_by: DecidedBy::Redis,
+                })
+            })
+            .collect())
+    }
+
+    /// A lease of up to the lease size (at least `permits`) of `key`'s window: this request's
+    /// permits from it, the rest into the local slot until the window ends, as measured from
+    /// `sent` (before the call: the server read its clock after).
+    async fn call_lease(
+        &self,
+        leases: &Leases,
+        key: &str,
+        permits: u32,
+        sent: crate::clock::Instant,
+    ) -> Result<RedisDecision, CallError> {
+        if permits == 0 {
+            // A probe takes nothing, so it leases nothing.
+            return self.call(key, 0).await;
+        }
+        let ask = permits.max(leases.size);
+        let d = self
+            .call_many(&[(key.to_owned(), ask)], true)
+            .await?
+            .pop()
+            .ok_or(CallError::Server)??;
+        let until = |d: Duration| sent.saturating_add(d);
+        match d.outcome {
+            Ok(()) if d.permits >= permits => {
+                let extra = u64::from(d.permits - permits);
+                leases.put(key, extra, false, until(d.reset), StdClock.now());
+                Ok(RedisDecision {
+                    permits,
+                    remaining: d.remaining + extra,
+                    ..d
+                })
+            }
+            Ok(()) => {
+                // Fewer left in the window than this request needs: they wait in the slot for
+                // smaller requests, and this one waits for the next window.
+                leases.put(
+                    key,
+                    u64::from(d.permits),
+                    false,
+                    until(d.reset),
+                    StdClock.now(),
+                );
+                Ok(RedisDecision {
+                    permits,
+                    outcome: Err(Rejection::with_retry_after(
+                        Reason::Exhausted,
+                        d.reset.max(Duration::from_micros(1)),
+                    )),
+                    remaining: u64::from(d.permits),
+                    ..d
+                })
+            }
+            Err(r) => {
+                let ra = r.retry_after().unwrap_or(Duration::ZERO);
+                leases.put(key, 0, true, until(ra), StdClock.now());
+                Ok(RedisDecision { permits, ..d })
+            }
+        }
+    }
+
+    /// One decision in a call of its own.
+    pub(super) async fn call(&self, key: &str, permits: u32) -> Result<RedisDecision, CallError> {
+        let mut v = self.call_many(&[(key.to_owned(), permits)], false).await?;
+        v.pop().ok_or(CallError::Server)?
     }
 }

@@ -78,6 +78,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> PolicyLimiter for RedisL
             Algorithm::FixedWindow(o) => (o.permit_limit, o.window),
             Algorithm::SlidingWindow(o) => (o.permit_limit, o.window),
             Algorithm::Gcra(o) => (o.burst, o.interval.saturating_mul(o.burst)),
+            Algorithm::SlidingCounter(o) => (o.permit_limit, o.window),
+            Algorithm::LeakyMeter(o) => (
+                o.capacity,
+                (o.leak_interval / o.leak.max(1)).saturating_mul(o.capacity),
+            ),
         };
         PolicyQuota {
             quota: u64::from(quota),

@@ -168,7 +168,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// The Redis key of `partition`: `prefix:{partition}:shape`, where the shape names the
     /// algorithm and its time parameters, not its limit (see
     /// [changing the configuration](super#changing-the-configuration)): `tb<period µs>`,
-    /// `fw<window µs>`, `sw<window µs>x<segments>` or `gcra<interval µs>`.
+    /// `fw<window µs>`, `swr<window µs>x<segments>`, `sc<window µs>`, `gcra<interval µs>` or
+    /// `lm<interval µs>`.
     ///
     /// ```
     /// # use core::time::Duration;
@@ -445,6 +446,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             total_successful: l(&c.ok),
             total_failed: l(&c.failed),
             calls: l(&c.calls),
+            script_runs: l(&c.runs),
+            leased: l(&c.leased),
             errors: l(&c.errors),
             timeouts: l(&c.timeouts),
             key_errors: l(&c.key_errors),

@@ -1,10 +1,14 @@
 //! Limits shared across machines, kept in Redis (feature `redis`): token bucket, fixed window,
-//! sliding window and GCRA, one round trip per decision, with a failure policy you choose.
+//! sliding window, sliding counter, GCRA and the leaky bucket as a meter, one round trip per
+//! decision (or per batch of concurrent decisions, or per lease), with a failure policy you
+//! choose.
 //!
 //! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, and `EVAL` with the
 //! script's source after `NOSCRIPT`, e.g. after a restart or `SCRIPT FLUSH`). The script reads
 //! the time from Redis `TIME` (integer microseconds), so machines whose clocks disagree still
 //! agree on every decision, and returns integers only: allowed, remaining, RetryAfter and reset.
+//! Each key's state is one short string, read once and written once with its TTL (`GET`, then
+//! `SET ... PX` if the request is granted): three commands per decision, `TIME` included.
 //! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
 //! cluster the key lives on the slot of its partition; the shape names the algorithm and its
 //! time parameters (see [below](#changing-the-configuration)) — and every write sets a TTL, at
@@ -42,7 +46,9 @@
 //! bucket and fixed window follow [`TokenBucketLimiter`](crate::TokenBucketLimiter) and
 //! [`FixedWindowLimiter`](crate::FixedWindowLimiter) (whole periods, tokens arrive at period
 //! boundaries), the sliding window follows
-//! [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) segment for segment. Given the same
+//! [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) segment for segment, the sliding counter
+//! follows [`SlidingCounterLimiter`](crate::SlidingCounterLimiter) and the leaky meter
+//! [`LeakyBucketMeter`](crate::LeakyBucketMeter). Given the same
 //! requests at the same instants, a Redis limiter and a local limiter created at a multiple of the
 //! period since the Unix epoch make the same decisions with the same RetryAfter (to the
 //! microsecond); the test suite checks it on the .NET documentation's worked examples. Where
@@ -52,12 +58,27 @@
 //!   windows and segments must be whole microseconds.
 //! - **No queue**: a request is granted or rejected at once; options with a `queue_limit` are
 //!   refused ([`RedisConfigError::QueueNotSupported`]). Wait by retrying after the RetryAfter.
-//! - **Sliding window granularity**: the window is kept per segment, as locally, in a hash of at
-//!   most `segments_per_window` fields (at most [`MAX_SEGMENTS`]); each decision reads them all.
+//! - **Sliding window granularity**: the window is kept per segment, as locally, in one string
+//!   of at most `segments_per_window` counts (at most [`MAX_SEGMENTS`]); each decision parses
+//!   them all, so fewer segments cost less Redis CPU. The sliding counter keeps two counts
+//!   whatever the window.
+//! - **Sliding counter RetryAfter**: the local counter's is exact to the nanosecond; Redis's is
+//!   the same instant rounded up to the microsecond.
 //! - **GCRA** takes the local [`GcraLimiter`](crate::GcraLimiter)'s
-//!   [`GcraOptions`](crate::GcraOptions); its fallback is a local GCRA of the same rate.
+//!   [`GcraOptions`](crate::GcraOptions); its fallback is a local GCRA of the same rate. The
+//!   leaky meter runs the same script (its level is GCRA's debt); its fallback is a local meter.
+//!   The sliding counter's fallback is a local fixed window (no partition kind is a counter).
 //! - **Leases** return nothing (as every rate limiter's), and there is no `close` on the server:
 //!   [`RedisLimiter::close`] closes this client only.
+//!
+//! ## Batching and leases
+//! Two opt-in ways to spend fewer round trips:
+//! - [`batch_size`](RedisLimiterBuilder::batch_size): concurrent decisions share one script
+//!   run (group commit; a lone caller never waits), each with its own answer, key error and
+//!   failure policy. Not on a cluster connection.
+//! - [`lease`](RedisLimiterBuilder::lease) (fixed window only): permits of a key's window taken
+//!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]); never more
+//!   than the limit, at the cost of up to `size - 1` permits per machine per key left unused.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
@@ -89,7 +110,8 @@
 //! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
 //! key's shape names what gives the counts their meaning — the algorithm and its time
 //! parameters: `tb<period µs>` (token bucket), `fw<window µs>` (fixed window),
-//! `sw<window µs>x<segments>` (sliding window), `gcra<interval µs>` — and not the limit:
+//! `swr<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding counter),
+//! `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
 //! - **Changing the algorithm, period, window, segments or emission interval starts fresh
 //!   counts**: the new configuration uses new keys, and the old keys expire on their own TTL
 //!   (at most the old span). While both configurations run, each counts its own requests.
@@ -98,7 +120,8 @@
 //!   window (lowering the limit below them refuses until the next window; raising it frees the
 //!   difference at once); a token bucket keeps the tokens missing from full (capped at the new
 //!   limit); a sliding window keeps its segments' counts (requests wait until enough of them
-//!   leave the window); GCRA keeps its debt, capped at the new `burst × interval`.
+//!   leave the window); GCRA and the leaky meter keep their debt, capped at the new
+//!   `burst × interval`; the sliding counter keeps its two counts, capped at the new limit.
 //!
 //! No configuration change ever locks a key: every TTL and RetryAfter stays within what the
 //! configuration deciding can mean (its span).
@@ -114,6 +137,7 @@
 //! There is no synchronous `try_acquire`: a decision needs I/O, and blocking on it would starve
 //! an async runtime. [`RedisLimiter`] is therefore not a [`Limiter`].
 
+mod batch;
 mod breaker;
 mod builder;
 mod cache;
@@ -121,6 +145,7 @@ mod decision;
 mod failure;
 #[cfg(feature = "http")]
 mod http_policy;
+mod lease;
 mod limiter;
 mod options;
 mod scripts;
@@ -140,6 +165,14 @@ pub use limiter::{ChainedLease, RedisLimiter};
 pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
 pub use stats::RedisStatistics;
 
+/// A batch size for [`RedisLimiterBuilder::batch_size`]: the one the bench measures (batching
+/// is off by default).
+///
+/// ```
+/// assert_eq!(tollgate::redis::BATCH_SIZE, 64);
+/// ```
+pub const BATCH_SIZE: usize = 64;
+
 #[cfg(doc)]
 use crate::limiter::Limiter;
 
@@ -153,6 +186,8 @@ struct Inner<C> {
     timeout: Duration,
     breaker: breaker::Breaker,
     cache: Option<cache::DenialCache>,
+    batcher: Option<batch::Batcher>,
+    leases: Option<lease::Leases>,
     counts: Counts,
     closed: AtomicBool,
 }
@@ -162,6 +197,8 @@ struct Counts {
     ok: AtomicU64,
     failed: AtomicU64,
     calls: AtomicU64,
+    runs: AtomicU64,
+    leased: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
     key_errors: AtomicU64,
@@ -338,7 +375,7 @@ mod tests {
         assert_eq!(shape(tb(10, 1, s(1))), shape(tb(20, 5, s(1))));
         assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 1, s(2))));
         let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));
-        assert_eq!(shape(sw(10, s(60), 6)), "sw60000000x6");
+        assert_eq!(shape(sw(10, s(60), 6)), "swr60000000x6");
         assert_ne!(shape(sw(10, s(60), 6)), shape(sw(10, s(60), 60)));
         let gcra = |b, t| Algorithm::Gcra(GcraOptions::with_period(t).with_burst(b));
         assert_eq!(shape(gcra(5, s(2))), shape(gcra(50, s(2))));

@@ -9,7 +9,10 @@ use super::scripts;
 use super::RedisLimiter;
 use crate::options::OptionsError;
 use crate::partition::PartitionKind;
-use crate::{FixedWindowOptions, GcraOptions, SlidingWindowOptions, TokenBucketOptions};
+use crate::{
+    FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
+    SlidingWindowOptions, TokenBucketOptions,
+};
 
 /// The most segments a Redis sliding window may have (each decision reads them all).
 ///
@@ -77,6 +80,13 @@ pub(super) const MAX_SPAN_US: u64 = 1 << 50;
 static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
 static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
 static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::GCRA));
+static COUNTER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::COUNTER));
+
+/// The largest `permit_limit × window` (in µs) of a Redis sliding counter: 2^52, so that the
+/// script's exact comparison `prev · (W - into) + (cur + n) · W ≤ limit · W` never leaves a
+/// double's exact integers (a window of one minute allows 75 million permits, an hour 1.25
+/// million, a day 52,000).
+pub(super) const MAX_COUNTER_PRODUCT: u128 = 1 << 52;
 
 /// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
 ///
@@ -146,6 +156,68 @@ pub enum Algorithm {
     /// assert_eq!(err.unwrap_err(), RedisConfigError::NotWholeMicros);
     /// ```
     Gcra(GcraOptions),
+    /// The sliding-window counter, as [`SlidingCounterLimiter`](crate::SlidingCounterLimiter):
+    /// the previous fixed window's count weighted by how much of it the rolling window still
+    /// overlaps, plus the current window's, compared exactly in integers. Two counts per key,
+    /// whatever the window; `permit_limit × window` (µs) must be at most 2^52
+    /// ([`RedisConfigError::LimitTimesWindowTooLarge`]).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// use tollgate::SlidingCounterOptions;
+    /// let counter = Algorithm::SlidingCounter(SlidingCounterOptions::per_minute(100));
+    /// let limiter = RedisLimiter::builder(Down, "api", counter, FailurePolicy::FailClosed).build().unwrap();
+    /// assert_eq!(limiter.key("alice"), "api:{alice}:sc60000000");
+    /// let huge = SlidingCounterOptions::new(u32::MAX, Duration::from_secs(86_400));
+    /// let err = RedisLimiter::builder(Down, "api", Algorithm::SlidingCounter(huge), FailurePolicy::FailClosed).build();
+    /// assert_eq!(err.unwrap_err(), RedisConfigError::LimitTimesWindowTooLarge);
+    /// ```
+    SlidingCounter(SlidingCounterOptions),
+    /// The leaky bucket as a meter, as [`LeakyBucketMeter`](crate::LeakyBucketMeter): GCRA with
+    /// `burst = capacity` and one unit leaking every `leak_interval / leak` (whole
+    /// microseconds), so it admits exactly what the local meter admits. No queue.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # /// A Redis that is down: every call fails at once.
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// use tollgate::LeakyBucketOptions;
+    /// // Holds 10, leaks 2 a second: one unit every 500 ms.
+    /// let meter = Algorithm::LeakyMeter(LeakyBucketOptions::new(10, 2, Duration::from_secs(1)));
+    /// let limiter = RedisLimiter::builder(Down, "api", meter, FailurePolicy::FailClosed).build().unwrap();
+    /// assert_eq!((limiter.limit(), limiter.key("alice").as_str()), (10, "api:{alice}:lm500000"));
+    /// // 1 s / 3 is not a whole number of microseconds.
+    /// let thirds = LeakyBucketOptions::new(10, 3, Duration::from_secs(1));
+    /// let err = RedisLimiter::builder(Down, "api", Algorithm::LeakyMeter(thirds), FailurePolicy::FailClosed).build();
+    /// assert_eq!(err.unwrap_err(), RedisConfigError::NotWholeMicros);
+    /// ```
+    LeakyMeter(LeakyBucketOptions),
 }
 
 /// Why a [`RedisLimiter`] could not be built.
@@ -197,6 +269,12 @@ pub enum RedisConfigError {
     /// The limiter's span — the time to refill an empty bucket, the window, or GCRA's
     /// `burst × interval` — is longer than [`MAX_SPAN`] (2^50 µs, about 35.7 years).
     SpanTooLong,
+    /// A sliding counter's `permit_limit × window` (in µs) is above 2^52: its exact comparison
+    /// would leave a Lua double's exact integers.
+    LimitTimesWindowTooLarge,
+    /// Leases ([`RedisLimiterBuilder::lease`](super::RedisLimiterBuilder::lease)) are for a
+    /// fixed window only: its leased permits expire with the window, so they never overshoot.
+    LeaseNotSupported,
 }
 
 impl From<OptionsError> for RedisConfigError {
@@ -216,6 +294,10 @@ impl fmt::Display for RedisConfigError {
             Self::ZeroTimeout => f.write_str("the timeout must be longer than zero"),
             Self::ZeroFailures => f.write_str("the circuit breaker needs at least one failure"),
             Self::SpanTooLong => f.write_str("the limiter's span is longer than 2^50 µs"),
+            Self::LeaseNotSupported => f.write_str("leases are for a fixed window only"),
+            Self::LimitTimesWindowTooLarge => {
+                f.write_str("the sliding counter's permit_limit × window (µs) is above 2^52")
+            }
         }
     }
 }
@@ -309,7 +391,7 @@ impl Algorithm {
                     args: [u64::from(o.permit_limit), n, w / n],
                     nargs: 3,
                     limit: o.permit_limit,
-                    shape: format!("sw{w}x{n}"),
+                    shape: format!("swr{w}x{n}"),
                 })
             }
             Algorithm::Gcra(o) => {
@@ -330,6 +412,49 @@ impl Algorithm {
                     nargs: 2,
                     limit: o.burst,
                     shape: format!("gcra{t}"),
+                })
+            }
+            Algorithm::SlidingCounter(o) => {
+                o.validate()?;
+                let w = whole_micros(o.window)?;
+                within_span(u128::from(w))?;
+                if u128::from(o.permit_limit) * u128::from(w) > MAX_COUNTER_PRODUCT {
+                    return Err(RedisConfigError::LimitTimesWindowTooLarge);
+                }
+                Ok(Plan {
+                    source: scripts::COUNTER,
+                    script: &COUNTER,
+                    args: [u64::from(o.permit_limit), w, 0],
+                    nargs: 2,
+                    limit: o.permit_limit,
+                    shape: format!("sc{w}"),
+                })
+            }
+            Algorithm::LeakyMeter(o) => {
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
+                if o.capacity == 0 {
+                    return Err(OptionsError::ZeroLimit.into());
+                }
+                if o.leak == 0 {
+                    return Err(OptionsError::ZeroTokensPerPeriod.into());
+                }
+                let li = whole_micros(o.leak_interval)?;
+                if li % u64::from(o.leak) != 0 {
+                    return Err(RedisConfigError::NotWholeMicros);
+                }
+                let t = li / u64::from(o.leak);
+                within_span(u128::from(o.capacity) * u128::from(t))?;
+                // Within the Redis span (2^50 µs), the local rules hold too.
+                o.validate()?;
+                Ok(Plan {
+                    source: scripts::GCRA,
+                    script: &GCRA,
+                    args: [u64::from(o.capacity), t, 0],
+                    nargs: 2,
+                    limit: o.capacity,
+                    shape: format!("lm{t}"),
                 })
             }
         }
@@ -360,6 +485,17 @@ impl Algorithm {
                     .map_err(|_| RedisConfigError::Options(OptionsError::PeriodTooLong))?;
                 PartitionKind::gcra(GcraOptions::with_period(interval).with_burst(scale(o.burst)))?
             }
+            // No local partition kind is a sliding counter: its fallback is a fixed window of
+            // the same window and share (as strict over a window, without the weighting).
+            Algorithm::SlidingCounter(o) => PartitionKind::fixed_window(FixedWindowOptions::new(
+                scale(o.permit_limit),
+                o.window,
+            ))?,
+            Algorithm::LeakyMeter(o) => PartitionKind::leaky_meter(LeakyBucketOptions::new(
+                scale(o.capacity),
+                scale(o.leak),
+                o.leak_interval,
+            ))?,
         })
     }
 }

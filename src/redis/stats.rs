@@ -1,6 +1,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(doc)]
+use super::RedisLimiterBuilder;
+#[cfg(doc)]
 use super::REDIS_KEY_ERROR;
 #[cfg(doc)]
 use crate::lease::Statistics;
@@ -38,8 +40,15 @@ pub struct RedisStatistics {
     pub total_successful: u64,
     /// Requests rejected (by anyone, for any reason).
     pub total_failed: u64,
-    /// Script calls sent to Redis.
+    /// Decisions sent to Redis (each in a script run of its own, or batched with others: see
+    /// [`script_runs`](Self::script_runs)).
     pub calls: u64,
+    /// Script runs sent to Redis: round trips. Fewer than [`calls`](Self::calls) when
+    /// concurrent decisions were batched ([`RedisLimiterBuilder::batch_size`]).
+    pub script_runs: u64,
+    /// Requests decided from this machine's lease, without a round trip
+    /// ([`RedisLimiterBuilder::lease`]).
+    pub leased: u64,
     /// Calls that failed with an error of the server or the connection (each counts toward the
     /// circuit breaker), or with `NOSCRIPT` after the retry (which does not).
     pub errors: u64,

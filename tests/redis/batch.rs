@@ -1,0 +1,191 @@
+//! Issue 27: concurrent decisions batched into one script run (group commit).
+//!
+//! A connection that holds every command back for a while keeps the first run in flight while
+//! the others queue, so that the second run carries all of them: the tests check what a batch
+//! decides, not how fast.
+
+use ::redis::aio::ConnectionLike;
+use ::redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use super::*;
+use tollgate::redis::{RedisDecision, BATCH_SIZE};
+
+/// A connection manager whose commands start `delay` late (and fail after it if `fail`).
+#[derive(Clone)]
+struct Slow {
+    conn: ConnectionManager,
+    delay: Duration,
+    fail: bool,
+}
+
+impl ConnectionLike for Slow {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            if self.fail {
+                return Err(::redis::RedisError::from((
+                    ::redis::ErrorKind::Io,
+                    "connection reset",
+                )));
+            }
+            self.conn.req_packed_command(cmd).await
+        })
+    }
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        p: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move { self.conn.req_packed_commands(p, offset, count).await })
+    }
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+async fn slow_limiter(
+    algorithm: Algorithm,
+    policy: FailurePolicy,
+    fail: bool,
+) -> RedisLimiter<Slow> {
+    let conn = Slow {
+        conn: manager(&url()).await,
+        delay: Duration::from_millis(200),
+        fail,
+    };
+    RedisLimiter::builder(conn, prefix("batch"), algorithm, policy)
+        .timeout(Duration::from_secs(5))
+        .batch_size(BATCH_SIZE)
+        .build()
+        .unwrap()
+}
+
+/// Decides `first` alone, and `rest` while it is in flight (they queue and go as one run);
+/// returns the decisions in the order asked.
+async fn first_then_batch(
+    l: &RedisLimiter<Slow>,
+    first: (&str, u32),
+    rest: &[(&str, u32)],
+) -> Vec<RedisDecision> {
+    let lead = {
+        let l = l.clone();
+        let key = first.0.to_owned();
+        tokio::spawn(async move { l.decide(&key, first.1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut queued = Vec::new();
+    for &(key, permits) in rest {
+        let l = l.clone();
+        let key = key.to_owned();
+        queued.push(tokio::spawn(async move { l.decide(&key, permits).await }));
+        // Queue them in order.
+        tokio::task::yield_now().await;
+    }
+    let mut out = vec![lead.await.unwrap()];
+    for q in queued {
+        out.push(q.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_decisions_go_as_one_run_and_the_same_key_is_decided_in_order() {
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(3, Duration::from_secs(3_600)));
+    let l = slow_limiter(fw, FailurePolicy::FailClosed, false).await;
+    let d = first_then_batch(
+        &l,
+        ("a", 1),
+        &[("b", 1), ("b", 1), ("b", 1), ("b", 1), ("a", 2)],
+    )
+    .await;
+    assert!(d.iter().all(|d| d.decided_by == DecidedBy::Redis), "{d:?}");
+    // The four of "b" queue in whatever order their tasks ran; the run decides them one after
+    // the other, each seeing the writes before it.
+    let mut b: Vec<(bool, u64)> = d[1..5].iter().map(|d| (d.allowed(), d.remaining)).collect();
+    b.sort_unstable();
+    assert_eq!(b, [(false, 0), (true, 0), (true, 1), (true, 2)]);
+    let denied = d[1..5].iter().find(|d| !d.allowed()).unwrap();
+    assert!(denied.outcome.unwrap_err().retry_after().is_some());
+    assert_eq!((d[0].remaining, d[5].remaining), (2, 0));
+    // One server instant per run.
+    assert!(d[1..]
+        .iter()
+        .all(|x| x.server_time_us == d[1].server_time_us));
+    let s = l.redis_statistics();
+    assert_eq!((s.calls, s.script_runs), (6, 2), "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_error_in_a_batch_is_that_entry_s_alone() {
+    let mut conn = manager(&url()).await;
+    let gcra = Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(100)).with_burst(5));
+    let l = slow_limiter(gcra, FailurePolicy::FailClosed, false).await;
+    let () = conn.rpush(l.key("list"), "x").await.unwrap();
+    let () = conn.expire(l.key("list"), 60).await.unwrap();
+    let () = conn.set_ex(l.key("text"), "garbage", 60).await.unwrap();
+    let d = first_then_batch(
+        &l,
+        ("g0", 1),
+        &[("list", 1), ("g1", 2), ("text", 1), ("g2", 5)],
+    )
+    .await;
+    let by: Vec<DecidedBy> = d.iter().map(|d| d.decided_by).collect();
+    use DecidedBy::{KeyError, Redis};
+    assert_eq!(by, [Redis, KeyError, Redis, KeyError, Redis]);
+    assert!(d
+        .iter()
+        .filter(|d| d.decided_by == Redis)
+        .all(RedisDecision::allowed));
+    assert_eq!(d[1].outcome.unwrap_err().reason(), REDIS_KEY_ERROR);
+    let s = l.redis_statistics();
+    assert_eq!((s.script_runs, s.key_errors, s.errors), (2, 2, 0), "{s:?}");
+    assert_eq!(l.health(), Health::Redis);
+    let kind: String = ::redis::cmd("TYPE")
+        .arg(l.key("list"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kind, "list");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_is_decided_by_each_request_s_policy() {
+    // The fallback holds the whole quota per partition: 2 for "a", 2 for "b".
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(2, Duration::from_secs(3_600)));
+    let l = slow_limiter(fw, FailurePolicy::fallback(1.0), true).await;
+    let d = first_then_batch(&l, ("a", 1), &[("a", 1), ("a", 1), ("b", 2), ("b", 1)]).await;
+    assert!(
+        d.iter().all(|d| d.decided_by == DecidedBy::Fallback),
+        "{d:?}"
+    );
+    // Each caller asks the fallback in its own task, in no set order: "a" grants two of its
+    // three, "b" one of its two (2 then 1, or 1 then 2, of a quota of 2).
+    let granted = |r: core::ops::Range<usize>| d[r].iter().filter(|d| d.allowed()).count();
+    assert_eq!((granted(0..3), granted(3..5)), (2, 1), "{d:?}");
+    let s = l.redis_statistics();
+    assert_eq!(
+        (s.calls, s.script_runs, s.errors, s.by_policy),
+        (5, 2, 5, 5),
+        "{s:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_decisions_stay_exact_across_machines() {
+    // Batching on in every "machine": the window admits exactly its limit.
+    let window = Duration::from_secs(3_600);
+    let d = hammer_batched(
+        Algorithm::FixedWindow(FixedWindowOptions::new(200, window)),
+        "exact-batched",
+        3,
+        16,
+        10,
+        BATCH_SIZE,
+    )
+    .await;
+    let windows = per_window(&d, window.as_micros() as u64);
+    let (_, (granted, denied)) = windows.iter().next().unwrap();
+    assert!(*denied > 0, "{windows:?}");
+    assert_eq!(*granted, 200, "{windows:?}");
+}
