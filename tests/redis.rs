@@ -620,6 +620,17 @@ async fn configuration_errors_are_typed() {
         ),
         Err(RedisConfigError::QueueNotSupported)
     );
+    // The sliding counter has a queue locally now; on Redis it has none either.
+    assert_eq!(
+        build(
+            Algorithm::SlidingCounter(
+                tollgate::SlidingCounterOptions::new(5, sec).with_queue(1, QueueOrder::OldestFirst)
+            ),
+            FailurePolicy::FailOpen,
+            "p"
+        ),
+        Err(RedisConfigError::QueueNotSupported)
+    );
     assert_eq!(
         build(
             Algorithm::FixedWindow(FixedWindowOptions::new(0, sec)),

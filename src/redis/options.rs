@@ -415,6 +415,9 @@ impl Algorithm {
                 })
             }
             Algorithm::SlidingCounter(o) => {
+                if o.queue_limit != 0 {
+                    return Err(RedisConfigError::QueueNotSupported);
+                }
                 o.validate()?;
                 let w = whole_micros(o.window)?;
                 within_span(u128::from(w))?;
