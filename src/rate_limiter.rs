@@ -93,7 +93,8 @@ macro_rules! rate_limiter {
                 self.core.available()
             }
             fn statistics(&self) -> $crate::Statistics {
-                self.core.statistics()
+                let queued = self.core.queue.queued_permits();
+                self.core.counters.statistics(self.core.available(), queued)
             }
             fn idle_duration(&self) -> Option<::core::time::Duration> {
                 self.core.idle_duration()

@@ -10,7 +10,7 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
-use crate::lease::{Reason, Rejection, Statistics};
+use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
@@ -577,15 +577,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         u64::from(self.now_state().tokens)
     }
 
-    pub(crate) fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available(),
-            queued_permits: self.queue.queued_permits(),
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
-    }
-
     /// Full since the start of the tick it filled at; `None` while not full or while anyone
     /// waits.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
@@ -695,7 +686,8 @@ macro_rules! bucket_no_queue {
                 self.core.available()
             }
             fn statistics(&self) -> $crate::Statistics {
-                self.core.statistics()
+                let queued = $crate::QueueKind::queued_permits(&self.core.queue);
+                self.core.counters.statistics(self.core.available(), queued)
             }
             fn idle_duration(&self) -> Option<core::time::Duration> {
                 self.core.idle_duration()

@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
-use crate::lease::{Reason, Rejection, Statistics};
+use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
@@ -433,15 +433,6 @@ impl<C: Clock> GcraCore<C> {
 
     pub(crate) fn available(&self) -> u64 {
         Gcra::unpack(self.word.load(Ordering::Acquire)).available(self.now(), self.params.get())
-    }
-
-    pub(crate) fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available(),
-            queued_permits: self.queue.queued_permits(),
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
     }
 
     /// Full since the theoretical arrival time; `None` while anything is outstanding.

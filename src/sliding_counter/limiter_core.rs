@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
-use crate::lease::{Reason, Rejection, Statistics};
+use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
@@ -252,15 +252,6 @@ impl<C: Clock> CounterCore<C> {
     pub(crate) fn available(&self) -> u64 {
         let (k, into) = self.now();
         self.load().available(k, into, self.shape())
-    }
-
-    pub(crate) fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available(),
-            queued_permits: self.queue.queued_permits(),
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
     }
 
     /// Idle from the start of the first window in which the estimate is zero, with no one

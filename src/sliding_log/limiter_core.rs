@@ -9,7 +9,7 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::lease::{Reason, Rejection, Statistics};
+use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
@@ -241,15 +241,6 @@ impl<C: Clock, const N: usize> LogCore<C, N> {
             let s = self.shape();
             u64::from(s.limit).saturating_sub(log.used_at(now, s))
         })
-    }
-
-    pub(crate) fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available(),
-            queued_permits: self.queue.queued_permits(),
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
     }
 
     /// Idle since the newest entry left the window (since creation if none was ever taken),

@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
-use crate::lease::{Reason, Rejection, Statistics};
+use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::reciprocal::Reciprocal;
 use crate::stats::Counters;
@@ -626,15 +626,6 @@ impl<C: Clock, const N: usize> WindowCore<C, N> {
 
     pub(crate) fn available(&self) -> u64 {
         u64::from(self.limit()).saturating_sub(self.now_header().1.used())
-    }
-
-    pub(crate) fn statistics(&self) -> Statistics {
-        Statistics {
-            available_permits: self.available(),
-            queued_permits: self.queue.queued_permits(),
-            total_successful: self.counters.successful(),
-            total_failed: self.counters.failed(),
-        }
     }
 
     /// Idle since the last segment with permits taken left the window (since creation if none).

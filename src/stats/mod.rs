@@ -204,6 +204,17 @@ impl Counters {
         self.inner.make_compact();
     }
 
+    /// A limiter's statistics: `available` and `queued` permits now, and these counts.
+    pub(crate) fn statistics(&self, available: u64, queued: u64) -> crate::Statistics {
+        let (total_successful, total_failed) = self.totals();
+        crate::Statistics {
+            available_permits: available,
+            queued_permits: queued,
+            total_successful,
+            total_failed,
+        }
+    }
+
     /// (granted, refused) so far.
     pub(crate) fn totals(&self) -> (u64, u64) {
         self.inner.totals()
