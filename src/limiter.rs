@@ -435,7 +435,7 @@ forward_limiter!(
 
 /// A limiter one can wait on: `acquire(n).await` (.NET `AcquireAsync`).
 ///
-/// Implemented by the four built-in limiters (their waits are queued, see
+/// Implemented by the nine built-in limiters (their waits are queued, see
 /// [`Acquire`](crate::Acquire)), by [`NoopLimiter`](crate::NoopLimiter) and
 /// [`PartitionLimiter`](crate::PartitionLimiter), and by references to any of them. Implement it
 /// for your own limiter to chain it in a waiting [`Chain`](crate::Chain) or to use it as a waiting partition.
@@ -538,7 +538,7 @@ queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);
 /// Owned leases for limiters held in an `Arc` (feature `alloc`): the lease keeps the limiter
 /// alive and can move to another task or thread.
 ///
-/// Implemented by every limiter whose leases are plain [`Lease`]s: the four built-in limiters,
+/// Implemented by every limiter whose leases are plain [`Lease`]s: the nine built-in limiters,
 /// [`NoopLimiter`](crate::NoopLimiter), [`PartitionLimiter`](crate::PartitionLimiter), and any
 /// limiter of yours that implements [`Release`](crate::Release). A rate limiter's owned lease
 /// returns nothing (as its plain lease); a concurrency lease gives its permits back when dropped,

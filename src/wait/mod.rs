@@ -4,7 +4,8 @@
 //! inside the pinned futures, so waiting allocates nothing and works without a heap), the queue
 //! limit counted in permits, and the serving order.
 //!
-//! The protocol, shared by all four limiters through the [`Source`] trait:
+//! The protocol, shared by all nine limiters through the [`Source`] trait (the sliding log's
+//! "word" is its ring under the crate's lock; the rest is the same):
 //!
 //! - **Fast path, no lock.** A newcomer tries one compare-and-swap. The state word's `waiters`
 //!   flag is set exactly while the list is non-empty; with `OldestFirst` it makes newcomers fall
@@ -53,7 +54,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
 ///
-/// Sealed: implemented by the four built-in limiters only.
+/// Sealed: implemented by the nine built-in limiters (and `PartitionLimiter`, which forwards) only.
 ///
 /// ```
 /// use core::{future::Future, pin::pin, task::{Context, Waker}};
