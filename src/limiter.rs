@@ -666,4 +666,9 @@ owned_rate_lease!(
     TokenBucketLimiter<C> => [C: Clock],
     FixedWindowLimiter<C> => [C: Clock],
     SlidingWindowLimiter<C, N> => [C: Clock, const N: usize],
+    GcraLimiter<C> => [C: Clock],
+    LeakyBucketMeter<C> => [C: Clock],
+    LeakyBucketShaper<C> => [C: Clock],
+    SlidingCounterLimiter<C> => [C: Clock],
+    SlidingLogLimiter<C, N> => [C: Clock, const N: usize],
 );

@@ -20,8 +20,9 @@ use tollgate::*;
 
 type M = ManualClock;
 
-/// A limiter that waits in a queue of its own, reports its quota and is served by time.
-fn queued_rate<L: Limiter + Peek + Replenishing + AcquireAsync + Quota>() {}
+/// A limiter that waits in a queue of its own, reports its quota and is served by time, and
+/// hands out owned leases from an `Arc`.
+fn queued_rate<L: Limiter + Peek + Replenishing + AcquireAsync + Quota + AcquireOwned>() {}
 /// A limiter that waits in a queue of its own and reports its quota (served by releases).
 fn queued<L: Limiter + Peek + AcquireAsync + Quota>() {}
 /// A limiter that answers at once.
