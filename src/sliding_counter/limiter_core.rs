@@ -117,7 +117,80 @@ impl<C: Clock> CounterCore<C> {
         if n > s.limit {
             return Err(Rejection::new(Reason::ExceedsLimit));
         }
-        let at = self.now();
+        let e = self.ticker.elapsed(self.clock.now());
+        match self.decide_quick(e, n, s) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(wait)) => Err(Rejection::after(Reason::Exhausted, wait)),
+            None => self.take_slow(e, n, s, serve),
+        }
+    }
+
+    /// The whole `try_acquire`, counted: the quick decision and its count inline, the rest
+    /// (the general transition, the queue) out of line. The clock is read once.
+    #[inline(always)]
+    pub(crate) fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let s = self.shape();
+        if n > s.limit {
+            return self
+                .counters
+                .count(Err(Rejection::new(Reason::ExceedsLimit)));
+        }
+        let e = self.ticker.elapsed(self.clock.now());
+        match self.decide_quick(e, n, s) {
+            Some(Ok(())) => self.counters.count_granted(granted()),
+            Some(Err(wait)) => self
+                .counters
+                .count_rejected(Rejection::after(Reason::Exhausted, wait)),
+            None => self.try_acquire_general(e, n, s, granted, serve),
+        }
+    }
+
+    /// The common decision: a word with no flag set, still in its own window (`e` located from
+    /// the word's window without a division), grants `1 <= n` permits that fit with one
+    /// compare-and-swap, or refuses with the exact wait (no queue to wait behind: the flag is
+    /// clear). `None` sends everything else (a flag, a probe, a new window, a lost race) to the
+    /// general path, which decides the same on the same word and instant.
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+        if n == 0 {
+            return None;
+        }
+        let w = cas::Word::load(&self.word);
+        let c = Counter::unpack(w);
+        if c.closed || c.waiters {
+            return None;
+        }
+        let into = self.ticker.offset_in_own(e, c.tick)?;
+        match c.try_take(c.tick, into, n, s, false) {
+            Ok(next) => cas::swap_once(&self.word, w, next.pack()).then_some(Ok(())),
+            Err(_) => Some(Err(Nanos::from_u128(c.wait(c.tick, into, n, s).max(1)))),
+        }
+    }
+
+    /// `try_acquire` past the quick path, counted.
+    #[inline(never)]
+    fn try_acquire_general<T>(
+        &self,
+        e: u64,
+        n: u32,
+        s: Shape,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let taken = self.take_slow(e, n, s, serve).map(|()| granted());
+        self.counters.count(taken)
+    }
+
+    /// [`take`](Self::take) past the quick path: the general transition at `e` ns after
+    /// creation, and the queue.
+    #[inline(never)]
+    fn take_slow(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
+        let at = self.ticker.locate(e, self.load().tick);
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted in the window they fit in (then a newest-first queue lets the
         // newcomer barge past the rest).
@@ -129,17 +202,6 @@ impl<C: Clock> CounterCore<C> {
             }
         }
         result.map_err(|(d, c)| self.rejection(d, c, at, n, s))
-    }
-
-    /// The whole `try_acquire`, counted.
-    #[inline]
-    pub(crate) fn try_acquire_counted<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        self.counters.count(self.take(n, serve).map(|()| granted()))
     }
 
     /// The rejection of `n` permits denied for `d` on the state `c` at `(k, into)`: an
