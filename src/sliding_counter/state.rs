@@ -56,6 +56,16 @@ pub enum Denied {
     Exhausted,
 }
 
+/// `a / b` (`b >= 1`): a 64-bit division when `a` fits 64 bits, as it does for every limit
+/// times window below 2^64 (a 128-bit division is a library call of dozens of instructions).
+const fn div(a: u128, b: u32) -> u128 {
+    if a >> 64 == 0 {
+        (a as u64 / b as u64) as u128
+    } else {
+        a / b as u128
+    }
+}
+
 const COUNT: u128 = 0xFFFF_FFFF;
 const TICK: u128 = (1 << 62) - 1;
 const WAITERS: u128 = 1 << 126;
@@ -210,7 +220,7 @@ impl Counter {
             if now.prev == 0 {
                 return 0;
             }
-            let room = (cap - need) / now.prev as u128; // W - x ≤ room
+            let room = div(cap - need, now.prev); // W - x ≤ room
             let x = if room >= w as u128 {
                 0
             } else {
@@ -223,7 +233,7 @@ impl Counter {
         if now.cur == 0 {
             return rest as u128;
         }
-        let room = (s.limit - n) as u128 * w as u128 / now.cur as u128;
+        let room = div((s.limit - n) as u128 * w as u128, now.cur);
         let x = if room >= w as u128 {
             0
         } else {
@@ -606,5 +616,21 @@ mod tests {
         let walked = c.wait_behind(0, 0, [10, 10, 10, 10, 10, 10, 1], S);
         assert_eq!(c.wait_for(0, 0, 61, S), walked);
         assert_eq!(c.wait_for(0, 0, 7, S), 0);
+    }
+
+    #[test]
+    fn the_64_bit_division_agrees_with_the_128_bit_one() {
+        for a in [
+            0u128,
+            1,
+            7,
+            u64::MAX as u128,
+            (u64::MAX as u128) + 1,
+            u128::MAX >> 30,
+        ] {
+            for b in [1u32, 3, 1 << 20, u32::MAX] {
+                assert_eq!(div(a, b), a / u128::from(b), "{a} / {b}");
+            }
+        }
     }
 }
