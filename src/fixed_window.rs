@@ -302,4 +302,4 @@ crate::rate_limiter::rate_limiter!(
     FixedWindowLimiter,
     "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
 );
-crate::bucket::bucket_no_queue!(FixedWindowLimiter);
+crate::rate_limiter::rate_limiter!(unqueued FixedWindowLimiter);

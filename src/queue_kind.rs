@@ -7,6 +7,7 @@
 //! never waits — firmware taking decisions in an interrupt handler, a proxy that answers 429 at
 //! once — pays for that in code size and in memory. [`NoQueue`] removes it at compile time.
 
+use crate::options::{OptionsError, QueueOrder};
 use crate::wait::WaitQueue;
 
 /// The kind of queue a [`TokenBucketLimiter`](crate::TokenBucketLimiter),
@@ -55,6 +56,12 @@ pub trait QueueKind: private::Sealed {
     /// lock).
     #[doc(hidden)]
     fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R;
+    /// The queue of options with this queue limit and order: refused
+    /// ([`OptionsError::NoWaitQueue`]) by [`NoQueue`] for a queue limit above 0.
+    #[doc(hidden)]
+    fn for_options(queue_limit: u32, order: QueueOrder) -> Result<Self, OptionsError>
+    where
+        Self: Sized;
 }
 
 pub(crate) mod private {
@@ -78,6 +85,9 @@ impl QueueKind for WaitQueue {
     }
     fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
         WaitQueue::with_requests(self, f)
+    }
+    fn for_options(queue_limit: u32, order: QueueOrder) -> Result<Self, OptionsError> {
+        Ok(WaitQueue::new(queue_limit, order))
     }
 }
 
@@ -142,5 +152,28 @@ impl QueueKind for NoQueue {
     #[inline(always)]
     fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
         f(&mut core::iter::empty())
+    }
+    fn for_options(queue_limit: u32, _order: QueueOrder) -> Result<Self, OptionsError> {
+        Self::checked(queue_limit)
+    }
+}
+
+impl NoQueue {
+    /// No queue for options with this queue limit: refused unless it is 0.
+    pub(crate) const fn checked(queue_limit: u32) -> Result<Self, OptionsError> {
+        if queue_limit == 0 {
+            Ok(NoQueue)
+        } else {
+            Err(OptionsError::NoWaitQueue)
+        }
+    }
+
+    /// [`checked`](Self::checked) for constant constructors: a queue limit above 0 stops the
+    /// build.
+    pub(crate) const fn in_const(queue_limit: u32) -> Self {
+        match Self::checked(queue_limit) {
+            Ok(q) => q,
+            Err(e) => e.panic_in_const(),
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The one wiring of a queued rate limiter: [`rate_limiter!`] implements `Limiter`, `Peek`,
+//! The one wiring of a rate limiter: [`rate_limiter!`] implements `Limiter`, `Peek`,
 //! `Replenishing`, the waiting `Source` and the `acquire` / `acquire_blocking` methods for a
 //! limiter type whose `core` field is a rate core — [`BucketCore`](crate::bucket::BucketCore)
 //! (token bucket, fixed window) or [`GcraCore`](crate::gcra::GcraCore) (GCRA, leaky meter,
@@ -15,6 +15,51 @@
 /// module docs). `$opts` is the text of options for the examples of the `acquire` methods:
 /// one permit now, the next 100 ms later, a queue of at least one.
 macro_rules! rate_limiter {
+    // The `NoQueue` form: `Limiter`, `Peek` and `Replenishing`, the same decisions with nothing
+    // to serve or wait in.
+    (unqueued $ty:ident $(<const $n:ident>)?) => {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C, $($n,)? $crate::NoQueue> {
+            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
+                self.core.peek(permits)
+            }
+        }
+
+        /// Without a queue: the same decisions, nothing to serve or wait in.
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C, $($n,)? $crate::NoQueue> {
+            #[inline]
+            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
+                self.core
+                    .try_acquire_counted(permits, || $crate::Lease::unreleased(permits), || {})
+            }
+            fn available_permits(&self) -> u64 {
+                self.core.available()
+            }
+            fn statistics(&self) -> $crate::Statistics {
+                self.core.counters.statistics(self.core.available(), 0)
+            }
+            fn idle_duration(&self) -> Option<::core::time::Duration> {
+                self.core.idle_duration()
+            }
+            fn close(&self) {
+                self.core.close();
+            }
+            fn is_closed(&self) -> bool {
+                self.core.is_closed()
+            }
+        }
+
+        /// Without a queue there is nobody to serve: `replenish` only brings the state up to
+        /// date, and `next_service` is always `None`.
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Replenishing for $ty<C, $($n,)? $crate::NoQueue> {
+            fn replenishment_period(&self) -> ::core::time::Duration {
+                self.core.period()
+            }
+            fn replenish(&self) -> u64 {
+                self.core.catch_up();
+                self.core.available()
+            }
+        }
+    };
     ($ty:ident $(<const $n:ident>)?, $opts:literal) => {
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued
@@ -187,3 +232,92 @@ macro_rules! rate_limiter {
     };
 }
 pub(crate) use rate_limiter;
+
+/// The constructors and `reconfigure` of a rate limiter's [`NoQueue`](crate::NoQueue) form, for a
+/// type whose generic impl has `build(options, clock)` (run-time construction, generic over the
+/// queue kind), `at_epoch_with(options, queue, clock)` (constant construction) and
+/// `checked(&options)` (the validation `reconfigure` does). `$apply` applies what `checked`
+/// returned, with no queue to serve. `$opts` is the text of options for the examples; a ring
+/// size `N = d` names the ring `without_queue` builds (the default).
+macro_rules! unqueued_constructors {
+    (
+        $ty:ident $(<const $n:ident = $d:literal>)?,
+        $options:ty,
+        $opts:literal,
+        apply = $apply:expr $(,)?
+    ) => {
+        impl<C: $crate::clock::Clock> $ty<C, $($d,)? $crate::NoQueue> {
+            /// A limiter without a wait queue ([`NoQueue`](crate::NoQueue)), reading time from
+            /// `clock`: the decisions of `with_clock`'s limiter, with no `acquire` and none of
+            /// the queue's code or memory. The options' queue limit must be 0
+            /// ([`OptionsError::NoWaitQueue`](crate::OptionsError::NoWaitQueue) otherwise).
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let opts = ", $opts, ";\n",
+                "let limiter = ", stringify!($ty), "::without_queue(opts, ManualClock::new()).unwrap();\n",
+                "let all = limiter.available_permits() as u32;\n",
+                "assert!(limiter.try_acquire(all).is_ok());\n",
+                "assert!(limiter.try_acquire(1).unwrap_err().retry_after().is_some());\n",
+                "\n",
+                "let queued = opts.with_queue(1, QueueOrder::OldestFirst);\n",
+                "let refused = ", stringify!($ty), "::without_queue(queued, ManualClock::new());\n",
+                "assert_eq!(refused.unwrap_err(), OptionsError::NoWaitQueue);\n",
+                "```",
+            )]
+            pub fn without_queue(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+                Self::build(options, clock)
+            }
+        }
+
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C, $($n,)? $crate::NoQueue> {
+            $crate::sync::const_unless_loom! {
+                /// `at_epoch` without a wait queue ([`NoQueue`](crate::NoQueue)): a `static`
+                /// limiter for firmware that shares it with interrupt handlers and never waits.
+                /// Invalid options, or a queue limit above 0, stop the build.
+                ///
+                #[doc = concat!(
+                    "```\n",
+                    "use tollgate::*;\n",
+                    "\n",
+                    "static LIMITER: ", stringify!($ty), "<ManualClock, ", $(stringify!($d), ", ",)? "NoQueue> =\n",
+                    "    ", stringify!($ty), "::at_epoch_without_queue(", $opts, ", ManualClock::new());\n",
+                    "\n",
+                    "let all = LIMITER.available_permits() as u32;\n",
+                    "assert!(LIMITER.try_acquire(all).is_ok());\n",
+                    "assert!(LIMITER.try_acquire(1).is_err());\n",
+                    "```",
+                )]
+                pub fn at_epoch_without_queue(options: $options, clock: C) -> Self {
+                    Self::at_epoch_with(options, $crate::NoQueue::in_const(options.queue_limit), clock)
+                }
+            }
+
+            /// `reconfigure` without a queue: the same rule, and the queue limit must stay 0
+            /// ([`OptionsError::NoWaitQueue`](crate::OptionsError::NoWaitQueue)); the order of
+            /// the queue that does not exist may change.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "# use tollgate::*;\n",
+                "let bare = ", stringify!($ty), "::without_queue(", $opts, ", ManualClock::new()).unwrap();\n",
+                "let queued = ", $opts, ".with_queue(1, QueueOrder::OldestFirst);\n",
+                "assert_eq!(bare.reconfigure(queued), Err(OptionsError::NoWaitQueue));\n",
+                "assert!(bare.reconfigure(", $opts, ".with_queue(0, QueueOrder::NewestFirst)).is_ok());\n",
+                "```",
+            )]
+            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
+                let checked = self.checked(&options)?;
+                $crate::NoQueue::checked(options.queue_limit)?;
+                let apply: fn(&Self, _, $options) = $apply;
+                apply(self, checked, options);
+                Ok(())
+            }
+        }
+
+        $crate::rate_limiter::rate_limiter!(unqueued $ty $(<const $n>)?);
+    };
+}
+pub(crate) use unqueued_constructors;

@@ -352,4 +352,4 @@ crate::rate_limiter::rate_limiter!(
     TokenBucketLimiter,
     "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
 );
-crate::bucket::bucket_no_queue!(TokenBucketLimiter);
+crate::rate_limiter::rate_limiter!(unqueued TokenBucketLimiter);

@@ -4,14 +4,14 @@
 //! | limiter | `AcquireAsync` | `Quota` | `NoQueue` | `PartitionKind` | woken by time |
 //! |---|---|---|---|---|---|
 //! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) |
-//! | token bucket, fixed window | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | sliding window | ✓ | ✓ | – | ✓ | ✓ |
-//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | – | ✓ | ✓ |
-//! | sliding counter, sliding log | ✓ | ✓ | – | ✓ | ✓ |
+//! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | GCRA, leaky meter | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | leaky shaper | ✓ | ✓ | – (a shaper is its queue) | ✓ | ✓ |
+//! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ |
 //!
-//! `NoQueue` (a limiter type without the queue's code or memory, for firmware) exists for the
-//! three firmware limiters; the others take a queue limit of 0 (nothing waits, the queue costs
-//! its empty list). The keyed forms and the HTTP policies: `tests/keyed_*.rs`, `tests/http.rs`.
+//! `NoQueue` is a limiter type without the queue's code or memory (firmware, a proxy that
+//! answers 429 at once). The shaper has none: without its queue it would be the leaky meter of
+//! one permit. The keyed forms and the HTTP policies: `tests/keyed_*.rs`, `tests/http.rs`.
 
 use core::future::Future;
 use core::time::Duration;
@@ -46,8 +46,11 @@ fn every_queued_limiter_waits_and_reports_its_quota() {
 fn the_limiters_without_a_queue_answer_at_once() {
     answers_at_once::<TokenBucketLimiter<M, NoQueue>>();
     answers_at_once::<FixedWindowLimiter<M, NoQueue>>();
-    answers_at_once::<SlidingCounterLimiter<M>>();
-    answers_at_once::<SlidingLogLimiter<M, 4>>();
+    answers_at_once::<SlidingWindowLimiter<M, 4, NoQueue>>();
+    answers_at_once::<GcraLimiter<M, NoQueue>>();
+    answers_at_once::<LeakyBucketMeter<M, NoQueue>>();
+    answers_at_once::<SlidingCounterLimiter<M, NoQueue>>();
+    answers_at_once::<SlidingLogLimiter<M, 4, NoQueue>>();
     fn concurrency<L: Limiter + Peek>() {}
     concurrency::<ConcurrencyLimiter<M, NoQueue>>();
 }

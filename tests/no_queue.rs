@@ -1,12 +1,15 @@
-//! Token buckets, fixed windows and concurrency limiters built without a wait queue (`NoQueue`):
+//! Every limiter but the shaper built without a wait queue (`NoQueue`):
 //! the same decisions, RetryAfter, statistics and idle duration as the queued limiters with a
 //! queue limit of 0, and typed errors for anything that would need a queue.
 
 use std::time::Duration;
 
 use tollgate::{
-    Chain, FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, NoQueue, OptionsError,
-    Peek, QueueOrder, Reason, Replenishing, TokenBucketLimiter, TokenBucketOptions,
+    Chain, FixedWindowLimiter, FixedWindowOptions, GcraLimiter, GcraOptions, LeakyBucketMeter,
+    LeakyBucketOptions, Limiter, ManualClock, NoQueue, OptionsError, Peek, QueueOrder, Reason,
+    Replenishing, SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter,
+    SlidingLogOptions, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
+    TokenBucketOptions,
 };
 
 /// A deterministic pseudo-random walk (xorshift).
@@ -70,6 +73,110 @@ fn a_window_without_a_queue_decides_as_one_with_a_queue_limit_of_zero() {
             FixedWindowLimiter::without_queue(opts, &clock).unwrap();
         same_decisions(&queued, &bare, &clock, seed, u64::from(limit));
     }
+}
+
+/// GCRA, the meter, the sliding window, counter and log: built without a queue, the same
+/// answers as queued with a queue limit of 0, step by step on the same clock.
+#[test]
+fn every_rate_limiter_without_a_queue_decides_as_one_with_a_queue_limit_of_zero() {
+    for (seed, limit, ns) in [(5u64, 3u32, 900u64), (13, 1, 300), (21, 40, 4_000)] {
+        let clock = ManualClock::new();
+        let period = Duration::from_nanos(ns);
+        let o = GcraOptions::per(period, limit);
+        let (a, b) = (
+            GcraLimiter::with_clock(o, &clock).unwrap(),
+            GcraLimiter::without_queue(o, &clock).unwrap(),
+        );
+        same_decisions(&a, &b, &clock, seed, u64::from(limit));
+        let o = LeakyBucketOptions::new(limit, 2, period);
+        let (a, b) = (
+            LeakyBucketMeter::with_clock(o, &clock).unwrap(),
+            LeakyBucketMeter::without_queue(o, &clock).unwrap(),
+        );
+        same_decisions(&a, &b, &clock, seed ^ 1, u64::from(limit));
+        let o = SlidingWindowOptions::new(limit, period, 4);
+        let (a, b) = (
+            SlidingWindowLimiter::with_clock(o, &clock).unwrap(),
+            SlidingWindowLimiter::without_queue(o, &clock).unwrap(),
+        );
+        same_decisions(&a, &b, &clock, seed ^ 2, u64::from(limit));
+        let o = SlidingCounterOptions::new(limit, period);
+        let (a, b) = (
+            SlidingCounterLimiter::with_clock(o, &clock).unwrap(),
+            SlidingCounterLimiter::without_queue(o, &clock).unwrap(),
+        );
+        same_decisions(&a, &b, &clock, seed ^ 3, u64::from(limit));
+        let o = SlidingLogOptions::new(limit, period);
+        let (a, b) = (
+            SlidingLogLimiter::<_, 64>::with_capacity(o, &clock).unwrap(),
+            SlidingLogLimiter::<_, 64, NoQueue>::with_capacity(o, &clock).unwrap(),
+        );
+        same_decisions(&a, &b, &clock, seed ^ 4, u64::from(limit));
+    }
+}
+
+/// The same rules for every rate limiter without a queue: a queue limit is refused at creation
+/// and at reconfiguration, changing nothing; a new order of the queue that does not exist is
+/// accepted; a new limit applies.
+#[test]
+fn every_rate_limiter_without_a_queue_refuses_a_queue_limit() {
+    let clock = ManualClock::new();
+    let sec = Duration::from_secs(1);
+    let q = |n| (n, QueueOrder::OldestFirst);
+    macro_rules! check {
+        ($l:expr, $opts:expr, $smaller:expr) => {{
+            let opts = $opts;
+            let (limit, order) = q(1);
+            assert_eq!(
+                $l(opts.with_queue(limit, order)).unwrap_err(),
+                OptionsError::NoWaitQueue
+            );
+            let l = $l(opts).unwrap();
+            l.try_acquire(1).unwrap().forget();
+            let before = (l.options(), l.available_permits());
+            assert_eq!(
+                l.reconfigure(opts.with_queue(limit, order)),
+                Err(OptionsError::NoWaitQueue)
+            );
+            assert_eq!(
+                (l.options(), l.available_permits()),
+                before,
+                "nothing changed"
+            );
+            l.reconfigure(opts.with_queue(0, QueueOrder::NewestFirst))
+                .unwrap();
+            l.reconfigure($smaller).unwrap();
+            assert!(
+                l.available_permits() < before.1,
+                "the smaller limit applies"
+            );
+        }};
+    }
+    check!(
+        |o| GcraLimiter::without_queue(o, &clock),
+        GcraOptions::per_second(4),
+        GcraOptions::per_second(2)
+    );
+    check!(
+        |o| LeakyBucketMeter::without_queue(o, &clock),
+        LeakyBucketOptions::new(4, 1, sec),
+        LeakyBucketOptions::new(2, 1, sec)
+    );
+    check!(
+        |o| SlidingWindowLimiter::without_queue(o, &clock),
+        SlidingWindowOptions::new(4, sec, 2),
+        SlidingWindowOptions::new(2, sec, 2)
+    );
+    check!(
+        |o| SlidingCounterLimiter::without_queue(o, &clock),
+        SlidingCounterOptions::new(4, sec),
+        SlidingCounterOptions::new(2, sec)
+    );
+    check!(
+        |o| SlidingLogLimiter::without_queue(o, &clock),
+        SlidingLogOptions::new(4, sec),
+        SlidingLogOptions::new(2, sec)
+    );
 }
 
 #[test]

@@ -664,57 +664,6 @@ impl<C: Clock> BucketCore<C, crate::NoQueue> {
     }
 }
 
-/// The `NoQueue` form of a limiter on a `BucketCore` (in its `core` field): `Limiter`, `Peek`
-/// and `Replenishing`, the same decisions with nothing to serve or wait in. (The queued form
-/// is [`rate_limiter!`](crate::rate_limiter::rate_limiter), shared by every rate limiter.)
-macro_rules! bucket_no_queue {
-    ($ty:ident) => {
-        impl<C: $crate::clock::Clock> $crate::limiter::Peek for $ty<C, $crate::NoQueue> {
-            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
-                self.core.peek(permits)
-            }
-        }
-
-        /// Without a queue: the same decisions, nothing to serve or wait in.
-        impl<C: $crate::clock::Clock> $crate::limiter::Limiter for $ty<C, $crate::NoQueue> {
-            #[inline]
-            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
-                self.core
-                    .try_acquire_counted(permits, || $crate::Lease::unreleased(permits), || {})
-            }
-            fn available_permits(&self) -> u64 {
-                self.core.available()
-            }
-            fn statistics(&self) -> $crate::Statistics {
-                let queued = $crate::QueueKind::queued_permits(&self.core.queue);
-                self.core.counters.statistics(self.core.available(), queued)
-            }
-            fn idle_duration(&self) -> Option<core::time::Duration> {
-                self.core.idle_duration()
-            }
-            fn close(&self) {
-                self.core.close();
-            }
-            fn is_closed(&self) -> bool {
-                self.core.is_closed()
-            }
-        }
-
-        /// Without a queue there is nobody to serve: `replenish` only brings the state up to
-        /// date, and `next_service` is always `None`.
-        impl<C: $crate::clock::Clock> $crate::limiter::Replenishing for $ty<C, $crate::NoQueue> {
-            fn replenishment_period(&self) -> core::time::Duration {
-                self.core.period()
-            }
-            fn replenish(&self) -> u64 {
-                self.core.catch_up();
-                self.core.available()
-            }
-        }
-    };
-}
-pub(crate) use bucket_no_queue;
-
 #[cfg(all(test, not(tollgate_cs_cells)))]
 mod tests {
     use super::*;

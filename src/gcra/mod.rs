@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
@@ -21,13 +22,13 @@ use state::{Denied, Gcra, Params, MAX_SPAN};
 /// The lock-free core shared by [`GcraLimiter`], [`LeakyBucketMeter`](crate::LeakyBucketMeter)
 /// and [`LeakyBucketShaper`](crate::LeakyBucketShaper).
 #[derive(Debug)]
-pub(crate) struct GcraCore<C> {
+pub(crate) struct GcraCore<C, Q = WaitQueue> {
     word: AtomicU64,
     /// Nanosecond ticks from creation.
     ticker: Ticker,
     params: ParamsCell,
     pub(crate) counters: Counters,
-    pub(crate) queue: WaitQueue,
+    pub(crate) queue: Q,
     pub(crate) clock: C,
 }
 
@@ -108,7 +109,8 @@ impl ParamsCell {
         }
     }
 
-    /// Replaces the parameters (one writer at a time: under the queue lock). Slow ones are
+    /// Replaces the parameters (one writer at a time: under the queue lock, or without a queue
+    /// under the limiter's lock on its options). Slow ones are
     /// written under the sequence lock before the word says to read them there.
     fn set(&self, p: Params) {
         let w = Self::pack(p);
@@ -151,43 +153,20 @@ pub(crate) const fn interval_of(period: Duration, n: u32) -> Duration {
     Duration::new((each / 1_000_000_000) as u64, (each % 1_000_000_000) as u32)
 }
 
-impl<C: Clock> GcraCore<C> {
-    pub(crate) fn new(params: Params, queue: WaitQueue, clock: C) -> Self {
-        Self {
-            word: AtomicU64::new(Gcra::FRESH.pack()),
-            ticker: Ticker::new(clock.now(), 1),
-            params: ParamsCell::new(params),
-            counters: Counters::new(),
-            queue,
-            clock,
-        }
+impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
+    pub(crate) fn new(params: Params, queue: Q, clock: C) -> Self {
+        let origin = clock.now();
+        Self::at(params, queue, clock, origin)
     }
 
     pub(crate) fn limit(&self) -> u32 {
         self.params.get().burst
     }
 
-    /// Changes the interval, the burst and the queue limit (the caller validated them and
-    /// checked what is fixed), under the queue lock, which then fails the waiters larger than
-    /// the new burst and serves the rest ([`WaitQueue::reconfigure`]); `then` runs under the same
-    /// lock (the caller records its options there).
-    ///
-    /// The state word is not touched: the theoretical arrival time keeps its instant, so the
-    /// time already owed stays owed. From the change on, a decision admits what the new
-    /// parameters admit from that state, which is never more than they admit from an idle
-    /// limiter: a lowered burst refuses until the debt drains below it, a slower rate spaces
-    /// permits by the new interval at once.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        params: Params,
-        queue_limit: u32,
-        then: impl FnOnce(),
-    ) {
-        self.queue.reconfigure(src, queue_limit, params.burst, || {
-            self.params.set(params);
-            then();
-        });
+    /// Replaces the interval and the burst with no queue to serve; the caller serializes
+    /// writers (a limiter without a queue holds its options' lock).
+    pub(crate) fn set_params(&self, params: Params) {
+        self.params.set(params);
     }
 
     #[inline]
@@ -468,6 +447,31 @@ impl<C: Clock> GcraCore<C> {
     pub(crate) fn catch_up(&self) {}
 }
 
+impl<C: Clock> GcraCore<C, WaitQueue> {
+    /// Changes the interval, the burst and the queue limit (the caller validated them and
+    /// checked what is fixed), under the queue lock, which then fails the waiters larger than
+    /// the new burst and serves the rest ([`WaitQueue::reconfigure`]); `then` runs under the same
+    /// lock (the caller records its options there).
+    ///
+    /// The state word is not touched: the theoretical arrival time keeps its instant, so the
+    /// time already owed stays owed. From the change on, a decision admits what the new
+    /// parameters admit from that state, which is never more than they admit from an idle
+    /// limiter: a lowered burst refuses until the debt drains below it, a slower rate spaces
+    /// permits by the new interval at once.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        params: Params,
+        queue_limit: u32,
+        then: impl FnOnce(),
+    ) {
+        self.queue.reconfigure(src, queue_limit, params.burst, || {
+            self.params.set(params);
+            then();
+        });
+    }
+}
+
 /// Options of a [`GcraLimiter`], in governor's quota vocabulary.
 ///
 /// | constructor | permits come back | burst |
@@ -589,9 +593,10 @@ crate::options::with_queue!(GcraOptions, "GcraOptions::per_second(10)");
 /// assert!(gcra.try_acquire(1).is_err());
 /// ```
 #[derive(Debug)]
-pub struct GcraLimiter<C: Clock = crate::clock::DefaultClock> {
-    core: GcraCore<C>,
-    /// The options in force (changed by `reconfigure`, under the queue lock).
+pub struct GcraLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
+    core: GcraCore<C, Q>,
+    /// The options in force (changed by `reconfigure`, under the queue lock, or under this lock
+    /// without a queue).
     options: crate::wait::Lock<GcraOptions>,
 }
 
@@ -623,25 +628,7 @@ impl<C: Clock> GcraLimiter<C> {
     /// );
     /// ```
     pub fn with_clock(options: GcraOptions, clock: C) -> Result<Self, OptionsError> {
-        let params = params(options.interval, options.burst, false)?;
-        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-        Ok(Self {
-            core: GcraCore::new(params, queue, clock),
-            options: crate::wait::Lock::new(options),
-        })
-    }
-
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use tollgate::{GcraLimiter, GcraOptions, ManualClock};
-    ///
-    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(5), ManualClock::new()).unwrap();
-    /// assert_eq!(gcra.options().burst, 5);
-    /// ```
-    pub fn options(&self) -> GcraOptions {
-        self.options.with(|o| *o)
+        Self::build(options, clock)
     }
 
     /// Changes the rate (the interval), the burst and the queue limit while the limiter is in
@@ -674,16 +661,75 @@ impl<C: Clock> GcraLimiter<C> {
     /// assert_eq!(gcra.reconfigure(fifo), Err(OptionsError::FixedAtCreation));
     /// ```
     pub fn reconfigure(&self, options: GcraOptions) -> Result<(), OptionsError> {
-        let p = params(options.interval, options.burst, false)?;
-        if options.queue_order != self.options().queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        let p = self.checked(&options)?;
         self.core.reconfigure(self, p, options.queue_limit, || {
             self.options.with(|o| *o = options);
         });
         Ok(())
     }
 }
+
+impl<C: Clock, Q: QueueKind> GcraLimiter<C, Q> {
+    fn build(options: GcraOptions, clock: C) -> Result<Self, OptionsError> {
+        let params = params(options.interval, options.burst, false)?;
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
+        Ok(Self {
+            core: GcraCore::new(params, queue, clock),
+            options: crate::wait::Lock::new(options),
+        })
+    }
+
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{GcraLimiter, GcraOptions, ManualClock};
+    ///
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(5), ManualClock::new()).unwrap();
+    /// assert_eq!(gcra.options().burst, 5);
+    /// ```
+    pub fn options(&self) -> GcraOptions {
+        self.options.with(|o| *o)
+    }
+
+    /// `options`' parameters, if valid and with the queue order this limiter was built with.
+    fn checked(&self, options: &GcraOptions) -> Result<Params, OptionsError> {
+        let p = params(options.interval, options.burst, false)?;
+        // Without a queue, its order means nothing: any is accepted.
+        if Q::QUEUED && options.queue_order != self.options().queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        Ok(p)
+    }
+}
+
+impl<C: Clock, Q> GcraLimiter<C, Q> {
+    crate::sync::const_unless_loom! {
+        /// A limiter of valid `options` whose time counts from the clock's epoch.
+        fn at_epoch_with(options: GcraOptions, queue: Q, clock: C) -> Self {
+            let params = match params_in_const(options.interval, options.burst, false) {
+                Ok(p) => p,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
+                options: crate::wait::Lock::new(options),
+            }
+        }
+    }
+}
+
+crate::rate_limiter::unqueued_constructors!(
+    GcraLimiter,
+    GcraOptions,
+    "GcraOptions::per_second(2)",
+    apply = |l, params, options| {
+        l.options.with(|o| {
+            l.core.set_params(params);
+            *o = options;
+        })
+    },
+);
 
 crate::rate_limiter::rate_limiter!(
     GcraLimiter,
@@ -715,13 +761,14 @@ pub(crate) const fn params_in_const(
     }
 }
 
-impl<C: Clock> GcraCore<C> {
+impl<C: Clock, Q> GcraCore<C, Q> {
     crate::sync::const_unless_loom! {
-        /// A core whose time counts from the clock's epoch ([`Instant::ZERO`](crate::Instant::ZERO)).
-        pub(crate) fn at_epoch(params: Params, queue: WaitQueue, clock: C) -> Self {
+        /// A fresh core whose time counts from `origin`
+        /// ([`Instant::ZERO`](crate::Instant::ZERO) for a constant).
+        pub(crate) fn at(params: Params, queue: Q, clock: C, origin: crate::Instant) -> Self {
             Self {
                 word: AtomicU64::new(Gcra::FRESH.pack()),
-                ticker: Ticker::new(crate::Instant::ZERO, 1),
+                ticker: Ticker::new(origin, 1),
                 params: ParamsCell::new(params),
                 counters: Counters::new(),
                 queue,
@@ -749,15 +796,8 @@ impl<C: Clock> GcraLimiter<C> {
         /// assert!(GCRA.try_acquire(1).is_err());
         /// ```
         pub fn at_epoch(options: GcraOptions, clock: C) -> Self {
-            let params = match params_in_const(options.interval, options.burst, false) {
-                Ok(p) => p,
-                Err(e) => e.panic_in_const(),
-            };
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self {
-                core: GcraCore::at_epoch(params, queue, clock),
-                options: crate::wait::Lock::new(options),
-            }
+            Self::at_epoch_with(options, queue, clock)
         }
     }
 }

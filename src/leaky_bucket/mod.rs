@@ -14,8 +14,10 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
+use crate::gcra::state::Params;
 use crate::gcra::{interval_of, params, params_in_const, GcraCore};
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::QueueKind;
 use crate::wait::WaitQueue;
 
 /// Options of a [`LeakyBucketMeter`], shaped like article 002's `LeakyBucketRateLimiter`
@@ -75,18 +77,22 @@ impl LeakyBucketOptions {
     /// assert_eq!(no_leak.validate(), Err(OptionsError::ZeroTokensPerPeriod));
     /// ```
     pub fn validate(&self) -> Result<u64, OptionsError> {
+        self.params().map(|p| p.interval)
+    }
+
+    /// The core's parameters, if every option is valid (usable in constants).
+    pub(crate) const fn params(&self) -> Result<Params, OptionsError> {
         if self.leak == 0 {
-            return Err(OptionsError::ZeroTokensPerPeriod);
+            Err(OptionsError::ZeroTokensPerPeriod)
+        } else if self.leak_interval.is_zero() {
+            Err(OptionsError::ZeroPeriod)
+        } else {
+            params_in_const(
+                interval_of(self.leak_interval, self.leak),
+                self.capacity,
+                false,
+            )
         }
-        if self.leak_interval.is_zero() {
-            return Err(OptionsError::ZeroPeriod);
-        }
-        params(
-            interval_of(self.leak_interval, self.leak),
-            self.capacity,
-            false,
-        )
-        .map(|p| p.interval)
     }
 }
 
@@ -121,9 +127,10 @@ crate::options::with_queue!(
 /// assert_eq!(meter.available_permits(), 2);
 /// ```
 #[derive(Debug)]
-pub struct LeakyBucketMeter<C: Clock = crate::clock::DefaultClock> {
-    core: GcraCore<C>,
-    /// The options in force (changed by `reconfigure`, under the queue lock).
+pub struct LeakyBucketMeter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
+    core: GcraCore<C, Q>,
+    /// The options in force (changed by `reconfigure`, under the queue lock, or under this lock
+    /// without a queue).
     options: crate::wait::Lock<LeakyBucketOptions>,
 }
 
@@ -154,17 +161,7 @@ impl<C: Clock> LeakyBucketMeter<C> {
     /// assert_eq!(LeakyBucketMeter::with_clock(bad, ManualClock::new()).unwrap_err(), OptionsError::ZeroLimit);
     /// ```
     pub fn with_clock(options: LeakyBucketOptions, clock: C) -> Result<Self, OptionsError> {
-        options.validate()?;
-        let params = params(
-            interval_of(options.leak_interval, options.leak),
-            options.capacity,
-            false,
-        )?;
-        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-        Ok(Self {
-            core: GcraCore::new(params, queue, clock),
-            options: crate::wait::Lock::new(options),
-        })
+        Self::build(options, clock)
     }
 
     crate::sync::const_unless_loom! {
@@ -187,42 +184,9 @@ impl<C: Clock> LeakyBucketMeter<C> {
         /// assert!(METER.try_acquire(1).is_err());
         /// ```
         pub fn at_epoch(options: LeakyBucketOptions, clock: C) -> Self {
-            let checked = if options.leak == 0 {
-                Err(OptionsError::ZeroTokensPerPeriod)
-            } else if options.leak_interval.is_zero() {
-                Err(OptionsError::ZeroPeriod)
-            } else {
-                params_in_const(
-                    interval_of(options.leak_interval, options.leak),
-                    options.capacity,
-                    false,
-                )
-            };
-            let params = match checked {
-                Ok(p) => p,
-                Err(e) => e.panic_in_const(),
-            };
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self {
-                core: GcraCore::at_epoch(params, queue, clock),
-                options: crate::wait::Lock::new(options),
-            }
+            Self::at_epoch_with(options, queue, clock)
         }
-    }
-
-    /// The options in force: those the meter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, ManualClock};
-    ///
-    /// let opts = LeakyBucketOptions::new(3, 1, Duration::from_secs(1));
-    /// let meter = LeakyBucketMeter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(meter.options(), opts);
-    /// ```
-    pub fn options(&self) -> LeakyBucketOptions {
-        self.options.with(|o| *o)
     }
 
     /// Changes the capacity, the leak rate and the queue limit while the meter is in use,
@@ -247,21 +211,77 @@ impl<C: Clock> LeakyBucketMeter<C> {
     /// assert!(meter.try_acquire(1).is_ok());
     /// ```
     pub fn reconfigure(&self, options: LeakyBucketOptions) -> Result<(), OptionsError> {
-        options.validate()?;
-        let p = params(
-            interval_of(options.leak_interval, options.leak),
-            options.capacity,
-            false,
-        )?;
-        if options.queue_order != self.options().queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        let p = self.checked(&options)?;
         self.core.reconfigure(self, p, options.queue_limit, || {
             self.options.with(|o| *o = options);
         });
         Ok(())
     }
 }
+
+impl<C: Clock, Q: QueueKind> LeakyBucketMeter<C, Q> {
+    fn build(options: LeakyBucketOptions, clock: C) -> Result<Self, OptionsError> {
+        let params = options.params()?;
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
+        Ok(Self {
+            core: GcraCore::new(params, queue, clock),
+            options: crate::wait::Lock::new(options),
+        })
+    }
+
+    /// The options in force: those the meter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, ManualClock};
+    ///
+    /// let opts = LeakyBucketOptions::new(3, 1, Duration::from_secs(1));
+    /// let meter = LeakyBucketMeter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(meter.options(), opts);
+    /// ```
+    pub fn options(&self) -> LeakyBucketOptions {
+        self.options.with(|o| *o)
+    }
+
+    /// `options`' parameters, if valid and with the queue order this meter was built with.
+    fn checked(&self, options: &LeakyBucketOptions) -> Result<Params, OptionsError> {
+        let p = options.params()?;
+        // Without a queue, its order means nothing: any is accepted.
+        if Q::QUEUED && options.queue_order != self.options().queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        Ok(p)
+    }
+}
+
+impl<C: Clock, Q> LeakyBucketMeter<C, Q> {
+    crate::sync::const_unless_loom! {
+        /// A meter of valid `options` whose time counts from the clock's epoch.
+        fn at_epoch_with(options: LeakyBucketOptions, queue: Q, clock: C) -> Self {
+            let params = match options.params() {
+                Ok(p) => p,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
+                options: crate::wait::Lock::new(options),
+            }
+        }
+    }
+}
+
+crate::rate_limiter::unqueued_constructors!(
+    LeakyBucketMeter,
+    LeakyBucketOptions,
+    "LeakyBucketOptions::new(3, 1, core::time::Duration::from_secs(1))",
+    apply = |l, params, options| {
+        l.options.with(|o| {
+            l.core.set_params(params);
+            *o = options;
+        })
+    },
+);
 
 crate::rate_limiter::rate_limiter!(
     LeakyBucketMeter,
@@ -445,7 +465,7 @@ impl<C: Clock> LeakyBucketShaper<C> {
             };
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
-                core: GcraCore::at_epoch(params, queue, clock),
+                core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
                 options: crate::wait::Lock::new(options),
             }
         }

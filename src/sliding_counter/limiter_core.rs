@@ -9,6 +9,7 @@ use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
+use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, Ticker};
@@ -18,7 +19,7 @@ use super::state::{Counter, Denied, Shape};
 
 /// The core of a [`SlidingCounterLimiter`](crate::SlidingCounterLimiter).
 #[derive(Debug)]
-pub(crate) struct CounterCore<C> {
+pub(crate) struct CounterCore<C, Q = WaitQueue> {
     word: AtomicU128,
     ticker: Ticker,
     /// Permits per window (changed by `reconfigure`, under the queue lock; only ever a `u32`).
@@ -26,17 +27,17 @@ pub(crate) struct CounterCore<C> {
     /// The window in nanoseconds (fixed at creation).
     window: u64,
     pub(crate) counters: Counters,
-    pub(crate) queue: WaitQueue,
+    pub(crate) queue: Q,
     pub(crate) clock: C,
 }
 
-impl<C: Clock> CounterCore<C> {
+impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     crate::sync::const_unless_loom! {
         /// A fresh counter of `limit` per `window` ns, its windows counted from `origin`.
         pub(crate) fn new(
             limit: u32,
             window: u64,
-            queue: WaitQueue,
+            queue: Q,
             origin: crate::Instant,
             clock: C,
         ) -> Self {
@@ -66,20 +67,9 @@ impl<C: Clock> CounterCore<C> {
         self.shape().limit
     }
 
-    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
-    /// which then fails the waiters larger than the new limit and serves the rest; `then` runs
-    /// under the same lock.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        limit: u32,
-        queue_limit: u32,
-        then: impl FnOnce(),
-    ) {
-        self.queue.reconfigure(src, queue_limit, limit, || {
-            self.limit.store(u64::from(limit), Ordering::Release);
-            then();
-        });
+    /// Changes the limit with no queue to serve.
+    pub(crate) fn set_limit(&self, limit: u32) {
+        self.limit.store(u64::from(limit), Ordering::Release);
     }
 
     #[inline]
@@ -350,4 +340,22 @@ impl<C: Clock> CounterCore<C> {
     /// Nothing to bring up to date: the estimate is computed from the clock.
     #[inline]
     pub(crate) fn catch_up(&self) {}
+}
+
+impl<C: Clock> CounterCore<C, WaitQueue> {
+    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
+    /// which then fails the waiters larger than the new limit and serves the rest; `then` runs
+    /// under the same lock.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        limit: u32,
+        queue_limit: u32,
+        then: impl FnOnce(),
+    ) {
+        self.queue.reconfigure(src, queue_limit, limit, || {
+            self.set_limit(limit);
+            then();
+        });
+    }
 }

@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::QueueKind;
 use crate::ticks::nanos_of;
 use crate::wait::{Lock, WaitQueue};
 
@@ -138,9 +139,10 @@ const MAX_WINDOW_NS: u64 = 1 << 62;
 /// assert_eq!(counter.available_permits(), 7);
 /// ```
 #[derive(Debug)]
-pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock> {
-    core: CounterCore<C>,
-    /// The options in force (the limit and queue limit change by `reconfigure`).
+pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
+    core: CounterCore<C, Q>,
+    /// The options in force (the limit and queue limit change by `reconfigure`, under the queue
+    /// lock, or under this lock without a queue).
     options: Lock<SlidingCounterOptions>,
 }
 
@@ -173,13 +175,7 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// );
     /// ```
     pub fn with_clock(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate()?;
-        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-        let origin = clock.now();
-        Ok(Self {
-            core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
-            options: Lock::new(options),
-        })
+        Self::build(options, clock)
     }
 
     crate::sync::const_unless_loom! {
@@ -199,35 +195,9 @@ impl<C: Clock> SlidingCounterLimiter<C> {
         /// assert!(COUNTER.try_acquire(1).is_err());
         /// ```
         pub fn at_epoch(options: SlidingCounterOptions, clock: C) -> Self {
-            let window = match options.validate() {
-                Ok(window) => window,
-                Err(e) => e.panic_in_const(),
-            };
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self {
-                core: CounterCore::new(
-                    options.permit_limit,
-                    window,
-                    queue,
-                    crate::Instant::ZERO,
-                    clock,
-                ),
-                options: Lock::new(options),
-            }
+            Self::at_epoch_with(options, queue, clock)
         }
-    }
-
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
-    ///
-    /// let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), ManualClock::new()).unwrap();
-    /// assert_eq!(c.options().permit_limit, 2);
-    /// ```
-    pub fn options(&self) -> SlidingCounterOptions {
-        self.options.with(|o| *o)
     }
 
     /// Changes the permit limit and the queue limit while the limiter is in use. The counts
@@ -254,11 +224,7 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// assert_eq!(counter.reconfigure(other), Err(OptionsError::FixedAtCreation));
     /// ```
     pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
-        options.validate()?;
-        let before = self.options();
-        if options.window != before.window || options.queue_order != before.queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        self.checked(&options)?;
         self.core
             .reconfigure(self, options.permit_limit, options.queue_limit, || {
                 self.options.with(|o| *o = options);
@@ -266,6 +232,75 @@ impl<C: Clock> SlidingCounterLimiter<C> {
         Ok(())
     }
 }
+
+impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
+    fn build(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
+        let window = options.validate()?;
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
+        let origin = clock.now();
+        Ok(Self {
+            core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
+            options: Lock::new(options),
+        })
+    }
+
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
+    ///
+    /// let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), ManualClock::new()).unwrap();
+    /// assert_eq!(c.options().permit_limit, 2);
+    /// ```
+    pub fn options(&self) -> SlidingCounterOptions {
+        self.options.with(|o| *o)
+    }
+
+    /// Whether `options` are valid, with the window and queue order this limiter was built with.
+    fn checked(&self, options: &SlidingCounterOptions) -> Result<(), OptionsError> {
+        options.validate()?;
+        let before = self.options();
+        // Without a queue, its order means nothing: any is accepted.
+        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
+        if options.window != before.window || reordered {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        Ok(())
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A counter of valid `options` whose windows count from the clock's epoch.
+        fn at_epoch_with(options: SlidingCounterOptions, queue: Q, clock: C) -> Self {
+            let window = match options.validate() {
+                Ok(window) => window,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                core: CounterCore::new(
+                    options.permit_limit,
+                    window,
+                    queue,
+                    crate::Instant::ZERO,
+                    clock,
+                ),
+                options: Lock::new(options),
+            }
+        }
+    }
+}
+
+crate::rate_limiter::unqueued_constructors!(
+    SlidingCounterLimiter,
+    SlidingCounterOptions,
+    "SlidingCounterOptions::per_second(2)",
+    apply = |l, (), options| {
+        l.options.with(|o| {
+            l.core.set_limit(options.permit_limit);
+            *o = options;
+        })
+    },
+);
 
 crate::rate_limiter::rate_limiter!(
     SlidingCounterLimiter,

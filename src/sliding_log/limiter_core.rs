@@ -11,6 +11,7 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
+use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, Ticker};
@@ -19,7 +20,7 @@ use crate::wait::{Lock, WaitQueue};
 use super::state::{Denied, Log, Shape};
 
 /// The core of a [`SlidingLogLimiter`](crate::SlidingLogLimiter) with a ring of `N` entries.
-pub(crate) struct LogCore<C, const N: usize> {
+pub(crate) struct LogCore<C, const N: usize, Q = WaitQueue> {
     log: Lock<Log<N>>,
     closed: AtomicBool,
     ticker: Ticker,
@@ -29,17 +30,17 @@ pub(crate) struct LogCore<C, const N: usize> {
     /// The window in nanoseconds (fixed at creation).
     window: u64,
     pub(crate) counters: Counters,
-    pub(crate) queue: WaitQueue,
+    pub(crate) queue: Q,
     pub(crate) clock: C,
 }
 
-impl<C: Clock, const N: usize> LogCore<C, N> {
+impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     crate::sync::const_unless_loom! {
         /// An empty log of `limit` per `window` ns, its time counted from `origin`.
         pub(crate) fn new(
             limit: u32,
             window: u64,
-            queue: WaitQueue,
+            queue: Q,
             origin: crate::Instant,
             clock: C,
         ) -> Self {
@@ -70,21 +71,10 @@ impl<C: Clock, const N: usize> LogCore<C, N> {
         self.shape().limit
     }
 
-    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
-    /// and the limit under the log's, where every decision reads it; the queue then fails the
-    /// waiters larger than the new limit and serves the rest. `then` runs under the queue lock.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        limit: u32,
-        queue_limit: u32,
-        then: impl FnOnce(),
-    ) {
-        self.queue.reconfigure(src, queue_limit, limit, || {
-            self.log
-                .with(|_| self.limit.store(u64::from(limit), Ordering::Release));
-            then();
-        });
+    /// Changes the limit under the log's lock, where every decision reads it.
+    pub(crate) fn set_limit(&self, limit: u32) {
+        self.log
+            .with(|_| self.limit.store(u64::from(limit), Ordering::Release));
     }
 
     fn now(&self) -> u64 {
@@ -281,5 +271,23 @@ impl<C: Clock, const N: usize> LogCore<C, N> {
     /// afterwards sees the log as the last admission left it.
     pub(crate) fn catch_up(&self) {
         self.log.with(|log| log.expire(self.shape()));
+    }
+}
+
+impl<C: Clock, const N: usize> LogCore<C, N, WaitQueue> {
+    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
+    /// and the limit under the log's, where every decision reads it; the queue then fails the
+    /// waiters larger than the new limit and serves the rest. `then` runs under the queue lock.
+    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
+        &self,
+        src: &S,
+        limit: u32,
+        queue_limit: u32,
+        then: impl FnOnce(),
+    ) {
+        self.queue.reconfigure(src, queue_limit, limit, || {
+            self.set_limit(limit);
+            then();
+        });
     }
 }

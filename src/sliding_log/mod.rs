@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::QueueKind;
 use crate::ticks::period_nanos;
 use crate::wait::{Lock, WaitQueue};
 
@@ -133,13 +134,18 @@ crate::options::with_queue!(SlidingLogOptions, "SlidingLogOptions::per_minute(5)
 /// clock.advance(Duration::from_secs(10));
 /// assert!(logins.try_acquire(1).is_ok());
 /// ```
-pub struct SlidingLogLimiter<C: Clock = crate::clock::DefaultClock, const N: usize = 16> {
-    core: LogCore<C, N>,
-    /// The options in force (the limit and queue limit change by `reconfigure`).
+pub struct SlidingLogLimiter<
+    C: Clock = crate::clock::DefaultClock,
+    const N: usize = 16,
+    Q = WaitQueue,
+> {
+    core: LogCore<C, N, Q>,
+    /// The options in force (the limit and queue limit change by `reconfigure`, under the queue
+    /// lock, or under this lock without a queue).
     options: Lock<SlidingLogOptions>,
 }
 
-impl<C: Clock, const N: usize> core::fmt::Debug for SlidingLogLimiter<C, N> {
+impl<C: Clock, const N: usize, Q: QueueKind> core::fmt::Debug for SlidingLogLimiter<C, N, Q> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SlidingLogLimiter")
             .field("options", &self.options())
@@ -185,21 +191,28 @@ impl<C: Clock> SlidingLogLimiter<C> {
     }
 }
 
-impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
+impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
-    /// options' limit).
+    /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
+    /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
     ///
     /// ```
-    /// use tollgate::{ManualClock, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+    /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
     ///
     /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
     /// assert!(big.is_ok());
     /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
     /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
+    /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+    /// assert!(bare.is_ok());
     /// ```
     pub fn with_capacity(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
+        Self::build(options, clock)
+    }
+
+    fn build(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
         let window = options.validate(N)?;
-        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
         let origin = clock.now();
         Ok(Self {
             core: LogCore::new(options.permit_limit, window, queue, origin, clock),
@@ -208,28 +221,12 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     }
 
     crate::sync::const_unless_loom! {
-        /// A sliding log built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). Its time counts from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// (a limit above the ring's `N` too) stop the build (a `const` panic); at run time use
-        /// `with_clock`.
-        ///
-        /// ```
-        /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
-        ///
-        /// static LOGINS: SlidingLogLimiter<ManualClock, 5> =
-        ///     SlidingLogLimiter::at_epoch(SlidingLogOptions::per_minute(5), ManualClock::new());
-        ///
-        /// assert!(LOGINS.try_acquire(5).is_ok());
-        /// assert!(LOGINS.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: SlidingLogOptions, clock: C) -> Self {
+        /// A log of valid `options` whose time counts from the clock's epoch.
+        fn at_epoch_with(options: SlidingLogOptions, queue: Q, clock: C) -> Self {
             let window = match options.validate(N) {
                 Ok(window) => window,
                 Err(e) => e.panic_in_const(),
             };
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: LogCore::new(options.permit_limit, window, queue, crate::Instant::ZERO, clock),
                 options: Lock::new(options),
@@ -248,6 +245,56 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// ```
     pub fn options(&self) -> SlidingLogOptions {
         self.options.with(|o| *o)
+    }
+
+    /// Whether `options` are valid for a ring of `N`, with the window and queue order this
+    /// limiter was built with.
+    fn checked(&self, options: &SlidingLogOptions) -> Result<(), OptionsError> {
+        options.validate(N)?;
+        let before = self.options();
+        // Without a queue, its order means nothing: any is accepted.
+        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
+        if options.window != before.window || reordered {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        Ok(())
+    }
+
+    /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log = SlidingLogLimiter::<_, 64>::with_capacity(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
+    /// assert_eq!(log.ring_bytes(), 1024);
+    /// ```
+    pub const fn ring_bytes(&self) -> usize {
+        N * core::mem::size_of::<state::Entry>()
+    }
+}
+
+impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
+    crate::sync::const_unless_loom! {
+        /// A sliding log built in a constant, so it can be a `static` shared by thread code and
+        /// interrupt handlers (firmware). Its time counts from the clock's epoch
+        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
+        /// creation — the only difference from [`with_clock`](SlidingLogLimiter::with_clock).
+        /// Invalid options (a limit above the ring's `N` too) stop the build (a `const` panic);
+        /// at run time use `with_clock`.
+        ///
+        /// ```
+        /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
+        ///
+        /// static LOGINS: SlidingLogLimiter<ManualClock, 5> =
+        ///     SlidingLogLimiter::at_epoch(SlidingLogOptions::per_minute(5), ManualClock::new());
+        ///
+        /// assert!(LOGINS.try_acquire(5).is_ok());
+        /// assert!(LOGINS.try_acquire(1).is_err());
+        /// ```
+        pub fn at_epoch(options: SlidingLogOptions, clock: C) -> Self {
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+            Self::at_epoch_with(options, queue, clock)
+        }
     }
 
     /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
@@ -275,30 +322,26 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// assert_eq!(log.reconfigure(too_many), Err(OptionsError::ExceedsCapacity { max: 8 }));
     /// ```
     pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
-        options.validate(N)?;
-        let before = self.options();
-        if options.window != before.window || options.queue_order != before.queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        self.checked(&options)?;
         self.core
             .reconfigure(self, options.permit_limit, options.queue_limit, || {
                 self.options.with(|o| *o = options);
             });
         Ok(())
     }
-
-    /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let log = SlidingLogLimiter::<_, 64>::with_capacity(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
-    /// assert_eq!(log.ring_bytes(), 1024);
-    /// ```
-    pub const fn ring_bytes(&self) -> usize {
-        N * core::mem::size_of::<state::Entry>()
-    }
 }
+
+crate::rate_limiter::unqueued_constructors!(
+    SlidingLogLimiter<const N = 16>,
+    SlidingLogOptions,
+    "SlidingLogOptions::per_second(2)",
+    apply = |l, (), options| {
+        l.options.with(|o| {
+            l.core.set_limit(options.permit_limit);
+            *o = options;
+        })
+    },
+);
 
 crate::rate_limiter::rate_limiter!(
     SlidingLogLimiter<const N>,

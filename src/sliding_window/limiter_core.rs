@@ -10,6 +10,7 @@ use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
+use crate::queue_kind::QueueKind;
 use crate::reciprocal::Reciprocal;
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
@@ -125,7 +126,7 @@ impl HeaderWord {
 /// The core of a [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) with a ring of `N`
 /// segments.
 #[derive(Debug)]
-pub(crate) struct WindowCore<C, const N: usize> {
+pub(crate) struct WindowCore<C, const N: usize, Q = WaitQueue> {
     pub(super) header: HeaderWord,
     ring: [AtomicU128; N],
     ticker: Ticker,
@@ -136,17 +137,18 @@ pub(crate) struct WindowCore<C, const N: usize> {
     /// Permits per window (changed by `reconfigure`).
     limit: AtomicU64,
     pub(crate) counters: Counters,
-    pub(crate) queue: WaitQueue,
+    pub(crate) queue: Q,
     pub(crate) clock: C,
 }
 
-impl<C: Clock, const N: usize> WindowCore<C, N> {
+impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     crate::sync::const_unless_loom! {
         /// An empty window of `options` (validated: segments of `segment` ns, at most `N` of
         /// them), its segments counted from `origin`.
         pub(crate) fn new(
             options: &SlidingWindowOptions,
             segment: u64,
+            queue: Q,
             origin: crate::Instant,
             clock: C,
         ) -> Self {
@@ -161,7 +163,7 @@ impl<C: Clock, const N: usize> WindowCore<C, N> {
                 by_segments: Reciprocal::of(options.segments_per_window as u64),
                 limit: AtomicU64::new(options.permit_limit as u64),
                 counters: Counters::new(),
-                queue: WaitQueue::new(options.queue_limit, options.queue_order),
+                queue,
                 clock,
             }
         }
@@ -693,6 +695,13 @@ impl<C: Clock, const N: usize> WindowCore<C, N> {
         self.header.max_limit()
     }
 
+    /// Changes the limit with no queue to serve.
+    pub(crate) fn set_limit(&self, limit: u32) {
+        self.limit.store(u64::from(limit), Ordering::Release);
+    }
+}
+
+impl<C: Clock, const N: usize> WindowCore<C, N, WaitQueue> {
     /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
     /// which then fails the waiters larger than the new limit and serves the rest.
     pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
@@ -702,7 +711,7 @@ impl<C: Clock, const N: usize> WindowCore<C, N> {
         queue_limit: u32,
     ) {
         self.queue.reconfigure(src, queue_limit, limit, || {
-            self.limit.store(u64::from(limit), Ordering::Release);
+            self.set_limit(limit);
         });
     }
 }

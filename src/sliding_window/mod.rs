@@ -8,7 +8,9 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
+use crate::queue_kind::QueueKind;
 use crate::ticks::period_nanos;
+use crate::wait::WaitQueue;
 
 use limiter_core::WindowCore;
 
@@ -105,8 +107,12 @@ crate::options::with_queue!(
 /// assert_eq!(window.available_permits(), 7);
 /// ```
 #[derive(Debug)]
-pub struct SlidingWindowLimiter<C: Clock = crate::clock::DefaultClock, const N: usize = 16> {
-    core: WindowCore<C, N>,
+pub struct SlidingWindowLimiter<
+    C: Clock = crate::clock::DefaultClock,
+    const N: usize = 16,
+    Q = WaitQueue,
+> {
+    core: WindowCore<C, N, Q>,
     options: SlidingWindowOptions,
 }
 
@@ -150,30 +156,94 @@ impl<C: Clock> SlidingWindowLimiter<C> {
     }
 }
 
-impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
+impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
     /// A sliding window reading time from `clock`, with a ring of `N` segments (at least the
     /// options' `segments_per_window`: fewer bytes for coarse windows, more for fine ones);
-    /// segments count from `clock.now()`.
+    /// segments count from `clock.now()`. With a wait queue, unless the limiter's type says
+    /// [`NoQueue`](crate::NoQueue) (whose options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
     ///
     /// ```
     /// use core::time::Duration;
-    /// use tollgate::{ManualClock, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
+    /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
     ///
     /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 60);
     /// let fine = SlidingWindowLimiter::<_, 64>::with_capacity(opts, ManualClock::new());
     /// assert!(fine.is_ok());
     /// let small = SlidingWindowLimiter::<_, 4>::with_capacity(opts, ManualClock::new());
     /// assert_eq!(small.unwrap_err(), OptionsError::TooManySegments { max: 4 });
+    /// let bare = SlidingWindowLimiter::<_, 64, NoQueue>::with_capacity(opts, ManualClock::new());
+    /// assert!(bare.is_ok());
     /// ```
     pub fn with_capacity(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
+        Self::build(options, clock)
+    }
+
+    fn build(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
         let segment = options.validate(N)?;
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
         let origin = clock.now();
         Ok(Self {
-            core: WindowCore::new(&options, segment, origin, clock),
+            core: WindowCore::new(&options, segment, queue, origin, clock),
             options,
         })
     }
 
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let opts = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
+    /// let window = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(window.options(), opts);
+    /// ```
+    pub fn options(&self) -> SlidingWindowOptions {
+        SlidingWindowOptions {
+            permit_limit: self.core.limit(),
+            queue_limit: self.core.queue.queue_limit(),
+            ..self.options
+        }
+    }
+
+    /// The limit of `options`, if valid, with the window, segments and queue order this limiter
+    /// was built with, and within what its header holds.
+    fn checked(&self, options: &SlidingWindowOptions) -> Result<u32, OptionsError> {
+        options.validate(N)?;
+        if options.window != self.options.window
+            || options.segments_per_window != self.options.segments_per_window
+            // Without a queue, its order means nothing: any is accepted.
+            || (Q::QUEUED && options.queue_order != self.options.queue_order)
+        {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        let limit = options.permit_limit;
+        let max = self.core.max_limit();
+        if limit > max {
+            return Err(OptionsError::LimitTooLarge { max });
+        }
+        Ok(limit)
+    }
+}
+
+impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
+    crate::sync::const_unless_loom! {
+        /// A window of valid `options` whose segments count from the clock's epoch.
+        fn at_epoch_with(options: SlidingWindowOptions, queue: Q, clock: C) -> Self {
+            let segment = match options.validate(N) {
+                Ok(segment) => segment,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                core: WindowCore::new(&options, segment, queue, crate::Instant::ZERO, clock),
+                options,
+            }
+        }
+    }
+}
+
+impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     crate::sync::const_unless_loom! {
         /// A sliding window built in a constant, so it can be a `static` shared by thread code
         /// and interrupt handlers (firmware). Its segments count from the clock's epoch
@@ -194,33 +264,8 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
         /// assert!(WINDOW.try_acquire(1).is_err());
         /// ```
         pub fn at_epoch(options: SlidingWindowOptions, clock: C) -> Self {
-            let segment = match options.validate(N) {
-                Ok(segment) => segment,
-                Err(e) => e.panic_in_const(),
-            };
-            Self {
-                core: WindowCore::new(&options, segment, crate::Instant::ZERO, clock),
-                options,
-            }
-        }
-    }
-
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
-    ///
-    /// let opts = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
-    /// let window = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(window.options(), opts);
-    /// ```
-    pub fn options(&self) -> SlidingWindowOptions {
-        SlidingWindowOptions {
-            permit_limit: self.core.limit(),
-            queue_limit: self.core.queue.limit(),
-            ..self.options
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+            Self::at_epoch_with(options, queue, clock)
         }
     }
 
@@ -250,22 +295,18 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// assert!(window.try_acquire(5).is_ok());
     /// ```
     pub fn reconfigure(&self, options: SlidingWindowOptions) -> Result<(), OptionsError> {
-        options.validate(N)?;
-        if options.window != self.options.window
-            || options.segments_per_window != self.options.segments_per_window
-            || options.queue_order != self.options.queue_order
-        {
-            return Err(OptionsError::FixedAtCreation);
-        }
-        let limit = options.permit_limit;
-        let max = self.core.max_limit();
-        if limit > max {
-            return Err(OptionsError::LimitTooLarge { max });
-        }
+        let limit = self.checked(&options)?;
         self.core.reconfigure(self, limit, options.queue_limit);
         Ok(())
     }
 }
+
+crate::rate_limiter::unqueued_constructors!(
+    SlidingWindowLimiter<const N = 16>,
+    SlidingWindowOptions,
+    "SlidingWindowOptions::new(2, core::time::Duration::from_secs(2), 2)",
+    apply = |l, limit, _| l.core.set_limit(limit),
+);
 
 crate::rate_limiter::rate_limiter!(
     SlidingWindowLimiter<const N>,
