@@ -95,7 +95,6 @@ crate::options::with_queue!(
 #[derive(Debug)]
 pub struct FixedWindowLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: BucketCore<C, Q>,
-    options: FixedWindowOptions,
 }
 
 #[cfg(feature = "std")]
@@ -117,7 +116,6 @@ impl<C: Clock> FixedWindowLimiter<C> {
         let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
             core: BucketCore::new(refill, window, queue, clock),
-            options,
         })
     }
 
@@ -152,7 +150,6 @@ impl<C: Clock> FixedWindowLimiter<C> {
             let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: BucketCore::at(refill, window, queue, clock, crate::Instant::ZERO),
-                options,
             }
         }
     }
@@ -183,7 +180,8 @@ impl<C: Clock> FixedWindowLimiter<C> {
     /// ```
     pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
         options.validate()?;
-        if options.window != self.options.window || options.queue_order != self.options.queue_order
+        if options.window != self.options().window
+            || options.queue_order != self.options().queue_order
         {
             return Err(OptionsError::FixedAtCreation);
         }
@@ -207,8 +205,9 @@ impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
     pub fn options(&self) -> FixedWindowOptions {
         FixedWindowOptions {
             permit_limit: self.core.limit(),
+            window: self.core.period(),
             queue_limit: self.core.queue.queue_limit(),
-            ..self.options
+            queue_order: self.core.queue.order(),
         }
     }
 }
@@ -234,7 +233,6 @@ impl<C: Clock> FixedWindowLimiter<C, NoQueue> {
         }
         Ok(Self {
             core: BucketCore::new(options.refill(), window, NoQueue, clock),
-            options,
         })
     }
 
@@ -271,7 +269,6 @@ impl<C: Clock> FixedWindowLimiter<C, NoQueue> {
                     clock,
                     crate::Instant::ZERO,
                 ),
-                options,
             }
         }
     }
@@ -290,7 +287,7 @@ impl<C: Clock> FixedWindowLimiter<C, NoQueue> {
     /// ```
     pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
         options.validate()?;
-        if options.window != self.options.window {
+        if options.window != self.options().window {
             return Err(OptionsError::FixedAtCreation);
         }
         self.core

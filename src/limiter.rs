@@ -534,6 +534,8 @@ queued_capabilities! {
 }
 
 queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);
+queued_capabilities!(@acquire NoLimitPartition<C> where C: Clock);
+use crate::partition::NoLimitPartition;
 
 /// Owned leases for limiters held in an `Arc` (feature `alloc`): the lease keeps the limiter
 /// alive and can move to another task or thread.
@@ -650,25 +652,3 @@ where
         }
     }
 }
-
-/// Rate limiters: their leases return nothing, so the owned lease holds no handle.
-macro_rules! owned_rate_lease {
-    ($($ty:ty => [$($g:tt)*]),+ $(,)?) => {$(
-        #[cfg(feature = "alloc")]
-        impl<$($g)*> AcquireOwned for $ty {
-            fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease {
-                crate::OwnedLease::unreleased(lease.forget())
-            }
-        }
-    )+};
-}
-owned_rate_lease!(
-    TokenBucketLimiter<C> => [C: Clock],
-    FixedWindowLimiter<C> => [C: Clock],
-    SlidingWindowLimiter<C, N> => [C: Clock, const N: usize],
-    GcraLimiter<C> => [C: Clock],
-    LeakyBucketMeter<C> => [C: Clock],
-    LeakyBucketShaper<C> => [C: Clock],
-    SlidingCounterLimiter<C> => [C: Clock],
-    SlidingLogLimiter<C, N> => [C: Clock, const N: usize],
-);

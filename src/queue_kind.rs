@@ -52,6 +52,10 @@ pub trait QueueKind: private::Sealed {
     /// Permits that may wait.
     #[doc(hidden)]
     fn queue_limit(&self) -> u32;
+    /// The order waiters are served in (oldest first without a queue: the order of a queue
+    /// that does not exist is not kept).
+    #[doc(hidden)]
+    fn order(&self) -> QueueOrder;
     /// Runs `f` over the queued requests in the order they will be served (under the queue's
     /// lock).
     #[doc(hidden)]
@@ -82,6 +86,9 @@ impl QueueKind for WaitQueue {
     }
     fn queue_limit(&self) -> u32 {
         WaitQueue::limit(self)
+    }
+    fn order(&self) -> QueueOrder {
+        WaitQueue::order(self)
     }
     fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
         WaitQueue::with_requests(self, f)
@@ -149,6 +156,9 @@ impl QueueKind for NoQueue {
     fn queue_limit(&self) -> u32 {
         0
     }
+    fn order(&self) -> QueueOrder {
+        QueueOrder::OldestFirst
+    }
     #[inline(always)]
     fn with_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u32>) -> R) -> R {
         f(&mut core::iter::empty())
@@ -165,6 +175,33 @@ impl NoQueue {
             Ok(NoQueue)
         } else {
             Err(OptionsError::NoWaitQueue)
+        }
+    }
+
+    /// Runs `f` under the lock of the rare paths of every limiter without a queue (a
+    /// `reconfigure` whose parameters take more than one store): a `critical-section` section
+    /// without `std`, a process-wide mutex with it. Held for a handful of stores.
+    pub(crate) fn serialized<R>(f: impl FnOnce() -> R) -> R {
+        #[cfg(loom)]
+        {
+            loom::lazy_static! {
+                static ref RARE: loom::sync::Mutex<()> = loom::sync::Mutex::new(());
+            }
+            let _held = RARE.lock().unwrap();
+            f()
+        }
+        #[cfg(all(not(loom), feature = "std"))]
+        {
+            static RARE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+            // The lock guards no data of its own: a panic under it leaves nothing inconsistent.
+            let _held = RARE
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f()
+        }
+        #[cfg(all(not(loom), not(feature = "std")))]
+        {
+            critical_section::with(|_| f())
         }
     }
 

@@ -18,6 +18,13 @@ macro_rules! rate_limiter {
     // The `NoQueue` form: `Limiter`, `Peek` and `Replenishing`, the same decisions with nothing
     // to serve or wait in.
     (unqueued $ty:ident $(<const $n:ident>)?) => {
+        /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
+        /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
+        /// map.)
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C, $($n,)? $crate::NoQueue> {
+            fn release(&self, _permits: u32) {}
+        }
+
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C, $($n,)? $crate::NoQueue> {
             fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
                 self.core.peek(permits)
@@ -117,6 +124,13 @@ macro_rules! rate_limiter {
             ) -> Result<$crate::Lease<'_>, $crate::Rejection> {
                 $crate::wait::acquire_blocking(self, permits, timeout)
             }
+        }
+
+        /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
+        /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
+        /// map.)
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C $(, $n)?> {
+            fn release(&self, _permits: u32) {}
         }
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C $(, $n)?> {

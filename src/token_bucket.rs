@@ -110,7 +110,6 @@ crate::options::with_queue!(
 #[derive(Debug)]
 pub struct TokenBucketLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: BucketCore<C, Q>,
-    options: TokenBucketOptions,
 }
 
 #[cfg(feature = "std")]
@@ -132,7 +131,6 @@ impl<C: Clock> TokenBucketLimiter<C> {
         let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
             core: BucketCore::new(refill, period, queue, clock),
-            options,
         })
     }
 
@@ -176,7 +174,6 @@ impl<C: Clock> TokenBucketLimiter<C> {
             let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: BucketCore::at(refill, period, queue, clock, crate::Instant::ZERO),
-                options,
             }
         }
     }
@@ -217,8 +214,8 @@ impl<C: Clock> TokenBucketLimiter<C> {
     /// ```
     pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
         options.validate()?;
-        if options.replenishment_period != self.options.replenishment_period
-            || options.queue_order != self.options.queue_order
+        if options.replenishment_period != self.options().replenishment_period
+            || options.queue_order != self.options().queue_order
         {
             return Err(OptionsError::FixedAtCreation);
         }
@@ -244,8 +241,9 @@ impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
         TokenBucketOptions {
             token_limit: r.limit,
             tokens_per_period: r.per_tick,
+            replenishment_period: self.core.period(),
             queue_limit: self.core.queue.queue_limit(),
-            ..self.options
+            queue_order: self.core.queue.order(),
         }
     }
 }
@@ -276,7 +274,6 @@ impl<C: Clock> TokenBucketLimiter<C, NoQueue> {
         }
         Ok(Self {
             core: BucketCore::new(options.refill(), period, NoQueue, clock),
-            options,
         })
     }
 
@@ -321,7 +318,6 @@ impl<C: Clock> TokenBucketLimiter<C, NoQueue> {
                     clock,
                     crate::Instant::ZERO,
                 ),
-                options,
             }
         }
     }
@@ -340,7 +336,7 @@ impl<C: Clock> TokenBucketLimiter<C, NoQueue> {
     /// ```
     pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
         options.validate()?;
-        if options.replenishment_period != self.options.replenishment_period {
+        if options.replenishment_period != self.options().replenishment_period {
             return Err(OptionsError::FixedAtCreation);
         }
         self.core

@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{NoQueue, QueueKind};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
@@ -38,8 +38,8 @@ pub(crate) struct GcraCore<C, Q = WaitQueue> {
 /// Both fit one word, which a decision reads with one load, in one of two forms: an interval
 /// under 2^31 ns (2.1 s) with any burst, or an interval under 2^47 ns (39 hours) with a burst
 /// under 2^16. Anything else (slower rates with larger bursts) is kept in a sequence lock over
-/// three atomics (the word then reads 0). Writers are serialized by the queue lock, which on
-/// targets without `std` is a critical section: an interrupt handler can never find a write
+/// three atomics (the word then reads 0). Writers are serialized by the queue lock (without a
+/// queue, by [`NoQueue::serialized`]), which on targets without `std` is a critical section: an interrupt handler can never find a write
 /// half done and spin on it; between threads a reader retries only while a write is under way.
 #[derive(Debug)]
 struct ParamsCell {
@@ -163,10 +163,15 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         self.params.get().burst
     }
 
-    /// Replaces the interval and the burst with no queue to serve; the caller serializes
-    /// writers (a limiter without a queue holds its options' lock).
+    /// Replaces the interval and the burst with no queue to serve (writers serialized by
+    /// [`NoQueue::serialized`]).
     pub(crate) fn set_params(&self, params: Params) {
-        self.params.set(params);
+        NoQueue::serialized(|| self.params.set(params));
+    }
+
+    /// The interval and burst in force.
+    pub(crate) fn params(&self) -> Params {
+        self.params.get()
     }
 
     #[inline]
@@ -595,9 +600,6 @@ crate::options::with_queue!(GcraOptions, "GcraOptions::per_second(10)");
 #[derive(Debug)]
 pub struct GcraLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: GcraCore<C, Q>,
-    /// The options in force (changed by `reconfigure`, under the queue lock, or under this lock
-    /// without a queue).
-    options: crate::wait::Lock<GcraOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -662,9 +664,7 @@ impl<C: Clock> GcraLimiter<C> {
     /// ```
     pub fn reconfigure(&self, options: GcraOptions) -> Result<(), OptionsError> {
         let p = self.checked(&options)?;
-        self.core.reconfigure(self, p, options.queue_limit, || {
-            self.options.with(|o| *o = options);
-        });
+        self.core.reconfigure(self, p, options.queue_limit, || {});
         Ok(())
     }
 }
@@ -675,7 +675,6 @@ impl<C: Clock, Q: QueueKind> GcraLimiter<C, Q> {
         let queue = Q::for_options(options.queue_limit, options.queue_order)?;
         Ok(Self {
             core: GcraCore::new(params, queue, clock),
-            options: crate::wait::Lock::new(options),
         })
     }
 
@@ -689,7 +688,13 @@ impl<C: Clock, Q: QueueKind> GcraLimiter<C, Q> {
     /// assert_eq!(gcra.options().burst, 5);
     /// ```
     pub fn options(&self) -> GcraOptions {
-        self.options.with(|o| *o)
+        let p = self.core.params();
+        GcraOptions {
+            interval: Duration::from_nanos(p.interval),
+            burst: p.burst,
+            queue_limit: self.core.queue.queue_limit(),
+            queue_order: self.core.queue.order(),
+        }
     }
 
     /// `options`' parameters, if valid and with the queue order this limiter was built with.
@@ -713,7 +718,6 @@ impl<C: Clock, Q> GcraLimiter<C, Q> {
             };
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
-                options: crate::wait::Lock::new(options),
             }
         }
     }
@@ -723,12 +727,7 @@ crate::rate_limiter::unqueued_constructors!(
     GcraLimiter,
     GcraOptions,
     "GcraOptions::per_second(2)",
-    apply = |l, params, options| {
-        l.options.with(|o| {
-            l.core.set_params(params);
-            *o = options;
-        })
-    },
+    apply = |l, params, _| l.core.set_params(params),
 );
 
 crate::rate_limiter::rate_limiter!(

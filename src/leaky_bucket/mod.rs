@@ -403,8 +403,6 @@ crate::options::with_queue!(ShaperOptions, "ShaperOptions::per_second(10)");
 #[derive(Debug)]
 pub struct LeakyBucketShaper<C: Clock = crate::clock::DefaultClock> {
     core: GcraCore<C>,
-    /// The options in force (changed by `reconfigure`, under the queue lock).
-    options: crate::wait::Lock<ShaperOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -438,7 +436,6 @@ impl<C: Clock> LeakyBucketShaper<C> {
         let queue = WaitQueue::new(options.queue_limit, options.queue_order);
         Ok(Self {
             core: GcraCore::new(params, queue, clock),
-            options: crate::wait::Lock::new(options),
         })
     }
 
@@ -466,7 +463,6 @@ impl<C: Clock> LeakyBucketShaper<C> {
             let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
-                options: crate::wait::Lock::new(options),
             }
         }
     }
@@ -481,7 +477,13 @@ impl<C: Clock> LeakyBucketShaper<C> {
     /// assert_eq!(shaper.options().queue_limit, 3);
     /// ```
     pub fn options(&self) -> ShaperOptions {
-        self.options.with(|o| *o)
+        let p = self.core.params();
+        ShaperOptions {
+            interval: Duration::from_nanos(p.interval),
+            max_permits: p.burst,
+            queue_limit: self.core.queue.queue_limit(),
+            queue_order: self.core.queue.order(),
+        }
     }
 
     /// Changes the departure interval, the largest request and the queue limit while the
@@ -510,9 +512,7 @@ impl<C: Clock> LeakyBucketShaper<C> {
         if options.queue_order != self.options().queue_order {
             return Err(OptionsError::FixedAtCreation);
         }
-        self.core.reconfigure(self, p, options.queue_limit, || {
-            self.options.with(|o| *o = options);
-        });
+        self.core.reconfigure(self, p, options.queue_limit, || {});
         Ok(())
     }
 }

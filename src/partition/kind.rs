@@ -264,56 +264,145 @@ impl PartitionKind {
     /// ```
     pub fn limiter<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
         let limiter = self.make(clock);
-        // One of many partitions: memory per key counts more than contention on its counts.
-        match &limiter {
-            PartitionLimiter::NoLimit(_) => {}
-            PartitionLimiter::Concurrency(l) => l.compact_counts(),
-            PartitionLimiter::TokenBucket(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::FixedWindow(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::SlidingWindow(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::Gcra(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::LeakyMeter(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::LeakyShaper(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::SlidingCounter(l) => Source::counters(l).make_compact(),
-            PartitionLimiter::SlidingLog(l) => Source::counters(l).make_compact(),
-        }
+        limiter.compact();
         limiter
     }
 
     fn make<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
-        // The options were validated when the kind was made, so construction cannot fail.
-        const VALID: &str = "options validated by PartitionKind";
         match self.0 {
-            Kind::NoLimit => PartitionLimiter::NoLimit(NoLimitPartition::new(clock)),
-            Kind::Concurrency(o) => PartitionLimiter::Concurrency(
-                ConcurrencyLimiter::with_clock(o, clock).expect(VALID),
-            ),
-            Kind::TokenBucket(o) => PartitionLimiter::TokenBucket(
-                TokenBucketLimiter::with_clock(o, clock).expect(VALID),
-            ),
-            Kind::FixedWindow(o) => PartitionLimiter::FixedWindow(
-                FixedWindowLimiter::with_clock(o, clock).expect(VALID),
-            ),
-            Kind::SlidingWindow(o) => PartitionLimiter::SlidingWindow(
-                SlidingWindowLimiter::with_clock(o, clock).expect(VALID),
-            ),
-            Kind::Gcra(o) => {
-                PartitionLimiter::Gcra(GcraLimiter::with_clock(o, clock).expect(VALID))
+            Kind::NoLimit => NoLimitPartition::new(clock).into(),
+            Kind::Concurrency(o) => ConcurrencyLimiter::with_clock(o, clock)
+                .expect(VALID)
+                .into(),
+            Kind::TokenBucket(o) => TokenBucketLimiter::with_clock(o, clock)
+                .expect(VALID)
+                .into(),
+            Kind::FixedWindow(o) => FixedWindowLimiter::with_clock(o, clock)
+                .expect(VALID)
+                .into(),
+            Kind::SlidingWindow(o) => SlidingWindowLimiter::with_clock(o, clock)
+                .expect(VALID)
+                .into(),
+            Kind::Gcra(o) => GcraLimiter::with_clock(o, clock).expect(VALID).into(),
+            Kind::LeakyMeter(o) => LeakyBucketMeter::with_clock(o, clock).expect(VALID).into(),
+            Kind::LeakyShaper(o) => LeakyBucketShaper::with_clock(o, clock).expect(VALID).into(),
+            Kind::SlidingCounter(o) => SlidingCounterLimiter::with_clock(o, clock)
+                .expect(VALID)
+                .into(),
+            Kind::SlidingLog(o) => SlidingLogLimiter::with_clock(o, clock).expect(VALID).into(),
+        }
+    }
+
+    /// Hands `visitor` the maker of this kind's limiter, by its own type (the HTTP layer keeps
+    /// a map of one limiter type per policy, without the enum's largest variant's size).
+    #[cfg(feature = "http")]
+    pub(crate) fn visit<C: Clock + Send + Sync + 'static, V: Visit<C>>(
+        &self,
+        visitor: V,
+    ) -> V::Out {
+        match self.0 {
+            Kind::NoLimit => visitor.visit(NoLimitPartition::new),
+            Kind::Concurrency(o) => {
+                visitor.visit(move |c| ConcurrencyLimiter::with_clock(o, c).expect(VALID))
             }
+            Kind::TokenBucket(o) => {
+                visitor.visit(move |c| TokenBucketLimiter::with_clock(o, c).expect(VALID))
+            }
+            Kind::FixedWindow(o) => {
+                visitor.visit(move |c| FixedWindowLimiter::with_clock(o, c).expect(VALID))
+            }
+            Kind::SlidingWindow(o) => {
+                visitor.visit(move |c| SlidingWindowLimiter::with_clock(o, c).expect(VALID))
+            }
+            Kind::Gcra(o) => visitor.visit(move |c| GcraLimiter::with_clock(o, c).expect(VALID)),
             Kind::LeakyMeter(o) => {
-                PartitionLimiter::LeakyMeter(LeakyBucketMeter::with_clock(o, clock).expect(VALID))
+                visitor.visit(move |c| LeakyBucketMeter::with_clock(o, c).expect(VALID))
             }
             Kind::LeakyShaper(o) => {
-                PartitionLimiter::LeakyShaper(LeakyBucketShaper::with_clock(o, clock).expect(VALID))
+                visitor.visit(move |c| LeakyBucketShaper::with_clock(o, c).expect(VALID))
             }
-            Kind::SlidingCounter(o) => PartitionLimiter::SlidingCounter(
-                SlidingCounterLimiter::with_clock(o, clock).expect(VALID),
-            ),
+            Kind::SlidingCounter(o) => {
+                visitor.visit(move |c| SlidingCounterLimiter::with_clock(o, c).expect(VALID))
+            }
             Kind::SlidingLog(o) => {
-                PartitionLimiter::SlidingLog(SlidingLogLimiter::with_clock(o, clock).expect(VALID))
+                visitor.visit(move |c| SlidingLogLimiter::with_clock(o, c).expect(VALID))
             }
         }
     }
+}
+
+/// The options were validated when the kind was made, so construction cannot fail.
+const VALID: &str = "options validated by PartitionKind";
+
+/// What [`PartitionKind::visit`] does with the maker of a kind's limiter.
+#[cfg(feature = "http")]
+pub(crate) trait Visit<C: Clock + Sync> {
+    type Out;
+    fn visit<L>(self, make: impl Fn(C) -> L + Send + Sync + 'static) -> Self::Out
+    where
+        L: Member<C> + Send + Sync + 'static,
+        for<'a> L::Acquire<'a>: Send;
+}
+
+/// A limiter type a [`PartitionKind`] makes: one variant of [`PartitionLimiter`].
+#[cfg(feature = "http")]
+pub(crate) trait Member<C: Clock + Sync>:
+    Compact + Limiter + Release + crate::AcquireAsync + crate::Quota + Into<PartitionLimiter<C>>
+{
+    /// Brings the state up to date and serves the waiters whose permits came (a rate
+    /// limiter's `replenish`; nothing for the others, served by releases or never short).
+    #[cfg(feature = "http")]
+    fn nudge(&self) {}
+}
+
+/// A partition's limiter: one of many, so memory per key counts more than contention on its
+/// counts.
+pub(crate) trait Compact {
+    /// Makes its statistics compact.
+    fn compact(&self);
+}
+
+/// `From` each limiter for its variant, and [`Member`]: `$compact` makes its counts compact,
+/// `$nudge` (if any) is its `replenish`.
+macro_rules! members {
+    ($($variant:ident($ty:ty), |$l:ident| $compact:expr $(, $nudge:ident)?;)+) => {$(
+        impl<C: Clock> From<$ty> for PartitionLimiter<C> {
+            /// The variant of this limiter.
+            fn from(limiter: $ty) -> Self {
+                PartitionLimiter::$variant(limiter)
+            }
+        }
+
+        impl<C: Clock> Compact for $ty {
+            fn compact(&self) {
+                let $l = self;
+                $compact
+            }
+        }
+
+        #[cfg(feature = "http")]
+        impl<C: Clock + Sync> Member<C> for $ty {
+            $(
+                #[cfg(feature = "http")]
+                fn nudge(&self) {
+                    let _ = self.$nudge();
+                }
+            )?
+        }
+    )+};
+}
+
+members! {
+    NoLimit(NoLimitPartition<C>), |_l| ();
+    Concurrency(ConcurrencyLimiter<C>), |l| l.compact_counts();
+    TokenBucket(TokenBucketLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
+    FixedWindow(FixedWindowLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
+    SlidingWindow(SlidingWindowLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
+    Gcra(GcraLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
+    LeakyMeter(LeakyBucketMeter<C>), |l| Source::counters(l).make_compact(), replenish;
+    LeakyShaper(LeakyBucketShaper<C>), |l| Source::counters(l).make_compact(), replenish;
+    SlidingCounter(SlidingCounterLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
+    SlidingLog(SlidingLogLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
 }
 
 impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
@@ -385,6 +474,13 @@ macro_rules! each {
             PartitionLimiter::SlidingLog($l) => $e,
         }
     };
+}
+
+impl<C: Clock> PartitionLimiter<C> {
+    /// Makes the limiter's counts compact ([`Compact::compact`]).
+    fn compact(&self) {
+        each!(self, l => l.compact());
+    }
 }
 
 /// Calls `$e` with `$l` bound to the rate limiter inside `$self`, or evaluates `$none` for a
@@ -598,6 +694,11 @@ impl<C: Clock> Limiter for NoLimitPartition<C> {
     fn is_closed(&self) -> bool {
         false
     }
+}
+
+/// Nothing to give back: every request is granted.
+impl<C: Clock> Release for NoLimitPartition<C> {
+    fn release(&self, _permits: u32) {}
 }
 
 impl<C: Clock> wait::private::Sealed for NoLimitPartition<C> {}

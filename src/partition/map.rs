@@ -164,6 +164,33 @@ impl<K, L: Release> PartitionLease<K, L> {
     }
 }
 
+impl<K, L> PartitionLease<K, L>
+where
+    K: Send + Sync + 'static,
+    L: Release + Send + Sync + 'static,
+{
+    /// The same lease as an [`OwnedLease`](crate::OwnedLease), whose type does not name the
+    /// partition's: it holds the same handle to the partition (none when nothing comes back)
+    /// and gives the same permits back when dropped.
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(1)).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// let owned: OwnedLease = limiter.try_acquire(&7, 1).unwrap().into_owned();
+    /// assert!(limiter.try_acquire(&7, 1).is_err());
+    /// drop(owned);
+    /// assert!(limiter.try_acquire(&7, 1).is_ok());
+    /// ```
+    pub fn into_owned(mut self) -> crate::OwnedLease {
+        match self.slot.take() {
+            Some(slot) => crate::OwnedLease::releasing(self.permits, slot),
+            None => crate::OwnedLease::unreleased(self.permits),
+        }
+    }
+}
+
 impl<K, L: Release> Drop for PartitionLease<K, L> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {

@@ -63,6 +63,8 @@ pub use fixed::{FixedKeyedLimiter, FixedLease, FixedPartitioned};
 pub use keyed::KeyedLimiter;
 #[cfg(feature = "http")]
 pub(crate) use kind::Kind;
+#[cfg(feature = "http")]
+pub(crate) use kind::{Member, Visit};
 pub use kind::{NoLimitPartition, PartitionKind, PartitionLimiter};
 #[cfg(feature = "std")]
 pub use map::{PartitionLease, Partitioned};

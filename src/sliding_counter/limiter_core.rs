@@ -63,6 +63,11 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         }
     }
 
+    /// The window (fixed at creation).
+    pub(crate) fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
     pub(crate) fn limit(&self) -> u32 {
         self.shape().limit
     }

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::QueueKind;
 use crate::ticks::nanos_of;
-use crate::wait::{Lock, WaitQueue};
+use crate::wait::WaitQueue;
 
 use limiter_core::CounterCore;
 
@@ -141,9 +141,6 @@ const MAX_WINDOW_NS: u64 = 1 << 62;
 #[derive(Debug)]
 pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: CounterCore<C, Q>,
-    /// The options in force (the limit and queue limit change by `reconfigure`, under the queue
-    /// lock, or under this lock without a queue).
-    options: Lock<SlidingCounterOptions>,
 }
 
 #[cfg(feature = "std")]
@@ -226,9 +223,7 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
         self.checked(&options)?;
         self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit, || {
-                self.options.with(|o| *o = options);
-            });
+            .reconfigure(self, options.permit_limit, options.queue_limit, || {});
         Ok(())
     }
 }
@@ -240,7 +235,6 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
         let origin = clock.now();
         Ok(Self {
             core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
-            options: Lock::new(options),
         })
     }
 
@@ -254,7 +248,9 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     /// assert_eq!(c.options().permit_limit, 2);
     /// ```
     pub fn options(&self) -> SlidingCounterOptions {
-        self.options.with(|o| *o)
+        let q = &self.core.queue;
+        SlidingCounterOptions::new(self.core.limit(), self.core.window())
+            .with_queue(q.queue_limit(), q.order())
     }
 
     /// Whether `options` are valid, with the window and queue order this limiter was built with.
@@ -284,8 +280,7 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
                     crate::Instant::ZERO,
                     clock,
                 ),
-                options: Lock::new(options),
-            }
+                }
         }
     }
 }
@@ -294,12 +289,7 @@ crate::rate_limiter::unqueued_constructors!(
     SlidingCounterLimiter,
     SlidingCounterOptions,
     "SlidingCounterOptions::per_second(2)",
-    apply = |l, (), options| {
-        l.options.with(|o| {
-            l.core.set_limit(options.permit_limit);
-            *o = options;
-        })
-    },
+    apply = |l, (), options| l.core.set_limit(options.permit_limit),
 );
 
 crate::rate_limiter::rate_limiter!(

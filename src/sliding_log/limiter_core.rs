@@ -67,6 +67,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         }
     }
 
+    /// The window (fixed at creation).
+    pub(crate) fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
     pub(crate) fn limit(&self) -> u32 {
         self.shape().limit
     }

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::QueueKind;
 use crate::ticks::period_nanos;
-use crate::wait::{Lock, WaitQueue};
+use crate::wait::WaitQueue;
 
 use limiter_core::LogCore;
 
@@ -140,9 +140,6 @@ pub struct SlidingLogLimiter<
     Q = WaitQueue,
 > {
     core: LogCore<C, N, Q>,
-    /// The options in force (the limit and queue limit change by `reconfigure`, under the queue
-    /// lock, or under this lock without a queue).
-    options: Lock<SlidingLogOptions>,
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> core::fmt::Debug for SlidingLogLimiter<C, N, Q> {
@@ -216,7 +213,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
         let origin = clock.now();
         Ok(Self {
             core: LogCore::new(options.permit_limit, window, queue, origin, clock),
-            options: Lock::new(options),
         })
     }
 
@@ -229,8 +225,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
             };
             Self {
                 core: LogCore::new(options.permit_limit, window, queue, crate::Instant::ZERO, clock),
-                options: Lock::new(options),
-            }
+                }
         }
     }
 
@@ -244,7 +239,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     /// assert_eq!(log.options().permit_limit, 4);
     /// ```
     pub fn options(&self) -> SlidingLogOptions {
-        self.options.with(|o| *o)
+        let q = &self.core.queue;
+        SlidingLogOptions::new(self.core.limit(), self.core.window())
+            .with_queue(q.queue_limit(), q.order())
     }
 
     /// Whether `options` are valid for a ring of `N`, with the window and queue order this
@@ -324,9 +321,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
         self.checked(&options)?;
         self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit, || {
-                self.options.with(|o| *o = options);
-            });
+            .reconfigure(self, options.permit_limit, options.queue_limit, || {});
         Ok(())
     }
 }
@@ -335,12 +330,7 @@ crate::rate_limiter::unqueued_constructors!(
     SlidingLogLimiter<const N = 16>,
     SlidingLogOptions,
     "SlidingLogOptions::per_second(2)",
-    apply = |l, (), options| {
-        l.options.with(|o| {
-            l.core.set_limit(options.permit_limit);
-            *o = options;
-        })
-    },
+    apply = |l, (), options| l.core.set_limit(options.permit_limit),
 );
 
 crate::rate_limiter::rate_limiter!(

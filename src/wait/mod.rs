@@ -271,6 +271,11 @@ impl WaitQueue {
 
     /// Permits that may wait in the queue.
     #[inline]
+    /// The order waiters are served in.
+    pub(crate) fn order(&self) -> QueueOrder {
+        self.order
+    }
+
     pub(crate) fn limit(&self) -> u32 {
         // Only ever stored from a `u32`.
         u32::try_from(self.limit.load(Ordering::Relaxed)).unwrap_or(u32::MAX)

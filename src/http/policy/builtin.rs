@@ -3,7 +3,6 @@ use core::pin::Pin;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::limiter::PermitInner;
 use super::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, Permit, PolicyLimiter, PolicyQuota,
     RequestView, SharedClock,
@@ -14,7 +13,8 @@ use crate::http::key_hash::KeyHashBuilder;
 use crate::lease::{OwnedLease, Reason, Rejection};
 use crate::limiter::{AcquireOwned, Replenishing};
 use crate::partition::{
-    Kind, Partition, PartitionConfig, PartitionLease, PartitionLimiter, Partitioned,
+    Factory, Kind, Member, Partition, PartitionConfig, PartitionLease, PartitionLimiter,
+    Partitioned, Visit,
 };
 use crate::quota::{Quota, QuotaState};
 use crate::{KeyedLimiter, OptionsError};
@@ -311,27 +311,77 @@ fn unreachable_wait() -> Result<Grant, Denial> {
     })
 }
 
-pub(super) type PartitionerFn = dyn Fn(&Key) -> Partition<Key> + Send + Sync;
-pub(super) type ManyLimiter =
-    Partitioned<Key, PartitionLimiter<SharedClock>, Box<PartitionerFn>, SharedClock>;
-type ManyLease = PartitionLease<Key, PartitionLimiter<SharedClock>>;
+/// Makes a partition's limiter of the policy's one type (see [`Many`]).
+pub(super) struct Make<L>(Arc<dyn Fn(SharedClock) -> L + Send + Sync>);
+
+impl<K, L: Member<SharedClock>> Factory<K, SharedClock> for Make<L> {
+    type Limiter = L;
+
+    fn create(self, _key: &K, clock: &SharedClock) -> L {
+        let limiter = (self.0)(clock.clone());
+        limiter.compact();
+        limiter
+    }
+}
+
+type PartitionerFn<L> = dyn Fn(&Key) -> Partition<Key, Make<L>> + Send + Sync;
+
+/// A partition's limiter type the layer can hold across tasks.
+pub(super) trait Part: Member<SharedClock> + Send + Sync + 'static {}
+impl<L: Member<SharedClock> + Send + Sync + 'static> Part for L {}
+type ManyLimiter<L> = Partitioned<Key, L, Box<PartitionerFn<L>>, SharedClock>;
+
+/// What a partition's waiting acquisition ends with.
+type Acquired<L> = Result<PartitionLease<Key, L>, Rejection>;
 
 /// `limiter.acquire(key)`, boxed where its lifetime is concrete (so that it is provably `Send`).
-fn wait_partition<'a>(
-    limiter: &'a ManyLimiter,
+fn wait_partition<'a, L: Part>(
+    limiter: &'a ManyLimiter<L>,
     key: &Key,
-) -> Pin<Box<dyn Future<Output = Result<ManyLease, Rejection>> + Send + 'a>> {
+) -> Pin<Box<dyn Future<Output = Acquired<L>> + Send + 'a>>
+where
+    for<'b> L::Acquire<'b>: Send,
+{
     Box::pin(limiter.acquire(key, 1))
 }
 
-/// Any kind per key, waitable: the sharded map of full limiters.
-pub(super) struct Many {
-    pub(super) limiter: ManyLimiter,
+/// Any kind per key, waitable: the sharded map of full limiters, all of the policy's one type
+/// `L` (a token bucket's partition holds a token bucket, not an enum as large as the largest
+/// kind's limiter).
+pub(super) struct Many<L: Part> {
+    limiter: ManyLimiter<L>,
+    describe: PolicyQuota,
+    queue: Option<Queue>,
+}
+
+/// Builds a policy's [`Many`] from the maker of its limiter type ([`PartitionKind::visit`]).
+pub(super) struct ManyOf {
+    pub(super) partitions: PartitionConfig,
+    pub(super) clock: SharedClock,
     pub(super) describe: PolicyQuota,
     pub(super) queue: Option<Queue>,
 }
 
-impl Many {
+impl Visit<SharedClock> for ManyOf {
+    type Out = Arc<dyn PolicyLimiter>;
+
+    fn visit<L>(self, make: impl Fn(SharedClock) -> L + Send + Sync + 'static) -> Self::Out
+    where
+        L: Member<SharedClock> + Send + Sync + 'static,
+        for<'a> L::Acquire<'a>: Send,
+    {
+        let make: Arc<dyn Fn(SharedClock) -> L + Send + Sync> = Arc::new(make);
+        let partitioner: Box<PartitionerFn<L>> =
+            Box::new(move |k: &Key| Partition::new(*k, Make(make.clone())));
+        Arc::new(Many {
+            limiter: Partitioned::with_clock(partitioner, self.partitions, self.clock),
+            describe: self.describe,
+            queue: self.queue,
+        })
+    }
+}
+
+impl<L: Part> Many<L> {
     fn quota(&self, key: &Key) -> QuotaState {
         self.limiter
             .with_limiter(key, |l| l.quota())
@@ -341,9 +391,19 @@ impl Many {
                 reset_after: None,
             })
     }
+
+    fn grant(&self, key: &Key, lease: PartitionLease<Key, L>, want_quota: bool) -> Grant {
+        Grant {
+            permit: Permit::lease(lease.into_owned()),
+            quota: want_quota.then(|| self.quota(key)),
+        }
+    }
 }
 
-impl PolicyLimiter for Many {
+impl<L: Part> PolicyLimiter for Many<L>
+where
+    for<'a> L::Acquire<'a>: Send,
+{
     fn partitions(&self) -> Option<usize> {
         Some(self.limiter.len())
     }
@@ -351,10 +411,7 @@ impl PolicyLimiter for Many {
     #[inline]
     fn try_acquire(&self, key: Key, want_quota: bool) -> Decision {
         match self.limiter.try_acquire(&key, 1) {
-            Ok(lease) => Decision::Granted(Grant {
-                permit: Permit(PermitInner::Partition(lease)),
-                quota: want_quota.then(|| self.quota(&key)),
-            }),
+            Ok(lease) => Decision::Granted(self.grant(&key, lease, want_quota)),
             Err(r) => match self.queue {
                 Some(q) => q.decide(r, self.describe.quota, want_quota),
                 None => Decision::Denied(denial(r, self.describe.quota, want_quota)),
@@ -365,7 +422,7 @@ impl PolicyLimiter for Many {
     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
         Box::pin(async move {
             // Rate-limited partitions are served by the partition's later requests, or by the
-            // periodic replenish below; concurrency partitions by releases.
+            // periodic nudge below; concurrency partitions by releases.
             let wait = async {
                 let mut acquire = wait_partition(&self.limiter, &key);
                 loop {
@@ -376,7 +433,7 @@ impl PolicyLimiter for Many {
                         break out;
                     }
                     if self.describe.window.is_some() {
-                        self.limiter.with_limiter(&key, |l| l.replenish());
+                        self.limiter.with_limiter(&key, |l| l.nudge());
                     }
                 }
             };
@@ -385,10 +442,7 @@ impl PolicyLimiter for Many {
                 .bounded(wait, || self.limiter.try_acquire(&key, 1))
                 .await;
             match r {
-                Ok(lease) => Ok(Grant {
-                    permit: Permit(PermitInner::Partition(lease)),
-                    quota: want_quota.then(|| self.quota(&key)),
-                }),
+                Ok(lease) => Ok(self.grant(&key, lease, want_quota)),
                 Err(r) => Err(denial(r, self.describe.quota, want_quota)),
             }
         })

@@ -3,13 +3,12 @@ use core::pin::Pin;
 use core::time::Duration;
 use std::sync::Arc;
 
+use super::Key;
 #[cfg(doc)]
 use super::Policy;
-use super::{Key, SharedClock};
 #[cfg(doc)]
 use crate::lease::Reason;
 use crate::lease::{OwnedLease, Rejection};
-use crate::partition::{PartitionLease, PartitionLimiter};
 use crate::quota::QuotaState;
 
 /// What an admitted request holds until its response body ends: a concurrency permit, or
@@ -36,7 +35,6 @@ pub(super) enum PermitInner {
     #[default]
     None,
     Owned(OwnedLease),
-    Partition(PartitionLease<Key, PartitionLimiter<SharedClock>>),
 }
 
 impl Permit {
@@ -92,7 +90,6 @@ impl Permit {
         match &self.0 {
             PermitInner::None => false,
             PermitInner::Owned(l) => l.returns_permits(),
-            PermitInner::Partition(l) => l.returns_permits(),
         }
     }
 }

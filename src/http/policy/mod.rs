@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::lease::Reason;
-use crate::partition::{Kind, Partition, PartitionConfig, PartitionKind, Partitioned};
+use crate::partition::{Kind, PartitionConfig, PartitionKind};
 #[cfg(doc)]
 use crate::KeyedLimiter;
 use crate::{
@@ -20,7 +20,7 @@ use crate::{
     TokenBucketOptions,
 };
 pub(crate) use builtin::{after_wait, Rate};
-use builtin::{Keyed, Many, PartitionerFn, Queue, Single};
+use builtin::{Keyed, Queue, Single};
 pub use key::{Key, KeyBy, MissingKey, RequestView, NO_KEY};
 pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter, PolicyQuota};
 
@@ -681,15 +681,13 @@ impl Policy {
                 return Ok((k.clone(), Some(Rate::Keyed(k))));
             }
         }
-        let partitioner: Box<PartitionerFn> = Box::new(move |k: &Key| Partition::new(*k, pk));
-        Ok((
-            Arc::new(Many {
-                limiter: Partitioned::with_clock(partitioner, self.partitions, clock.clone()),
-                describe,
-                queue,
-            }),
-            None,
-        ))
+        let many = builtin::ManyOf {
+            partitions: self.partitions,
+            clock: clock.clone(),
+            describe,
+            queue,
+        };
+        Ok((pk.visit(many), None))
     }
 }
 
