@@ -7,7 +7,7 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::{NoQueue, QueueKind};
+use crate::queue_kind::QueueKind;
 use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
@@ -88,7 +88,7 @@ crate::options::with_queue!(
 /// assert_eq!(window.available_permits(), 100);
 /// ```
 ///
-/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`] for a
+/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
 /// window that only decides at once, with none of the queue's code or memory (built by
 /// [`without_queue`](FixedWindowLimiter::without_queue) and
 /// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
@@ -97,63 +97,7 @@ pub struct FixedWindowLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQue
     core: BucketCore<C, Q>,
 }
 
-#[cfg(feature = "std")]
-impl FixedWindowLimiter<crate::StdClock> {
-    /// A fixed window on the system clock.
-    pub fn new(options: FixedWindowOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> FixedWindowLimiter<C> {
-    /// A fixed window reading time from `clock`; windows count from `clock.now()`.
-    pub fn with_clock(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate()?;
-        let refill = Refill {
-            limit: options.permit_limit,
-            per_tick: options.permit_limit,
-        };
-        let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
-        Ok(Self {
-            core: BucketCore::new(refill, window, queue, clock),
-        })
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A fixed window built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). Its windows count from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// stop the build (a `const` panic); at run time use `with_clock`.
-        ///
-        /// ```
-        /// use core::time::Duration;
-        /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
-        ///
-        /// static WINDOW: FixedWindowLimiter<ManualClock> = FixedWindowLimiter::at_epoch(
-        ///     FixedWindowOptions::new(2, Duration::from_secs(1)),
-        ///     ManualClock::new(),
-        /// );
-        ///
-        /// assert!(WINDOW.try_acquire(2).is_ok());
-        /// assert!(WINDOW.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: FixedWindowOptions, clock: C) -> Self {
-            let window = match options.validate() {
-                Ok(window) => window,
-                Err(e) => e.panic_in_const(),
-            };
-            let refill = Refill {
-                limit: options.permit_limit,
-                per_tick: options.permit_limit,
-            };
-            let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
-            Self {
-                core: BucketCore::at(refill, window, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
-
     /// Changes the permit limit and the queue limit while the limiter is in use, by the token
     /// bucket's rule ([`TokenBucketLimiter::reconfigure`](crate::TokenBucketLimiter::reconfigure)):
     /// permits left in the current window clamp to a lowered limit, a raised one takes effect
@@ -179,14 +123,8 @@ impl<C: Clock> FixedWindowLimiter<C> {
     /// assert!(window.try_acquire(1).is_err());
     /// ```
     pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
-        options.validate()?;
-        if options.window != self.options().window
-            || options.queue_order != self.options().queue_order
-        {
-            return Err(OptionsError::FixedAtCreation);
-        }
-        self.core
-            .reconfigure(self, options.refill(), options.queue_limit)
+        let refill = self.checked(&options)?;
+        self.core.reconfigure(self, refill, options.queue_limit)
     }
 }
 
@@ -210,93 +148,58 @@ impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
             queue_order: self.core.queue.order(),
         }
     }
-}
 
-impl<C: Clock> FixedWindowLimiter<C, NoQueue> {
-    /// A fixed window without a wait queue ([`NoQueue`]), reading time from `clock`; windows
-    /// count from `clock.now()`. The options' queue limit must be 0
-    /// ([`OptionsError::NoWaitQueue`] otherwise).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
-    ///
-    /// let opts = FixedWindowOptions::new(2, Duration::from_secs(1));
-    /// let window = FixedWindowLimiter::without_queue(opts, ManualClock::new()).unwrap();
-    /// assert!(window.try_acquire(2).is_ok());
-    /// assert_eq!(window.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
-    /// ```
-    pub fn without_queue(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate()?;
-        if options.queue_limit != 0 {
-            return Err(OptionsError::NoWaitQueue);
-        }
+    fn build(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
+        let period = options.validate()?;
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
         Ok(Self {
-            core: BucketCore::new(options.refill(), window, NoQueue, clock),
+            core: BucketCore::new(options.refill(), period, queue, clock),
         })
     }
 
-    crate::sync::const_unless_loom! {
-        /// [`at_epoch`](FixedWindowLimiter::at_epoch) without a wait queue ([`NoQueue`]): a
-        /// `static` window counted from the clock's epoch. Invalid options, or a queue limit above
-        /// 0, stop the build.
-        ///
-        /// ```
-        /// use core::time::Duration;
-        /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock, NoQueue};
-        ///
-        /// static WINDOW: FixedWindowLimiter<ManualClock, NoQueue> = FixedWindowLimiter::at_epoch_without_queue(
-        ///     FixedWindowOptions::new(2, Duration::from_secs(1)),
-        ///     ManualClock::new(),
-        /// );
-        ///
-        /// assert!(WINDOW.try_acquire(2).is_ok());
-        /// assert!(WINDOW.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch_without_queue(options: FixedWindowOptions, clock: C) -> Self {
-            let window = match options.validate() {
-                Ok(window) => window,
-                Err(e) => e.panic_in_const(),
-            };
-            if options.queue_limit != 0 {
-                OptionsError::NoWaitQueue.panic_in_const();
-            }
-            Self {
-                core: BucketCore::at(
-                    options.refill(),
-                    window,
-                    NoQueue,
-                    clock,
-                    crate::Instant::ZERO,
-                ),
-            }
-        }
-    }
-
-    /// [`reconfigure`](FixedWindowLimiter::reconfigure) without a queue: the same rule, and
-    /// the queue limit must stay 0 ([`OptionsError::NoWaitQueue`]).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
-    ///
-    /// let minute = Duration::from_secs(60);
-    /// let window = FixedWindowLimiter::without_queue(FixedWindowOptions::new(100, minute), ManualClock::new()).unwrap();
-    /// window.reconfigure(FixedWindowOptions::new(50, minute)).unwrap();
-    /// assert_eq!(window.available_permits(), 50);
-    /// ```
-    pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
+    /// The refill of `options`, if valid, with the window (and queue order) this limiter was
+    /// built with, and within what its state word holds.
+    fn checked(&self, options: &FixedWindowOptions) -> Result<Refill, OptionsError> {
         options.validate()?;
-        if options.window != self.options().window {
+        let before = self.options();
+        // Without a queue, its order means nothing: any is accepted.
+        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
+        if options.window != before.window || reordered {
             return Err(OptionsError::FixedAtCreation);
         }
-        self.core
-            .reconfigure_unqueued(options.refill(), options.queue_limit)
+        self.core.check_fits(options.refill())?;
+        Ok(options.refill())
+    }
+
+    crate::sync::const_unless_loom! {
+        /// A limiter of valid `options` whose time counts from the clock's epoch.
+        fn at_epoch_with(options: FixedWindowOptions, queue: Q, clock: C) -> Self {
+            let period = match options.validate() {
+                Ok(period) => period,
+                Err(e) => e.panic_in_const(),
+            };
+            Self {
+                core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
+            }
+        }
     }
 }
+
+crate::rate_limiter::limiter_front!(
+    FixedWindowLimiter,
+    FixedWindowOptions,
+    "fixed window",
+    "FixedWindowOptions::new(2, Duration::from_secs(1))"
+);
+
+crate::rate_limiter::unqueued_constructors!(
+    FixedWindowLimiter,
+    FixedWindowOptions,
+    "FixedWindowOptions::new(2, Duration::from_secs(1))",
+    apply = |l, refill, _| l.core.set_refill(refill),
+);
 
 crate::rate_limiter::rate_limiter!(
     FixedWindowLimiter,
     "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
 );
-crate::rate_limiter::rate_limiter!(unqueued FixedWindowLimiter);

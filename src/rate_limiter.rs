@@ -268,6 +268,7 @@ macro_rules! unqueued_constructors {
             ///
             #[doc = concat!(
                 "```\n",
+                "use core::time::Duration;\n",
                 "use tollgate::*;\n",
                 "\n",
                 "let opts = ", $opts, ";\n",
@@ -294,6 +295,7 @@ macro_rules! unqueued_constructors {
                 ///
                 #[doc = concat!(
                     "```\n",
+                    "use core::time::Duration;\n",
                     "use tollgate::*;\n",
                     "\n",
                     "static LIMITER: ", stringify!($ty), "<ManualClock, ", $(stringify!($d), ", ",)? "NoQueue> =\n",
@@ -315,6 +317,7 @@ macro_rules! unqueued_constructors {
             ///
             #[doc = concat!(
                 "```\n",
+                "# use core::time::Duration;\n",
                 "# use tollgate::*;\n",
                 "let bare = ", stringify!($ty), "::without_queue(", $opts, ", ManualClock::new()).unwrap();\n",
                 "let queued = ", $opts, ".with_queue(1, QueueOrder::OldestFirst);\n",
@@ -335,3 +338,85 @@ macro_rules! unqueued_constructors {
     };
 }
 pub(crate) use unqueued_constructors;
+
+/// The constructors every rate limiter shares: `new` (on the system clock), `with_clock` and
+/// the constant `at_epoch`, for a type whose generic impl has `build(options, clock)` and
+/// `at_epoch_with(options, queue, clock)` (see [`unqueued_constructors!`]). `$what` names the
+/// limiter in the docs; `$opts` is the text of valid options for the examples; a ring size
+/// `N = d` names the ring `new` and `with_clock` build (the default).
+macro_rules! limiter_front {
+    ($ty:ident $(<const $n:ident = $d:literal>)?, $options:ty, $what:literal, $opts:literal $(,)?) => {
+        #[cfg(feature = "std")]
+        impl $ty<$crate::StdClock> {
+            #[doc = concat!(
+                "A ", $what, " on the system clock",
+                $(", with the default ring of ", stringify!($d), " (another size: `with_capacity`)",)?
+                ".\n\n",
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let limiter = ", stringify!($ty), "::new(", $opts, ").unwrap();\n",
+                "assert!(limiter.try_acquire(1).is_ok());\n",
+                "```",
+            )]
+            pub fn new(options: $options) -> Result<Self, $crate::OptionsError> {
+                Self::with_clock(options, $crate::StdClock)
+            }
+        }
+
+        impl<C: $crate::clock::Clock> $ty<C> {
+            #[doc = concat!(
+                "A ", $what, " reading time from `clock`",
+                $(", with the default ring of ", stringify!($d), " (another size: `with_capacity`)",)?
+                "; its time counts from `clock.now()`, and it starts with every permit available. ",
+                "Invalid options are refused with an [`OptionsError`](crate::OptionsError) naming ",
+                "what is wrong.\n\n",
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let clock = ManualClock::new();\n",
+                "let limiter = ", stringify!($ty), "::with_clock(", $opts, ", &clock).unwrap();\n",
+                "let all = limiter.available_permits() as u32;\n",
+                "assert!(limiter.try_acquire(all).is_ok());\n",
+                "let denied = limiter.try_acquire(1).unwrap_err();\n",
+                "assert_eq!(denied.reason(), Reason::Exhausted);\n",
+                "assert!(denied.retry_after().is_some());\n",
+                "```",
+            )]
+            pub fn with_clock(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+                Self::build(options, clock)
+            }
+        }
+
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
+            $crate::sync::const_unless_loom! {
+                #[doc = concat!(
+                    "A ", $what, " built in a constant, so it can be a `static` shared by thread ",
+                    "code and interrupt handlers (firmware). Its time counts from the clock's ",
+                    "epoch ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from ",
+                    "a reading at creation — the only difference from `with_clock`. Invalid ",
+                    "options stop the build (a `const` panic is a compile error); at run time use ",
+                    "`with_clock`, which returns an [`OptionsError`](crate::OptionsError).\n\n",
+                    "```\n",
+                    "use core::time::Duration;\n",
+                    "use tollgate::*;\n",
+                    "\n",
+                    "static LIMITER: ", stringify!($ty), "<ManualClock", $(", ", stringify!($d),)? "> =\n",
+                    "    ", stringify!($ty), "::at_epoch(", $opts, ", ManualClock::new());\n",
+                    "\n",
+                    "let all = LIMITER.available_permits() as u32;\n",
+                    "assert!(LIMITER.try_acquire(all).is_ok());\n",
+                    "assert!(LIMITER.try_acquire(1).is_err());\n",
+                    "```",
+                )]
+                pub fn at_epoch(options: $options, clock: C) -> Self {
+                    let queue = $crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
+                    Self::at_epoch_with(options, queue, clock)
+                }
+            }
+        }
+    };
+}
+pub(crate) use limiter_front;

@@ -7,7 +7,7 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::{NoQueue, QueueKind};
+use crate::queue_kind::QueueKind;
 use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
@@ -103,7 +103,7 @@ crate::options::with_queue!(
 /// assert_eq!(bucket.available_permits(), 8);
 /// ```
 ///
-/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`] for a
+/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
 /// bucket that only decides at once, with none of the queue's code or memory (built by
 /// [`without_queue`](TokenBucketLimiter::without_queue) and
 /// [`at_epoch_without_queue`](TokenBucketLimiter::at_epoch_without_queue)).
@@ -112,72 +112,7 @@ pub struct TokenBucketLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQue
     core: BucketCore<C, Q>,
 }
 
-#[cfg(feature = "std")]
-impl TokenBucketLimiter<crate::StdClock> {
-    /// A token bucket on the system clock.
-    pub fn new(options: TokenBucketOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> TokenBucketLimiter<C> {
-    /// A token bucket reading time from `clock`; its periods count from `clock.now()`.
-    pub fn with_clock(options: TokenBucketOptions, clock: C) -> Result<Self, OptionsError> {
-        let period = options.validate()?;
-        let refill = Refill {
-            limit: options.token_limit,
-            per_tick: options.tokens_per_period,
-        };
-        let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
-        Ok(Self {
-            core: BucketCore::new(refill, period, queue, clock),
-        })
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A token bucket built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). It starts full, and its periods count from the clock's
-        /// epoch ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading
-        /// at creation — the only difference from [`with_clock`](Self::with_clock).
-        ///
-        /// Meant for constants: invalid options stop the build there (a `const` panic is a
-        /// compile error). At run time use `with_clock`, which returns an [`OptionsError`].
-        ///
-        /// ```
-        /// use core::time::Duration;
-        /// use tollgate::{Clock, Instant, Limiter, TokenBucketLimiter, TokenBucketOptions};
-        ///
-        /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds since boot
-        /// impl Clock for Uptime {
-        ///     fn now(&self) -> Instant {
-        ///         Instant::from_nanos(5_000_000)
-        ///     }
-        /// }
-        ///
-        /// static BUCKET: TokenBucketLimiter<Uptime> = TokenBucketLimiter::at_epoch(
-        ///     TokenBucketOptions::new(10, 1, Duration::from_millis(100)),
-        ///     Uptime,
-        /// );
-        ///
-        /// assert!(BUCKET.try_acquire(10).is_ok());
-        /// assert!(BUCKET.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: TokenBucketOptions, clock: C) -> Self {
-            let period = match options.validate() {
-                Ok(period) => period,
-                Err(e) => e.panic_in_const(),
-            };
-            let refill = Refill {
-                limit: options.token_limit,
-                per_tick: options.tokens_per_period,
-            };
-            let queue = crate::wait::WaitQueue::new(options.queue_limit, options.queue_order);
-            Self {
-                core: BucketCore::at(refill, period, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
-
     /// Changes the token limit, the tokens per period and the queue limit while the limiter
     /// is in use. The rule, applied at once and whole (concurrent reconfigurations apply one
     /// after the other):
@@ -213,14 +148,8 @@ impl<C: Clock> TokenBucketLimiter<C> {
     /// assert_eq!(bucket.reconfigure(other_period), Err(OptionsError::FixedAtCreation));
     /// ```
     pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
-        options.validate()?;
-        if options.replenishment_period != self.options().replenishment_period
-            || options.queue_order != self.options().queue_order
-        {
-            return Err(OptionsError::FixedAtCreation);
-        }
-        self.core
-            .reconfigure(self, options.refill(), options.queue_limit)
+        let refill = self.checked(&options)?;
+        self.core.reconfigure(self, refill, options.queue_limit)
     }
 }
 
@@ -246,106 +175,58 @@ impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
             queue_order: self.core.queue.order(),
         }
     }
-}
 
-impl<C: Clock> TokenBucketLimiter<C, NoQueue> {
-    /// A token bucket without a wait queue ([`NoQueue`]), reading time from `clock`; its
-    /// periods count from `clock.now()`. The options' queue limit must be 0
-    /// ([`OptionsError::NoWaitQueue`] otherwise). The same decisions as
-    /// [`with_clock`](TokenBucketLimiter::with_clock)'s bucket, with no `acquire`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, NoQueue, OptionsError, QueueOrder, TokenBucketLimiter, TokenBucketOptions};
-    ///
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let bucket = TokenBucketLimiter::without_queue(opts, ManualClock::new()).unwrap();
-    /// assert!(bucket.try_acquire(2).is_ok());
-    /// assert_eq!(bucket.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
-    ///
-    /// let queued = opts.with_queue(1, QueueOrder::OldestFirst);
-    /// let refused = TokenBucketLimiter::without_queue(queued, ManualClock::new());
-    /// assert_eq!(refused.unwrap_err(), OptionsError::NoWaitQueue);
-    /// ```
-    pub fn without_queue(options: TokenBucketOptions, clock: C) -> Result<Self, OptionsError> {
+    fn build(options: TokenBucketOptions, clock: C) -> Result<Self, OptionsError> {
         let period = options.validate()?;
-        if options.queue_limit != 0 {
-            return Err(OptionsError::NoWaitQueue);
-        }
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
         Ok(Self {
-            core: BucketCore::new(options.refill(), period, NoQueue, clock),
+            core: BucketCore::new(options.refill(), period, queue, clock),
         })
     }
 
+    /// The refill of `options`, if valid, with the replenishment_period (and queue order) this limiter was
+    /// built with, and within what its state word holds.
+    fn checked(&self, options: &TokenBucketOptions) -> Result<Refill, OptionsError> {
+        options.validate()?;
+        let before = self.options();
+        // Without a queue, its order means nothing: any is accepted.
+        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
+        if options.replenishment_period != before.replenishment_period || reordered {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        self.core.check_fits(options.refill())?;
+        Ok(options.refill())
+    }
+
     crate::sync::const_unless_loom! {
-        /// [`at_epoch`](TokenBucketLimiter::at_epoch) without a wait queue ([`NoQueue`]): a
-        /// `static` bucket whose periods count from the clock's epoch, for firmware that shares it
-        /// with interrupt handlers and never waits. Invalid options, or a queue limit above 0,
-        /// stop the build.
-        ///
-        /// ```
-        /// use core::time::Duration;
-        /// use tollgate::{Clock, Instant, Limiter, NoQueue, TokenBucketLimiter, TokenBucketOptions};
-        ///
-        /// struct Uptime; // e.g. a timer peripheral's counter, in nanoseconds since boot
-        /// impl Clock for Uptime {
-        ///     fn now(&self) -> Instant {
-        ///         Instant::from_nanos(5_000_000)
-        ///     }
-        /// }
-        ///
-        /// static BUCKET: TokenBucketLimiter<Uptime, NoQueue> = TokenBucketLimiter::at_epoch_without_queue(
-        ///     TokenBucketOptions::new(10, 1, Duration::from_millis(100)),
-        ///     Uptime,
-        /// );
-        ///
-        /// assert!(BUCKET.try_acquire(10).is_ok());
-        /// assert!(BUCKET.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch_without_queue(options: TokenBucketOptions, clock: C) -> Self {
+        /// A limiter of valid `options` whose time counts from the clock's epoch.
+        fn at_epoch_with(options: TokenBucketOptions, queue: Q, clock: C) -> Self {
             let period = match options.validate() {
                 Ok(period) => period,
                 Err(e) => e.panic_in_const(),
             };
-            if options.queue_limit != 0 {
-                OptionsError::NoWaitQueue.panic_in_const();
-            }
             Self {
-                core: BucketCore::at(
-                    options.refill(),
-                    period,
-                    NoQueue,
-                    clock,
-                    crate::Instant::ZERO,
-                ),
+                core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
             }
         }
-    }
-
-    /// [`reconfigure`](TokenBucketLimiter::reconfigure) without a queue: the same rule, and
-    /// the queue limit must stay 0 ([`OptionsError::NoWaitQueue`]).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
-    ///
-    /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
-    /// let bucket = TokenBucketLimiter::without_queue(opts, ManualClock::new()).unwrap();
-    /// bucket.reconfigure(TokenBucketOptions::new(4, 2, Duration::from_secs(1))).unwrap();
-    /// assert_eq!(bucket.available_permits(), 4);
-    /// ```
-    pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
-        options.validate()?;
-        if options.replenishment_period != self.options().replenishment_period {
-            return Err(OptionsError::FixedAtCreation);
-        }
-        self.core
-            .reconfigure_unqueued(options.refill(), options.queue_limit)
     }
 }
+
+crate::rate_limiter::limiter_front!(
+    TokenBucketLimiter,
+    TokenBucketOptions,
+    "token bucket",
+    "TokenBucketOptions::new(2, 1, Duration::from_secs(1))"
+);
+
+crate::rate_limiter::unqueued_constructors!(
+    TokenBucketLimiter,
+    TokenBucketOptions,
+    "TokenBucketOptions::new(2, 1, Duration::from_secs(1))",
+    apply = |l, refill, _| l.core.set_refill(refill),
+);
 
 crate::rate_limiter::rate_limiter!(
     TokenBucketLimiter,
     "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
 );
-crate::rate_limiter::rate_limiter!(unqueued TokenBucketLimiter);

@@ -227,7 +227,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// Refuses, with [`OptionsError::LimitTooLarge`], a limit the state word does not hold.
-    fn check_fits(&self, refill: Refill) -> Result<(), crate::options::OptionsError> {
+    pub(crate) fn check_fits(&self, refill: Refill) -> Result<(), crate::options::OptionsError> {
         let max = self.max_limit();
         if refill.limit > max {
             return Err(crate::options::OptionsError::LimitTooLarge { max });
@@ -647,20 +647,13 @@ impl<C: Clock> BucketCore<C, WaitQueue> {
 }
 
 impl<C: Clock> BucketCore<C, crate::NoQueue> {
-    /// [`reconfigure`](BucketCore::reconfigure) with no queue: the queue limit must stay 0.
-    pub(crate) fn reconfigure_unqueued(
-        &self,
-        refill: Refill,
-        queue_limit: u32,
-    ) -> Result<(), crate::options::OptionsError> {
-        if queue_limit != 0 {
-            return Err(crate::options::OptionsError::NoWaitQueue);
-        }
-        self.check_fits(refill)?;
-        // The old refill governs the time before the change.
-        self.catch_up();
-        self.refill.set(refill);
-        Ok(())
+    /// Changes the refill with no queue to serve (the caller checked it fits): the old refill
+    /// governs the time before the change.
+    pub(crate) fn set_refill(&self, refill: Refill) {
+        crate::NoQueue::serialized(|| {
+            self.catch_up();
+            self.refill.set(refill);
+        });
     }
 }
 

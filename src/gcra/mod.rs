@@ -602,37 +602,7 @@ pub struct GcraLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
     core: GcraCore<C, Q>,
 }
 
-#[cfg(feature = "std")]
-impl GcraLimiter<crate::StdClock> {
-    /// A GCRA limiter on the system clock.
-    ///
-    /// ```
-    /// use tollgate::{GcraLimiter, GcraOptions, Limiter};
-    ///
-    /// let gcra = GcraLimiter::new(GcraOptions::per_second(100)).unwrap();
-    /// assert!(gcra.try_acquire(100).is_ok());
-    /// ```
-    pub fn new(options: GcraOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> GcraLimiter<C> {
-    /// A GCRA limiter reading time from `clock`; it starts full (the whole burst available).
-    ///
-    /// ```
-    /// use tollgate::{GcraLimiter, GcraOptions, ManualClock, OptionsError};
-    ///
-    /// let clock = ManualClock::new();
-    /// assert_eq!(
-    ///     GcraLimiter::with_clock(GcraOptions::per_second(5).with_burst(0), &clock).unwrap_err(),
-    ///     OptionsError::ZeroLimit
-    /// );
-    /// ```
-    pub fn with_clock(options: GcraOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
-    }
-
     /// Changes the rate (the interval), the burst and the queue limit while the limiter is in
     /// use. The rule: the theoretical arrival time keeps its instant — time already owed stays
     /// owed — and from the change on every decision uses the new interval and burst, so the
@@ -723,6 +693,13 @@ impl<C: Clock, Q> GcraLimiter<C, Q> {
     }
 }
 
+crate::rate_limiter::limiter_front!(
+    GcraLimiter,
+    GcraOptions,
+    "GCRA limiter",
+    "GcraOptions::per_second(2)",
+);
+
 crate::rate_limiter::unqueued_constructors!(
     GcraLimiter,
     GcraOptions,
@@ -773,30 +750,6 @@ impl<C: Clock, Q> GcraCore<C, Q> {
                 queue,
                 clock,
             }
-        }
-    }
-}
-
-impl<C: Clock> GcraLimiter<C> {
-    crate::sync::const_unless_loom! {
-        /// A GCRA limiter built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). Its time counts from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// stop the build (a `const` panic); at run time use `with_clock`.
-        ///
-        /// ```
-        /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock};
-        ///
-        /// static GCRA: GcraLimiter<ManualClock> =
-        ///     GcraLimiter::at_epoch(GcraOptions::per_second(2), ManualClock::new());
-        ///
-        /// assert!(GCRA.try_acquire(2).is_ok());
-        /// assert!(GCRA.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: GcraOptions, clock: C) -> Self {
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self::at_epoch_with(options, queue, clock)
         }
     }
 }

@@ -134,61 +134,7 @@ pub struct LeakyBucketMeter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue
     options: crate::wait::Lock<LeakyBucketOptions>,
 }
 
-#[cfg(feature = "std")]
-impl LeakyBucketMeter<crate::StdClock> {
-    /// A meter on the system clock.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, Limiter};
-    ///
-    /// let meter = LeakyBucketMeter::new(LeakyBucketOptions::new(3, 1, Duration::from_secs(1))).unwrap();
-    /// assert!(meter.try_acquire(3).is_ok());
-    /// ```
-    pub fn new(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> LeakyBucketMeter<C> {
-    /// A meter reading time from `clock`; it starts empty (the whole capacity available).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, ManualClock, OptionsError};
-    ///
-    /// let bad = LeakyBucketOptions::new(0, 1, Duration::from_secs(1));
-    /// assert_eq!(LeakyBucketMeter::with_clock(bad, ManualClock::new()).unwrap_err(), OptionsError::ZeroLimit);
-    /// ```
-    pub fn with_clock(options: LeakyBucketOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A meter built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). Its time counts from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// stop the build (a `const` panic); at run time use `with_clock`.
-        ///
-        /// ```
-        /// use core::time::Duration;
-        /// use tollgate::{LeakyBucketMeter, LeakyBucketOptions, Limiter, ManualClock};
-        ///
-        /// static METER: LeakyBucketMeter<ManualClock> = LeakyBucketMeter::at_epoch(
-        ///     LeakyBucketOptions::new(3, 1, Duration::from_secs(1)),
-        ///     ManualClock::new(),
-        /// );
-        ///
-        /// assert!(METER.try_acquire(3).is_ok());
-        /// assert!(METER.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: LeakyBucketOptions, clock: C) -> Self {
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self::at_epoch_with(options, queue, clock)
-        }
-    }
-
     /// Changes the capacity, the leak rate and the queue limit while the meter is in use,
     /// by GCRA's rule ([`GcraLimiter::reconfigure`](crate::GcraLimiter::reconfigure)): the
     /// level keeps what it holds and drains at the new rate from the change on; a level above
@@ -271,10 +217,17 @@ impl<C: Clock, Q> LeakyBucketMeter<C, Q> {
     }
 }
 
+crate::rate_limiter::limiter_front!(
+    LeakyBucketMeter,
+    LeakyBucketOptions,
+    "leaky bucket meter",
+    "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
+);
+
 crate::rate_limiter::unqueued_constructors!(
     LeakyBucketMeter,
     LeakyBucketOptions,
-    "LeakyBucketOptions::new(3, 1, core::time::Duration::from_secs(1))",
+    "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
     apply = |l, params, options| {
         l.options.with(|o| {
             l.core.set_params(params);
@@ -405,32 +358,8 @@ pub struct LeakyBucketShaper<C: Clock = crate::clock::DefaultClock> {
     core: GcraCore<C>,
 }
 
-#[cfg(feature = "std")]
-impl LeakyBucketShaper<crate::StdClock> {
-    /// A shaper on the system clock.
-    ///
-    /// ```
-    /// use tollgate::{LeakyBucketShaper, Limiter, ShaperOptions};
-    ///
-    /// let shaper = LeakyBucketShaper::new(ShaperOptions::per_second(1)).unwrap();
-    /// assert!(shaper.try_acquire(1).is_ok());
-    /// assert!(shaper.try_acquire(1).is_err());
-    /// ```
-    pub fn new(options: ShaperOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> LeakyBucketShaper<C> {
-    /// A shaper reading time from `clock`; its first request departs at once.
-    ///
-    /// ```
-    /// use tollgate::{LeakyBucketShaper, ManualClock, OptionsError, ShaperOptions};
-    ///
-    /// let bad = ShaperOptions::per_second(10).with_max_permits(0);
-    /// assert_eq!(LeakyBucketShaper::with_clock(bad, ManualClock::new()).unwrap_err(), OptionsError::ZeroLimit);
-    /// ```
-    pub fn with_clock(options: ShaperOptions, clock: C) -> Result<Self, OptionsError> {
+    fn build(options: ShaperOptions, clock: C) -> Result<Self, OptionsError> {
         options.validate()?;
         let params = params(options.interval, options.max_permits, true)?;
         let queue = WaitQueue::new(options.queue_limit, options.queue_order);
@@ -440,27 +369,12 @@ impl<C: Clock> LeakyBucketShaper<C> {
     }
 
     crate::sync::const_unless_loom! {
-        /// A shaper built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). Its time counts from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// stop the build (a `const` panic); at run time use `with_clock`.
-        ///
-        /// ```
-        /// use tollgate::{LeakyBucketShaper, Limiter, ManualClock, ShaperOptions};
-        ///
-        /// static SHAPER: LeakyBucketShaper<ManualClock> =
-        ///     LeakyBucketShaper::at_epoch(ShaperOptions::per_second(10), ManualClock::new());
-        ///
-        /// assert!(SHAPER.try_acquire(1).is_ok());
-        /// assert!(SHAPER.try_acquire(1).is_err()); // the next slot is 100 ms away
-        /// ```
-        pub fn at_epoch(options: ShaperOptions, clock: C) -> Self {
+        /// A shaper of valid `options` whose time counts from the clock's epoch.
+        fn at_epoch_with(options: ShaperOptions, queue: WaitQueue, clock: C) -> Self {
             let params = match params_in_const(options.interval, options.max_permits, true) {
                 Ok(p) => p,
                 Err(e) => e.panic_in_const(),
             };
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
             }
@@ -516,5 +430,12 @@ impl<C: Clock> LeakyBucketShaper<C> {
         Ok(())
     }
 }
+
+crate::rate_limiter::limiter_front!(
+    LeakyBucketShaper,
+    ShaperOptions,
+    "leaky bucket shaper",
+    "ShaperOptions::per_second(10).with_max_permits(2)",
+);
 
 crate::rate_limiter::rate_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");

@@ -143,60 +143,7 @@ pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = Wait
     core: CounterCore<C, Q>,
 }
 
-#[cfg(feature = "std")]
-impl SlidingCounterLimiter<crate::StdClock> {
-    /// A sliding-window counter on the system clock.
-    ///
-    /// ```
-    /// use tollgate::{Limiter, SlidingCounterLimiter, SlidingCounterOptions};
-    ///
-    /// let c = SlidingCounterLimiter::new(SlidingCounterOptions::per_second(2)).unwrap();
-    /// assert!(c.try_acquire(2).is_ok());
-    /// ```
-    pub fn new(options: SlidingCounterOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> SlidingCounterLimiter<C> {
-    /// A sliding-window counter reading time from `clock`; its windows count from `clock.now()`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{ManualClock, OptionsError, SlidingCounterLimiter, SlidingCounterOptions};
-    ///
-    /// let too_long = SlidingCounterOptions::new(1, Duration::MAX);
-    /// assert_eq!(
-    ///     SlidingCounterLimiter::with_clock(too_long, ManualClock::new()).unwrap_err(),
-    ///     OptionsError::PeriodTooLong
-    /// );
-    /// ```
-    pub fn with_clock(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A sliding-window counter built in a constant, so it can be a `static` shared by thread
-        /// code and interrupt handlers (firmware). Its windows count from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// stop the build (a `const` panic); at run time use `with_clock`.
-        ///
-        /// ```
-        /// use tollgate::{Limiter, ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
-        ///
-        /// static COUNTER: SlidingCounterLimiter<ManualClock> =
-        ///     SlidingCounterLimiter::at_epoch(SlidingCounterOptions::per_second(2), ManualClock::new());
-        ///
-        /// assert!(COUNTER.try_acquire(2).is_ok());
-        /// assert!(COUNTER.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: SlidingCounterOptions, clock: C) -> Self {
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self::at_epoch_with(options, queue, clock)
-        }
-    }
-
     /// Changes the permit limit and the queue limit while the limiter is in use. The counts
     /// already taken stay counted: under a lowered limit it refuses until the weighted count of
     /// the rolling window falls below the new limit; under a raised one it has room at once (and
@@ -284,6 +231,13 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
         }
     }
 }
+
+crate::rate_limiter::limiter_front!(
+    SlidingCounterLimiter,
+    SlidingCounterOptions,
+    "sliding-window counter",
+    "SlidingCounterOptions::per_second(2)",
+);
 
 crate::rate_limiter::unqueued_constructors!(
     SlidingCounterLimiter,

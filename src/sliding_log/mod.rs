@@ -151,41 +151,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> core::fmt::Debug for SlidingLogLimi
     }
 }
 
-#[cfg(feature = "std")]
-impl SlidingLogLimiter<crate::StdClock> {
-    /// A sliding log on the system clock, with the default ring of
-    /// [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) entries (a limit of at most that many;
-    /// another ring size: [`with_capacity`](SlidingLogLimiter::with_capacity)).
-    ///
-    /// ```
-    /// use tollgate::{Limiter, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let log = SlidingLogLimiter::new(SlidingLogOptions::per_second(8)).unwrap();
-    /// assert!(log.try_acquire(8).is_ok());
-    /// ```
-    pub fn new(options: SlidingLogOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> SlidingLogLimiter<C> {
     /// The entries the default ring holds, so the largest limit it takes: 16 (an entry is 16
     /// bytes).
     pub const DEFAULT_CAPACITY: usize = 16;
-
-    /// A sliding log reading time from `clock`, with the default ring of
-    /// [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) entries. Another ring size:
-    /// [`with_capacity`](SlidingLogLimiter::with_capacity).
-    ///
-    /// ```
-    /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let log = SlidingLogLimiter::with_clock(SlidingLogOptions::per_second(5), ManualClock::new()).unwrap();
-    /// assert!(log.try_acquire(5).is_ok());
-    /// ```
-    pub fn with_clock(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::with_capacity(options, clock)
-    }
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
@@ -271,29 +240,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
 }
 
 impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
-    crate::sync::const_unless_loom! {
-        /// A sliding log built in a constant, so it can be a `static` shared by thread code and
-        /// interrupt handlers (firmware). Its time counts from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](SlidingLogLimiter::with_clock).
-        /// Invalid options (a limit above the ring's `N` too) stop the build (a `const` panic);
-        /// at run time use `with_clock`.
-        ///
-        /// ```
-        /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
-        ///
-        /// static LOGINS: SlidingLogLimiter<ManualClock, 5> =
-        ///     SlidingLogLimiter::at_epoch(SlidingLogOptions::per_minute(5), ManualClock::new());
-        ///
-        /// assert!(LOGINS.try_acquire(5).is_ok());
-        /// assert!(LOGINS.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: SlidingLogOptions, clock: C) -> Self {
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self::at_epoch_with(options, queue, clock)
-        }
-    }
-
     /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
     /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
     /// until enough of them leave the window, so no rolling window that ends after the change
@@ -325,6 +271,13 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
         Ok(())
     }
 }
+
+crate::rate_limiter::limiter_front!(
+    SlidingLogLimiter<const N = 16>,
+    SlidingLogOptions,
+    "sliding log",
+    "SlidingLogOptions::per_second(2)",
+);
 
 crate::rate_limiter::unqueued_constructors!(
     SlidingLogLimiter<const N = 16>,

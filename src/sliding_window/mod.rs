@@ -116,44 +116,9 @@ pub struct SlidingWindowLimiter<
     options: SlidingWindowOptions,
 }
 
-#[cfg(feature = "std")]
-impl SlidingWindowLimiter<crate::StdClock> {
-    /// A sliding window on the system clock, with the default ring of
-    /// [`DEFAULT_SEGMENTS`](Self::DEFAULT_SEGMENTS) segments (another ring size:
-    /// [`with_capacity`](SlidingWindowLimiter::with_capacity)).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, SlidingWindowLimiter, SlidingWindowOptions};
-    ///
-    /// let window = SlidingWindowLimiter::new(SlidingWindowOptions::new(10, Duration::from_secs(60), 6)).unwrap();
-    /// assert!(window.try_acquire(10).is_ok());
-    /// ```
-    pub fn new(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
-    }
-}
-
 impl<C: Clock> SlidingWindowLimiter<C> {
     /// The segments per window the default ring holds: 16 (a ring slot is 16 bytes).
     pub const DEFAULT_SEGMENTS: usize = 16;
-
-    /// A sliding window reading time from `clock`, with the default ring of
-    /// [`DEFAULT_SEGMENTS`](Self::DEFAULT_SEGMENTS) segments; segments count from
-    /// `clock.now()`. Another ring size: [`with_capacity`](SlidingWindowLimiter::with_capacity).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
-    ///
-    /// let clock = ManualClock::new();
-    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 6);
-    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap(); // nothing to annotate
-    /// assert!(window.try_acquire(10).is_ok());
-    /// ```
-    pub fn with_clock(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::with_capacity(options, clock)
-    }
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
@@ -244,31 +209,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
 }
 
 impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
-    crate::sync::const_unless_loom! {
-        /// A sliding window built in a constant, so it can be a `static` shared by thread code
-        /// and interrupt handlers (firmware). Its segments count from the clock's epoch
-        /// ([`Instant::ZERO`](crate::Instant::ZERO), e.g. boot) rather than from a reading at
-        /// creation — the only difference from [`with_clock`](Self::with_clock). Invalid options
-        /// stop the build (a `const` panic); at run time use `with_clock`.
-        ///
-        /// ```
-        /// use core::time::Duration;
-        /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
-        ///
-        /// static WINDOW: SlidingWindowLimiter<ManualClock, 4> = SlidingWindowLimiter::at_epoch(
-        ///     SlidingWindowOptions::new(3, Duration::from_secs(4), 4),
-        ///     ManualClock::new(),
-        /// );
-        ///
-        /// assert!(WINDOW.try_acquire(3).is_ok());
-        /// assert!(WINDOW.try_acquire(1).is_err());
-        /// ```
-        pub fn at_epoch(options: SlidingWindowOptions, clock: C) -> Self {
-            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
-            Self::at_epoch_with(options, queue, clock)
-        }
-    }
-
     /// Changes the permit limit and the queue limit while the limiter is in use. Permits
     /// already counted in the window stay counted: under a lowered limit the window refuses
     /// until enough segments slide out, under a raised one it has room at once. Waiters asking
@@ -301,10 +241,17 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     }
 }
 
+crate::rate_limiter::limiter_front!(
+    SlidingWindowLimiter<const N = 16>,
+    SlidingWindowOptions,
+    "sliding window",
+    "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
+);
+
 crate::rate_limiter::unqueued_constructors!(
     SlidingWindowLimiter<const N = 16>,
     SlidingWindowOptions,
-    "SlidingWindowOptions::new(2, core::time::Duration::from_secs(2), 2)",
+    "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
     apply = |l, limit, _| l.core.set_limit(limit),
 );
 
