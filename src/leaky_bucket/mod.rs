@@ -354,23 +354,32 @@ crate::options::with_queue!(ShaperOptions, "ShaperOptions::per_second(10)");
 /// assert!(matches!(second.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
 /// ```
 #[derive(Debug)]
-pub struct LeakyBucketShaper<C: Clock = crate::clock::DefaultClock> {
-    core: GcraCore<C>,
+pub struct LeakyBucketShaper<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
+    core: GcraCore<C, Q>,
 }
 
-impl<C: Clock> LeakyBucketShaper<C> {
+impl<C: Clock, Q: QueueKind> LeakyBucketShaper<C, Q> {
     fn build(options: ShaperOptions, clock: C) -> Result<Self, OptionsError> {
-        options.validate()?;
         let params = params(options.interval, options.max_permits, true)?;
-        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
         Ok(Self {
             core: GcraCore::new(params, queue, clock),
         })
     }
 
+    /// `options`' parameters, if valid and with the queue order this shaper was built with.
+    fn checked(&self, options: &ShaperOptions) -> Result<Params, OptionsError> {
+        let p = params(options.interval, options.max_permits, true)?;
+        // Without a queue, its order means nothing: any is accepted.
+        if Q::QUEUED && options.queue_order != self.options().queue_order {
+            return Err(OptionsError::FixedAtCreation);
+        }
+        Ok(p)
+    }
+
     crate::sync::const_unless_loom! {
         /// A shaper of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: ShaperOptions, queue: WaitQueue, clock: C) -> Self {
+        fn at_epoch_with(options: ShaperOptions, queue: Q, clock: C) -> Self {
             let params = match params_in_const(options.interval, options.max_permits, true) {
                 Ok(p) => p,
                 Err(e) => e.panic_in_const(),
@@ -399,7 +408,9 @@ impl<C: Clock> LeakyBucketShaper<C> {
             queue_order: self.core.queue.order(),
         }
     }
+}
 
+impl<C: Clock> LeakyBucketShaper<C> {
     /// Changes the departure interval, the largest request and the queue limit while the
     /// shaper is in use, by GCRA's rule
     /// ([`GcraLimiter::reconfigure`](crate::GcraLimiter::reconfigure)): departures already
@@ -422,10 +433,7 @@ impl<C: Clock> LeakyBucketShaper<C> {
     /// assert_eq!(shaper.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_millis(500)));
     /// ```
     pub fn reconfigure(&self, options: ShaperOptions) -> Result<(), OptionsError> {
-        let p = params(options.interval, options.max_permits, true)?;
-        if options.queue_order != self.options().queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        let p = self.checked(&options)?;
         self.core.reconfigure(self, p, options.queue_limit, || {});
         Ok(())
     }
@@ -436,6 +444,13 @@ crate::rate_limiter::limiter_front!(
     ShaperOptions,
     "leaky bucket shaper",
     "ShaperOptions::per_second(10).with_max_permits(2)",
+);
+
+crate::rate_limiter::unqueued_constructors!(
+    LeakyBucketShaper,
+    ShaperOptions,
+    "ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst)",
+    apply = |l, params, _| l.core.set_params(params),
 );
 
 crate::rate_limiter::rate_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");
