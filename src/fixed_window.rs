@@ -7,7 +7,7 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
@@ -32,17 +32,9 @@ pub struct FixedWindowOptions {
     pub queue_order: QueueOrder,
 }
 
-impl FixedWindowOptions {
-    /// `permit_limit` permits per `window`; no queue.
-    pub const fn new(permit_limit: u32, window: Duration) -> Self {
-        Self {
-            permit_limit,
-            window,
-            queue_limit: 0,
-            queue_order: QueueOrder::OldestFirst,
-        }
-    }
+crate::options::limit_per_window!(FixedWindowOptions, "per `window`");
 
+impl FixedWindowOptions {
     /// The window as a bucket: `permit_limit` tokens, all back at every boundary.
     const fn refill(&self) -> Refill {
         Refill {
@@ -162,11 +154,8 @@ impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
     fn checked(&self, options: &FixedWindowOptions) -> Result<Refill, OptionsError> {
         options.validate()?;
         let before = self.options();
-        // Without a queue, its order means nothing: any is accepted.
-        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
-        if options.window != before.window || reordered {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        let same = options.window == before.window;
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
         self.core.check_fits(options.refill())?;
         Ok(options.refill())
     }

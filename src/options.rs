@@ -242,3 +242,49 @@ macro_rules! with_queue {
     };
 }
 pub(crate) use with_queue;
+
+/// `new(permit_limit, window)` (no queue) for an options type of `permit_limit`, `window`,
+/// `queue_limit` and `queue_order`, and with `per`, `per(period, n)`, the same as `new(n,
+/// period)`. `$what` completes the sentence "`permit_limit` permits ..." in its docs.
+macro_rules! limit_per_window {
+    ($ty:ident, $what:literal $(, per = $per_what:literal)?) => {
+        impl $ty {
+            #[doc = concat!(
+                "`permit_limit` permits ", $what, "; no queue.\n\n",
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::", stringify!($ty), ";\n",
+                "\n",
+                "let opts = ", stringify!($ty), "::new(10, Duration::from_secs(60));\n",
+                "assert_eq!((opts.permit_limit, opts.window), (10, Duration::from_secs(60)));\n",
+                "assert_eq!(opts.queue_limit, 0);\n",
+                "```",
+            )]
+            pub const fn new(permit_limit: u32, window: ::core::time::Duration) -> Self {
+                Self {
+                    permit_limit,
+                    window,
+                    queue_limit: 0,
+                    queue_order: $crate::QueueOrder::OldestFirst,
+                }
+            }
+
+            $(
+                #[doc = concat!(
+                    "`n` permits ", $per_what, " (the same as [`new`](Self::new)).\n\n",
+                    "```\n",
+                    "use core::time::Duration;\n",
+                    "use tollgate::", stringify!($ty), ";\n",
+                    "\n",
+                    "let day = Duration::from_secs(86_400);\n",
+                    "assert_eq!(", stringify!($ty), "::per(day, 10), ", stringify!($ty), "::new(10, day));\n",
+                    "```",
+                )]
+                pub const fn per(period: ::core::time::Duration, n: u32) -> Self {
+                    Self::new(n, period)
+                }
+            )?
+        }
+    };
+}
+pub(crate) use limit_per_window;

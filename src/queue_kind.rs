@@ -168,6 +168,21 @@ impl QueueKind for NoQueue {
     }
 }
 
+/// `Ok` if what a limiter fixes at creation is unchanged (`same`), and so is its queue's order
+/// (`order`, against `before`) when it has a queue: without one, any order is accepted, as the
+/// order of a queue that does not exist means nothing.
+pub(crate) fn unchanged<Q: QueueKind>(
+    same: bool,
+    order: QueueOrder,
+    before: QueueOrder,
+) -> Result<(), OptionsError> {
+    if same && (!Q::QUEUED || order == before) {
+        Ok(())
+    } else {
+        Err(OptionsError::FixedAtCreation)
+    }
+}
+
 impl NoQueue {
     /// No queue for options with this queue limit: refused unless it is 0.
     pub(crate) const fn checked(queue_limit: u32) -> Result<Self, OptionsError> {

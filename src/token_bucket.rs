@@ -7,7 +7,7 @@ use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
@@ -189,11 +189,8 @@ impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
     fn checked(&self, options: &TokenBucketOptions) -> Result<Refill, OptionsError> {
         options.validate()?;
         let before = self.options();
-        // Without a queue, its order means nothing: any is accepted.
-        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
-        if options.replenishment_period != before.replenishment_period || reordered {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        let same = options.replenishment_period == before.replenishment_period;
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
         self.core.check_fits(options.refill())?;
         Ok(options.refill())
     }

@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::{NoQueue, QueueKind};
+use crate::queue_kind::{unchanged, NoQueue, QueueKind};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
@@ -670,10 +670,7 @@ impl<C: Clock, Q: QueueKind> GcraLimiter<C, Q> {
     /// `options`' parameters, if valid and with the queue order this limiter was built with.
     fn checked(&self, options: &GcraOptions) -> Result<Params, OptionsError> {
         let p = params(options.interval, options.burst, false)?;
-        // Without a queue, its order means nothing: any is accepted.
-        if Q::QUEUED && options.queue_order != self.options().queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        unchanged::<Q>(true, options.queue_order, self.options().queue_order)?;
         Ok(p)
     }
 }

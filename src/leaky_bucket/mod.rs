@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::gcra::state::Params;
 use crate::gcra::{interval_of, params, params_in_const, GcraCore};
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{unchanged, QueueKind};
 use crate::wait::WaitQueue;
 
 /// Options of a [`LeakyBucketMeter`], shaped like article 002's `LeakyBucketRateLimiter`
@@ -193,10 +193,7 @@ impl<C: Clock, Q: QueueKind> LeakyBucketMeter<C, Q> {
     /// `options`' parameters, if valid and with the queue order this meter was built with.
     fn checked(&self, options: &LeakyBucketOptions) -> Result<Params, OptionsError> {
         let p = options.params()?;
-        // Without a queue, its order means nothing: any is accepted.
-        if Q::QUEUED && options.queue_order != self.options().queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        unchanged::<Q>(true, options.queue_order, self.options().queue_order)?;
         Ok(p)
     }
 }
@@ -370,10 +367,7 @@ impl<C: Clock, Q: QueueKind> LeakyBucketShaper<C, Q> {
     /// `options`' parameters, if valid and with the queue order this shaper was built with.
     fn checked(&self, options: &ShaperOptions) -> Result<Params, OptionsError> {
         let p = params(options.interval, options.max_permits, true)?;
-        // Without a queue, its order means nothing: any is accepted.
-        if Q::QUEUED && options.queue_order != self.options().queue_order {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        unchanged::<Q>(true, options.queue_order, self.options().queue_order)?;
         Ok(p)
     }
 

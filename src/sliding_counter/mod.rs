@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::nanos_of;
 use crate::wait::WaitQueue;
 
@@ -39,36 +39,13 @@ pub struct SlidingCounterOptions {
     pub queue_order: QueueOrder,
 }
 
+crate::options::limit_per_window!(
+    SlidingCounterOptions,
+    "per rolling `window`",
+    per = "per rolling `period`"
+);
+
 impl SlidingCounterOptions {
-    /// `permit_limit` permits per rolling `window`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingCounterOptions;
-    ///
-    /// assert_eq!(SlidingCounterOptions::new(10, Duration::from_secs(60)).permit_limit, 10);
-    /// ```
-    pub const fn new(permit_limit: u32, window: Duration) -> Self {
-        Self {
-            permit_limit,
-            window,
-            queue_limit: 0,
-            queue_order: QueueOrder::OldestFirst,
-        }
-    }
-
-    /// `n` permits per rolling `period` (the same as [`new`](Self::new)).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingCounterOptions;
-    ///
-    /// assert_eq!(SlidingCounterOptions::per(Duration::from_secs(2), 4).window, Duration::from_secs(2));
-    /// ```
-    pub const fn per(period: Duration, n: u32) -> Self {
-        Self::new(n, period)
-    }
-
     /// Checks every option; returns the window in nanoseconds.
     ///
     /// ```
@@ -204,12 +181,8 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     fn checked(&self, options: &SlidingCounterOptions) -> Result<(), OptionsError> {
         options.validate()?;
         let before = self.options();
-        // Without a queue, its order means nothing: any is accepted.
-        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
-        if options.window != before.window || reordered {
-            return Err(OptionsError::FixedAtCreation);
-        }
-        Ok(())
+        let same = options.window == before.window;
+        unchanged::<Q>(same, options.queue_order, before.queue_order)
     }
 
     crate::sync::const_unless_loom! {

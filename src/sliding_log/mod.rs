@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
@@ -38,36 +38,13 @@ pub struct SlidingLogOptions {
     pub queue_order: QueueOrder,
 }
 
+crate::options::limit_per_window!(
+    SlidingLogOptions,
+    "in any rolling `window`",
+    per = "in any rolling `period`"
+);
+
 impl SlidingLogOptions {
-    /// `permit_limit` permits in any rolling `window`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingLogOptions;
-    ///
-    /// assert_eq!(SlidingLogOptions::new(3, Duration::from_secs(1)).permit_limit, 3);
-    /// ```
-    pub const fn new(permit_limit: u32, window: Duration) -> Self {
-        Self {
-            permit_limit,
-            window,
-            queue_limit: 0,
-            queue_order: QueueOrder::OldestFirst,
-        }
-    }
-
-    /// `n` permits in any rolling `period`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::SlidingLogOptions;
-    ///
-    /// assert_eq!(SlidingLogOptions::per(Duration::from_secs(86_400), 10).permit_limit, 10);
-    /// ```
-    pub const fn per(period: Duration, n: u32) -> Self {
-        Self::new(n, period)
-    }
-
     /// Checks every option against a ring of `capacity` entries; returns the window in ns.
     ///
     /// ```
@@ -218,12 +195,8 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     fn checked(&self, options: &SlidingLogOptions) -> Result<(), OptionsError> {
         options.validate(N)?;
         let before = self.options();
-        // Without a queue, its order means nothing: any is accepted.
-        let reordered = Q::QUEUED && options.queue_order != before.queue_order;
-        if options.window != before.window || reordered {
-            return Err(OptionsError::FixedAtCreation);
-        }
-        Ok(())
+        let same = options.window == before.window;
+        unchanged::<Q>(same, options.queue_order, before.queue_order)
     }
 
     /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.

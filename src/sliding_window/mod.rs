@@ -8,7 +8,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::QueueKind;
+use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
@@ -176,13 +176,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
     /// was built with, and within what its header holds.
     fn checked(&self, options: &SlidingWindowOptions) -> Result<u32, OptionsError> {
         options.validate(N)?;
-        if options.window != self.options.window
-            || options.segments_per_window != self.options.segments_per_window
-            // Without a queue, its order means nothing: any is accepted.
-            || (Q::QUEUED && options.queue_order != self.options.queue_order)
-        {
-            return Err(OptionsError::FixedAtCreation);
-        }
+        let before = &self.options;
+        let same = (options.window, options.segments_per_window)
+            == (before.window, before.segments_per_window);
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
         let limit = options.permit_limit;
         let max = self.core.max_limit();
         if limit > max {
