@@ -13,6 +13,7 @@
 pub mod harness;
 pub mod harness_algos;
 pub mod input;
+pub mod keyed;
 pub mod known;
 pub mod late_service;
 pub mod model;
