@@ -188,3 +188,10 @@ pub mod prelude {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// What the loom models reach inside the crate (built with `--cfg loom` only).
+#[cfg(all(loom, feature = "std"))]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::stats::tally::LoomTally;
+}

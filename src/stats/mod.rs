@@ -15,7 +15,8 @@
 //! have, and which portable-atomic would emulate with a spin lock that an interrupt handler can
 //! deadlock on — is ever used.
 
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(feature = "std")]
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod tally;
 
 use crate::Rejection;

@@ -32,6 +32,9 @@
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicU64, Ordering};
+#[cfg(loom)]
+use loom::sync::atomic::AtomicPtr;
+#[cfg(not(loom))]
 use std::sync::atomic::AtomicPtr;
 
 /// Buckets of cells: bucket 0 holds index 0, bucket `b ≥ 1` holds indices `2^(b-1) .. 2^b`.
@@ -145,10 +148,12 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub(crate) const fn new() -> Self {
-        Self {
-            dir: AtomicPtr::new(core::ptr::null_mut()),
-            shared: [AtomicU64::new(0), AtomicU64::new(0)],
+    crate::sync::const_unless_loom! {
+        pub(crate) fn new() -> Self {
+            Self {
+                dir: AtomicPtr::new(core::ptr::null_mut()),
+                shared: [AtomicU64::new(0), AtomicU64::new(0)],
+            }
         }
     }
 
@@ -175,7 +180,13 @@ impl Tally {
     /// has its cell on this tally already; else counts nothing and returns `false`.
     #[inline(always)]
     pub(crate) fn try_bump(&self, which: usize) -> bool {
-        let slot = claim::current();
+        self.try_bump_at(which, claim::current())
+    }
+
+    /// [`try_bump`](Self::try_bump) in the cell of `slot` (which only the calling thread
+    /// writes).
+    #[inline(always)]
+    fn try_bump_at(&self, which: usize, slot: u32) -> bool {
         let dir = self.dir.load(Ordering::Acquire);
         if dir.addr() <= COMPACT.addr() {
             return false;
@@ -232,7 +243,7 @@ impl Tally {
         let mut dir = self.dir.load(Ordering::Acquire);
         if dir.is_null() {
             let fresh = Box::into_raw(Box::new(Dir {
-                buckets: [const { AtomicPtr::new(core::ptr::null_mut()) }; BUCKETS],
+                buckets: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
             }));
             dir = match self.dir.compare_exchange(
                 core::ptr::null_mut(),
@@ -305,9 +316,17 @@ impl Tally {
     }
 }
 
+/// The pointer in `p`, read with exclusive access.
+fn exclusive<T>(p: &mut AtomicPtr<T>) -> *mut T {
+    #[cfg(loom)]
+    return p.with_mut(|p| *p);
+    #[cfg(not(loom))]
+    *p.get_mut()
+}
+
 impl Drop for Tally {
     fn drop(&mut self) {
-        let dir = *self.dir.get_mut();
+        let dir = exclusive(&mut self.dir);
         if dir.addr() <= COMPACT.addr() {
             return;
         }
@@ -315,12 +334,49 @@ impl Drop for Tally {
         // and `&mut self`: no count runs.
         let mut dir = unsafe { Box::from_raw(dir) };
         for (b, lines) in dir.buckets.iter_mut().enumerate() {
-            let lines = *lines.get_mut();
+            let lines = exclusive(lines);
             if !lines.is_null() {
                 // SAFETY: `size(b)` lines from the `Box<[Line]>` made by `lines()`, freed once.
                 drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(lines, size(b))) });
             }
         }
+    }
+}
+
+/// The tally for the loom models (`loom-tests/tests/tally.rs`): counts in the cell of an
+/// index given explicitly (a loom thread is not an OS thread, so the thread-local claim is not
+/// modelled), which is the whole of what can race — the directory and the buckets made by the
+/// first counts, the counts, the totals read meanwhile.
+#[cfg(loom)]
+#[doc(hidden)]
+pub struct LoomTally(Tally);
+
+#[cfg(loom)]
+impl LoomTally {
+    /// A tally never counted on.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self(Tally::new())
+    }
+
+    /// Counts `which` (0: granted, 1: refused) in the cell of thread index `index`, or in the
+    /// shared pair for `None` (a thread beyond the cells).
+    pub fn count(&self, which: usize, index: Option<usize>) {
+        assert!(index.is_none_or(|i| i < CELLS));
+        let slot = index.map_or(NO_CELL, claim::encode);
+        if !self.0.try_bump_at(which, slot) {
+            self.0.bump_slow(which, slot);
+        }
+    }
+
+    /// Makes it compact.
+    pub fn make_compact(&self) {
+        self.0.make_compact();
+    }
+
+    /// (granted, refused).
+    pub fn totals(&self) -> (u64, u64) {
+        self.0.totals()
     }
 }
 
