@@ -1094,3 +1094,40 @@ fn removing_a_key_closes_its_queue_and_keeps_its_leases() {
     drop(fresh);
     assert_eq!(limiter.statistics(&1).available_permits, 1);
 }
+
+/// A map of one limiter type (issue 25): rate limiters give nothing back (`Release` does
+/// nothing), so `Partitioned<K, TokenBucketLimiter>` works with a closure factory, without the
+/// `PartitionLimiter` enum (sized by its largest variant) around each key's bucket; its leases
+/// hold no handle, and an owned one holds nothing either.
+#[test]
+fn a_partitioned_map_of_one_rate_limiter_type() {
+    fn make<'c>(_key: &u32, clock: &&'c ManualClock) -> TokenBucketLimiter<&'c ManualClock> {
+        let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+        TokenBucketLimiter::with_clock(opts, *clock).unwrap()
+    }
+    // `'static`: an owned lease may outlive the map.
+    let clock: &'static ManualClock = Box::leak(Box::new(ManualClock::new()));
+    let per_user: Partitioned<u32, TokenBucketLimiter<&ManualClock>, _, &ManualClock> =
+        Partitioned::with_clock(
+            move |id: &u32| Partition::new(*id, make),
+            PartitionConfig::default(),
+            clock,
+        );
+    let lease = per_user.try_acquire(&1, 2).unwrap();
+    assert!(!lease.returns_permits());
+    let owned = lease.into_owned();
+    assert!(!owned.returns_permits());
+    drop(owned);
+    let denied = per_user.try_acquire(&1, 1).unwrap_err();
+    assert_eq!(denied.retry_after(), Some(Duration::from_secs(1)));
+    assert!(
+        per_user.try_acquire(&2, 2).is_ok(),
+        "another key, another bucket"
+    );
+    clock.advance(Duration::from_secs(1));
+    assert!(per_user.try_acquire(&1, 1).is_ok());
+    assert!(
+        core::mem::size_of::<TokenBucketLimiter<&ManualClock>>()
+            < core::mem::size_of::<PartitionLimiter<&ManualClock>>() / 2
+    );
+}
