@@ -390,21 +390,7 @@ where
     where
         Self: 'a;
 
-    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
-        FixedPartitioned::try_acquire(self, resource, permits)
-    }
-
-    fn statistics(&self, resource: &R) -> Statistics {
-        FixedPartitioned::statistics(self, resource)
-    }
-
-    fn close(&self) {
-        FixedPartitioned::close(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        FixedPartitioned::is_closed(self)
-    }
+    partitioned_by_inherent!(FixedPartitioned, R);
 }
 
 impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> {
@@ -878,21 +864,7 @@ where
     where
         Self: 'a;
 
-    fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
-        FixedKeyedLimiter::try_acquire(self, key, permits)
-    }
-
-    fn statistics(&self, key: &K) -> Statistics {
-        FixedKeyedLimiter::statistics(self, key)
-    }
-
-    fn close(&self) {
-        FixedKeyedLimiter::close(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        FixedKeyedLimiter::is_closed(self)
-    }
+    partitioned_by_inherent!(FixedKeyedLimiter, K);
 }
 
 impl<K, C, const N: usize> fmt::Debug for FixedKeyedLimiter<K, C, N> {

@@ -38,6 +38,32 @@
 //! place of the partition idle the longest, and is refused only when every partition is in use —
 //! exactly when admitting it would require forgetting some client's live state.
 
+/// The [`PartitionedLimiter`] methods of a type that has them as inherent methods of the same
+/// names, for its impl of the trait: each calls `$ty`'s own, for resources of type `$r`.
+macro_rules! partitioned_by_inherent {
+    ($ty:ident, $r:ty) => {
+        fn try_acquire(
+            &self,
+            resource: &$r,
+            permits: u32,
+        ) -> Result<Self::Lease<'_>, $crate::lease::Rejection> {
+            $ty::try_acquire(self, resource, permits)
+        }
+
+        fn statistics(&self, resource: &$r) -> $crate::lease::Statistics {
+            $ty::statistics(self, resource)
+        }
+
+        fn close(&self) {
+            $ty::close(self)
+        }
+
+        fn is_closed(&self) -> bool {
+            $ty::is_closed(self)
+        }
+    };
+}
+
 mod evict;
 mod fixed;
 #[cfg(feature = "std")]
