@@ -18,6 +18,18 @@ fn concurrency(permits: u32, queue: u32, order: QueueOrder) -> ConcurrencyLimite
     ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap()
 }
 
+/// A blocking wait for 1 permit of `l` that must never sleep: `left` answers how long is left
+/// each time the wait asks.
+#[cfg(feature = "std")]
+fn wait_without_sleeping<'a>(
+    l: &'a ConcurrencyLimiter<ManualClock>,
+    left: impl FnMut() -> Option<Duration>,
+) -> Result<Lease<'a>, Rejection> {
+    super::blocking::wait_with(l, 1, Waker::noop(), left, |_| {
+        panic!("the wait must not sleep")
+    })
+}
+
 #[test]
 fn link_grant_and_cancel_through_futures() {
     let l = concurrency(1, 8, QueueOrder::OldestFirst);
@@ -121,18 +133,11 @@ fn rate_waiters_across_threads() {
 fn a_timeout_racing_a_grant_counts_the_request_once() {
     let l = concurrency(1, 4, QueueOrder::OldestFirst);
     let held = core::cell::Cell::new(Some(l.try_acquire(1).unwrap()));
-    let waker = Waker::noop();
-    let result = super::blocking::wait_with(
-        &l,
-        1,
-        waker,
-        || {
-            // The release grants the queued waiter; then the timeout is found to have passed.
-            drop(held.take());
-            Some(Duration::ZERO)
-        },
-        |_| panic!("the wait must not sleep"),
-    );
+    let result = wait_without_sleeping(&l, || {
+        // The release grants the queued waiter; then the timeout is found to have passed.
+        drop(held.take());
+        Some(Duration::ZERO)
+    });
     // The grant won: the caller receives the lease, and it is counted once.
     let lease = result.expect("the racing grant is received");
     let s = l.statistics();
@@ -149,13 +154,7 @@ fn a_timeout_racing_a_grant_counts_the_request_once() {
 fn a_timeout_with_no_grant_counts_one_failure() {
     let l = concurrency(1, 4, QueueOrder::OldestFirst);
     let held = l.try_acquire(1).unwrap();
-    let r = super::blocking::wait_with(
-        &l,
-        1,
-        Waker::noop(),
-        || Some(Duration::ZERO),
-        |_| panic!("the wait must not sleep"),
-    );
+    let r = wait_without_sleeping(&l, || Some(Duration::ZERO));
     assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
     let s = l.statistics();
     assert_eq!(
