@@ -26,6 +26,50 @@ use crate::sync::{AtomicBool, Ordering};
 use crate::wait::Lock;
 use crate::{FixedWindowOptions, TokenBucketOptions};
 
+/// The accessors both fixed tables share — partitions or keys stored, whether none is, the
+/// capacity, whether closed — for their impls; the doc comments given are each table's own.
+macro_rules! table_accessors {
+    (
+        $(#[$len_doc:meta])* fn len;
+        $(#[$empty_doc:meta])* fn is_empty;
+        $(#[$capacity_doc:meta])* fn capacity;
+        $(#[$closed_doc:meta])* fn is_closed;
+    ) => {
+        $(#[$len_doc])*
+        pub fn len(&self) -> usize {
+            self.table.with(|t| t.map.len())
+        }
+
+        $(#[$empty_doc])*
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        $(#[$capacity_doc])*
+        pub fn capacity(&self) -> usize {
+            self.cap
+        }
+
+        $(#[$closed_doc])*
+        pub fn is_closed(&self) -> bool {
+            self.closed.load(Ordering::Acquire)
+        }
+    };
+}
+
+/// A fixed table's `Debug`: its type's name, its capacity and whether it is closed.
+fn debug_table(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    cap: usize,
+    closed: &AtomicBool,
+) -> fmt::Result {
+    f.debug_struct(name)
+        .field("capacity", &cap)
+        .field("closed", &closed.load(Ordering::Relaxed))
+        .finish_non_exhaustive()
+}
+
 impl<K: Hash + Eq, V, const N: usize> Table for FnvIndexMap<K, V, N> {
     type Value = V;
     fn len(&self) -> usize {
@@ -161,78 +205,69 @@ impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, 
         }
     }
 
-    /// Partitions stored now.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert_eq!(limiter.len(), 0);
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// let _ = limiter.try_acquire(&2, 1).unwrap();
-    /// let _ = limiter.try_acquire(&1, 1).unwrap(); // same partition
-    /// assert_eq!(limiter.len(), 2);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.table.with(|t| t.map.len())
-    }
-
-    /// Whether no partition is stored.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert!(limiter.is_empty());
-    /// let _ = limiter.statistics(&1); // statistics store nothing
-    /// assert!(limiter.is_empty());
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// assert!(!limiter.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The most partitions stored at once.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert_eq!(limiter.capacity(), 4);
-    /// // The table's size `N` caps a larger configured capacity.
-    /// let big: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(1_000), &clock);
-    /// assert_eq!(big.capacity(), 8);
-    /// ```
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
-    /// Whether [`close`](Self::close) has been called.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert!(!limiter.is_closed());
-    /// limiter.close();
-    /// assert!(limiter.is_closed());
-    /// ```
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+    table_accessors! {
+        /// Partitions stored now.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert_eq!(limiter.len(), 0);
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// let _ = limiter.try_acquire(&2, 1).unwrap();
+        /// let _ = limiter.try_acquire(&1, 1).unwrap(); // same partition
+        /// assert_eq!(limiter.len(), 2);
+        /// ```
+        fn len;
+        /// Whether no partition is stored.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert!(limiter.is_empty());
+        /// let _ = limiter.statistics(&1); // statistics store nothing
+        /// assert!(limiter.is_empty());
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// assert!(!limiter.is_empty());
+        /// ```
+        fn is_empty;
+        /// The most partitions stored at once.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert_eq!(limiter.capacity(), 4);
+        /// // The table's size `N` caps a larger configured capacity.
+        /// let big: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(1_000), &clock);
+        /// assert_eq!(big.capacity(), 8);
+        /// ```
+        fn capacity;
+        /// Whether [`close`](Self::close) has been called.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert!(!limiter.is_closed());
+        /// limiter.close();
+        /// assert!(limiter.is_closed());
+        /// ```
+        fn is_closed;
     }
 }
 
@@ -385,20 +420,12 @@ where
     L: Limiter + Release,
     C: Clock,
 {
-    type Lease<'a>
-        = FixedLease<'a, K, L, N>
-    where
-        Self: 'a;
-
-    partitioned_by_inherent!(FixedPartitioned, R);
+    partitioned_by_inherent!(FixedPartitioned, R, type Lease<'a> = FixedLease<'a, K, L, N>);
 }
 
 impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedPartitioned")
-            .field("capacity", &self.cap)
-            .field("closed", &self.closed.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        debug_table(f, "FixedPartitioned", self.cap, &self.closed)
     }
 }
 
@@ -742,54 +769,62 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         self.table.with(|t| t.map.remove(key).is_some())
     }
 
-    /// Keys stored now.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// let _ = limiter.try_acquire(&2, 1).unwrap();
-    /// let _ = limiter.statistics(&3); // stores nothing
-    /// assert_eq!(limiter.len(), 2);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.table.with(|t| t.map.len())
-    }
-
-    /// Whether no key is stored.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// assert!(limiter.is_empty());
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// assert!(!limiter.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The most keys stored at once.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// assert_eq!(limiter.capacity(), 16); // config.capacity, below N = 64
-    /// ```
-    pub fn capacity(&self) -> usize {
-        self.cap
+    table_accessors! {
+        /// Keys stored now.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// let _ = limiter.try_acquire(&2, 1).unwrap();
+        /// let _ = limiter.statistics(&3); // stores nothing
+        /// assert_eq!(limiter.len(), 2);
+        /// ```
+        fn len;
+        /// Whether no key is stored.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// assert!(limiter.is_empty());
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// assert!(!limiter.is_empty());
+        /// ```
+        fn is_empty;
+        /// The most keys stored at once.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// assert_eq!(limiter.capacity(), 16); // config.capacity, below N = 64
+        /// ```
+        fn capacity;
+        /// Whether [`close`](Self::close) has been called.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// assert!(!limiter.is_closed());
+        /// limiter.close();
+        /// assert!(limiter.is_closed());
+        /// ```
+        fn is_closed;
     }
 
     /// Evicts every key idle for longer than the idle timeout, now.
@@ -835,23 +870,6 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         self.closed.store(true, Ordering::Release);
         self.table.with(|t| t.map.clear());
     }
-
-    /// Whether [`close`](Self::close) has been called.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// assert!(!limiter.is_closed());
-    /// limiter.close();
-    /// assert!(limiter.is_closed());
-    /// ```
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
 }
 
 impl<K, C, const N: usize> PartitionedLimiter<K> for FixedKeyedLimiter<K, C, N>
@@ -859,19 +877,11 @@ where
     K: Hash + Eq + Clone,
     C: Clock,
 {
-    type Lease<'a>
-        = Lease<'static>
-    where
-        Self: 'a;
-
-    partitioned_by_inherent!(FixedKeyedLimiter, K);
+    partitioned_by_inherent!(FixedKeyedLimiter, K, type Lease<'a> = Lease<'static>);
 }
 
 impl<K, C, const N: usize> fmt::Debug for FixedKeyedLimiter<K, C, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedKeyedLimiter")
-            .field("capacity", &self.cap)
-            .field("closed", &self.closed.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        debug_table(f, "FixedKeyedLimiter", self.cap, &self.closed)
     }
 }

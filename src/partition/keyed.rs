@@ -618,12 +618,7 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    type Lease<'a>
-        = Lease<'static>
-    where
-        Self: 'a;
-
-    partitioned_by_inherent!(KeyedLimiter, K);
+    partitioned_by_inherent!(KeyedLimiter, K, type Lease<'a> = Lease<'static>);
 }
 
 /// No queue: waiting is trying, once (a .NET limiter with a queue limit of 0).

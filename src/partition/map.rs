@@ -832,12 +832,7 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    type Lease<'a>
-        = PartitionLease<K, L>
-    where
-        Self: 'a;
-
-    partitioned_by_inherent!(Partitioned, R);
+    partitioned_by_inherent!(Partitioned, R, type Lease<'a> = PartitionLease<K, L>);
 }
 
 /// For factories that borrow nothing (`F: 'static`: a [`PartitionKind`](crate::PartitionKind),

@@ -38,10 +38,16 @@
 //! place of the partition idle the longest, and is refused only when every partition is in use —
 //! exactly when admitting it would require forgetting some client's live state.
 
-/// The [`PartitionedLimiter`] methods of a type that has them as inherent methods of the same
-/// names, for its impl of the trait: each calls `$ty`'s own, for resources of type `$r`.
+/// The body of the [`PartitionedLimiter`] impl of a type that has the trait's methods as
+/// inherent methods of the same names: its lease type, and methods that call `$ty`'s own, for
+/// resources of type `$r`.
 macro_rules! partitioned_by_inherent {
-    ($ty:ident, $r:ty) => {
+    ($ty:ident, $r:ty, type Lease<$a:lifetime> = $lease:ty) => {
+        type Lease<$a>
+            = $lease
+        where
+            Self: $a;
+
         fn try_acquire(
             &self,
             resource: &$r,
