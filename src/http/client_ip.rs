@@ -432,12 +432,14 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// Clients behind the proxies of `cidr`, which name them in `header`.
+    fn behind(cidr: &str, header: ForwardedHeader) -> ClientIp {
+        ClientIp::trusted_proxies([cidr.parse().unwrap()], header)
+    }
+
     #[test]
     fn rightmost_untrusted_across_several_header_lines() {
-        let c = ClientIp::trusted_proxies(
-            ["10.0.0.0/8".parse().unwrap()],
-            ForwardedHeader::XForwardedFor,
-        );
+        let c = behind("10.0.0.0/8", ForwardedHeader::XForwardedFor);
         let hs = h(
             "x-forwarded-for",
             &["1.1.1.1, 2.2.2.2", "10.0.0.5 , 10.0.0.6"],
@@ -465,10 +467,7 @@ mod tests {
 
     #[test]
     fn forwarded_header_nodes() {
-        let c = ClientIp::trusted_proxies(
-            ["192.0.2.0/24".parse().unwrap()],
-            ForwardedHeader::Forwarded,
-        );
+        let c = behind("192.0.2.0/24", ForwardedHeader::Forwarded);
         let hs = h(
             "forwarded",
             &[
