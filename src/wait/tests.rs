@@ -18,6 +18,13 @@ fn concurrency(permits: u32, queue: u32, order: QueueOrder) -> ConcurrencyLimite
     ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap()
 }
 
+/// `l`'s (successful, failed, queued permits) counts.
+#[cfg(feature = "std")]
+fn counts(l: &ConcurrencyLimiter<ManualClock>) -> (u64, u64, u64) {
+    let s = l.statistics();
+    (s.total_successful, s.total_failed, s.queued_permits)
+}
+
 /// A blocking wait for 1 permit of `l` that must never sleep: `left` answers how long is left
 /// each time the wait asks.
 #[cfg(feature = "std")]
@@ -140,9 +147,7 @@ fn a_timeout_racing_a_grant_counts_the_request_once() {
     });
     // The grant won: the caller receives the lease, and it is counted once.
     let lease = result.expect("the racing grant is received");
-    let s = l.statistics();
-    assert_eq!((s.total_successful, s.total_failed), (2, 0));
-    assert_eq!(s.queued_permits, 0);
+    assert_eq!(counts(&l), (2, 0, 0));
     drop(lease);
     assert_eq!(l.available_permits(), 1);
 }
@@ -156,11 +161,7 @@ fn a_timeout_with_no_grant_counts_one_failure() {
     let held = l.try_acquire(1).unwrap();
     let r = wait_without_sleeping(&l, || Some(Duration::ZERO));
     assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
-    let s = l.statistics();
-    assert_eq!(
-        (s.total_successful, s.total_failed, s.queued_permits),
-        (1, 1, 0)
-    );
+    assert_eq!(counts(&l), (1, 1, 0));
     drop(held);
     assert_eq!(l.available_permits(), 1);
 }
