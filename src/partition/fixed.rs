@@ -37,7 +37,7 @@ macro_rules! table_accessors {
     ) => {
         $(#[$len_doc])*
         pub fn len(&self) -> usize {
-            self.table.with(|t| t.map.len())
+            self.store.table.with(|t| t.map.len())
         }
 
         $(#[$empty_doc])*
@@ -47,27 +47,14 @@ macro_rules! table_accessors {
 
         $(#[$capacity_doc])*
         pub fn capacity(&self) -> usize {
-            self.cap
+            self.store.cap
         }
 
         $(#[$closed_doc])*
         pub fn is_closed(&self) -> bool {
-            self.closed.load(Ordering::Acquire)
+            self.store.closed.load(Ordering::Acquire)
         }
     };
-}
-
-/// A fixed table's `Debug`: its type's name, its capacity and whether it is closed.
-fn debug_table(
-    f: &mut fmt::Formatter<'_>,
-    name: &str,
-    cap: usize,
-    closed: &AtomicBool,
-) -> fmt::Result {
-    f.debug_struct(name)
-        .field("capacity", &cap)
-        .field("closed", &closed.load(Ordering::Relaxed))
-        .finish_non_exhaustive()
 }
 
 impl<K: Hash + Eq, V, const N: usize> Table for FnvIndexMap<K, V, N> {
@@ -124,6 +111,38 @@ impl<K: Hash + Eq, V, const N: usize> Locked<K, V, N> {
     }
 }
 
+/// What both fixed tables keep beside their rule: the map under the lock, the eviction policy,
+/// the capacity (at most `N`) and the closed flag.
+struct Store<K, V, const N: usize> {
+    table: Lock<Locked<K, V, N>>,
+    policy: Policy,
+    cap: usize,
+    closed: AtomicBool,
+}
+
+impl<K: Hash + Eq, V, const N: usize> Store<K, V, N> {
+    /// An empty store for `config`, its sweeps dated from `now` (ns).
+    fn new(config: &PartitionConfig, now: u64) -> Self {
+        let policy = Policy::new(config, 1);
+        Self {
+            table: Lock::new(Locked::new(now, &policy)),
+            policy,
+            cap: fixed_cap::<N>(config),
+            closed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<K, V, const N: usize> Store<K, V, N> {
+    /// The `Debug` of the table named `name`: its capacity and whether it is closed.
+    fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        f.debug_struct(name)
+            .field("capacity", &self.cap)
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
 /// Capacity: the configured one, at most `N`.
 fn fixed_cap<const N: usize>(config: &PartitionConfig) -> usize {
     config.capacity.clamp(1, N)
@@ -165,12 +184,9 @@ fn idle_of<L: Limiter>(l: &L) -> Idle {
 /// assert_eq!(limiter.len(), 4);
 /// ```
 pub struct FixedPartitioned<K, L, P, C, const N: usize> {
-    table: Lock<Locked<K, L, N>>,
+    store: Store<K, L, N>,
     partitioner: P,
     clock: C,
-    policy: Policy,
-    cap: usize,
-    closed: AtomicBool,
 }
 
 impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, N> {
@@ -194,14 +210,10 @@ impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, 
         P: Fn(&R) -> Partition<K, F>,
         F: Factory<K, C, Limiter = L>,
     {
-        let policy = Policy::new(&config, 1);
         Self {
-            table: Lock::new(Locked::new(clock.now().as_nanos(), &policy)),
+            store: Store::new(&config, clock.now().as_nanos()),
             partitioner,
             clock,
-            policy,
-            cap: fixed_cap::<N>(&config),
-            closed: AtomicBool::new(false),
         }
     }
 
@@ -308,7 +320,7 @@ where
             return Err(Rejection::new(Reason::Closed));
         }
         let now = self.clock.now().as_nanos();
-        let granted = self.table.with(|t| {
+        let granted = self.store.table.with(|t| {
             // Again under the lock, which `close` takes after setting the flag: a key is never
             // stored after `close` has emptied the table.
             if self.is_closed() {
@@ -316,8 +328,8 @@ where
             }
             let limiter = t
                 .find_or_insert(
-                    &self.policy,
-                    self.cap,
+                    &self.store.policy,
+                    self.store.cap,
                     now,
                     &key,
                     || {
@@ -332,7 +344,7 @@ where
         });
         let (returns, permits) = granted?;
         Ok(FixedLease {
-            table: &self.table,
+            table: &self.store.table,
             key: returns.then_some(key),
             permits,
         })
@@ -360,7 +372,11 @@ where
         F: Factory<K, C, Limiter = L>,
     {
         let Partition { key, factory } = (self.partitioner)(resource);
-        match self.table.with(|t| t.map.get(&key).map(|l| l.statistics())) {
+        match self
+            .store
+            .table
+            .with(|t| t.map.get(&key).map(|l| l.statistics()))
+        {
             Some(s) => s,
             None => factory.create(&key, &self.clock).statistics(),
         }
@@ -383,8 +399,11 @@ where
     /// ```
     pub fn evict_idle(&self) {
         let now = self.clock.now().as_nanos();
-        self.table
-            .with(|t| self.policy.sweep(&mut t.map, now, &mut t.marks, idle_of));
+        self.store.table.with(|t| {
+            self.store
+                .policy
+                .sweep(&mut t.map, now, &mut t.marks, idle_of)
+        });
     }
 
     /// Closes the limiter and every partition; drops the partitions. Leases already granted stay
@@ -403,8 +422,8 @@ where
     /// assert_eq!(limiter.try_acquire(&1, 1).unwrap_err().reason(), Reason::Closed);
     /// ```
     pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.table.with(|t| {
+        self.store.closed.store(true, Ordering::Release);
+        self.store.table.with(|t| {
             t.map.values().for_each(|l| l.close());
             t.map.clear();
         });
@@ -425,7 +444,7 @@ where
 
 impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_table(f, "FixedPartitioned", self.cap, &self.closed)
+        self.store.debug(f, "FixedPartitioned")
     }
 }
 
@@ -537,12 +556,9 @@ impl<K: Hash + Eq, L: Release, const N: usize> fmt::Debug for FixedLease<'_, K, 
 /// assert_eq!(limiter.statistics(&0x43).available_permits, 2);
 /// ```
 pub struct FixedKeyedLimiter<K, C, const N: usize> {
-    table: Lock<Locked<K, u128, N>>,
+    store: Store<K, u128, N>,
     bucket: KeyedBucket,
     clock: C,
-    policy: Policy,
-    cap: usize,
-    closed: AtomicBool,
     counters: Counters,
 }
 
@@ -594,14 +610,10 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     fn build(bucket: KeyedBucket, config: PartitionConfig, clock: C) -> Self {
-        let policy = Policy::new(&config, 1);
         Self {
-            table: Lock::new(Locked::new(clock.now().as_nanos(), &policy)),
+            store: Store::new(&config, clock.now().as_nanos()),
             bucket,
             clock,
-            policy,
-            cap: fixed_cap::<N>(&config),
-            closed: AtomicBool::new(false),
             counters: Counters::new(),
         }
     }
@@ -667,15 +679,15 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     where
         K: Clone,
     {
-        if self.closed.load(Ordering::Acquire) {
+        if self.store.closed.load(Ordering::Acquire) {
             return Err(Rejection::new(Reason::Closed));
         }
         self.bucket.check(permits)?;
         let now = self.clock.now();
         let b = &self.bucket;
-        self.table.with(|t| {
+        self.store.table.with(|t| {
             // Again under the lock, which `close` takes after setting the flag.
-            if self.closed.load(Ordering::Acquire) {
+            if self.store.closed.load(Ordering::Acquire) {
                 return Err(Rejection::new(Reason::Closed));
             }
             if permits == 0 && !t.map.contains_key(key) {
@@ -684,8 +696,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
             let idle = |w: &u128| b.idle(*w, now);
             let word = t
                 .find_or_insert(
-                    &self.policy,
-                    self.cap,
+                    &self.store.policy,
+                    self.store.cap,
                     now.as_nanos(),
                     key,
                     || (key.clone(), b.fresh()),
@@ -715,6 +727,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     pub fn statistics(&self, key: &K) -> Statistics {
         let now = self.clock.now();
         let available = self
+            .store
             .table
             .with(|t| t.map.get(key).map(|w| self.bucket.available(*w, now)))
             .unwrap_or(u64::from(self.bucket.limit()));
@@ -743,7 +756,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// ```
     pub fn idle_duration(&self, key: &K) -> Option<Duration> {
         let now = self.clock.now();
-        self.table
+        self.store
+            .table
             .with(|t| t.map.get(key).map(|w| self.bucket.idle_duration(*w, now)))
             .flatten()
     }
@@ -766,7 +780,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// assert!(!limiter.remove(&8)); // never seen
     /// ```
     pub fn remove(&self, key: &K) -> bool {
-        self.table.with(|t| t.map.remove(key).is_some())
+        self.store.table.with(|t| t.map.remove(key).is_some())
     }
 
     table_accessors! {
@@ -844,8 +858,9 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     pub fn evict_idle(&self) {
         let now = self.clock.now();
         let b = &self.bucket;
-        self.table.with(|t| {
-            self.policy
+        self.store.table.with(|t| {
+            self.store
+                .policy
                 .sweep(&mut t.map, now.as_nanos(), &mut t.marks, |w| {
                     b.idle(*w, now)
                 })
@@ -867,8 +882,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// assert_eq!(limiter.try_acquire(&1, 1).unwrap_err().reason(), Reason::Closed);
     /// ```
     pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.table.with(|t| t.map.clear());
+        self.store.closed.store(true, Ordering::Release);
+        self.store.table.with(|t| t.map.clear());
     }
 }
 
@@ -882,6 +897,6 @@ where
 
 impl<K, C, const N: usize> fmt::Debug for FixedKeyedLimiter<K, C, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_table(f, "FixedKeyedLimiter", self.cap, &self.closed)
+        self.store.debug(f, "FixedKeyedLimiter")
     }
 }
