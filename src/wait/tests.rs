@@ -18,6 +18,15 @@ fn concurrency(permits: u32, queue: u32, order: QueueOrder) -> ConcurrencyLimite
     ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap()
 }
 
+/// Runs `f` on a limiter of 1 permit (queue of 4) with the permit held by the lease `f` is given;
+/// checks that the permit is available again once `f` is done (and every lease it held dropped).
+#[cfg(feature = "std")]
+fn with_its_permit_held(f: impl FnOnce(&ConcurrencyLimiter<ManualClock>, Lease<'_>)) {
+    let l = concurrency(1, 4, QueueOrder::OldestFirst);
+    f(&l, l.try_acquire(1).unwrap());
+    assert_eq!(l.available_permits(), 1);
+}
+
 /// `l`'s (successful, failed, queued permits) counts.
 #[cfg(feature = "std")]
 fn counts(l: &ConcurrencyLimiter<ManualClock>) -> (u64, u64, u64) {
@@ -138,18 +147,17 @@ fn rate_waiters_across_threads() {
 #[cfg(feature = "std")]
 #[test]
 fn a_timeout_racing_a_grant_counts_the_request_once() {
-    let l = concurrency(1, 4, QueueOrder::OldestFirst);
-    let held = core::cell::Cell::new(Some(l.try_acquire(1).unwrap()));
-    let result = wait_without_sleeping(&l, || {
-        // The release grants the queued waiter; then the timeout is found to have passed.
-        drop(held.take());
-        Some(Duration::ZERO)
+    with_its_permit_held(|l, held| {
+        let held = core::cell::Cell::new(Some(held));
+        let result = wait_without_sleeping(l, || {
+            // The release grants the queued waiter; then the timeout is found to have passed.
+            drop(held.take());
+            Some(Duration::ZERO)
+        });
+        // The grant won: the caller receives the lease, and it is counted once.
+        let _lease = result.expect("the racing grant is received");
+        assert_eq!(counts(l), (2, 0, 0));
     });
-    // The grant won: the caller receives the lease, and it is counted once.
-    let lease = result.expect("the racing grant is received");
-    assert_eq!(counts(&l), (2, 0, 0));
-    drop(lease);
-    assert_eq!(l.available_permits(), 1);
 }
 
 /// The same race lost by the grant: still queued at the timeout, the waiter leaves (nothing
@@ -157,13 +165,11 @@ fn a_timeout_racing_a_grant_counts_the_request_once() {
 #[cfg(feature = "std")]
 #[test]
 fn a_timeout_with_no_grant_counts_one_failure() {
-    let l = concurrency(1, 4, QueueOrder::OldestFirst);
-    let held = l.try_acquire(1).unwrap();
-    let r = wait_without_sleeping(&l, || Some(Duration::ZERO));
-    assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
-    assert_eq!(counts(&l), (1, 1, 0));
-    drop(held);
-    assert_eq!(l.available_permits(), 1);
+    with_its_permit_held(|l, _held| {
+        let r = wait_without_sleeping(l, || Some(Duration::ZERO));
+        assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
+        assert_eq!(counts(l), (1, 1, 0));
+    });
 }
 
 /// The lock-free completion across threads (list.rs, rule 4): the owner reads its status
@@ -172,23 +178,22 @@ fn a_timeout_with_no_grant_counts_one_failure() {
 #[cfg(feature = "std")]
 #[test]
 fn a_grant_on_another_thread_is_read_without_the_lock() {
-    let l = concurrency(1, 4, QueueOrder::OldestFirst);
-    let held = l.try_acquire(1).unwrap();
-    std::thread::scope(|s| {
-        let waiter = s.spawn(|| {
-            let mut fut = pin!(l.acquire(1));
-            loop {
-                if let Poll::Ready(r) = fut.as_mut().poll(&mut cx()) {
-                    return r.map(|lease| lease.permits());
+    with_its_permit_held(|l, held| {
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let mut fut = pin!(l.acquire(1));
+                loop {
+                    if let Poll::Ready(r) = fut.as_mut().poll(&mut cx()) {
+                        return r.map(|lease| lease.permits());
+                    }
+                    std::thread::yield_now();
                 }
+            });
+            while l.statistics().queued_permits == 0 {
                 std::thread::yield_now();
             }
+            drop(held);
+            assert_eq!(waiter.join().unwrap(), Ok(1));
         });
-        while l.statistics().queued_permits == 0 {
-            std::thread::yield_now();
-        }
-        drop(held);
-        assert_eq!(waiter.join().unwrap(), Ok(1));
     });
-    assert_eq!(l.available_permits(), 1);
 }
