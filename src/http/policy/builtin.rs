@@ -332,6 +332,14 @@ pub(super) struct Many {
 }
 
 impl Many {
+    /// The grant of `lease` on `key`'s partition, with the partition's quota after it if wanted.
+    fn grant(&self, lease: ManyLease, key: &Key, want_quota: bool) -> Grant {
+        Grant {
+            permit: Permit(PermitInner::Partition(lease)),
+            quota: want_quota.then(|| self.quota(key)),
+        }
+    }
+
     fn quota(&self, key: &Key) -> QuotaState {
         self.limiter
             .with_limiter(key, |l| l.quota())
@@ -351,10 +359,7 @@ impl PolicyLimiter for Many {
     #[inline]
     fn try_acquire(&self, key: Key, want_quota: bool) -> Decision {
         match self.limiter.try_acquire(&key, 1) {
-            Ok(lease) => Decision::Granted(Grant {
-                permit: Permit(PermitInner::Partition(lease)),
-                quota: want_quota.then(|| self.quota(&key)),
-            }),
+            Ok(lease) => Decision::Granted(self.grant(lease, &key, want_quota)),
             Err(r) => match self.queue {
                 Some(q) => q.decide(r, self.describe.quota, want_quota),
                 None => Decision::Denied(denial(r, self.describe.quota, want_quota)),
@@ -385,10 +390,7 @@ impl PolicyLimiter for Many {
                 .bounded(wait, || self.limiter.try_acquire(&key, 1))
                 .await;
             match r {
-                Ok(lease) => Ok(Grant {
-                    permit: Permit(PermitInner::Partition(lease)),
-                    quota: want_quota.then(|| self.quota(&key)),
-                }),
+                Ok(lease) => Ok(self.grant(lease, &key, want_quota)),
                 Err(r) => Err(denial(r, self.describe.quota, want_quota)),
             }
         })
