@@ -3,7 +3,7 @@
 //! evict, close — so miri checks every unsafe block on the paths that matter.
 
 use core::future::Future;
-use core::pin::pin;
+use core::pin::{pin, Pin};
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
@@ -11,6 +11,16 @@ use crate::*;
 
 fn cx() -> Context<'static> {
     Context::from_waker(Waker::noop())
+}
+
+/// A request for `n` permits of `l`, polled once: queued. Boxed, to be dropped at any point.
+fn queued(
+    l: &ConcurrencyLimiter<ManualClock>,
+    n: u32,
+) -> Pin<Box<impl Future<Output = Result<Lease<'_>, Rejection>> + '_>> {
+    let mut waiter = Box::pin(l.acquire(n));
+    assert!(waiter.as_mut().poll(&mut cx()).is_pending());
+    waiter
 }
 
 fn concurrency(permits: u32, queue: u32, order: QueueOrder) -> ConcurrencyLimiter<ManualClock> {
@@ -75,10 +85,8 @@ fn link_grant_and_cancel_through_futures() {
 fn cancel_after_grant_before_receipt_hands_on() {
     let l = concurrency(1, 8, QueueOrder::NewestFirst);
     let held = l.try_acquire(1).unwrap();
-    let mut b = Box::pin(l.acquire(1));
-    let mut a = Box::pin(l.acquire(1));
-    assert!(b.as_mut().poll(&mut cx()).is_pending());
-    assert!(a.as_mut().poll(&mut cx()).is_pending());
+    let mut b = queued(&l, 1);
+    let a = queued(&l, 1);
     drop(held); // newest first: grants a
     drop(a); // never received: the permit goes to b
     assert!(matches!(b.as_mut().poll(&mut cx()), Poll::Ready(Ok(_))));
@@ -88,14 +96,11 @@ fn cancel_after_grant_before_receipt_hands_on() {
 fn evict_and_close_complete_linked_nodes() {
     let l = concurrency(1, 2, QueueOrder::NewestFirst);
     let _held = l.try_acquire(1).unwrap();
-    let mut a = Box::pin(l.acquire(1));
-    let mut b = Box::pin(l.acquire(1));
-    let mut c = Box::pin(l.acquire(2)); // evicts a and b
-    assert!(a.as_mut().poll(&mut cx()).is_pending());
-    assert!(b.as_mut().poll(&mut cx()).is_pending());
+    let mut a = queued(&l, 1);
+    let mut b = queued(&l, 1);
+    let mut c = Box::pin(l.acquire(2));
     assert!(c.as_mut().poll(&mut cx()).is_ready()); // 2 > limit 1: rejected, nobody evicted
-    let mut d = Box::pin(l.acquire(1)); // evicts a
-    assert!(d.as_mut().poll(&mut cx()).is_pending());
+    let mut d = queued(&l, 1); // evicts a
     assert!(
         matches!(a.as_mut().poll(&mut cx()), Poll::Ready(Err(r)) if r.reason() == Reason::Evicted)
     );
