@@ -1,20 +1,20 @@
 //! The concurrency limiter: at most `permit_limit` permits held at once; a lease gives its
 //! permits back when dropped.
 
-/// [`Peek`] and [`Limiter`] for the limiter with the queue kind `$queue`:
-/// the same decisions from the same word, whatever the kind; `close` is the kind's own
-/// `close_now`. The doc comments given go on the two impls.
+/// [`Peek`] and [`Limiter`] for `$limiter`, the limiter with one of the queue kinds: the same
+/// decisions from the same word, whatever the kind; `close` is the kind's own `close_now`. The
+/// doc comments given go on the two impls.
 macro_rules! impl_limiter {
-    ($queue:ty $(; $(#[$peek_doc:meta])* Peek; $(#[$limiter_doc:meta])* Limiter)?) => {
+    ($limiter:ty $(; $(#[$peek_doc:meta])* Peek; $(#[$limiter_doc:meta])* Limiter)?) => {
         $($(#[$peek_doc])*)?
-        impl<C: Clock + Sync> Peek for ConcurrencyLimiter<C, $queue> {
+        impl<C: Clock + Sync> Peek for $limiter {
             fn peek(&self, permits: u32) -> Result<(), Rejection> {
                 self.peek_now(permits)
             }
         }
 
         $($(#[$limiter_doc])*)?
-        impl<C: Clock + Sync> Limiter for ConcurrencyLimiter<C, $queue> {
+        impl<C: Clock + Sync> Limiter for $limiter {
             #[inline]
             fn try_acquire(
                 &self,
@@ -710,7 +710,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     }
 }
 
-impl_limiter!(WaitQueue);
+impl_limiter!(ConcurrencyLimiter<C>);
 
 impl<C: Clock + Sync> ConcurrencyLimiter<C> {
     /// Closes the word, then fails every waiter.

@@ -160,7 +160,7 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
 }
 
 impl_limiter!(
-    NoQueue;
+    ConcurrencyLimiter<C, NoQueue>;
     /// Without a queue: the same answers, nobody waiting ahead.
     Peek;
     /// Without a queue: the same decisions; a lease gives its permits back when dropped, and

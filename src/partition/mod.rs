@@ -48,15 +48,11 @@ macro_rules! partitioned_by_inherent {
         where
             Self: $a;
 
-        fn try_acquire(
-            &self,
-            resource: &$r,
-            permits: u32,
-        ) -> Result<Self::Lease<'_>, $crate::lease::Rejection> {
+        fn try_acquire(&self, resource: &$r, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
             $ty::try_acquire(self, resource, permits)
         }
 
-        fn statistics(&self, resource: &$r) -> $crate::lease::Statistics {
+        fn statistics(&self, resource: &$r) -> Statistics {
             $ty::statistics(self, resource)
         }
 
