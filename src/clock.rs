@@ -249,34 +249,27 @@ pub trait Clock {
     }
 }
 
-impl<C: Clock + ?Sized> Clock for &C {
-    #[inline]
-    fn now(&self) -> Instant {
-        (**self).now()
-    }
-    fn advances_by_itself(&self) -> bool {
-        (**self).advances_by_itself()
-    }
-    #[inline]
-    fn now_is_cheap(&self) -> bool {
-        (**self).now_is_cheap()
-    }
+/// A clock behind a pointer (`&C`, `Arc<C>`) is the clock it points to.
+macro_rules! clock_by_deref {
+    ($($(#[$attr:meta])* $ptr:ty),+) => {$(
+        $(#[$attr])*
+        impl<C: Clock + ?Sized> Clock for $ptr {
+            #[inline]
+            fn now(&self) -> Instant {
+                (**self).now()
+            }
+            fn advances_by_itself(&self) -> bool {
+                (**self).advances_by_itself()
+            }
+            #[inline]
+            fn now_is_cheap(&self) -> bool {
+                (**self).now_is_cheap()
+            }
+        }
+    )+};
 }
 
-#[cfg(feature = "alloc")]
-impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
-    #[inline]
-    fn now(&self) -> Instant {
-        (**self).now()
-    }
-    fn advances_by_itself(&self) -> bool {
-        (**self).advances_by_itself()
-    }
-    #[inline]
-    fn now_is_cheap(&self) -> bool {
-        (**self).now_is_cheap()
-    }
-}
+clock_by_deref!(&C, #[cfg(feature = "alloc")] alloc::sync::Arc<C>);
 
 /// A clock that moves only when told to: for deterministic tests, simulations, and firmware that
 /// keeps time itself. Share it by reference (`&ManualClock` is a [`Clock`]) or in an `Arc`.

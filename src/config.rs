@@ -64,113 +64,65 @@ enum QueueOrderDef {
     NewestFirst,
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "ConcurrencyOptions", deny_unknown_fields)]
-struct ConcurrencyOptionsDef {
-    permit_limit: u32,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
+/// The remote definition of each options type: its own fields, then the queue fields every
+/// options type ends with (optional when read: no queue, oldest first). Types with the same
+/// fields share a row.
+macro_rules! options_defs {
+    ($($($def:ident for $remote:tt),+ => $fields:tt)*) => {$($(
+        options_defs!(@def $def, $remote, $fields);
+    )+)*};
+    (@def $def:ident, $remote:tt, { $($(#[$attr:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Serialize, Deserialize)]
+        #[serde(remote = $remote, deny_unknown_fields)]
+        struct $def {
+            $($(#[$attr])* $field: $ty,)*
+            #[serde(default)]
+            queue_limit: u32,
+            #[serde(default, with = "QueueOrderDef")]
+            queue_order: QueueOrder,
+        }
+    };
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "TokenBucketOptions", deny_unknown_fields)]
-struct TokenBucketOptionsDef {
-    token_limit: u32,
-    tokens_per_period: u32,
-    #[serde(with = "human_duration")]
-    replenishment_period: Duration,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "FixedWindowOptions", deny_unknown_fields)]
-struct FixedWindowOptionsDef {
-    permit_limit: u32,
-    #[serde(with = "human_duration")]
-    window: Duration,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "SlidingWindowOptions", deny_unknown_fields)]
-struct SlidingWindowOptionsDef {
-    permit_limit: u32,
-    #[serde(with = "human_duration")]
-    window: Duration,
-    segments_per_window: u32,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "GcraOptions", deny_unknown_fields)]
-struct GcraOptionsDef {
-    #[serde(with = "human_duration")]
-    interval: Duration,
-    burst: u32,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "LeakyBucketOptions", deny_unknown_fields)]
-struct LeakyBucketOptionsDef {
-    capacity: u32,
-    leak: u32,
-    #[serde(with = "human_duration")]
-    leak_interval: Duration,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "ShaperOptions", deny_unknown_fields)]
-struct ShaperOptionsDef {
-    #[serde(with = "human_duration")]
-    interval: Duration,
-    max_permits: u32,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "SlidingCounterOptions", deny_unknown_fields)]
-struct SlidingCounterOptionsDef {
-    permit_limit: u32,
-    #[serde(with = "human_duration")]
-    window: Duration,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "SlidingLogOptions", deny_unknown_fields)]
-struct SlidingLogOptionsDef {
-    permit_limit: u32,
-    #[serde(with = "human_duration")]
-    window: Duration,
-    #[serde(default)]
-    queue_limit: u32,
-    #[serde(default, with = "QueueOrderDef")]
-    queue_order: QueueOrder,
+options_defs! {
+    ConcurrencyOptionsDef for "ConcurrencyOptions" => {
+        permit_limit: u32,
+    }
+    TokenBucketOptionsDef for "TokenBucketOptions" => {
+        token_limit: u32,
+        tokens_per_period: u32,
+        #[serde(with = "human_duration")]
+        replenishment_period: Duration,
+    }
+    FixedWindowOptionsDef for "FixedWindowOptions",
+    SlidingCounterOptionsDef for "SlidingCounterOptions",
+    SlidingLogOptionsDef for "SlidingLogOptions" => {
+        permit_limit: u32,
+        #[serde(with = "human_duration")]
+        window: Duration,
+    }
+    SlidingWindowOptionsDef for "SlidingWindowOptions" => {
+        permit_limit: u32,
+        #[serde(with = "human_duration")]
+        window: Duration,
+        segments_per_window: u32,
+    }
+    GcraOptionsDef for "GcraOptions" => {
+        #[serde(with = "human_duration")]
+        interval: Duration,
+        burst: u32,
+    }
+    LeakyBucketOptionsDef for "LeakyBucketOptions" => {
+        capacity: u32,
+        leak: u32,
+        #[serde(with = "human_duration")]
+        leak_interval: Duration,
+    }
+    ShaperOptionsDef for "ShaperOptions" => {
+        #[serde(with = "human_duration")]
+        interval: Duration,
+        max_permits: u32,
+    }
 }
 
 /// Implements `Serialize` and `Deserialize` for a public type through its remote definition.
@@ -407,27 +359,11 @@ mod tests {
         let bucket = TokenBucketOptions::per_second(50).with_queue(3, order);
         let fixed = FixedWindowOptions::new(100, Duration::from_secs(60));
         let sliding = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
-        let json = serde_json::to_string(&concurrency).unwrap();
-        assert_eq!(
-            serde_json::from_str::<ConcurrencyOptions>(&json).unwrap(),
-            concurrency
-        );
-        let json = serde_json::to_string(&bucket).unwrap();
-        assert_eq!(
-            serde_json::from_str::<TokenBucketOptions>(&json).unwrap(),
-            bucket
-        );
-        let json = serde_json::to_string(&fixed).unwrap();
+        json_round_trip(concurrency);
+        json_round_trip(bucket);
+        let json = json_round_trip(fixed);
         assert!(json.contains(r#""window":"1m""#), "{json}");
-        assert_eq!(
-            serde_json::from_str::<FixedWindowOptions>(&json).unwrap(),
-            fixed
-        );
-        let json = serde_json::to_string(&sliding).unwrap();
-        assert_eq!(
-            serde_json::from_str::<SlidingWindowOptions>(&json).unwrap(),
-            sliding
-        );
+        json_round_trip(sliding);
     }
 
     #[test]
@@ -446,14 +382,22 @@ mod tests {
         assert!(err.to_string().contains("unit"), "{err}");
     }
 
+    /// Round trip through JSON and back; returns the JSON.
+    fn json_round_trip<T>(opts: T) -> String
+    where
+        T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+    {
+        let json = serde_json::to_string(&opts).unwrap();
+        assert_eq!(serde_json::from_str::<T>(&json).unwrap(), opts);
+        json
+    }
+
     /// Round trip through `text` (JSON) and back, checking the text too.
     fn round_trip<T>(opts: T, text: &str)
     where
         T: Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
     {
-        let json = serde_json::to_string(&opts).unwrap();
-        assert_eq!(json, text);
-        assert_eq!(serde_json::from_str::<T>(&json).unwrap(), opts);
+        assert_eq!(json_round_trip(opts), text);
     }
 
     #[test]

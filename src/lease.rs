@@ -16,6 +16,71 @@ pub trait Release {
     fn release(&self, permits: u32);
 }
 
+/// What both leases, [`Lease`] and [`OwnedLease`], do with their `permits` and their
+/// `releaser` (an `Option` of what gives the permits back): their constructors, accessors,
+/// `forget`, `Drop` and `Debug`. The doc comments of `unreleased` and `forget`, and the
+/// attributes of `drop`, are each lease's own.
+macro_rules! lease_methods {
+    (
+        impl$(<$lt:lifetime>)? $lease:ident$(<$lt2:lifetime>)?, releaser: $releaser:ty;
+        $(#[$unreleased_doc:meta])* fn unreleased;
+        $(#[$forget_doc:meta])* fn forget;
+        $(#[$drop_attr:meta])* fn drop;
+    ) => {
+        impl$(<$lt>)? $lease$(<$lt2>)? {
+            /// A lease whose permits go back to `releaser` when it is dropped.
+            pub fn releasing(permits: u32, releaser: $releaser) -> Self {
+                Self {
+                    permits,
+                    releaser: Some(releaser),
+                }
+            }
+
+            $(#[$unreleased_doc])*
+            pub const fn unreleased(permits: u32) -> Self {
+                Self {
+                    permits,
+                    releaser: None,
+                }
+            }
+
+            /// The number of permits this lease holds.
+            pub const fn permits(&self) -> u32 {
+                self.permits
+            }
+
+            /// Whether dropping this lease returns permits to a limiter.
+            pub const fn returns_permits(&self) -> bool {
+                self.releaser.is_some()
+            }
+
+            $(#[$forget_doc])*
+            pub fn forget(mut self) -> u32 {
+                self.releaser = None;
+                self.permits
+            }
+        }
+
+        impl$(<$lt>)? Drop for $lease$(<$lt2>)? {
+            $(#[$drop_attr])*
+            fn drop(&mut self) {
+                if let Some(r) = self.releaser.take() {
+                    r.release(self.permits);
+                }
+            }
+        }
+
+        impl$(<$lt>)? fmt::Debug for $lease$(<$lt2>)? {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($lease))
+                    .field("permits", &self.permits)
+                    .field("returns_permits", &self.returns_permits())
+                    .finish()
+            }
+        }
+    };
+}
+
 /// Permits held: returned on drop to the limiter that granted them, exactly once.
 ///
 /// Rate-limiter leases (token bucket, fixed and sliding window) return nothing: their permits
@@ -37,57 +102,15 @@ pub struct Lease<'a> {
     releaser: Option<&'a (dyn Release + Sync)>,
 }
 
-impl<'a> Lease<'a> {
-    /// A lease whose permits go back to `releaser` when it is dropped.
-    pub fn releasing(permits: u32, releaser: &'a (dyn Release + Sync)) -> Self {
-        Self {
-            permits,
-            releaser: Some(releaser),
-        }
-    }
-
+lease_methods! {
+    impl<'a> Lease<'a>, releaser: &'a (dyn Release + Sync);
     /// A lease that returns nothing when dropped (rate limiters, no-op limiters).
-    pub const fn unreleased(permits: u32) -> Self {
-        Self {
-            permits,
-            releaser: None,
-        }
-    }
-
-    /// The number of permits this lease holds.
-    pub const fn permits(&self) -> u32 {
-        self.permits
-    }
-
-    /// Whether dropping this lease returns permits to a limiter.
-    pub const fn returns_permits(&self) -> bool {
-        self.releaser.is_some()
-    }
-
+    fn unreleased;
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
     /// by that many until [`Release::release`] gives them back). Returns the permit count.
-    pub fn forget(mut self) -> u32 {
-        self.releaser = None;
-        self.permits
-    }
-}
-
-impl Drop for Lease<'_> {
+    fn forget;
     #[inline]
-    fn drop(&mut self) {
-        if let Some(r) = self.releaser.take() {
-            r.release(self.permits);
-        }
-    }
-}
-
-impl fmt::Debug for Lease<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease")
-            .field("permits", &self.permits)
-            .field("returns_permits", &self.returns_permits())
-            .finish()
-    }
+    fn drop;
 }
 
 /// A lease that owns a reference-counted handle to its limiter, so it can move across tasks and
@@ -101,33 +124,10 @@ pub struct OwnedLease {
 }
 
 #[cfg(feature = "alloc")]
-impl OwnedLease {
-    /// A lease whose permits go back to `releaser` when it is dropped.
-    pub fn releasing(permits: u32, releaser: alloc::sync::Arc<dyn Release + Send + Sync>) -> Self {
-        Self {
-            permits,
-            releaser: Some(releaser),
-        }
-    }
-
+lease_methods! {
+    impl OwnedLease, releaser: alloc::sync::Arc<dyn Release + Send + Sync>;
     /// A lease that returns nothing when dropped.
-    pub const fn unreleased(permits: u32) -> Self {
-        Self {
-            permits,
-            releaser: None,
-        }
-    }
-
-    /// The number of permits this lease holds.
-    pub const fn permits(&self) -> u32 {
-        self.permits
-    }
-
-    /// Whether dropping this lease returns permits to a limiter.
-    pub const fn returns_permits(&self) -> bool {
-        self.releaser.is_some()
-    }
-
+    fn unreleased;
     /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
     /// were used up for good. Returns how many there were.
     ///
@@ -140,29 +140,8 @@ impl OwnedLease {
     /// assert_eq!(lease.forget(), 1);
     /// assert_eq!(limiter.available_permits(), 1); // never given back
     /// ```
-    pub fn forget(mut self) -> u32 {
-        self.releaser = None;
-        self.permits
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl Drop for OwnedLease {
-    fn drop(&mut self) {
-        if let Some(r) = self.releaser.take() {
-            r.release(self.permits);
-        }
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl fmt::Debug for OwnedLease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedLease")
-            .field("permits", &self.permits)
-            .field("returns_permits", &self.returns_permits())
-            .finish()
-    }
+    fn forget;
+    fn drop;
 }
 
 /// Why a request was not granted.

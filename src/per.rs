@@ -193,52 +193,30 @@ mod tests {
 macro_rules! per_units {
     ($($ty:ident),+ $(,)?) => {$(
         impl $ty {
-            /// `n` per second: [`per`](Self::per)`(1 s, n)`.
-            ///
-            #[doc = concat!(
-                "```\n",
-                "use core::time::Duration;\n",
-                "use tollgate::", stringify!($ty), ";\n",
-                "\n",
-                "let second = Duration::from_secs(1);\n",
-                "assert_eq!(", stringify!($ty), "::per_second(4), ", stringify!($ty), "::per(second, 4));\n",
-                "```",
-            )]
-            pub const fn per_second(n: u32) -> Self {
-                Self::per(SECOND, n)
-            }
-
-            /// `n` per minute: [`per`](Self::per)`(60 s, n)`.
-            ///
-            #[doc = concat!(
-                "```\n",
-                "use core::time::Duration;\n",
-                "use tollgate::", stringify!($ty), ";\n",
-                "\n",
-                "let minute = Duration::from_secs(60);\n",
-                "assert_eq!(", stringify!($ty), "::per_minute(6), ", stringify!($ty), "::per(minute, 6));\n",
-                "```",
-            )]
-            pub const fn per_minute(n: u32) -> Self {
-                Self::per(MINUTE, n)
-            }
-
-            /// `n` per hour: [`per`](Self::per)`(3600 s, n)`.
-            ///
-            #[doc = concat!(
-                "```\n",
-                "use core::time::Duration;\n",
-                "use tollgate::", stringify!($ty), ";\n",
-                "\n",
-                "let hour = Duration::from_secs(3600);\n",
-                "assert_eq!(", stringify!($ty), "::per_hour(60), ", stringify!($ty), "::per(hour, 60));\n",
-                "```",
-            )]
-            pub const fn per_hour(n: u32) -> Self {
-                Self::per(HOUR, n)
-            }
+            per_units!(@unit $ty, per_second, SECOND, "second", "1", 4);
+            per_units!(@unit $ty, per_minute, MINUTE, "minute", "60", 6);
+            per_units!(@unit $ty, per_hour, HOUR, "hour", "3600", 60);
         }
     )+};
+    // One of them: `n` per `$unit` (`$secs` seconds, the `$period` constant), its example with
+    // `n = $n`.
+    (@unit $ty:ident, $name:ident, $period:ident, $unit:literal, $secs:literal, $n:literal) => {
+        #[doc = concat!("`n` per ", $unit, ": [`per`](Self::per)`(", $secs, " s, n)`.")]
+        ///
+        #[doc = concat!(
+            "```\n",
+            "use core::time::Duration;\n",
+            "use tollgate::", stringify!($ty), ";\n",
+            "\n",
+            "let ", $unit, " = Duration::from_secs(", $secs, ");\n",
+            "assert_eq!(", stringify!($ty), "::", stringify!($name), "(", stringify!($n), "), ",
+            stringify!($ty), "::per(", $unit, ", ", stringify!($n), "));\n",
+            "```",
+        )]
+        pub const fn $name(n: u32) -> Self {
+            Self::per($period, n)
+        }
+    };
 }
 
 per_units!(

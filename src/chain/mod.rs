@@ -38,6 +38,25 @@ use crate::lease::{Rejection, Statistics};
 #[cfg(doc)]
 use crate::{lease::Lease, lease::Reason, limiter::Limiter, partition::PartitionedLimiter};
 
+/// `new` and `links` of the tuple chains ([`Chain`], [`PartitionedChain`]), for their impls: a
+/// chain owns its links and a closed flag. The doc comments given are each chain's own.
+macro_rules! new_and_links {
+    ($(#[$new_doc:meta])* fn new; $(#[$links_doc:meta])* fn links;) => {
+        $(#[$new_doc])*
+        pub fn new(links: T) -> Self {
+            Self {
+                links,
+                closed: $crate::sync::AtomicBool::new(false),
+            }
+        }
+
+        $(#[$links_doc])*
+        pub fn links(&self) -> &T {
+            &self.links
+        }
+    };
+}
+
 mod dynamic;
 mod leases;
 mod partitioned;

@@ -36,38 +36,32 @@ pub struct PartitionedChain<T> {
 }
 
 impl<T> PartitionedChain<T> {
-    /// A chain of the partitioned limiters in `links`, asked in tuple order.
-    ///
-    /// ```
-    /// use tollgate::*;
-    ///
-    /// let per_key = KeyedLimiter::fixed_window(FixedWindowOptions::per_second(5), PartitionConfig::default()).unwrap();
-    /// let chain = PartitionedChain::new((per_key,));
-    /// assert!(chain.try_acquire(&"tenant-a", 5).is_ok());
-    /// assert!(chain.try_acquire(&"tenant-a", 1).is_err());
-    /// assert!(chain.try_acquire(&"tenant-b", 1).is_ok());
-    /// ```
-    pub fn new(links: T) -> Self {
-        Self {
-            links,
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    /// The chained limiters.
-    ///
-    /// ```
-    /// use tollgate::*;
-    ///
-    /// let opts = FixedWindowOptions::per_second(3);
-    /// let a: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
-    /// let b: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
-    /// let chain = PartitionedChain::new((a, b));
-    /// let _lease = chain.try_acquire(&1, 2).unwrap();
-    /// assert_eq!(chain.links().0.statistics(&1).available_permits, 1);
-    /// ```
-    pub fn links(&self) -> &T {
-        &self.links
+    new_and_links! {
+        /// A chain of the partitioned limiters in `links`, asked in tuple order.
+        ///
+        /// ```
+        /// use tollgate::*;
+        ///
+        /// let per_key = KeyedLimiter::fixed_window(FixedWindowOptions::per_second(5), PartitionConfig::default()).unwrap();
+        /// let chain = PartitionedChain::new((per_key,));
+        /// assert!(chain.try_acquire(&"tenant-a", 5).is_ok());
+        /// assert!(chain.try_acquire(&"tenant-a", 1).is_err());
+        /// assert!(chain.try_acquire(&"tenant-b", 1).is_ok());
+        /// ```
+        fn new;
+        /// The chained limiters.
+        ///
+        /// ```
+        /// use tollgate::*;
+        ///
+        /// let opts = FixedWindowOptions::per_second(3);
+        /// let a: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+        /// let b: KeyedLimiter<u32> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+        /// let chain = PartitionedChain::new((a, b));
+        /// let _lease = chain.try_acquire(&1, 2).unwrap();
+        /// assert_eq!(chain.links().0.statistics(&1).available_permits, 1);
+        /// ```
+        fn links;
     }
 
     /// Acquires `permits` for `resource` from each limiter in order, without waiting.

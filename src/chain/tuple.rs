@@ -220,36 +220,30 @@ pub struct Chain<T> {
 }
 
 impl<T> Chain<T> {
-    /// A chain of the limiters in `links`, asked in tuple order.
-    ///
-    /// ```
-    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, NoopLimiter};
-    ///
-    /// // Owned limiters, references, or a mix.
-    /// let shared = ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap();
-    /// let chain = Chain::new((NoopLimiter::new(), &shared));
-    /// assert!(chain.try_acquire(10).is_ok());
-    /// ```
-    pub fn new(links: T) -> Self {
-        Self {
-            links,
-            closed: AtomicBool::new(false),
-        }
-    }
-
-    /// The chained limiters.
-    ///
-    /// ```
-    /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
-    ///
-    /// let opts = ConcurrencyOptions::new(2);
-    /// let chain = Chain::new((ConcurrencyLimiter::new(opts).unwrap(), ConcurrencyLimiter::new(opts).unwrap()));
-    /// let _lease = chain.try_acquire(1).unwrap();
-    /// let (first, second) = chain.links();
-    /// assert_eq!((first.available_permits(), second.available_permits()), (1, 1));
-    /// ```
-    pub fn links(&self) -> &T {
-        &self.links
+    new_and_links! {
+        /// A chain of the limiters in `links`, asked in tuple order.
+        ///
+        /// ```
+        /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, NoopLimiter};
+        ///
+        /// // Owned limiters, references, or a mix.
+        /// let shared = ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap();
+        /// let chain = Chain::new((NoopLimiter::new(), &shared));
+        /// assert!(chain.try_acquire(10).is_ok());
+        /// ```
+        fn new;
+        /// The chained limiters.
+        ///
+        /// ```
+        /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
+        ///
+        /// let opts = ConcurrencyOptions::new(2);
+        /// let chain = Chain::new((ConcurrencyLimiter::new(opts).unwrap(), ConcurrencyLimiter::new(opts).unwrap()));
+        /// let _lease = chain.try_acquire(1).unwrap();
+        /// let (first, second) = chain.links();
+        /// assert_eq!((first.available_permits(), second.available_permits()), (1, 1));
+        /// ```
+        fn links;
     }
 
     /// Closes the chain: later requests are rejected with [`Reason::Closed`]. The limiters in

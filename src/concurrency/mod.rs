@@ -1,6 +1,51 @@
 //! The concurrency limiter: at most `permit_limit` permits held at once; a lease gives its
 //! permits back when dropped.
 
+/// [`Peek`] and [`Limiter`] for `$limiter`, the limiter with one of the queue kinds: the same
+/// decisions from the same word, whatever the kind; `close` is the kind's own `close_now`. The
+/// doc comments given go on the two impls.
+macro_rules! impl_limiter {
+    ($limiter:ty $(; $(#[$peek_doc:meta])* Peek; $(#[$limiter_doc:meta])* Limiter)?) => {
+        $($(#[$peek_doc])*)?
+        impl<C: Clock + Sync> Peek for $limiter {
+            fn peek(&self, permits: u32) -> Result<(), Rejection> {
+                self.peek_now(permits)
+            }
+        }
+
+        $($(#[$limiter_doc])*)?
+        impl<C: Clock + Sync> Limiter for $limiter {
+            #[inline]
+            fn try_acquire(
+                &self,
+                permits: u32,
+            ) -> Result<Lease<'_>, Rejection> {
+                self.try_acquire_now(permits)
+            }
+
+            fn available_permits(&self) -> u64 {
+                self.available_now()
+            }
+
+            fn statistics(&self) -> Statistics {
+                self.statistics_now()
+            }
+
+            fn idle_duration(&self) -> Option<Duration> {
+                self.idle_now()
+            }
+
+            fn close(&self) {
+                self.close_now();
+            }
+
+            fn is_closed(&self) -> bool {
+                self.state().closed()
+            }
+        }
+    };
+}
+
 mod stamp;
 mod state;
 mod unqueued;
@@ -11,7 +56,7 @@ use core::time::Duration;
 use crate::cas;
 use crate::clock::{Clock, Instant};
 use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, Peek};
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
@@ -126,6 +171,41 @@ pub struct ConcurrencyLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQue
     clock: C,
 }
 
+impl<C: Clock, Q> ConcurrencyLimiter<C, Q> {
+    crate::sync::const_unless_loom! {
+        /// A full limiter for `options` (already validated) with the wait queue `queue`, idle
+        /// since `idle_since` (ns on `clock`), dating idleness on releases if `eager`: what every
+        /// constructor, with a queue or without, builds.
+        fn assemble(
+            options: ConcurrencyOptions,
+            clock: C,
+            queue: Q,
+            idle_since: u64,
+            eager: bool,
+        ) -> Self {
+            Self {
+                word: AtomicUsize::new(State::full(options.permit_limit).pack()),
+                idle_since: Stamp::new(idle_since),
+                eager,
+                counters: Counters::new(),
+                queue,
+                limit: AtomicUsize::new(options.permit_limit as usize),
+                debt: AtomicUsize::new(0),
+                options,
+                clock,
+            }
+        }
+    }
+
+    /// [`assemble`](Self::assemble) idle from a reading of `clock` now, dating idleness on
+    /// releases if the clock is cheap to read (see the type's docs).
+    fn at_clock_reading(options: ConcurrencyOptions, clock: C, queue: Q) -> Self {
+        let idle_since = clock.now().as_nanos();
+        let eager = Stamp::RAISES && clock.now_is_cheap();
+        Self::assemble(options, clock, queue, idle_since, eager)
+    }
+}
+
 #[cfg(feature = "std")]
 impl ConcurrencyLimiter<crate::StdClock> {
     /// A limiter on the system clock. The clock only dates idleness, and no release reads it
@@ -141,18 +221,8 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     /// A limiter reading time from `clock`.
     pub fn with_clock(options: ConcurrencyOptions, clock: C) -> Result<Self, OptionsError> {
         options.validate()?;
-        let now = clock.now();
-        Ok(Self {
-            word: AtomicUsize::new(State::full(options.permit_limit).pack()),
-            idle_since: Stamp::new(now.as_nanos()),
-            eager: Stamp::RAISES && clock.now_is_cheap(),
-            counters: Counters::new(),
-            queue: WaitQueue::new(options.queue_limit, options.queue_order),
-            limit: AtomicUsize::new(options.permit_limit as usize),
-            debt: AtomicUsize::new(0),
-            options,
-            clock,
-        })
+        let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+        Ok(Self::at_clock_reading(options, clock, queue))
     }
 
     crate::sync::const_unless_loom! {
@@ -194,17 +264,8 @@ impl<C: Clock> ConcurrencyLimiter<C> {
             if let Err(e) = options.validate() {
                 e.panic_in_const();
             }
-            Self {
-                word: AtomicUsize::new(State::full(options.permit_limit).pack()),
-                idle_since: Stamp::new(0),
-                eager: false,
-                counters: Counters::new(),
-                queue: WaitQueue::new(options.queue_limit, options.queue_order),
-                limit: AtomicUsize::new(options.permit_limit as usize),
-                debt: AtomicUsize::new(0),
-                options,
-                clock,
-            }
+            let queue = WaitQueue::new(options.queue_limit, options.queue_order);
+            Self::assemble(options, clock, queue, 0, false)
         }
     }
 
@@ -649,43 +710,13 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     }
 }
 
-impl<C: Clock> crate::limiter::Peek for ConcurrencyLimiter<C>
-where
-    C: Sync,
-{
-    fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        self.peek_now(permits)
-    }
-}
+impl_limiter!(ConcurrencyLimiter<C>);
 
-impl<C: Clock> Limiter for ConcurrencyLimiter<C>
-where
-    C: Sync,
-{
-    #[inline]
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        self.try_acquire_now(permits)
-    }
-
-    fn available_permits(&self) -> u64 {
-        self.available_now()
-    }
-
-    fn statistics(&self) -> Statistics {
-        self.statistics_now()
-    }
-
-    fn idle_duration(&self) -> Option<Duration> {
-        self.idle_now()
-    }
-
-    fn close(&self) {
+impl<C: Clock + Sync> ConcurrencyLimiter<C> {
+    /// Closes the word, then fails every waiter.
+    fn close_now(&self) {
         self.close_word();
         self.queue.close(self);
-    }
-
-    fn is_closed(&self) -> bool {
-        self.state().closed()
     }
 }
 

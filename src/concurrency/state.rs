@@ -33,6 +33,17 @@ pub const MAX_LIMIT: u32 = if AVAILABLE >= u32::MAX as usize {
     AVAILABLE as u32
 };
 
+/// The flag getters: `$name` is whether the word has `$flag` set.
+macro_rules! flags {
+    ($($(#[$doc:meta])* $name:ident: $flag:ident;)*) => {$(
+        $(#[$doc])*
+        #[inline]
+        pub const fn $name(self) -> bool {
+            self.0 & $flag != 0
+        }
+    )*};
+}
+
 /// The state: the packed word itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct State(usize);
@@ -70,28 +81,17 @@ impl State {
         (self.0 & AVAILABLE) as u32
     }
 
-    /// `close()` was called.
-    #[inline]
-    pub const fn closed(self) -> bool {
-        self.0 & CLOSED != 0
-    }
-
-    /// The wait queue is not empty.
-    #[inline]
-    pub const fn waiters(self) -> bool {
-        self.0 & WAITERS != 0
-    }
-
-    /// Became idle on a release that read no clock, and nobody has dated it yet.
-    #[inline]
-    pub const fn undated(self) -> bool {
-        self.0 & UNDATED != 0
-    }
-
-    /// The limit was lowered below the permits held, and releases still owe the difference.
-    #[inline]
-    pub const fn indebted(self) -> bool {
-        self.0 & INDEBTED != 0
+    flags! {
+        /// `close()` was called.
+        closed: CLOSED;
+        /// The wait queue is not empty.
+        waiters: WAITERS;
+        /// Became idle on a release that read no clock, and nobody has dated it yet.
+        undated: UNDATED;
+        /// The limit was lowered below the permits held, and releases still owe the difference.
+        indebted: INDEBTED;
+        /// Someone is writing the idle stamp.
+        dating: DATING;
     }
 
     /// The limit lowered by `cut` permits, `debt` already owed (`0` unless `indebted`): the
@@ -120,12 +120,6 @@ impl State {
         let next = self.give_back(n - paid as u32, limit);
         let flag = if owed > 0 { INDEBTED } else { 0 };
         (State((next.0 & !INDEBTED) | flag), owed)
-    }
-
-    /// Someone is writing the idle stamp.
-    #[inline]
-    pub const fn dating(self) -> bool {
-        self.0 & DATING != 0
     }
 
     /// Every permit available and nobody waiting.

@@ -11,14 +11,12 @@
 
 use core::time::Duration;
 
-use super::{ConcurrencyLimiter, ConcurrencyOptions, Stamp, State};
+use super::{ConcurrencyLimiter, ConcurrencyOptions};
 use crate::clock::Clock;
 use crate::lease::{Lease, Rejection, Release, Statistics};
 use crate::limiter::{Limiter, Peek};
 use crate::options::OptionsError;
 use crate::queue_kind::NoQueue;
-use crate::stats::Counters;
-use crate::sync::AtomicUsize;
 
 /// Runs `f` under the lock of the rare paths of every concurrency limiter without a queue (see
 /// the module docs), held for one transition of the word (a compare-and-swap loop) and the
@@ -76,18 +74,7 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
         if options.queue_limit != 0 {
             return Err(OptionsError::NoWaitQueue);
         }
-        let now = clock.now();
-        Ok(Self {
-            word: AtomicUsize::new(State::full(options.permit_limit).pack()),
-            idle_since: Stamp::new(now.as_nanos()),
-            eager: Stamp::RAISES && clock.now_is_cheap(),
-            counters: Counters::new(),
-            queue: NoQueue,
-            limit: AtomicUsize::new(options.permit_limit as usize),
-            debt: AtomicUsize::new(0),
-            options,
-            clock,
-        })
+        Ok(Self::at_clock_reading(options, clock, NoQueue))
     }
 
     crate::sync::const_unless_loom! {
@@ -129,17 +116,7 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
             if options.queue_limit != 0 {
                 OptionsError::NoWaitQueue.panic_in_const();
             }
-            Self {
-                word: AtomicUsize::new(State::full(options.permit_limit).pack()),
-                idle_since: Stamp::new(0),
-                eager: false,
-                counters: Counters::new(),
-                queue: NoQueue,
-                limit: AtomicUsize::new(options.permit_limit as usize),
-                debt: AtomicUsize::new(0),
-                options,
-                clock,
-            }
+            Self::assemble(options, clock, NoQueue, 0, false)
         }
     }
 
@@ -175,41 +152,21 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
     }
 }
 
-/// Without a queue: the same answers, nobody waiting ahead.
-impl<C: Clock + Sync> Peek for ConcurrencyLimiter<C, NoQueue> {
-    fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        self.peek_now(permits)
-    }
-}
-
-/// Without a queue: the same decisions; a lease gives its permits back when dropped, and
-/// `close` has nobody to fail.
-impl<C: Clock + Sync> Limiter for ConcurrencyLimiter<C, NoQueue> {
-    #[inline]
-    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-        self.try_acquire_now(permits)
-    }
-
-    fn available_permits(&self) -> u64 {
-        self.available_now()
-    }
-
-    fn statistics(&self) -> Statistics {
-        self.statistics_now()
-    }
-
-    fn idle_duration(&self) -> Option<Duration> {
-        self.idle_now()
-    }
-
-    fn close(&self) {
+impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
+    /// Closes the word: there is nobody waiting to fail.
+    fn close_now(&self) {
         self.close_word();
     }
-
-    fn is_closed(&self) -> bool {
-        self.state().closed()
-    }
 }
+
+impl_limiter!(
+    ConcurrencyLimiter<C, NoQueue>;
+    /// Without a queue: the same answers, nobody waiting ahead.
+    Peek;
+    /// Without a queue: the same decisions; a lease gives its permits back when dropped, and
+    /// `close` has nobody to fail.
+    Limiter
+);
 
 /// The queued limiter's release with nobody to hand permits to: one CAS while nothing is owed,
 /// else under the slow-path lock (see the module docs).

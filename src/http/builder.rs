@@ -140,31 +140,42 @@ impl fmt::Debug for RateLimitingBuilder {
     }
 }
 
+/// The builder's setters that set one field: `fn name(arg: T) => field = value;` takes `arg`
+/// and sets `field` to `value`. The doc comments given are each setter's own.
+macro_rules! setters {
+    ($($(#[$doc:meta])* fn $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, $arg: $ty) -> Self {
+            self.$field = $value;
+            self
+        }
+    )*};
+}
+
 impl RateLimitingBuilder {
-    /// The policy every request goes through first (ASP.NET's `GlobalLimiter`).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
-    /// let layer = limits.layer();
-    /// assert_eq!(call(&layer, path("/a")).status(), 200);
-    /// assert_eq!(call(&layer, path("/b")).status(), 200);
-    /// assert_eq!(call(&layer, path("/c")).status(), StatusCode::TOO_MANY_REQUESTS); // every route counts
-    /// ```
-    pub fn global(mut self, policy: Policy) -> Self {
-        self.global = Some(policy);
-        self
+    setters! {
+        /// The policy every request goes through first (ASP.NET's `GlobalLimiter`).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+        /// let layer = limits.layer();
+        /// assert_eq!(call(&layer, path("/a")).status(), 200);
+        /// assert_eq!(call(&layer, path("/b")).status(), 200);
+        /// assert_eq!(call(&layer, path("/c")).status(), StatusCode::TOO_MANY_REQUESTS); // every route counts
+        /// ```
+        fn global(policy: Policy) => global = Some(policy);
     }
 
     /// A named endpoint policy (ASP.NET's `AddPolicy(name, …)`).
@@ -194,224 +205,195 @@ impl RateLimitingBuilder {
         self
     }
 
-    /// Chooses each request's endpoint policy (for [`RateLimiting::layer`]). Runs after
-    /// routing in axum (`Router::layer` wraps each route), so `MatchedPath` is in the
-    /// request's extensions. The names it returns are checked when it runs, not at
-    /// [`build`](Self::build): an [`Endpoint::Policy`] naming no policy answers 500
-    /// ([`UNKNOWN_POLICY`]).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// // Only the API is limited; static files are not.
-    /// let limits = RateLimiting::builder()
-    ///     .policy("api", two_a_minute())
-    ///     .select(|req| if req.uri.path().starts_with("/api/") { Endpoint::Policy("api") } else { Endpoint::Disabled })
-    ///     .build()
-    ///     .unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/api/items")); }
-    /// assert_eq!(call(&limits.layer(), path("/api/items")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert_eq!(call(&limits.layer(), path("/static/app.js")).status(), 200);
-    /// ```
-    pub fn select(
-        mut self,
-        f: impl Fn(&RequestView<'_>) -> Endpoint + Send + Sync + 'static,
-    ) -> Self {
-        self.selector = Some(Arc::new(f));
-        self
-    }
-
-    /// How [`KeyBy::CLIENT_IP`] finds the client (default: the TCP peer, headers ignored).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For.
-    /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
-    /// let limits = RateLimiting::builder()
-    ///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP))
-    ///     .client_ip(lb)
-    ///     .build()
-    ///     .unwrap();
-    /// let via_lb = |client: &str| {
-    ///     let mut req = from("10.0.0.1");
-    ///     req.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
-    ///     req
-    /// };
-    /// for _ in 0..2 { let _ = call(&limits.layer(), via_lb("203.0.113.7")); }
-    /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.7")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.8")).status(), 200); // not the balancer's quota
-    /// ```
-    pub fn client_ip(mut self, client_ip: ClientIp) -> Self {
-        self.client_ip = client_ip;
-        self
-    }
-
-    /// Builds the response of a rejected request (ASP.NET's `OnRejected`). The layer then adds
-    /// `Retry-After` and the quota headers, unless the hook set them.
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// let limits = RateLimiting::builder()
-    ///     .global(two_a_minute())
-    ///     .on_rejected(|r| {
-    ///         let mut resp = Response::new(format!("slow down ({})", r.policy).into());
-    ///         *resp.status_mut() = r.status;
-    ///         resp
-    ///     })
-    ///     .build()
-    ///     .unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-    /// let resp = call(&limits.layer(), path("/"));
-    /// assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert_eq!(resp.headers()["retry-after"], "60"); // added by the layer
-    /// ```
-    pub fn on_rejected(
-        mut self,
-        f: impl Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync + 'static,
-    ) -> Self {
-        self.on_rejected = Some(Arc::new(f));
-        self
-    }
-
-    /// The body of a default rejection (default: empty).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// use http_body_util::{BodyExt, Full};
-    /// use tower::{Layer, ServiceExt};
-    /// let limits = RateLimiting::builder().global(two_a_minute()).rejection_body("rate limited\n").build().unwrap();
-    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new(Full::new(bytes::Bytes::from("hi")))) };
-    /// let app = limits.layer().layer(tower::service_fn(hello));
-    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    /// let body = rt.block_on(async {
-    ///     for _ in 0..2 { app.clone().oneshot(path("/")).await.unwrap(); }
-    ///     app.oneshot(path("/")).await.unwrap().into_body().collect().await.unwrap().to_bytes()
-    /// });
-    /// assert_eq!(body, "rate limited\n");
-    /// ```
-    pub fn rejection_body(mut self, body: impl Into<Bytes>) -> Self {
-        self.body = body.into();
-        self
-    }
-
-    /// Sends the IETF `RateLimit-Policy` and `RateLimit` headers on admitted and rejected
-    /// responses (default off).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
-    /// let resp = call(&limits.layer(), path("/"));
-    /// assert_eq!(resp.headers()["ratelimit-policy"], r#""global";q=2;w=60"#);
-    /// assert_eq!(resp.headers()["ratelimit"], r#""global";r=1;t=60"#);
-    /// ```
-    pub fn rate_limit_headers(mut self, on: bool) -> Self {
-        self.ietf = on;
-        self
-    }
-
-    /// Sends the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` headers (default off).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
-    /// let resp = call(&limits.layer(), path("/"));
-    /// assert_eq!(resp.headers()["x-ratelimit-limit"], "2");
-    /// assert_eq!(resp.headers()["x-ratelimit-remaining"], "1");
-    /// assert_eq!(resp.headers()["x-ratelimit-reset"], "60");
-    /// ```
-    pub fn legacy_headers(mut self, on: bool) -> Self {
-        self.legacy = on;
-        self
-    }
-
-    /// The clock of the built-in policies (default `StdClock`; a `ManualClock` in tests).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-    /// let clock = Arc::new(ManualClock::new());
-    /// let limits = RateLimiting::builder().global(two_a_minute()).clock(clock.clone()).build().unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// clock.advance(Duration::from_secs(60)); // the next window, without waiting a minute
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// ```
-    pub fn clock(mut self, clock: impl Clock + Send + Sync + 'static) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
+    setters! {
+        /// Chooses each request's endpoint policy (for [`RateLimiting::layer`]). Runs after
+        /// routing in axum (`Router::layer` wraps each route), so `MatchedPath` is in the
+        /// request's extensions. The names it returns are checked when it runs, not at
+        /// [`build`](Self::build): an [`Endpoint::Policy`] naming no policy answers 500
+        /// ([`UNKNOWN_POLICY`]).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// // Only the API is limited; static files are not.
+        /// let limits = RateLimiting::builder()
+        ///     .policy("api", two_a_minute())
+        ///     .select(|req| if req.uri.path().starts_with("/api/") { Endpoint::Policy("api") } else { Endpoint::Disabled })
+        ///     .build()
+        ///     .unwrap();
+        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/api/items")); }
+        /// assert_eq!(call(&limits.layer(), path("/api/items")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(call(&limits.layer(), path("/static/app.js")).status(), 200);
+        /// ```
+        fn select(f: impl Fn(&RequestView<'_>) -> Endpoint + Send + Sync + 'static)
+            => selector = Some(Arc::new(f));
+        /// How [`KeyBy::CLIENT_IP`] finds the client (default: the TCP peer, headers ignored).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn from(ip: &str) -> Request<()> {
+        /// #     let mut req = Request::new(());
+        /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+        /// #     req
+        /// # }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For.
+        /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
+        /// let limits = RateLimiting::builder()
+        ///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP))
+        ///     .client_ip(lb)
+        ///     .build()
+        ///     .unwrap();
+        /// let via_lb = |client: &str| {
+        ///     let mut req = from("10.0.0.1");
+        ///     req.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
+        ///     req
+        /// };
+        /// for _ in 0..2 { let _ = call(&limits.layer(), via_lb("203.0.113.7")); }
+        /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.7")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.8")).status(), 200); // not the balancer's quota
+        /// ```
+        fn client_ip(client_ip: ClientIp) => client_ip = client_ip;
+        /// Builds the response of a rejected request (ASP.NET's `OnRejected`). The layer then adds
+        /// `Retry-After` and the quota headers, unless the hook set them.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder()
+        ///     .global(two_a_minute())
+        ///     .on_rejected(|r| {
+        ///         let mut resp = Response::new(format!("slow down ({})", r.policy).into());
+        ///         *resp.status_mut() = r.status;
+        ///         resp
+        ///     })
+        ///     .build()
+        ///     .unwrap();
+        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+        /// let resp = call(&limits.layer(), path("/"));
+        /// assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(resp.headers()["retry-after"], "60"); // added by the layer
+        /// ```
+        fn on_rejected(f: impl Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync + 'static)
+            => on_rejected = Some(Arc::new(f));
+        /// The body of a default rejection (default: empty).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// use http_body_util::{BodyExt, Full};
+        /// use tower::{Layer, ServiceExt};
+        /// let limits = RateLimiting::builder().global(two_a_minute()).rejection_body("rate limited\n").build().unwrap();
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new(Full::new(bytes::Bytes::from("hi")))) };
+        /// let app = limits.layer().layer(tower::service_fn(hello));
+        /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        /// let body = rt.block_on(async {
+        ///     for _ in 0..2 { app.clone().oneshot(path("/")).await.unwrap(); }
+        ///     app.oneshot(path("/")).await.unwrap().into_body().collect().await.unwrap().to_bytes()
+        /// });
+        /// assert_eq!(body, "rate limited\n");
+        /// ```
+        fn rejection_body(body: impl Into<Bytes>) => body = body.into();
+        /// Sends the IETF `RateLimit-Policy` and `RateLimit` headers on admitted and rejected
+        /// responses (default off).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
+        /// let resp = call(&limits.layer(), path("/"));
+        /// assert_eq!(resp.headers()["ratelimit-policy"], r#""global";q=2;w=60"#);
+        /// assert_eq!(resp.headers()["ratelimit"], r#""global";r=1;t=60"#);
+        /// ```
+        fn rate_limit_headers(on: bool) => ietf = on;
+        /// Sends the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` headers (default off).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
+        /// let resp = call(&limits.layer(), path("/"));
+        /// assert_eq!(resp.headers()["x-ratelimit-limit"], "2");
+        /// assert_eq!(resp.headers()["x-ratelimit-remaining"], "1");
+        /// assert_eq!(resp.headers()["x-ratelimit-reset"], "60");
+        /// ```
+        fn legacy_headers(on: bool) => legacy = on;
+        /// The clock of the built-in policies (default `StdClock`; a `ManualClock` in tests).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let clock = Arc::new(ManualClock::new());
+        /// let limits = RateLimiting::builder().global(two_a_minute()).clock(clock.clone()).build().unwrap();
+        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// clock.advance(Duration::from_secs(60)); // the next window, without waiting a minute
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// ```
+        fn clock(clock: impl Clock + Send + Sync + 'static) => clock = Some(Arc::new(clock));
     }
 
     /// Builds every policy's limiter.

@@ -120,25 +120,17 @@ impl FromStr for Cidr {
 /// `ip` with all but its first `prefix` bits cleared.
 pub(crate) fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
     match ip {
+        // The first 32 bits of the 128-bit mask, shifted down to a `u32`'s place.
         IpAddr::V4(v4) => {
-            let bits = u32::from(v4);
-            let m = if prefix == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(prefix.min(32)))
-            };
-            IpAddr::V4((bits & m).into())
+            IpAddr::V4((u32::from(v4) & (first_bits(prefix.min(32)) >> 96) as u32).into())
         }
-        IpAddr::V6(v6) => {
-            let bits = u128::from(v6);
-            let m = if prefix == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(prefix.min(128)))
-            };
-            IpAddr::V6((bits & m).into())
-        }
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & first_bits(prefix.min(128))).into()),
     }
+}
+
+/// A 128-bit word with its first `n` (at most 128) bits set.
+fn first_bits(n: u8) -> u128 {
+    u128::MAX.checked_shl(128 - u32::from(n)).unwrap_or(0)
 }
 
 /// Which header a trusted proxy appends the client's address to.
@@ -440,12 +432,14 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// Clients behind the proxies of `cidr`, which name them in `header`.
+    fn behind(cidr: &str, header: ForwardedHeader) -> ClientIp {
+        ClientIp::trusted_proxies([cidr.parse().unwrap()], header)
+    }
+
     #[test]
     fn rightmost_untrusted_across_several_header_lines() {
-        let c = ClientIp::trusted_proxies(
-            ["10.0.0.0/8".parse().unwrap()],
-            ForwardedHeader::XForwardedFor,
-        );
+        let c = behind("10.0.0.0/8", ForwardedHeader::XForwardedFor);
         let hs = h(
             "x-forwarded-for",
             &["1.1.1.1, 2.2.2.2", "10.0.0.5 , 10.0.0.6"],
@@ -473,10 +467,7 @@ mod tests {
 
     #[test]
     fn forwarded_header_nodes() {
-        let c = ClientIp::trusted_proxies(
-            ["192.0.2.0/24".parse().unwrap()],
-            ForwardedHeader::Forwarded,
-        );
+        let c = behind("192.0.2.0/24", ForwardedHeader::Forwarded);
         let hs = h(
             "forwarded",
             &[
@@ -500,5 +491,11 @@ mod tests {
         let v6: Cidr = "2001:db8::/32".parse().unwrap();
         assert!(v6.contains(ip("2001:db8:1::1")) && !v6.contains(ip("2001:db9::1")));
         assert_eq!(mask(ip("2001:db8:1:2:3:4:5:6"), 64), ip("2001:db8:1:2::"));
+        assert_eq!(mask(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(mask(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(mask(ip("203.0.113.77"), 24), ip("203.0.113.0"));
+        assert_eq!(mask(ip("203.0.113.77"), 0), ip("0.0.0.0"));
+        assert_eq!(mask(ip("203.0.113.77"), 32), ip("203.0.113.77"));
+        assert_eq!(mask(ip("203.0.113.77"), 33), ip("203.0.113.77"));
     }
 }

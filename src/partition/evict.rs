@@ -186,6 +186,14 @@ mod tests {
         }
     }
 
+    /// A table of entries idle for `idle_for` ns each, then busy ones (until `busy`, if known).
+    fn table(idle_for: &[u64], busy: &[Option<u64>]) -> V {
+        let idle = idle_for.iter().map(|&ns| Idle::For(ns));
+        V(idle
+            .chain(busy.iter().map(|&until| Idle::Busy(until)))
+            .collect())
+    }
+
     fn policy(when_full: WhenFull, batch: usize) -> Policy {
         Policy {
             timeout: 100,
@@ -197,15 +205,10 @@ mod tests {
     #[test]
     fn sweep_evicts_strictly_past_the_timeout_and_dates_the_next() {
         let p = policy(WhenFull::Reject, 1);
-        let mut t = V(vec![
-            Idle::For(101),
-            Idle::For(100),
-            Idle::For(40),
-            Idle::Busy(None),
-        ]);
+        let mut t = table(&[101, 100, 40], &[None]);
         let mut m = Marks::new(0, &p);
         p.sweep(&mut t, 1_000, &mut m, |v| *v);
-        assert_eq!(t.0, [Idle::For(100), Idle::For(40), Idle::Busy(None)]);
+        assert_eq!(t.0, table(&[100, 40], &[None]).0);
         // The one idle for 100 passes the timeout 1 ns later.
         assert_eq!(m.next_sweep, 1_001);
     }
@@ -213,7 +216,7 @@ mod tests {
     #[test]
     fn reject_policy_refuses_a_full_table_of_young_idle_partitions() {
         let p = policy(WhenFull::Reject, 1);
-        let mut t = V(vec![Idle::For(5), Idle::For(6)]);
+        let mut t = table(&[5, 6], &[]);
         let mut m = Marks::new(0, &p);
         assert!(!p.make_room(&mut t, 2, 50, &mut m, |v| *v));
         assert_eq!(t.len(), 2);
@@ -223,18 +226,18 @@ mod tests {
     #[test]
     fn evict_idle_takes_the_idlest_and_refuses_when_all_are_busy() {
         let p = policy(WhenFull::EvictIdle, 1);
-        let mut t = V(vec![Idle::For(5), Idle::For(9), Idle::Busy(None)]);
+        let mut t = table(&[5, 9], &[None]);
         let mut m = Marks::new(0, &p);
         assert!(p.make_room(&mut t, 3, 50, &mut m, |v| *v));
-        assert_eq!(t.0, [Idle::For(5), Idle::Busy(None)]);
+        assert_eq!(t.0, table(&[5], &[None]).0);
 
-        let mut busy = V(vec![Idle::Busy(Some(70)), Idle::Busy(Some(60))]);
+        let mut busy = table(&[], &[Some(70), Some(60)]);
         let mut m = Marks::new(0, &p);
         assert!(!p.make_room(&mut busy, 2, 50, &mut m, |v| *v));
         // Known idle instants: nothing to find before 60.
         assert_eq!(m.next_idle, 60);
         let mut m2 = Marks::new(0, &p);
-        let mut unknown = V(vec![Idle::Busy(None)]);
+        let mut unknown = table(&[], &[None]);
         assert!(!p.make_room(&mut unknown, 1, 50, &mut m2, |v| *v));
         assert_eq!(m2.next_idle, 50 + 100 / 32);
     }
@@ -242,15 +245,9 @@ mod tests {
     #[test]
     fn a_batch_evicts_the_idlest_few() {
         let p = policy(WhenFull::EvictIdle, 2);
-        let mut t = V(vec![
-            Idle::For(3),
-            Idle::For(8),
-            Idle::For(1),
-            Idle::For(8),
-            Idle::For(7),
-        ]);
+        let mut t = table(&[3, 8, 1, 8, 7], &[]);
         let mut m = Marks::new(0, &p);
         assert!(p.make_room(&mut t, 5, 50, &mut m, |v| *v));
-        assert_eq!(t.0, [Idle::For(3), Idle::For(1), Idle::For(7)]);
+        assert_eq!(t.0, table(&[3, 1, 7], &[]).0);
     }
 }

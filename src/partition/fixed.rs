@@ -26,6 +26,37 @@ use crate::sync::{AtomicBool, Ordering};
 use crate::wait::Lock;
 use crate::{FixedWindowOptions, TokenBucketOptions};
 
+/// The accessors both fixed tables share — partitions or keys stored, whether none is, the
+/// capacity, whether closed — for their impls; the doc comments given are each table's own.
+macro_rules! table_accessors {
+    (
+        $(#[$len_doc:meta])* fn len;
+        $(#[$empty_doc:meta])* fn is_empty;
+        $(#[$capacity_doc:meta])* fn capacity;
+        $(#[$closed_doc:meta])* fn is_closed;
+    ) => {
+        $(#[$len_doc])*
+        pub fn len(&self) -> usize {
+            self.store.table.with(|t| t.map.len())
+        }
+
+        $(#[$empty_doc])*
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        $(#[$capacity_doc])*
+        pub fn capacity(&self) -> usize {
+            self.store.cap
+        }
+
+        $(#[$closed_doc])*
+        pub fn is_closed(&self) -> bool {
+            self.store.closed.load(Ordering::Acquire)
+        }
+    };
+}
+
 impl<K: Hash + Eq, V, const N: usize> Table for FnvIndexMap<K, V, N> {
     type Value = V;
     fn len(&self) -> usize {
@@ -80,6 +111,38 @@ impl<K: Hash + Eq, V, const N: usize> Locked<K, V, N> {
     }
 }
 
+/// What both fixed tables keep beside their rule: the map under the lock, the eviction policy,
+/// the capacity (at most `N`) and the closed flag.
+struct Store<K, V, const N: usize> {
+    table: Lock<Locked<K, V, N>>,
+    policy: Policy,
+    cap: usize,
+    closed: AtomicBool,
+}
+
+impl<K: Hash + Eq, V, const N: usize> Store<K, V, N> {
+    /// An empty store for `config`, its sweeps dated from `now` (ns).
+    fn new(config: &PartitionConfig, now: u64) -> Self {
+        let policy = Policy::new(config, 1);
+        Self {
+            table: Lock::new(Locked::new(now, &policy)),
+            policy,
+            cap: fixed_cap::<N>(config),
+            closed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<K, V, const N: usize> Store<K, V, N> {
+    /// The `Debug` of the table named `name`: its capacity and whether it is closed.
+    fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        f.debug_struct(name)
+            .field("capacity", &self.cap)
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
 /// Capacity: the configured one, at most `N`.
 fn fixed_cap<const N: usize>(config: &PartitionConfig) -> usize {
     config.capacity.clamp(1, N)
@@ -121,12 +184,9 @@ fn idle_of<L: Limiter>(l: &L) -> Idle {
 /// assert_eq!(limiter.len(), 4);
 /// ```
 pub struct FixedPartitioned<K, L, P, C, const N: usize> {
-    table: Lock<Locked<K, L, N>>,
+    store: Store<K, L, N>,
     partitioner: P,
     clock: C,
-    policy: Policy,
-    cap: usize,
-    closed: AtomicBool,
 }
 
 impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, N> {
@@ -150,89 +210,76 @@ impl<K: Hash + Eq, L, P, C: Clock, const N: usize> FixedPartitioned<K, L, P, C, 
         P: Fn(&R) -> Partition<K, F>,
         F: Factory<K, C, Limiter = L>,
     {
-        let policy = Policy::new(&config, 1);
         Self {
-            table: Lock::new(Locked::new(clock.now().as_nanos(), &policy)),
+            store: Store::new(&config, clock.now().as_nanos()),
             partitioner,
             clock,
-            policy,
-            cap: fixed_cap::<N>(&config),
-            closed: AtomicBool::new(false),
         }
     }
 
-    /// Partitions stored now.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert_eq!(limiter.len(), 0);
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// let _ = limiter.try_acquire(&2, 1).unwrap();
-    /// let _ = limiter.try_acquire(&1, 1).unwrap(); // same partition
-    /// assert_eq!(limiter.len(), 2);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.table.with(|t| t.map.len())
-    }
-
-    /// Whether no partition is stored.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert!(limiter.is_empty());
-    /// let _ = limiter.statistics(&1); // statistics store nothing
-    /// assert!(limiter.is_empty());
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// assert!(!limiter.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The most partitions stored at once.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert_eq!(limiter.capacity(), 4);
-    /// // The table's size `N` caps a larger configured capacity.
-    /// let big: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(1_000), &clock);
-    /// assert_eq!(big.capacity(), 8);
-    /// ```
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
-    /// Whether [`close`](Self::close) has been called.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
-    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
-    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
-    /// assert!(!limiter.is_closed());
-    /// limiter.close();
-    /// assert!(limiter.is_closed());
-    /// ```
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+    table_accessors! {
+        /// Partitions stored now.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert_eq!(limiter.len(), 0);
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// let _ = limiter.try_acquire(&2, 1).unwrap();
+        /// let _ = limiter.try_acquire(&1, 1).unwrap(); // same partition
+        /// assert_eq!(limiter.len(), 2);
+        /// ```
+        fn len;
+        /// Whether no partition is stored.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert!(limiter.is_empty());
+        /// let _ = limiter.statistics(&1); // statistics store nothing
+        /// assert!(limiter.is_empty());
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// assert!(!limiter.is_empty());
+        /// ```
+        fn is_empty;
+        /// The most partitions stored at once.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert_eq!(limiter.capacity(), 4);
+        /// // The table's size `N` caps a larger configured capacity.
+        /// let big: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(1_000), &clock);
+        /// assert_eq!(big.capacity(), 8);
+        /// ```
+        fn capacity;
+        /// Whether [`close`](Self::close) has been called.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let kind = PartitionKind::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(1))).unwrap();
+        /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+        ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+        /// assert!(!limiter.is_closed());
+        /// limiter.close();
+        /// assert!(limiter.is_closed());
+        /// ```
+        fn is_closed;
     }
 }
 
@@ -273,7 +320,7 @@ where
             return Err(Rejection::new(Reason::Closed));
         }
         let now = self.clock.now().as_nanos();
-        let granted = self.table.with(|t| {
+        let granted = self.store.table.with(|t| {
             // Again under the lock, which `close` takes after setting the flag: a key is never
             // stored after `close` has emptied the table.
             if self.is_closed() {
@@ -281,8 +328,8 @@ where
             }
             let limiter = t
                 .find_or_insert(
-                    &self.policy,
-                    self.cap,
+                    &self.store.policy,
+                    self.store.cap,
                     now,
                     &key,
                     || {
@@ -297,7 +344,7 @@ where
         });
         let (returns, permits) = granted?;
         Ok(FixedLease {
-            table: &self.table,
+            table: &self.store.table,
             key: returns.then_some(key),
             permits,
         })
@@ -325,7 +372,11 @@ where
         F: Factory<K, C, Limiter = L>,
     {
         let Partition { key, factory } = (self.partitioner)(resource);
-        match self.table.with(|t| t.map.get(&key).map(|l| l.statistics())) {
+        match self
+            .store
+            .table
+            .with(|t| t.map.get(&key).map(|l| l.statistics()))
+        {
             Some(s) => s,
             None => factory.create(&key, &self.clock).statistics(),
         }
@@ -348,8 +399,11 @@ where
     /// ```
     pub fn evict_idle(&self) {
         let now = self.clock.now().as_nanos();
-        self.table
-            .with(|t| self.policy.sweep(&mut t.map, now, &mut t.marks, idle_of));
+        self.store.table.with(|t| {
+            self.store
+                .policy
+                .sweep(&mut t.map, now, &mut t.marks, idle_of)
+        });
     }
 
     /// Closes the limiter and every partition; drops the partitions. Leases already granted stay
@@ -368,8 +422,8 @@ where
     /// assert_eq!(limiter.try_acquire(&1, 1).unwrap_err().reason(), Reason::Closed);
     /// ```
     pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.table.with(|t| {
+        self.store.closed.store(true, Ordering::Release);
+        self.store.table.with(|t| {
             t.map.values().for_each(|l| l.close());
             t.map.clear();
         });
@@ -385,34 +439,12 @@ where
     L: Limiter + Release,
     C: Clock,
 {
-    type Lease<'a>
-        = FixedLease<'a, K, L, N>
-    where
-        Self: 'a;
-
-    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
-        FixedPartitioned::try_acquire(self, resource, permits)
-    }
-
-    fn statistics(&self, resource: &R) -> Statistics {
-        FixedPartitioned::statistics(self, resource)
-    }
-
-    fn close(&self) {
-        FixedPartitioned::close(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        FixedPartitioned::is_closed(self)
-    }
+    partitioned_by_inherent!(FixedPartitioned, R, type Lease<'a> = FixedLease<'a, K, L, N>);
 }
 
 impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedPartitioned")
-            .field("capacity", &self.cap)
-            .field("closed", &self.closed.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        self.store.debug(f, "FixedPartitioned")
     }
 }
 
@@ -524,12 +556,9 @@ impl<K: Hash + Eq, L: Release, const N: usize> fmt::Debug for FixedLease<'_, K, 
 /// assert_eq!(limiter.statistics(&0x43).available_permits, 2);
 /// ```
 pub struct FixedKeyedLimiter<K, C, const N: usize> {
-    table: Lock<Locked<K, u128, N>>,
+    store: Store<K, u128, N>,
     bucket: KeyedBucket,
     clock: C,
-    policy: Policy,
-    cap: usize,
-    closed: AtomicBool,
     counters: Counters,
 }
 
@@ -581,14 +610,10 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     }
 
     fn build(bucket: KeyedBucket, config: PartitionConfig, clock: C) -> Self {
-        let policy = Policy::new(&config, 1);
         Self {
-            table: Lock::new(Locked::new(clock.now().as_nanos(), &policy)),
+            store: Store::new(&config, clock.now().as_nanos()),
             bucket,
             clock,
-            policy,
-            cap: fixed_cap::<N>(&config),
-            closed: AtomicBool::new(false),
             counters: Counters::new(),
         }
     }
@@ -654,15 +679,15 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     where
         K: Clone,
     {
-        if self.closed.load(Ordering::Acquire) {
+        if self.store.closed.load(Ordering::Acquire) {
             return Err(Rejection::new(Reason::Closed));
         }
         self.bucket.check(permits)?;
         let now = self.clock.now();
         let b = &self.bucket;
-        self.table.with(|t| {
+        self.store.table.with(|t| {
             // Again under the lock, which `close` takes after setting the flag.
-            if self.closed.load(Ordering::Acquire) {
+            if self.store.closed.load(Ordering::Acquire) {
                 return Err(Rejection::new(Reason::Closed));
             }
             if permits == 0 && !t.map.contains_key(key) {
@@ -671,8 +696,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
             let idle = |w: &u128| b.idle(*w, now);
             let word = t
                 .find_or_insert(
-                    &self.policy,
-                    self.cap,
+                    &self.store.policy,
+                    self.store.cap,
                     now.as_nanos(),
                     key,
                     || (key.clone(), b.fresh()),
@@ -702,6 +727,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     pub fn statistics(&self, key: &K) -> Statistics {
         let now = self.clock.now();
         let available = self
+            .store
             .table
             .with(|t| t.map.get(key).map(|w| self.bucket.available(*w, now)))
             .unwrap_or(u64::from(self.bucket.limit()));
@@ -730,7 +756,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// ```
     pub fn idle_duration(&self, key: &K) -> Option<Duration> {
         let now = self.clock.now();
-        self.table
+        self.store
+            .table
             .with(|t| t.map.get(key).map(|w| self.bucket.idle_duration(*w, now)))
             .flatten()
     }
@@ -753,57 +780,65 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// assert!(!limiter.remove(&8)); // never seen
     /// ```
     pub fn remove(&self, key: &K) -> bool {
-        self.table.with(|t| t.map.remove(key).is_some())
+        self.store.table.with(|t| t.map.remove(key).is_some())
     }
 
-    /// Keys stored now.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// let _ = limiter.try_acquire(&2, 1).unwrap();
-    /// let _ = limiter.statistics(&3); // stores nothing
-    /// assert_eq!(limiter.len(), 2);
-    /// ```
-    pub fn len(&self) -> usize {
-        self.table.with(|t| t.map.len())
-    }
-
-    /// Whether no key is stored.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// assert!(limiter.is_empty());
-    /// let _ = limiter.try_acquire(&1, 1).unwrap();
-    /// assert!(!limiter.is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The most keys stored at once.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// assert_eq!(limiter.capacity(), 16); // config.capacity, below N = 64
-    /// ```
-    pub fn capacity(&self) -> usize {
-        self.cap
+    table_accessors! {
+        /// Keys stored now.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// let _ = limiter.try_acquire(&2, 1).unwrap();
+        /// let _ = limiter.statistics(&3); // stores nothing
+        /// assert_eq!(limiter.len(), 2);
+        /// ```
+        fn len;
+        /// Whether no key is stored.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// assert!(limiter.is_empty());
+        /// let _ = limiter.try_acquire(&1, 1).unwrap();
+        /// assert!(!limiter.is_empty());
+        /// ```
+        fn is_empty;
+        /// The most keys stored at once.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// assert_eq!(limiter.capacity(), 16); // config.capacity, below N = 64
+        /// ```
+        fn capacity;
+        /// Whether [`close`](Self::close) has been called.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
+        /// let limiter: FixedKeyedLimiter<u16, _, 64> =
+        ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+        /// assert!(!limiter.is_closed());
+        /// limiter.close();
+        /// assert!(limiter.is_closed());
+        /// ```
+        fn is_closed;
     }
 
     /// Evicts every key idle for longer than the idle timeout, now.
@@ -823,8 +858,9 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     pub fn evict_idle(&self) {
         let now = self.clock.now();
         let b = &self.bucket;
-        self.table.with(|t| {
-            self.policy
+        self.store.table.with(|t| {
+            self.store
+                .policy
                 .sweep(&mut t.map, now.as_nanos(), &mut t.marks, |w| {
                     b.idle(*w, now)
                 })
@@ -846,25 +882,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// assert_eq!(limiter.try_acquire(&1, 1).unwrap_err().reason(), Reason::Closed);
     /// ```
     pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.table.with(|t| t.map.clear());
-    }
-
-    /// Whether [`close`](Self::close) has been called.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_millis(100));
-    /// let limiter: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// assert!(!limiter.is_closed());
-    /// limiter.close();
-    /// assert!(limiter.is_closed());
-    /// ```
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.store.closed.store(true, Ordering::Release);
+        self.store.table.with(|t| t.map.clear());
     }
 }
 
@@ -873,33 +892,11 @@ where
     K: Hash + Eq + Clone,
     C: Clock,
 {
-    type Lease<'a>
-        = Lease<'static>
-    where
-        Self: 'a;
-
-    fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
-        FixedKeyedLimiter::try_acquire(self, key, permits)
-    }
-
-    fn statistics(&self, key: &K) -> Statistics {
-        FixedKeyedLimiter::statistics(self, key)
-    }
-
-    fn close(&self) {
-        FixedKeyedLimiter::close(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        FixedKeyedLimiter::is_closed(self)
-    }
+    partitioned_by_inherent!(FixedKeyedLimiter, K, type Lease<'a> = Lease<'static>);
 }
 
 impl<K, C, const N: usize> fmt::Debug for FixedKeyedLimiter<K, C, N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedKeyedLimiter")
-            .field("capacity", &self.cap)
-            .field("closed", &self.closed.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        self.store.debug(f, "FixedKeyedLimiter")
     }
 }

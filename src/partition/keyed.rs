@@ -618,26 +618,7 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    type Lease<'a>
-        = Lease<'static>
-    where
-        Self: 'a;
-
-    fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
-        KeyedLimiter::try_acquire(self, key, permits)
-    }
-
-    fn statistics(&self, key: &K) -> Statistics {
-        KeyedLimiter::statistics(self, key)
-    }
-
-    fn close(&self) {
-        KeyedLimiter::close(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        KeyedLimiter::is_closed(self)
-    }
+    partitioned_by_inherent!(KeyedLimiter, K, type Lease<'a> = Lease<'static>);
 }
 
 /// No queue: waiting is trying, once (a .NET limiter with a queue limit of 0).

@@ -34,6 +34,16 @@ use super::evict::Idle;
 #[cfg(feature = "std")]
 use super::keyed_sliding::KeyedSliding;
 
+/// A state that is (or will be) full from `start` on: idle since then if it is `full` at `now`,
+/// else busy until then.
+fn idle_from(start: Instant, full: bool, now: Instant) -> Idle {
+    if full {
+        Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
+    } else {
+        Idle::Busy(Some(start.as_nanos()))
+    }
+}
+
 /// The shared part of a keyed bucket: refill and time scale.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KeyedBucket {
@@ -131,12 +141,7 @@ impl KeyedBucket {
     pub(crate) fn idle(&self, w: u128, now: Instant) -> Idle {
         let full_at = Bucket::unpack(w).full_at(self.refill);
         let (k, _) = self.ticker.tick(now);
-        let start = self.ticker.start_of(full_at);
-        if full_at <= k {
-            Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
-        } else {
-            Idle::Busy(Some(start.as_nanos()))
-        }
+        idle_from(self.ticker.start_of(full_at), full_at <= k, now)
     }
 
     /// `idle` as an idle duration.
@@ -219,12 +224,7 @@ impl KeyedBucket {
     /// per_tick)`, or busy until then.
     pub(crate) fn v_idle(&self, v: u64, k: u64, now: Instant) -> Idle {
         let full_at = v.div_ceil(u64::from(self.refill.per_tick));
-        let start = self.ticker.start_of(full_at);
-        if full_at <= k {
-            Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
-        } else {
-            Idle::Busy(Some(start.as_nanos()))
-        }
+        idle_from(self.ticker.start_of(full_at), full_at <= k, now)
     }
 }
 
@@ -288,12 +288,7 @@ impl KeyedGcra {
     }
 
     fn idle(&self, v: u64, now_ns: u64, now: Instant) -> Idle {
-        let start = self.ticker.start_of(v);
-        if v <= now_ns {
-            Idle::For(now.saturating_duration_since(start).as_nanos() as u64)
-        } else {
-            Idle::Busy(Some(start.as_nanos()))
-        }
+        idle_from(self.ticker.start_of(v), v <= now_ns, now)
     }
 }
 

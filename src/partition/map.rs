@@ -859,26 +859,7 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    type Lease<'a>
-        = PartitionLease<K, L>
-    where
-        Self: 'a;
-
-    fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
-        Partitioned::try_acquire(self, resource, permits)
-    }
-
-    fn statistics(&self, resource: &R) -> Statistics {
-        Partitioned::statistics(self, resource)
-    }
-
-    fn close(&self) {
-        Partitioned::close(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        Partitioned::is_closed(self)
-    }
+    partitioned_by_inherent!(Partitioned, R, type Lease<'a> = PartitionLease<K, L>);
 }
 
 /// For factories that borrow nothing (`F: 'static`: a [`PartitionKind`](crate::PartitionKind),

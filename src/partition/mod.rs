@@ -38,6 +38,34 @@
 //! place of the partition idle the longest, and is refused only when every partition is in use —
 //! exactly when admitting it would require forgetting some client's live state.
 
+/// The body of the [`PartitionedLimiter`] impl of a type that has the trait's methods as
+/// inherent methods of the same names: its lease type, and methods that call `$ty`'s own, for
+/// resources of type `$r`.
+macro_rules! partitioned_by_inherent {
+    ($ty:ident, $r:ty, type Lease<$a:lifetime> = $lease:ty) => {
+        type Lease<$a>
+            = $lease
+        where
+            Self: $a;
+
+        fn try_acquire(&self, resource: &$r, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
+            $ty::try_acquire(self, resource, permits)
+        }
+
+        fn statistics(&self, resource: &$r) -> Statistics {
+            $ty::statistics(self, resource)
+        }
+
+        fn close(&self) {
+            $ty::close(self)
+        }
+
+        fn is_closed(&self) -> bool {
+            $ty::is_closed(self)
+        }
+    };
+}
+
 mod evict;
 mod fixed;
 #[cfg(feature = "std")]

@@ -147,6 +147,24 @@ pub(crate) struct Tally {
     shared: [AtomicU64; 2],
 }
 
+/// Publishes the freshly allocated `fresh` in `slot` if the slot is still null. Returns what the
+/// slot holds then: `fresh`, or what another thread published first (`fresh` is then given to
+/// `free`).
+fn publish<T>(slot: &AtomicPtr<T>, fresh: *mut T, free: impl FnOnce(*mut T)) -> *mut T {
+    match slot.compare_exchange(
+        core::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => fresh,
+        Err(theirs) => {
+            free(fresh);
+            theirs
+        }
+    }
+}
+
 impl Tally {
     crate::sync::const_unless_loom! {
         pub(crate) fn new() -> Self {
@@ -245,19 +263,10 @@ impl Tally {
             let fresh = Box::into_raw(Box::new(Dir {
                 buckets: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
             }));
-            dir = match self.dir.compare_exchange(
-                core::ptr::null_mut(),
-                fresh,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => fresh,
-                Err(theirs) => {
-                    // SAFETY: `fresh` was never shared: only this thread ever saw it.
-                    drop(unsafe { Box::from_raw(fresh) });
-                    theirs
-                }
-            };
+            dir = publish(&self.dir, fresh, |fresh| {
+                // SAFETY: `fresh` was never shared: only this thread ever saw it.
+                drop(unsafe { Box::from_raw(fresh) });
+            });
         }
         if dir == COMPACT {
             return None;
@@ -277,19 +286,10 @@ impl Tally {
             .map(|_| CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]))
             .collect();
         let fresh = Box::into_raw(fresh).cast::<Line>();
-        match dir.buckets[b].compare_exchange(
-            core::ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => fresh,
-            Err(theirs) => {
-                // SAFETY: `fresh` was never shared, and holds `size(b)` lines from the `Box`.
-                drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, size(b))) });
-                theirs
-            }
-        }
+        publish(&dir.buckets[b], fresh, |fresh| {
+            // SAFETY: `fresh` was never shared, and holds `size(b)` lines from the `Box`.
+            drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, size(b))) });
+        })
     }
 
     /// (granted, refused) so far: every thread's cell plus the shared one.
@@ -384,20 +384,25 @@ impl LoomTally {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_compact_tally_counts_exactly_and_allocates_nothing() {
-        let t = Tally::new();
-        t.make_compact();
+    /// `threads` threads each bump `t` `each` times: thread `i`'s bump `j` counts a failure
+    /// when `i + j` is a multiple of `fail_every`, a success otherwise.
+    fn bump_from_threads(t: &Tally, threads: usize, each: usize, fail_every: usize) {
         std::thread::scope(|s| {
-            for i in 0..8 {
-                let t = &t;
+            for i in 0..threads {
                 s.spawn(move || {
-                    for j in 0..500 {
-                        t.bump(usize::from((i + j) % 5 == 0));
+                    for j in 0..each {
+                        t.bump(usize::from((i + j) % fail_every == 0));
                     }
                 });
             }
         });
+    }
+
+    #[test]
+    fn a_compact_tally_counts_exactly_and_allocates_nothing() {
+        let t = Tally::new();
+        t.make_compact();
+        bump_from_threads(&t, 8, 500, 5);
         assert_eq!(t.totals(), (3_200, 800));
         assert_eq!(t.dir.load(Ordering::Relaxed), COMPACT);
         // Too late once cells exist: a used full tally stays full.
@@ -417,16 +422,7 @@ mod tests {
     #[test]
     fn counts_from_many_threads_are_exact() {
         let t = Tally::new();
-        std::thread::scope(|s| {
-            for i in 0..100 {
-                let t = &t;
-                s.spawn(move || {
-                    for j in 0..1_000 {
-                        t.bump(usize::from((i + j) % 4 == 0));
-                    }
-                });
-            }
-        });
+        bump_from_threads(&t, 100, 1_000, 4);
         assert_eq!(t.totals(), (75_000, 25_000));
     }
 

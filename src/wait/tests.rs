@@ -3,7 +3,7 @@
 //! evict, close — so miri checks every unsafe block on the paths that matter.
 
 use core::future::Future;
-use core::pin::pin;
+use core::pin::{pin, Pin};
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
 
@@ -13,9 +13,47 @@ fn cx() -> Context<'static> {
     Context::from_waker(Waker::noop())
 }
 
+/// A request for `n` permits of `l`, polled once: queued. Boxed, to be dropped at any point.
+fn queued(
+    l: &ConcurrencyLimiter<ManualClock>,
+    n: u32,
+) -> Pin<Box<impl Future<Output = Result<Lease<'_>, Rejection>> + '_>> {
+    let mut waiter = Box::pin(l.acquire(n));
+    assert!(waiter.as_mut().poll(&mut cx()).is_pending());
+    waiter
+}
+
 fn concurrency(permits: u32, queue: u32, order: QueueOrder) -> ConcurrencyLimiter<ManualClock> {
     let opts = ConcurrencyOptions::new(permits).with_queue(queue, order);
     ConcurrencyLimiter::with_clock(opts, ManualClock::new()).unwrap()
+}
+
+/// Runs `f` on a limiter of 1 permit (queue of 4) with the permit held by the lease `f` is given;
+/// checks that the permit is available again once `f` is done (and every lease it held dropped).
+#[cfg(feature = "std")]
+fn with_its_permit_held(f: impl FnOnce(&ConcurrencyLimiter<ManualClock>, Lease<'_>)) {
+    let l = concurrency(1, 4, QueueOrder::OldestFirst);
+    f(&l, l.try_acquire(1).unwrap());
+    assert_eq!(l.available_permits(), 1);
+}
+
+/// `l`'s (successful, failed, queued permits) counts.
+#[cfg(feature = "std")]
+fn counts(l: &ConcurrencyLimiter<ManualClock>) -> (u64, u64, u64) {
+    let s = l.statistics();
+    (s.total_successful, s.total_failed, s.queued_permits)
+}
+
+/// A blocking wait for 1 permit of `l` that must never sleep: `left` answers how long is left
+/// each time the wait asks.
+#[cfg(feature = "std")]
+fn wait_without_sleeping<'a>(
+    l: &'a ConcurrencyLimiter<ManualClock>,
+    left: impl FnMut() -> Option<Duration>,
+) -> Result<Lease<'a>, Rejection> {
+    super::blocking::wait_with(l, 1, Waker::noop(), left, |_| {
+        panic!("the wait must not sleep")
+    })
 }
 
 #[test]
@@ -47,10 +85,8 @@ fn link_grant_and_cancel_through_futures() {
 fn cancel_after_grant_before_receipt_hands_on() {
     let l = concurrency(1, 8, QueueOrder::NewestFirst);
     let held = l.try_acquire(1).unwrap();
-    let mut b = Box::pin(l.acquire(1));
-    let mut a = Box::pin(l.acquire(1));
-    assert!(b.as_mut().poll(&mut cx()).is_pending());
-    assert!(a.as_mut().poll(&mut cx()).is_pending());
+    let mut b = queued(&l, 1);
+    let a = queued(&l, 1);
     drop(held); // newest first: grants a
     drop(a); // never received: the permit goes to b
     assert!(matches!(b.as_mut().poll(&mut cx()), Poll::Ready(Ok(_))));
@@ -60,14 +96,11 @@ fn cancel_after_grant_before_receipt_hands_on() {
 fn evict_and_close_complete_linked_nodes() {
     let l = concurrency(1, 2, QueueOrder::NewestFirst);
     let _held = l.try_acquire(1).unwrap();
-    let mut a = Box::pin(l.acquire(1));
-    let mut b = Box::pin(l.acquire(1));
-    let mut c = Box::pin(l.acquire(2)); // evicts a and b
-    assert!(a.as_mut().poll(&mut cx()).is_pending());
-    assert!(b.as_mut().poll(&mut cx()).is_pending());
+    let mut a = queued(&l, 1);
+    let mut b = queued(&l, 1);
+    let mut c = Box::pin(l.acquire(2));
     assert!(c.as_mut().poll(&mut cx()).is_ready()); // 2 > limit 1: rejected, nobody evicted
-    let mut d = Box::pin(l.acquire(1)); // evicts a
-    assert!(d.as_mut().poll(&mut cx()).is_pending());
+    let mut d = queued(&l, 1); // evicts a
     assert!(
         matches!(a.as_mut().poll(&mut cx()), Poll::Ready(Err(r)) if r.reason() == Reason::Evicted)
     );
@@ -119,27 +152,17 @@ fn rate_waiters_across_threads() {
 #[cfg(feature = "std")]
 #[test]
 fn a_timeout_racing_a_grant_counts_the_request_once() {
-    let l = concurrency(1, 4, QueueOrder::OldestFirst);
-    let held = core::cell::Cell::new(Some(l.try_acquire(1).unwrap()));
-    let waker = Waker::noop();
-    let result = super::blocking::wait_with(
-        &l,
-        1,
-        waker,
-        || {
+    with_its_permit_held(|l, held| {
+        let held = core::cell::Cell::new(Some(held));
+        let result = wait_without_sleeping(l, || {
             // The release grants the queued waiter; then the timeout is found to have passed.
             drop(held.take());
             Some(Duration::ZERO)
-        },
-        |_| panic!("the wait must not sleep"),
-    );
-    // The grant won: the caller receives the lease, and it is counted once.
-    let lease = result.expect("the racing grant is received");
-    let s = l.statistics();
-    assert_eq!((s.total_successful, s.total_failed), (2, 0));
-    assert_eq!(s.queued_permits, 0);
-    drop(lease);
-    assert_eq!(l.available_permits(), 1);
+        });
+        // The grant won: the caller receives the lease, and it is counted once.
+        let _lease = result.expect("the racing grant is received");
+        assert_eq!(counts(l), (2, 0, 0));
+    });
 }
 
 /// The same race lost by the grant: still queued at the timeout, the waiter leaves (nothing
@@ -147,23 +170,11 @@ fn a_timeout_racing_a_grant_counts_the_request_once() {
 #[cfg(feature = "std")]
 #[test]
 fn a_timeout_with_no_grant_counts_one_failure() {
-    let l = concurrency(1, 4, QueueOrder::OldestFirst);
-    let held = l.try_acquire(1).unwrap();
-    let r = super::blocking::wait_with(
-        &l,
-        1,
-        Waker::noop(),
-        || Some(Duration::ZERO),
-        |_| panic!("the wait must not sleep"),
-    );
-    assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
-    let s = l.statistics();
-    assert_eq!(
-        (s.total_successful, s.total_failed, s.queued_permits),
-        (1, 1, 0)
-    );
-    drop(held);
-    assert_eq!(l.available_permits(), 1);
+    with_its_permit_held(|l, _held| {
+        let r = wait_without_sleeping(l, || Some(Duration::ZERO));
+        assert_eq!(r.unwrap_err().reason(), Reason::TimedOut);
+        assert_eq!(counts(l), (1, 1, 0));
+    });
 }
 
 /// The lock-free completion across threads (list.rs, rule 4): the owner reads its status
@@ -172,23 +183,22 @@ fn a_timeout_with_no_grant_counts_one_failure() {
 #[cfg(feature = "std")]
 #[test]
 fn a_grant_on_another_thread_is_read_without_the_lock() {
-    let l = concurrency(1, 4, QueueOrder::OldestFirst);
-    let held = l.try_acquire(1).unwrap();
-    std::thread::scope(|s| {
-        let waiter = s.spawn(|| {
-            let mut fut = pin!(l.acquire(1));
-            loop {
-                if let Poll::Ready(r) = fut.as_mut().poll(&mut cx()) {
-                    return r.map(|lease| lease.permits());
+    with_its_permit_held(|l, held| {
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let mut fut = pin!(l.acquire(1));
+                loop {
+                    if let Poll::Ready(r) = fut.as_mut().poll(&mut cx()) {
+                        return r.map(|lease| lease.permits());
+                    }
+                    std::thread::yield_now();
                 }
+            });
+            while l.statistics().queued_permits == 0 {
                 std::thread::yield_now();
             }
+            drop(held);
+            assert_eq!(waiter.join().unwrap(), Ok(1));
         });
-        while l.statistics().queued_permits == 0 {
-            std::thread::yield_now();
-        }
-        drop(held);
-        assert_eq!(waiter.join().unwrap(), Ok(1));
     });
-    assert_eq!(l.available_permits(), 1);
 }

@@ -73,6 +73,17 @@ pub struct Policy {
     pub(crate) pause_on_429: bool,
 }
 
+/// The constructors of the built-in rules: each `name(options)` builds the [`PartitionKind`] of
+/// the same name, its options validated there.
+macro_rules! builtin_constructors {
+    ($($(#[$doc:meta])* $name:ident($options:ty);)*) => {$(
+        $(#[$doc])*
+        pub fn $name(options: $options) -> Result<Self, OptionsError> {
+            Self::builtin(PartitionKind::$name(options))
+        }
+    )*};
+}
+
 impl Policy {
     fn builtin(kind: Result<PartitionKind, OptionsError>) -> Result<Self, OptionsError> {
         Ok(Self::from_source(Source::Builtin(kind?)))
@@ -91,253 +102,237 @@ impl Policy {
         }
     }
 
-    /// A concurrency limit: the permit is held until the response body ends.
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
-    /// let streaming = call(&limits.layer(), path("/export"));
-    /// assert!(streaming.body().holds_permits()); // the export is still streaming
-    /// assert_eq!(call(&limits.layer(), path("/export")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// drop(streaming); // it ended
-    /// assert_eq!(call(&limits.layer(), path("/export")).status(), 200);
-    /// ```
-    pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::concurrency(options))
-    }
+    builtin_constructors! {
+        /// A concurrency limit: the permit is held until the response body ends.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
+        /// let streaming = call(&limits.layer(), path("/export"));
+        /// assert!(streaming.body().holds_permits()); // the export is still streaming
+        /// assert_eq!(call(&limits.layer(), path("/export")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// drop(streaming); // it ended
+        /// assert_eq!(call(&limits.layer(), path("/export")).status(), 200);
+        /// ```
+        concurrency(ConcurrencyOptions);
 
-    /// A token bucket.
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// let clock = Arc::new(ManualClock::new());
-    /// let burst = Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
-    /// let limits = RateLimiting::builder().global(burst).clock(clock.clone()).build().unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); } // a burst of 2
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// clock.advance(Duration::from_secs(1)); // then one a second
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// ```
-    pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::token_bucket(options))
-    }
+        /// A token bucket.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// let clock = Arc::new(ManualClock::new());
+        /// let burst = Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
+        /// let limits = RateLimiting::builder().global(burst).clock(clock.clone()).build().unwrap();
+        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); } // a burst of 2
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// clock.advance(Duration::from_secs(1)); // then one a second
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// ```
+        token_bucket(TokenBucketOptions);
 
-    /// A fixed window.
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// let hourly = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(3600))).unwrap();
-    /// let limits = RateLimiting::builder().global(hourly).build().unwrap();
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// let refused = call(&limits.layer(), path("/"));
-    /// assert_eq!(refused.headers()["retry-after"], "3600");
-    /// assert!(Policy::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(1))).is_err());
-    /// ```
-    pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::fixed_window(options))
-    }
+        /// A fixed window.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// let hourly = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(3600))).unwrap();
+        /// let limits = RateLimiting::builder().global(hourly).build().unwrap();
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// let refused = call(&limits.layer(), path("/"));
+        /// assert_eq!(refused.headers()["retry-after"], "3600");
+        /// assert!(Policy::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(1))).is_err());
+        /// ```
+        fixed_window(FixedWindowOptions);
 
-    /// A sliding window (up to 16 segments).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// use tollgate::SlidingWindowOptions;
-    /// let smooth = Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 6)).unwrap();
-    /// let limits = RateLimiting::builder().global(smooth).build().unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert!(Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 17)).is_err());
-    /// ```
-    pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::sliding_window(options))
-    }
+        /// A sliding window (up to 16 segments).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// use tollgate::SlidingWindowOptions;
+        /// let smooth = Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 6)).unwrap();
+        /// let limits = RateLimiting::builder().global(smooth).build().unwrap();
+        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert!(Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 17)).is_err());
+        /// ```
+        sliding_window(SlidingWindowOptions);
 
-    /// A sliding-window counter: the previous window's count weighted by how much of it the
-    /// rolling window still overlaps, plus the current one's. Partitioned and not queued, it
-    /// keeps 16 bytes a key (the compact keyed form, for limits up to its cap: 32,767 per
-    /// second, 262,143 per minute; larger ones take a limiter per key).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::ManualClock;
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// use tollgate::SlidingCounterOptions;
-    /// let clock = Arc::new(ManualClock::new());
-    /// let counter = Policy::sliding_counter(SlidingCounterOptions::new(4, Duration::from_secs(60))).unwrap();
-    /// let limits = RateLimiting::builder().global(counter).clock(clock.clone()).build().unwrap();
-    /// for _ in 0..4 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
-    /// let refused = call(&limits.layer(), path("/"));
-    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
-    /// // The 4 weigh fully at the next window's start, then less: one fits once they weigh 3.
-    /// assert_eq!(refused.headers()["retry-after"], "75");
-    /// clock.advance(Duration::from_secs(75));
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// ```
-    pub fn sliding_counter(options: SlidingCounterOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::sliding_counter(options))
-    }
+        /// A sliding-window counter: the previous window's count weighted by how much of it the
+        /// rolling window still overlaps, plus the current one's. Partitioned and not queued, it
+        /// keeps 16 bytes a key (the compact keyed form, for limits up to its cap: 32,767 per
+        /// second, 262,143 per minute; larger ones take a limiter per key).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::ManualClock;
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// use tollgate::SlidingCounterOptions;
+        /// let clock = Arc::new(ManualClock::new());
+        /// let counter = Policy::sliding_counter(SlidingCounterOptions::new(4, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder().global(counter).clock(clock.clone()).build().unwrap();
+        /// for _ in 0..4 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
+        /// let refused = call(&limits.layer(), path("/"));
+        /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        /// // The 4 weigh fully at the next window's start, then less: one fits once they weigh 3.
+        /// assert_eq!(refused.headers()["retry-after"], "75");
+        /// clock.advance(Duration::from_secs(75));
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// ```
+        sliding_counter(SlidingCounterOptions);
 
-    /// A sliding-window log: exact counts over a rolling window, one entry per admitted request
-    /// (a limit of at most 16: the partition kind's ring).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::ManualClock;
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// use tollgate::SlidingLogOptions;
-    /// let clock = Arc::new(ManualClock::new());
-    /// let logins = Policy::sliding_log(SlidingLogOptions::per_minute(2)).unwrap();
-    /// let limits = RateLimiting::builder().global(logins).clock(clock.clone()).build().unwrap();
-    /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
-    /// clock.advance(Duration::from_secs(20));
-    /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
-    /// let refused = call(&limits.layer(), path("/login"));
-    /// assert_eq!(refused.headers()["retry-after"], "40"); // the first leaves at 60 s
-    /// assert!(Policy::sliding_log(SlidingLogOptions::per_minute(17)).is_err());
-    /// ```
-    pub fn sliding_log(options: SlidingLogOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::sliding_log(options))
-    }
+        /// A sliding-window log: exact counts over a rolling window, one entry per admitted request
+        /// (a limit of at most 16: the partition kind's ring).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::ManualClock;
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// use tollgate::SlidingLogOptions;
+        /// let clock = Arc::new(ManualClock::new());
+        /// let logins = Policy::sliding_log(SlidingLogOptions::per_minute(2)).unwrap();
+        /// let limits = RateLimiting::builder().global(logins).clock(clock.clone()).build().unwrap();
+        /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
+        /// clock.advance(Duration::from_secs(20));
+        /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
+        /// let refused = call(&limits.layer(), path("/login"));
+        /// assert_eq!(refused.headers()["retry-after"], "40"); // the first leaves at 60 s
+        /// assert!(Policy::sliding_log(SlidingLogOptions::per_minute(17)).is_err());
+        /// ```
+        sliding_log(SlidingLogOptions);
 
-    /// GCRA (governor's algorithm): one permit back every `interval`, up to `burst` at once.
-    /// Partitioned and not queued, it keeps 16 bytes a key (the compact keyed form).
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::ManualClock;
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::get("/").body(()).unwrap();
-    /// #     req.extensions_mut().insert(axum::extract::ConnectInfo(SocketAddr::new(ip.parse().unwrap(), 4000)));
-    /// #     req
-    /// # }
-    /// use tollgate::GcraOptions;
-    /// let clock = Arc::new(ManualClock::new());
-    /// let per_ip = Policy::gcra(GcraOptions::per_second(2)).unwrap().partition_by(KeyBy::CLIENT_IP);
-    /// let limits = RateLimiting::builder().global(per_ip).clock(clock.clone()).build().unwrap();
-    /// for _ in 0..2 { assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200); }
-    /// let refused = call(&limits.layer(), from("203.0.113.7"));
-    /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert_eq!(refused.headers()["retry-after"], "1"); // 500 ms, rounded up
-    /// assert_eq!(call(&limits.layer(), from("203.0.113.8")).status(), 200); // another client
-    /// clock.advance(Duration::from_millis(500));
-    /// assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200);
-    /// ```
-    pub fn gcra(options: GcraOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::gcra(options))
-    }
+        /// GCRA (governor's algorithm): one permit back every `interval`, up to `burst` at once.
+        /// Partitioned and not queued, it keeps 16 bytes a key (the compact keyed form).
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # use tollgate::ManualClock;
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn from(ip: &str) -> Request<()> {
+        /// #     let mut req = Request::get("/").body(()).unwrap();
+        /// #     req.extensions_mut().insert(axum::extract::ConnectInfo(SocketAddr::new(ip.parse().unwrap(), 4000)));
+        /// #     req
+        /// # }
+        /// use tollgate::GcraOptions;
+        /// let clock = Arc::new(ManualClock::new());
+        /// let per_ip = Policy::gcra(GcraOptions::per_second(2)).unwrap().partition_by(KeyBy::CLIENT_IP);
+        /// let limits = RateLimiting::builder().global(per_ip).clock(clock.clone()).build().unwrap();
+        /// for _ in 0..2 { assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200); }
+        /// let refused = call(&limits.layer(), from("203.0.113.7"));
+        /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(refused.headers()["retry-after"], "1"); // 500 ms, rounded up
+        /// assert_eq!(call(&limits.layer(), from("203.0.113.8")).status(), 200); // another client
+        /// clock.advance(Duration::from_millis(500));
+        /// assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200);
+        /// ```
+        gcra(GcraOptions);
 
-    /// A leaky bucket as a meter: a level that drains `leak` units every `leak_interval`, under
-    /// `capacity`. Partitioned and not queued, it keeps 16 bytes a key.
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// use tollgate::LeakyBucketOptions;
-    /// let meter = Policy::leaky_meter(LeakyBucketOptions::new(3, 1, Duration::from_secs(10))).unwrap();
-    /// let limits = RateLimiting::builder().global(meter).build().unwrap();
-    /// for _ in 0..3 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
-    /// let refused = call(&limits.layer(), path("/"));
-    /// assert_eq!(refused.headers()["retry-after"], "10");
-    /// ```
-    pub fn leaky_meter(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::leaky_meter(options))
-    }
+        /// A leaky bucket as a meter: a level that drains `leak` units every `leak_interval`, under
+        /// `capacity`. Partitioned and not queued, it keeps 16 bytes a key.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// use tollgate::LeakyBucketOptions;
+        /// let meter = Policy::leaky_meter(LeakyBucketOptions::new(3, 1, Duration::from_secs(10))).unwrap();
+        /// let limits = RateLimiting::builder().global(meter).build().unwrap();
+        /// for _ in 0..3 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
+        /// let refused = call(&limits.layer(), path("/"));
+        /// assert_eq!(refused.headers()["retry-after"], "10");
+        /// ```
+        leaky_meter(LeakyBucketOptions);
 
-    /// A leaky bucket as a shaper: one request departs every `interval`; with
-    /// [`queue`](Self::queue), the rest wait for their departure slot (the smoothing it is for),
-    /// without it, they are refused until their slot.
-    ///
-    /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// use tollgate::ShaperOptions;
-    /// let paced = Policy::leaky_shaper(ShaperOptions::per_second(20)).unwrap().queue(Some(Duration::from_secs(1)));
-    /// let limits = RateLimiting::builder().global(paced).build().unwrap();
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200); // waited 50 ms for its slot
-    /// ```
-    pub fn leaky_shaper(options: ShaperOptions) -> Result<Self, OptionsError> {
-        Self::builtin(PartitionKind::leaky_shaper(options))
+        /// A leaky bucket as a shaper: one request departs every `interval`; with
+        /// [`queue`](Self::queue), the rest wait for their departure slot (the smoothing it is for),
+        /// without it, they are refused until their slot.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+        /// # use http::{Request, Response, StatusCode};
+        /// # use tollgate::http::*;
+        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+        /// #     use tower::{Layer, ServiceExt};
+        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+        /// # }
+        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// use tollgate::ShaperOptions;
+        /// let paced = Policy::leaky_shaper(ShaperOptions::per_second(20)).unwrap().queue(Some(Duration::from_secs(1)));
+        /// let limits = RateLimiting::builder().global(paced).build().unwrap();
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200); // waited 50 ms for its slot
+        /// ```
+        leaky_shaper(ShaperOptions);
     }
 
     /// Your own limiter (see [`PolicyLimiter`]); it does its own partitioning by the [`Key`]
@@ -703,6 +698,12 @@ impl core::fmt::Debug for Policy {
 }
 
 fn describe(kind: Kind) -> PolicyQuota {
+    // A rate's quota, and the time to come back to the full quota from empty.
+    let rate = |quota: u32, window: Duration| PolicyQuota {
+        quota: u64::from(quota),
+        window: Some(window),
+        concurrent: false,
+    };
     match kind {
         Kind::NoLimit => PolicyQuota {
             quota: u64::MAX,
@@ -714,53 +715,23 @@ fn describe(kind: Kind) -> PolicyQuota {
             window: None,
             concurrent: true,
         },
-        Kind::TokenBucket(o) => PolicyQuota {
-            quota: u64::from(o.token_limit),
-            // The time to refill an empty bucket.
-            window: Some(
-                o.replenishment_period
-                    .saturating_mul(o.token_limit.div_ceil(o.tokens_per_period.max(1))),
-            ),
-            concurrent: false,
-        },
-        Kind::FixedWindow(o) => PolicyQuota {
-            quota: u64::from(o.permit_limit),
-            window: Some(o.window),
-            concurrent: false,
-        },
-        Kind::SlidingWindow(o) => PolicyQuota {
-            quota: u64::from(o.permit_limit),
-            window: Some(o.window),
-            concurrent: false,
-        },
-        // The time to come back to full from empty: `burst` intervals.
-        Kind::Gcra(o) => PolicyQuota {
-            quota: u64::from(o.burst),
-            window: Some(o.interval.saturating_mul(o.burst)),
-            concurrent: false,
-        },
-        Kind::LeakyMeter(o) => PolicyQuota {
-            quota: u64::from(o.capacity),
-            window: Some(
-                o.leak_interval
-                    .saturating_mul(o.capacity.div_ceil(o.leak.max(1))),
-            ),
-            concurrent: false,
-        },
-        Kind::LeakyShaper(o) => PolicyQuota {
-            quota: u64::from(o.max_permits),
-            window: Some(o.interval.saturating_mul(o.max_permits)),
-            concurrent: false,
-        },
-        Kind::SlidingCounter(o) => PolicyQuota {
-            quota: u64::from(o.permit_limit),
-            window: Some(o.window),
-            concurrent: false,
-        },
-        Kind::SlidingLog(o) => PolicyQuota {
-            quota: u64::from(o.permit_limit),
-            window: Some(o.window),
-            concurrent: false,
-        },
+        // The time to refill an empty bucket.
+        Kind::TokenBucket(o) => rate(
+            o.token_limit,
+            o.replenishment_period
+                .saturating_mul(o.token_limit.div_ceil(o.tokens_per_period.max(1))),
+        ),
+        Kind::FixedWindow(o) => rate(o.permit_limit, o.window),
+        Kind::SlidingWindow(o) => rate(o.permit_limit, o.window),
+        // `burst` intervals.
+        Kind::Gcra(o) => rate(o.burst, o.interval.saturating_mul(o.burst)),
+        Kind::LeakyMeter(o) => rate(
+            o.capacity,
+            o.leak_interval
+                .saturating_mul(o.capacity.div_ceil(o.leak.max(1))),
+        ),
+        Kind::LeakyShaper(o) => rate(o.max_permits, o.interval.saturating_mul(o.max_permits)),
+        Kind::SlidingCounter(o) => rate(o.permit_limit, o.window),
+        Kind::SlidingLog(o) => rate(o.permit_limit, o.window),
     }
 }

@@ -22,222 +22,200 @@ use crate::{
     FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions, TokenBucketOptions,
 };
 
+/// The constructors, one per rule in each of three forms: on the system clock (`@std`), on a
+/// clock of yours (`@clock`), and also with a hasher of yours (`@hasher`, which makes the rule's
+/// state and stores it as its [`KeyedRule`] variant); each form calls the next.
+macro_rules! constructors {
+    (@std $($(#[$doc:meta])* $name:ident($options:ty) => $with_clock:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(options: $options, config: PartitionConfig) -> Result<Self, OptionsError> {
+            Self::$with_clock(options, config, StdClock)
+        }
+    )*};
+    (@clock $($(#[$doc:meta])* $name:ident($options:ty) => $with_hasher:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(
+            options: $options,
+            config: PartitionConfig,
+            clock: C,
+        ) -> Result<Self, OptionsError> {
+            Self::$with_hasher(options, config, clock, RandomState::new())
+        }
+    )*};
+    (@hasher $($(#[$doc:meta])* $name:ident($options:ty) => $rule:ident($state:path);)*) => {$(
+        $(#[$doc])*
+        pub fn $name(
+            options: $options,
+            config: PartitionConfig,
+            clock: C,
+            hasher: S,
+        ) -> Result<Self, OptionsError> {
+            let state = $state(&options, clock.now())?;
+            Self::build(KeyedRule::$rule(state), config, clock, hasher)
+        }
+    )*};
+}
+
 impl<K: ?Sized> KeyedLimiter<K> {
-    /// A token bucket per key, on the system clock.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
-    /// let per_ip: KeyedLimiter<std::net::IpAddr> =
-    ///     KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
-    /// let ip = "203.0.113.9".parse().unwrap();
-    /// assert!(per_ip.try_acquire(&ip, 10).is_ok());
-    /// assert!(per_ip.try_acquire(&ip, 10).is_err()); // within the same second
-    /// ```
-    pub fn token_bucket(
-        options: TokenBucketOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::token_bucket_with_clock(options, config, StdClock)
-    }
-
-    /// A fixed window per key, on the system clock.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(3600));
-    /// let per_key: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
-    /// assert!(per_key.try_acquire("api-key-1", 100).is_ok());
-    /// assert_eq!(per_key.statistics("api-key-1").available_permits, 0);
-    /// assert_eq!(per_key.statistics("api-key-2").available_permits, 100);
-    /// ```
-    pub fn fixed_window(
-        options: FixedWindowOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::fixed_window_with_clock(options, config, StdClock)
-    }
-
-    /// GCRA per key (governor's keyed limiter), on the system clock: one permit back every
-    /// `interval`, up to `burst` at once, 16 bytes a key.
-    ///
-    /// ```
-    /// # use tollgate::*;
-    /// let per_ip: KeyedLimiter<std::net::IpAddr> =
-    ///     KeyedLimiter::gcra(GcraOptions::per_second(5), PartitionConfig::default()).unwrap();
-    /// let ip = "203.0.113.9".parse().unwrap();
-    /// assert!(per_ip.try_acquire(&ip, 5).is_ok());
-    /// assert!(per_ip.try_acquire(&ip, 1).is_err()); // the next permit comes in 200 ms
-    /// ```
-    pub fn gcra(options: GcraOptions, config: PartitionConfig) -> Result<Self, OptionsError> {
-        Self::gcra_with_clock(options, config, StdClock)
-    }
-
-    /// A leaky bucket as a meter per key, on the system clock.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let opts = LeakyBucketOptions::new(4, 2, Duration::from_secs(1));
-    /// let per_user: KeyedLimiter<str> = KeyedLimiter::leaky_meter(opts, PartitionConfig::default()).unwrap();
-    /// assert!(per_user.try_acquire("ann", 4).is_ok());
-    /// assert!(per_user.try_acquire("ann", 1).is_err()); // full: drains 2 a second
-    /// ```
-    pub fn leaky_meter(
-        options: LeakyBucketOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::leaky_meter_with_clock(options, config, StdClock)
-    }
-
-    /// The sliding-window counter per key, on the system clock: `permit_limit` per rolling
-    /// window, estimated as [`SlidingCounterLimiter`](crate::SlidingCounterLimiter) estimates
-    /// it, 16 bytes a key. Both counts and the window index share the slot's 64 bits of state,
-    /// so the limit is bounded by the window (about `√(2 × window in ns)`: 32,767 for a second,
-    /// 262,143 for a minute); a larger one is refused with [`OptionsError::LimitTooLarge`],
-    /// which names the largest.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let per_user: KeyedLimiter<str> =
-    ///     KeyedLimiter::sliding_counter(SlidingCounterOptions::per_minute(100), PartitionConfig::default()).unwrap();
-    /// assert!(per_user.try_acquire("ann", 100).is_ok());
-    /// assert!(per_user.try_acquire("ann", 1).is_err()); // the minute's 100 are taken
-    /// assert!(per_user.try_acquire("bob", 1).is_ok());
-    ///
-    /// let too_many = SlidingCounterOptions::per_second(100_000);
-    /// assert_eq!(
-    ///     KeyedLimiter::<str>::sliding_counter(too_many, PartitionConfig::default()).unwrap_err(),
-    ///     OptionsError::LimitTooLarge { max: 32_767 }
-    /// );
-    /// ```
-    pub fn sliding_counter(
-        options: SlidingCounterOptions,
-        config: PartitionConfig,
-    ) -> Result<Self, OptionsError> {
-        Self::sliding_counter_with_clock(options, config, StdClock)
+    constructors! {
+        @std
+        /// A token bucket per key, on the system clock.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let opts = TokenBucketOptions::new(10, 10, Duration::from_secs(1));
+        /// let per_ip: KeyedLimiter<std::net::IpAddr> =
+        ///     KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
+        /// let ip = "203.0.113.9".parse().unwrap();
+        /// assert!(per_ip.try_acquire(&ip, 10).is_ok());
+        /// assert!(per_ip.try_acquire(&ip, 10).is_err()); // within the same second
+        /// ```
+        token_bucket(TokenBucketOptions) => token_bucket_with_clock;
+        /// A fixed window per key, on the system clock.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let opts = FixedWindowOptions::new(100, Duration::from_secs(3600));
+        /// let per_key: KeyedLimiter<str> = KeyedLimiter::fixed_window(opts, PartitionConfig::default()).unwrap();
+        /// assert!(per_key.try_acquire("api-key-1", 100).is_ok());
+        /// assert_eq!(per_key.statistics("api-key-1").available_permits, 0);
+        /// assert_eq!(per_key.statistics("api-key-2").available_permits, 100);
+        /// ```
+        fixed_window(FixedWindowOptions) => fixed_window_with_clock;
+        /// GCRA per key (governor's keyed limiter), on the system clock: one permit back every
+        /// `interval`, up to `burst` at once, 16 bytes a key.
+        ///
+        /// ```
+        /// # use tollgate::*;
+        /// let per_ip: KeyedLimiter<std::net::IpAddr> =
+        ///     KeyedLimiter::gcra(GcraOptions::per_second(5), PartitionConfig::default()).unwrap();
+        /// let ip = "203.0.113.9".parse().unwrap();
+        /// assert!(per_ip.try_acquire(&ip, 5).is_ok());
+        /// assert!(per_ip.try_acquire(&ip, 1).is_err()); // the next permit comes in 200 ms
+        /// ```
+        gcra(GcraOptions) => gcra_with_clock;
+        /// A leaky bucket as a meter per key, on the system clock.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let opts = LeakyBucketOptions::new(4, 2, Duration::from_secs(1));
+        /// let per_user: KeyedLimiter<str> = KeyedLimiter::leaky_meter(opts, PartitionConfig::default()).unwrap();
+        /// assert!(per_user.try_acquire("ann", 4).is_ok());
+        /// assert!(per_user.try_acquire("ann", 1).is_err()); // full: drains 2 a second
+        /// ```
+        leaky_meter(LeakyBucketOptions) => leaky_meter_with_clock;
+        /// The sliding-window counter per key, on the system clock: `permit_limit` per rolling
+        /// window, estimated as [`SlidingCounterLimiter`](crate::SlidingCounterLimiter) estimates
+        /// it, 16 bytes a key. Both counts and the window index share the slot's 64 bits of state,
+        /// so the limit is bounded by the window (about `√(2 × window in ns)`: 32,767 for a second,
+        /// 262,143 for a minute); a larger one is refused with [`OptionsError::LimitTooLarge`],
+        /// which names the largest.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let per_user: KeyedLimiter<str> =
+        ///     KeyedLimiter::sliding_counter(SlidingCounterOptions::per_minute(100), PartitionConfig::default()).unwrap();
+        /// assert!(per_user.try_acquire("ann", 100).is_ok());
+        /// assert!(per_user.try_acquire("ann", 1).is_err()); // the minute's 100 are taken
+        /// assert!(per_user.try_acquire("bob", 1).is_ok());
+        ///
+        /// let too_many = SlidingCounterOptions::per_second(100_000);
+        /// assert_eq!(
+        ///     KeyedLimiter::<str>::sliding_counter(too_many, PartitionConfig::default()).unwrap_err(),
+        ///     OptionsError::LimitTooLarge { max: 32_767 }
+        /// );
+        /// ```
+        sliding_counter(SlidingCounterOptions) => sliding_counter_with_clock;
     }
 }
 
 impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
-    /// A token bucket per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 2).unwrap();
-    /// assert!(per_user.try_acquire("alice", 1).is_err());
-    /// clock.advance(Duration::from_secs(1)); // one token back
-    /// assert!(per_user.try_acquire("alice", 1).is_ok());
-    /// ```
-    pub fn token_bucket_with_clock(
-        options: TokenBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_token_bucket(options, config, clock, RandomState::new())
-    }
-
-    /// A fixed window per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let opts = FixedWindowOptions::new(3, Duration::from_secs(60));
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::fixed_window_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 3).unwrap();
-    /// assert!(per_user.try_acquire("alice", 1).is_err());
-    /// clock.advance(Duration::from_secs(60)); // the next window
-    /// assert!(per_user.try_acquire("alice", 3).is_ok());
-    /// ```
-    pub fn fixed_window_with_clock(
-        options: FixedWindowOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_fixed_window(options, config, clock, RandomState::new())
-    }
-}
-
-impl<K: ?Sized, C: Clock> KeyedLimiter<K, C> {
-    /// GCRA per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::gcra_with_clock(GcraOptions::per_second(2), PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 2).unwrap();
-    /// let refused = per_user.try_acquire("alice", 1).unwrap_err();
-    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
-    /// clock.advance(Duration::from_millis(500)); // one permit back
-    /// assert!(per_user.try_acquire("alice", 1).is_ok());
-    /// ```
-    pub fn gcra_with_clock(
-        options: GcraOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_gcra(options, config, clock, RandomState::new())
-    }
-
-    /// A leaky bucket as a meter per key, reading time from `clock`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let opts = LeakyBucketOptions::new(4, 1, Duration::from_secs(1));
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::leaky_meter_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 4).unwrap();
-    /// clock.advance(Duration::from_secs(1)); // one unit drained
-    /// assert!(per_user.try_acquire("alice", 1).is_ok());
-    /// assert!(per_user.try_acquire("alice", 1).is_err());
-    /// ```
-    pub fn leaky_meter_with_clock(
-        options: LeakyBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_leaky_meter(options, config, clock, RandomState::new())
-    }
-
-    /// The sliding-window counter per key, reading time from `clock`. Each key decides as a
-    /// [`SlidingCounterLimiter`](crate::SlidingCounterLimiter) of its own, created with this
-    /// limiter, would: the same grants, the same RetryAfter.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// let clock = ManualClock::new();
-    /// let opts = SlidingCounterOptions::per_minute(10);
-    /// let per_user: KeyedLimiter<str, _> =
-    ///     KeyedLimiter::sliding_counter_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
-    /// let _ = per_user.try_acquire("alice", 9).unwrap();
-    /// clock.advance(Duration::from_secs(60)); // the next window: the 9 weigh fully
-    /// let refused = per_user.try_acquire("alice", 5).unwrap_err();
-    /// // 9 · (60 s - x) / 60 s + 5 ≤ 10 once x ≥ 26.67 s into the window.
-    /// assert_eq!(refused.retry_after(), Some(Duration::from_nanos(26_666_666_667)));
-    /// clock.advance(Duration::from_secs(45)); // 9 · 0.25 = 2.25 in the estimate
-    /// assert_eq!(per_user.statistics("alice").available_permits, 7);
-    /// ```
-    pub fn sliding_counter_with_clock(
-        options: SlidingCounterOptions,
-        config: PartitionConfig,
-        clock: C,
-    ) -> Result<Self, OptionsError> {
-        Self::with_hasher_sliding_counter(options, config, clock, RandomState::new())
+    constructors! {
+        @clock
+        /// A token bucket per key, reading time from `clock`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// # let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+        /// let per_user: KeyedLimiter<str, _> =
+        ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+        /// let _ = per_user.try_acquire("alice", 2).unwrap();
+        /// assert!(per_user.try_acquire("alice", 1).is_err());
+        /// clock.advance(Duration::from_secs(1)); // one token back
+        /// assert!(per_user.try_acquire("alice", 1).is_ok());
+        /// ```
+        token_bucket_with_clock(TokenBucketOptions) => with_hasher_token_bucket;
+        /// A fixed window per key, reading time from `clock`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let clock = ManualClock::new();
+        /// let opts = FixedWindowOptions::new(3, Duration::from_secs(60));
+        /// let per_user: KeyedLimiter<str, _> =
+        ///     KeyedLimiter::fixed_window_with_clock(opts, PartitionConfig::default(), &clock).unwrap();
+        /// let _ = per_user.try_acquire("alice", 3).unwrap();
+        /// assert!(per_user.try_acquire("alice", 1).is_err());
+        /// clock.advance(Duration::from_secs(60)); // the next window
+        /// assert!(per_user.try_acquire("alice", 3).is_ok());
+        /// ```
+        fixed_window_with_clock(FixedWindowOptions) => with_hasher_fixed_window;
+        /// GCRA per key, reading time from `clock`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let clock = ManualClock::new();
+        /// let per_user: KeyedLimiter<str, _> =
+        ///     KeyedLimiter::gcra_with_clock(GcraOptions::per_second(2), PartitionConfig::new(1_000), &clock).unwrap();
+        /// let _ = per_user.try_acquire("alice", 2).unwrap();
+        /// let refused = per_user.try_acquire("alice", 1).unwrap_err();
+        /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
+        /// clock.advance(Duration::from_millis(500)); // one permit back
+        /// assert!(per_user.try_acquire("alice", 1).is_ok());
+        /// ```
+        gcra_with_clock(GcraOptions) => with_hasher_gcra;
+        /// A leaky bucket as a meter per key, reading time from `clock`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let clock = ManualClock::new();
+        /// let opts = LeakyBucketOptions::new(4, 1, Duration::from_secs(1));
+        /// let per_user: KeyedLimiter<str, _> =
+        ///     KeyedLimiter::leaky_meter_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+        /// let _ = per_user.try_acquire("alice", 4).unwrap();
+        /// clock.advance(Duration::from_secs(1)); // one unit drained
+        /// assert!(per_user.try_acquire("alice", 1).is_ok());
+        /// assert!(per_user.try_acquire("alice", 1).is_err());
+        /// ```
+        leaky_meter_with_clock(LeakyBucketOptions) => with_hasher_leaky_meter;
+        /// The sliding-window counter per key, reading time from `clock`. Each key decides as a
+        /// [`SlidingCounterLimiter`](crate::SlidingCounterLimiter) of its own, created with this
+        /// limiter, would: the same grants, the same RetryAfter.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// let clock = ManualClock::new();
+        /// let opts = SlidingCounterOptions::per_minute(10);
+        /// let per_user: KeyedLimiter<str, _> =
+        ///     KeyedLimiter::sliding_counter_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+        /// let _ = per_user.try_acquire("alice", 9).unwrap();
+        /// clock.advance(Duration::from_secs(60)); // the next window: the 9 weigh fully
+        /// let refused = per_user.try_acquire("alice", 5).unwrap_err();
+        /// // 9 · (60 s - x) / 60 s + 5 ≤ 10 once x ≥ 26.67 s into the window.
+        /// assert_eq!(refused.retry_after(), Some(Duration::from_nanos(26_666_666_667)));
+        /// clock.advance(Duration::from_secs(45)); // 9 · 0.25 = 2.25 in the estimate
+        /// assert_eq!(per_user.statistics("alice").available_permits, 7);
+        /// ```
+        sliding_counter_with_clock(SlidingCounterOptions) => with_hasher_sliding_counter;
     }
 }
 
@@ -261,127 +239,86 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     /// ```
     pub const MAX_CAPACITY: usize = (isize::MAX as usize / SLOT_BYTES - 256) / 4 * 3;
 
-    /// A token bucket per key, reading time from `clock` and fingerprinting keys with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// use std::collections::hash_map::DefaultHasher;
-    /// use std::hash::BuildHasherDefault;
-    ///
-    /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_token_bucket(opts, PartitionConfig::default(), &clock, hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 2).is_ok());
-    /// assert!(per_device.try_acquire(&42, 1).is_err());
-    /// ```
-    pub fn with_hasher_token_bucket(
-        options: TokenBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let bucket = KeyedBucket::token_bucket(&options, clock.now())?;
-        Self::build(KeyedRule::Bucket(bucket), config, clock, hasher)
-    }
-
-    /// A fixed window per key, reading time from `clock` and fingerprinting keys with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use tollgate::*;
-    /// use std::collections::hash_map::DefaultHasher;
-    /// use std::hash::BuildHasherDefault;
-    ///
-    /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let clock = ManualClock::new();
-    /// let opts = FixedWindowOptions::new(5, Duration::from_secs(60));
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_fixed_window(opts, PartitionConfig::default(), &clock, hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 5).is_ok());
-    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
-    /// ```
-    pub fn with_hasher_fixed_window(
-        options: FixedWindowOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let bucket = KeyedBucket::fixed_window(&options, clock.now())?;
-        Self::build(KeyedRule::Bucket(bucket), config, clock, hasher)
-    }
-
-    /// GCRA per key, reading time from `clock` and fingerprinting keys with `hasher`.
-    ///
-    /// ```
-    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
-    /// # use tollgate::*;
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_gcra(GcraOptions::per_second(3), PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 3).is_ok());
-    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
-    /// ```
-    pub fn with_hasher_gcra(
-        options: GcraOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let rule = KeyedGcra::gcra(&options, clock.now())?;
-        Self::build(KeyedRule::Gcra(rule), config, clock, hasher)
-    }
-
-    /// A leaky bucket as a meter per key, reading time from `clock` and fingerprinting keys
-    /// with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
-    /// # use tollgate::*;
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let opts = LeakyBucketOptions::new(2, 1, Duration::from_secs(1));
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_leaky_meter(opts, PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 2).is_ok());
-    /// assert!(per_device.try_acquire(&42, 1).is_err());
-    /// ```
-    pub fn with_hasher_leaky_meter(
-        options: LeakyBucketOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let rule = KeyedGcra::leaky_meter(&options, clock.now())?;
-        Self::build(KeyedRule::Gcra(rule), config, clock, hasher)
-    }
-
-    /// The sliding-window counter per key, reading time from `clock` and fingerprinting keys
-    /// with `hasher`.
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use std::hash::{BuildHasherDefault, DefaultHasher};
-    /// # use tollgate::*;
-    /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
-    /// let opts = SlidingCounterOptions::per_second(3);
-    /// let per_device: KeyedLimiter<u64, _, _> =
-    ///     KeyedLimiter::with_hasher_sliding_counter(opts, PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
-    /// assert!(per_device.try_acquire(&42, 3).is_ok());
-    /// assert_eq!(per_device.statistics(&42).available_permits, 0);
-    /// ```
-    pub fn with_hasher_sliding_counter(
-        options: SlidingCounterOptions,
-        config: PartitionConfig,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, OptionsError> {
-        let rule = KeyedSliding::new(&options, clock.now())?;
-        Self::build(KeyedRule::Sliding(rule), config, clock, hasher)
+    constructors! {
+        @hasher
+        /// A token bucket per key, reading time from `clock` and fingerprinting keys with `hasher`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// use std::collections::hash_map::DefaultHasher;
+        /// use std::hash::BuildHasherDefault;
+        ///
+        /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
+        /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        /// let clock = ManualClock::new();
+        /// let opts = TokenBucketOptions::new(2, 1, Duration::from_secs(1));
+        /// let per_device: KeyedLimiter<u64, _, _> =
+        ///     KeyedLimiter::with_hasher_token_bucket(opts, PartitionConfig::default(), &clock, hasher).unwrap();
+        /// assert!(per_device.try_acquire(&42, 2).is_ok());
+        /// assert!(per_device.try_acquire(&42, 1).is_err());
+        /// ```
+        with_hasher_token_bucket(TokenBucketOptions) => Bucket(KeyedBucket::token_bucket);
+        /// A fixed window per key, reading time from `clock` and fingerprinting keys with `hasher`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use tollgate::*;
+        /// use std::collections::hash_map::DefaultHasher;
+        /// use std::hash::BuildHasherDefault;
+        ///
+        /// // Unkeyed fingerprints, the same in every run: fine for keys the clients do not choose.
+        /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        /// let clock = ManualClock::new();
+        /// let opts = FixedWindowOptions::new(5, Duration::from_secs(60));
+        /// let per_device: KeyedLimiter<u64, _, _> =
+        ///     KeyedLimiter::with_hasher_fixed_window(opts, PartitionConfig::default(), &clock, hasher).unwrap();
+        /// assert!(per_device.try_acquire(&42, 5).is_ok());
+        /// assert_eq!(per_device.statistics(&42).available_permits, 0);
+        /// ```
+        with_hasher_fixed_window(FixedWindowOptions) => Bucket(KeyedBucket::fixed_window);
+        /// GCRA per key, reading time from `clock` and fingerprinting keys with `hasher`.
+        ///
+        /// ```
+        /// # use std::hash::{BuildHasherDefault, DefaultHasher};
+        /// # use tollgate::*;
+        /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        /// let per_device: KeyedLimiter<u64, _, _> =
+        ///     KeyedLimiter::with_hasher_gcra(GcraOptions::per_second(3), PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
+        /// assert!(per_device.try_acquire(&42, 3).is_ok());
+        /// assert_eq!(per_device.statistics(&42).available_permits, 0);
+        /// ```
+        with_hasher_gcra(GcraOptions) => Gcra(KeyedGcra::gcra);
+        /// A leaky bucket as a meter per key, reading time from `clock` and fingerprinting keys
+        /// with `hasher`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use std::hash::{BuildHasherDefault, DefaultHasher};
+        /// # use tollgate::*;
+        /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        /// let opts = LeakyBucketOptions::new(2, 1, Duration::from_secs(1));
+        /// let per_device: KeyedLimiter<u64, _, _> =
+        ///     KeyedLimiter::with_hasher_leaky_meter(opts, PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
+        /// assert!(per_device.try_acquire(&42, 2).is_ok());
+        /// assert!(per_device.try_acquire(&42, 1).is_err());
+        /// ```
+        with_hasher_leaky_meter(LeakyBucketOptions) => Gcra(KeyedGcra::leaky_meter);
+        /// The sliding-window counter per key, reading time from `clock` and fingerprinting keys
+        /// with `hasher`.
+        ///
+        /// ```
+        /// # use core::time::Duration;
+        /// # use std::hash::{BuildHasherDefault, DefaultHasher};
+        /// # use tollgate::*;
+        /// let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        /// let opts = SlidingCounterOptions::per_second(3);
+        /// let per_device: KeyedLimiter<u64, _, _> =
+        ///     KeyedLimiter::with_hasher_sliding_counter(opts, PartitionConfig::default(), ManualClock::new(), hasher).unwrap();
+        /// assert!(per_device.try_acquire(&42, 3).is_ok());
+        /// assert_eq!(per_device.statistics(&42).available_permits, 0);
+        /// ```
+        with_hasher_sliding_counter(SlidingCounterOptions) => Sliding(KeyedSliding::new);
     }
 
     fn build(
