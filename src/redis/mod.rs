@@ -173,6 +173,14 @@ pub use stats::RedisStatistics;
 /// ```
 pub const BATCH_SIZE: usize = 64;
 
+/// The default flush delay of batching ([`RedisLimiterBuilder::batch_delay`]): a queued
+/// decision waits at most about this long for others while runs are in flight.
+///
+/// ```
+/// assert_eq!(tollgate::redis::BATCH_DELAY, core::time::Duration::from_micros(200));
+/// ```
+pub const BATCH_DELAY: Duration = Duration::from_micros(200);
+
 #[cfg(doc)]
 use crate::limiter::Limiter;
 
