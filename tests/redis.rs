@@ -484,6 +484,9 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
     ];
     for (algorithm, max_ttl_ms) in cases {
         let l = limiter(conn.clone(), "ttl", algorithm, FailurePolicy::FailClosed);
+        // At the start of a window (of the fixed window's own), so that the checks below run
+        // in the window of the write.
+        align(&mut conn, Duration::from_millis(max_ttl_ms)).await;
         let _ = l.acquire("p", 5).await.unwrap();
         let key = stored_key(&mut conn, &l, "p").await;
         let ttl: i64 = conn.pttl(&key).await.unwrap();

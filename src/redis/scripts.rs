@@ -85,52 +85,52 @@ local into = now % @W@
 local sfx = ':' .. string.format('%d', (now - into) / @W@)
 local ms = @W@ - into + 999
 ms = (ms - ms % 1000) / 1000
-local out = t[1] .. ' ' .. t[2]
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local key, a = KEYS[i] .. sfx, ARGV[i]
   local n = tonumber(a)
   if n > 0 then
     local c = redis.pcall('INCRBY', key, a)
     if type(c) ~= 'number' then
-      out = out .. ' e'
+      o = o + 1; out[o] = 'e'
     elseif c > @L@ then
       redis.call('DECRBY', key, a)
-      out = out .. ' ' .. (n - c - 1)
+      o = o + 1; out[o] = (n - c - 1)
     else
       if c == n then redis.call('PEXPIRE', key, ms) end
-      out = out .. ' ' .. c
+      o = o + 1; out[o] = c
     end
   elseif n == 0 then
     local v = redis.pcall('GET', key)
     local c = 0
     if v then c = tonumber(v) end
     if not c then
-      out = out .. ' e'
+      o = o + 1; out[o] = 'e'
     elseif c < @L@ then
-      out = out .. ' ' .. c
+      o = o + 1; out[o] = c
     else
-      out = out .. ' ' .. (-c - 1)
+      o = o + 1; out[o] = (-c - 1)
     end
   else
     local m = -n
     local c = redis.pcall('INCRBY', key, m)
     if type(c) ~= 'number' then
-      out = out .. ' e 0'
+      o = o + 1; out[o] = 'e 0'
     else
       local before = c - m
       if before >= @L@ then
         redis.call('DECRBY', key, m)
-        out = out .. ' ' .. (-before - 1) .. ' 0'
+        o = o + 1; out[o] = (-before - 1) .. ' 0'
       else
         local take = @L@ - before
         if take >= m then take = m else redis.call('DECRBY', key, m - take) end
         if before == 0 then redis.call('PEXPIRE', key, ms) end
-        out = out .. ' ' .. (before + take) .. ' ' .. take
+        o = o + 1; out[o] = (before + take) .. ' ' .. take
       end
     end
   end
 end
-return out
+return table.concat(out, ' ')
 "#;
 
 /// Token bucket: the state machine of the local `bucket::state::Bucket`, over a string
@@ -146,7 +146,7 @@ local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local k = (now - now % @P@) / @P@
 local find, sub = string.find, string.sub
-local out = t[1] .. ' ' .. t[2]
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local n = tonumber(ARGV[i])
   local v = redis.pcall('GET', KEYS[i])
@@ -165,27 +165,27 @@ for i = 1, #KEYS do
     end
   end
   if not owed then
-    out = out .. ' e'
+    o = o + 1; out[o] = 'e'
   else
     if k > tick and owed > 0 then
       if (k - tick) * @PER@ >= owed then owed = 0 else owed = owed - (k - tick) * @PER@ end
     end
     local tokens = @L@ - owed
     if tokens < n or tokens == 0 then
-      out = out .. ' ' .. (-tokens - 1)
+      o = o + 1; out[o] = (-tokens - 1)
     elseif n == 0 then
-      out = out .. ' ' .. tokens
+      o = o + 1; out[o] = tokens
     else
       owed = owed + n
       local ms = owed + @PER@ - 1
       ms = ((k + (ms - ms % @PER@) / @PER@) * @P@ - now + 999)
       ms = (ms - ms % 1000) / 1000
       redis.call('SET', KEYS[i], string.format('%d %d', owed, k), 'PX', ms)
-      out = out .. ' ' .. (tokens - n)
+      o = o + 1; out[o] = (tokens - n)
     end
   end
 end
-return out
+return table.concat(out, ' ')
 "#;
 
 /// Sliding window: one string `"<last> <c_last> <c_last-1> ..."`: the newest segment written
@@ -201,7 +201,7 @@ local k = (now - now % @SEG@) / @SEG@
 -- c[j] holds segment lo + j (j = 1..segs); segments at or before lo have left the window.
 local lo = k - @SEGS@
 local find, sub, fmt = string.find, string.sub, string.format
-local out = t[1] .. ' ' .. t[2]
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local n = tonumber(ARGV[i])
   local v = redis.pcall('GET', KEYS[i])
@@ -227,7 +227,7 @@ for i = 1, #KEYS do
     end
   end
   if not ok then
-    out = out .. ' -1 0 0 0'
+    o = o + 1; out[o] = '-1 0 0 0'
   else
     local used, last = 0, 0
     for j = 1, @SEGS@ do
@@ -248,9 +248,9 @@ for i = 1, #KEYS do
         freed = freed + c[m]
         if freed >= missing then retry = (k + m) * @SEG@ - now break end
       end
-      out = out .. fmt(' 0 %d %d %d', free, retry, empty)
+      o = o + 1; out[o] = fmt('0 %d %d %d', free, retry, empty)
     elseif n == 0 then
-      out = out .. fmt(' 1 %d 0 %d', free, empty)
+      o = o + 1; out[o] = fmt('1 %d 0 %d', free, empty)
     else
       c[@SEGS@] = c[@SEGS@] + n
       local parts = {fmt('%d', k)}
@@ -261,11 +261,11 @@ for i = 1, #KEYS do
       local ms = reset + 999
       ms = (ms - ms % 1000) / 1000
       redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', ms)
-      out = out .. fmt(' 1 %d 0 %d', free - n, reset)
+      o = o + 1; out[o] = fmt('1 %d 0 %d', free - n, reset)
     end
   end
 end
-return out
+return table.concat(out, ' ')
 "#;
 
 /// GCRA (the generic cell rate algorithm of redis-cell and redis_rate) in integer microseconds,
@@ -280,7 +280,7 @@ pub(crate) const GCRA: &str = r#"
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local fmt = string.format
-local out = t[1] .. ' ' .. t[2]
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local n = tonumber(ARGV[i])
   local v = redis.pcall('GET', KEYS[i])
@@ -293,23 +293,23 @@ for i = 1, #KEYS do
     end
   end
   if not debt then
-    out = out .. ' e'
+    o = o + 1; out[o] = 'e'
   else
     local want = n
     if want == 0 then want = 1 end
     if debt + want * @EM@ > @CAP@ then
-      out = out .. fmt(' %d', -debt - 1)
+      o = o + 1; out[o] = fmt('%d', -debt - 1)
     elseif n == 0 then
-      out = out .. fmt(' %d', debt)
+      o = o + 1; out[o] = fmt('%d', debt)
     else
       debt = debt + n * @EM@
       local ms = debt + 999
       redis.call('SET', KEYS[i], fmt('%d', now + debt), 'PX', (ms - ms % 1000) / 1000)
-      out = out .. fmt(' %d', debt)
+      o = o + 1; out[o] = fmt('%d', debt)
     end
   end
 end
-return out
+return table.concat(out, ' ')
 "#;
 
 /// The sliding-window counter (article 001's estimate, as the local
@@ -326,7 +326,7 @@ local now = t[1] * 1000000 + t[2]
 local into0 = now % @W@
 local k0 = (now - into0) / @W@
 local floor, find, sub, fmt = math.floor, string.find, string.sub, string.format
-local out = t[1] .. ' ' .. t[2]
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local n = tonumber(ARGV[i])
   local v = redis.pcall('GET', KEYS[i])
@@ -347,7 +347,7 @@ for i = 1, #KEYS do
     end
   end
   if cur == nil then
-    out = out .. ' -1 0 0 0'
+    o = o + 1; out[o] = '-1 0 0 0'
   else
     -- A clock behind the state's window acts at that window's start (never more lenient).
     local k, into, behind = k0, into0, 0
@@ -391,16 +391,16 @@ for i = 1, #KEYS do
         if room >= @W@ then room = 0 else room = @W@ - room end
         wait = @W@ - into + room
       end
-      out = out .. fmt(' 0 %d %d %d', remaining, behind + wait, reset)
+      o = o + 1; out[o] = fmt('0 %d %d %d', remaining, behind + wait, reset)
     else
       if n > 0 then
         local ms = reset + 999
         ms = (ms - ms % 1000) / 1000
         redis.call('SET', KEYS[i], fmt('%d %d %d', cur, prev, k), 'PX', ms)
       end
-      out = out .. fmt(' 1 %d 0 %d', remaining, reset)
+      o = o + 1; out[o] = fmt('1 %d 0 %d', remaining, reset)
     end
   end
 end
-return out
+return table.concat(out, ' ')
 "#;
