@@ -1000,7 +1000,10 @@ async fn redis_policy_shares_one_limit_per_key_across_two_http_layers() {
     for k in keys {
         let pttl: i64 = conn.pttl(&k).await.unwrap();
         // -2: that window ended between KEYS and PTTL; -1 (no TTL) never.
-        assert!(pttl > 0 || pttl == -2, "the window's key expires: PTTL {pttl}");
+        assert!(
+            pttl > 0 || pttl == -2,
+            "the window's key expires: PTTL {pttl}"
+        );
     }
 }
 

@@ -234,7 +234,10 @@ impl Batcher {
 
     /// Whether the queue should go now: a full batch, or its oldest has waited the delay.
     fn due(&self, s: &State) -> bool {
-        s.queue.len() >= self.max || s.queue.front().is_some_and(|p| p.since.elapsed() >= self.delay)
+        s.queue.len() >= self.max
+            || s.queue
+                .front()
+                .is_some_and(|p| p.since.elapsed() >= self.delay)
     }
 }
 

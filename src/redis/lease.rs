@@ -204,7 +204,9 @@ mod tests {
         assert!(matches!(l.take("a", 1, at(300)), Local::Ask));
         // Spent until it ends.
         l.put("a", 0, true, at(400), at(300));
-        assert!(matches!(l.take("a", 1, at(350)), Local::Spent(d) if d == Duration::from_millis(50)));
+        assert!(
+            matches!(l.take("a", 1, at(350)), Local::Spent(d) if d == Duration::from_millis(50))
+        );
         assert!(matches!(l.take("a", 1, at(400)), Local::Ask));
     }
 

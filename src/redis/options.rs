@@ -1,5 +1,6 @@
 use core::fmt;
 use core::time::Duration;
+
 use ::redis::Script;
 
 use super::scripts::{self, Kind};
@@ -408,7 +409,11 @@ impl Algorithm {
                 Ok(Plan::new(
                     Kind::Full,
                     scripts::SLIDING,
-                    &[("L", u64::from(o.permit_limit)), ("SEGS", n), ("SEG", w / n)],
+                    &[
+                        ("L", u64::from(o.permit_limit)),
+                        ("SEGS", n),
+                        ("SEG", w / n),
+                    ],
                     [0; 3],
                     o.permit_limit,
                     format!("swr{w}x{n}"),

@@ -200,11 +200,19 @@ async fn the_flush_delay_sends_a_queued_batch_while_a_run_is_in_flight() {
     // A run takes 200 ms; queued decisions wait at most the flush delay (50 ms: they all queue
     // well within it) for the run in flight, then go as a second run alongside it.
     let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
-    let (l, in_flight) =
-        slow_limiter_with_delay(fw, FailurePolicy::FailClosed, false, Duration::from_millis(50))
-            .await;
+    let (l, in_flight) = slow_limiter_with_delay(
+        fw,
+        FailurePolicy::FailClosed,
+        false,
+        Duration::from_millis(50),
+    )
+    .await;
     let d = first_then_batch(&l, ("a", 1), &[("a", 1), ("b", 1), ("a", 2)]).await;
-    assert!(d.iter().all(|d| d.decided_by == DecidedBy::Redis && d.allowed()), "{d:?}");
+    assert!(
+        d.iter()
+            .all(|d| d.decided_by == DecidedBy::Redis && d.allowed()),
+        "{d:?}"
+    );
     assert_eq!(d[3].remaining, 6, "{d:?}"); // "a": 1 + 1 + 2 of 10, in order
     let s = l.redis_statistics();
     assert_eq!((s.calls, s.script_runs), (4, 2), "{s:?}");
