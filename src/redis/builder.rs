@@ -189,7 +189,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// Leases of up to `size` permits (a fixed window only): a decision that finds no lease
     /// for its key takes up to `size` permits of the key's current window from Redis in one
     /// call, keeps what it does not use, and later decisions on the key take from it locally
-    /// (an atomic decrement, [`DecidedBy::Lease`](super::DecidedBy::Lease)) until the window
+    /// (a lock-free lookup and one compare-and-swap,
+    /// [`DecidedBy::Lease`](super::DecidedBy::Lease)) until the window
     /// ends; a window Redis says is spent is refused locally until it ends. `0` (the default)
     /// is no lease. Leased decisions skip batching.
     ///
