@@ -17,11 +17,12 @@
 //!   `%.14g`, would switch to exponent notation there), and parses state with plain
 //!   `string.find` and `tonumber` (no patterns);
 //! - takes `ARGV[i]`, the permits asked of `KEYS[i]` (0 is a probe: granted if one permit is
-//!   free, writes nothing);
+//!   free, writes nothing; `"1"`, the usual count, is recognised without `tonumber`);
 //! - returns one bulk string (cheaper for Redis to build than an array, whose conversion from a
 //!   Lua table costs more than the script's arithmetic): the seconds and microseconds of `TIME`
-//!   as Redis gave them (no formatting), then for each key a fixed number of integers from which
-//!   the client derives the decision, remaining, RetryAfter and reset (see [`Kind`]), or `e`
+//!   as Redis gave them (no formatting; one concatenation for a lone decision, `table.concat`
+//!   for a batch), then for each key a fixed number of integers from which the client derives
+//!   the decision, remaining, RetryAfter and reset (see [`Kind`]), or `e`
 //!   for a key the script cannot read (a value of another type, content it did not write): that
 //!   key's error, not the others' and not the server's. The same key twice in a batch is decided
 //!   twice, in order: the second sees the first's write.
@@ -88,7 +89,8 @@ ms = (ms - ms % 1000) / 1000
 local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local key, a = KEYS[i] .. sfx, ARGV[i]
-  local n = tonumber(a)
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   if n > 0 then
     local c = redis.pcall('INCRBY', key, a)
     if type(c) ~= 'number' then
@@ -130,6 +132,7 @@ for i = 1, #KEYS do
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -148,7 +151,9 @@ local k = (now - now % @P@) / @P@
 local find, sub = string.find, string.sub
 local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local owed, tick = 0, k
   if v then
@@ -185,6 +190,7 @@ for i = 1, #KEYS do
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -203,7 +209,9 @@ local lo = k - @SEGS@
 local find, sub, fmt = string.find, string.sub, string.format
 local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local c = {}
   for j = 1, @SEGS@ do c[j] = 0 end
@@ -265,6 +273,7 @@ for i = 1, #KEYS do
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -282,7 +291,9 @@ local now = t[1] * 1000000 + t[2]
 local fmt = string.format
 local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local debt = 0
   if v then
@@ -309,6 +320,7 @@ for i = 1, #KEYS do
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -328,7 +340,9 @@ local k0 = (now - into0) / @W@
 local floor, find, sub, fmt = math.floor, string.find, string.sub, string.format
 local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local cur, prev, tick = 0, 0, k0
   if v then
@@ -402,5 +416,6 @@ for i = 1, #KEYS do
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
