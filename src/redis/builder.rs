@@ -241,7 +241,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// by its first caller, when it holds `max` decisions, when a run in flight returns (group
     /// commit: under load, batches form by themselves), or when its oldest decision has waited
     /// the [flush delay](Self::batch_delay) (default [`BATCH_DELAY`](super::BATCH_DELAY),
-    /// 200 µs) — then alongside the runs in flight (pipelined on the connection).
+    /// 200 µs) — then alongside the run in flight (pipelined on the connection), at most two
+    /// runs in flight: with two out, the queue waits for one to return (under load, more
+    /// and smaller runs would cost Redis and the client more CPU per decision).
     /// Each decision keeps its own answer (RetryAfter, remaining), its own failure policy, and
     /// its own key error; the same key twice is decided in order. A queued decision waits at
     /// most for its run to be sent, then its own run: each bounded by the
@@ -287,10 +289,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
 
     /// The flush delay of batching ([`batch_size`](Self::batch_size)): the longest a queued
     /// decision waits for others to join its run while runs are in flight (default
-    /// [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). Every decision that queues checks it; when
-    /// none comes, a timer of the oldest does, which the runtime may round up to its tick (1 ms
-    /// on tokio). A decision that finds no run in flight never waits. Zero sends a queued
-    /// decision as soon as another queues behind it or a run returns.
+    /// [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs), unless two runs are in flight already
+    /// (then until one returns). Every decision that queues checks it; when none comes, a timer
+    /// of the oldest does, which the runtime may round up to its tick (1 ms on tokio). A
+    /// decision that finds no run in flight never waits. Zero sends a queued decision as soon
+    /// as another queues behind it or a run returns. A longer delay makes larger batches under
+    /// load (less CPU per decision, more latency).
     ///
     /// ```
     /// # use core::time::Duration;
