@@ -10,8 +10,9 @@
 //! One multiplexed connection (a `ConnectionManager`) per run, shared by `C` tasks on a
 //! two-worker tokio runtime; each variant runs for `SECS` seconds at concurrency 1 (latency of a
 //! lone caller) and 32 (throughput of a pipelined connection), each algorithm per call
-//! (`batch_size(1)`: a script run per decision) and batched (the default: concurrent decisions
-//! share a script run), the variants interleaved over
+//! (`batch_size(1)`, the default: a script run per decision) and batched (`batch_size(64)` with
+//! the default flush delay: concurrent decisions share a script run), the variants interleaved
+//! over
 //! two rounds so that a noisy neighbour hurts all of them alike (decisions/s: the mean of the
 //! rounds; p50/p99: the worse round). Keys: 1,000 partitions in turn; limits high enough that
 //! nearly every decision is a grant (the path that writes).

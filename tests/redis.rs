@@ -72,6 +72,35 @@ fn limiter(
         .unwrap()
 }
 
+/// The key holding `partition`'s state now: [`RedisLimiter::key`], or for a fixed window the
+/// key of its current window (`key:<window index>`), found on the server.
+async fn stored_key(conn: &mut ConnectionManager, l: &RedisLimiter, partition: &str) -> String {
+    let base = l.key(partition);
+    if !matches!(l.algorithm(), Algorithm::FixedWindow(_)) {
+        return base;
+    }
+    let mut keys: Vec<String> = conn.keys(format!("{base}:*")).await.unwrap();
+    keys.sort_unstable();
+    keys.pop().unwrap_or(base)
+}
+
+/// The keys where a fixed window of `window` keeps `partition`'s count in the current window
+/// and the next two (`key:<window index>`); the key itself for the other algorithms.
+async fn window_keys(
+    conn: &mut ConnectionManager,
+    l: &RedisLimiter,
+    partition: &str,
+) -> Vec<String> {
+    let base = l.key(partition);
+    match *l.algorithm() {
+        Algorithm::FixedWindow(o) => {
+            let k = server_time_us(conn).await / o.window.as_micros() as u64;
+            (k..k + 3).map(|k| format!("{base}:{k}")).collect()
+        }
+        _ => vec![base],
+    }
+}
+
 async fn server_time_us(conn: &mut ConnectionManager) -> u64 {
     let (s, us): (u64, u64) = ::redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1_000_000 + us
@@ -455,8 +484,11 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
     ];
     for (algorithm, max_ttl_ms) in cases {
         let l = limiter(conn.clone(), "ttl", algorithm, FailurePolicy::FailClosed);
-        let key = l.key("p");
+        // At the start of a window (of the fixed window's own), so that the checks below run
+        // in the window of the write.
+        align(&mut conn, Duration::from_millis(max_ttl_ms)).await;
         let _ = l.acquire("p", 5).await.unwrap();
+        let key = stored_key(&mut conn, &l, "p").await;
         let ttl: i64 = conn.pttl(&key).await.unwrap();
         assert!(
             ttl > 0 && ttl <= max_ttl_ms as i64,
@@ -959,11 +991,20 @@ async fn redis_policy_shares_one_limit_per_key_across_two_http_layers() {
 
     // The partition's Redis key is the API key's stable `Key` text, the same in every process.
     let key = tollgate::http::Key::from_bytes(b"alice").to_string();
-    let pttl: i64 = conn
-        .pttl(format!("{name}:{{{key}}}:fw{}", window.as_micros()))
+    // A fixed window keeps each window's count under `key:<window index>`.
+    let keys: Vec<String> = conn
+        .keys(format!("{name}:{{{key}}}:fw{}:*", window.as_micros()))
         .await
         .unwrap();
-    assert!(pttl > 0, "the window's key expires: PTTL {pttl}");
+    assert!(!keys.is_empty(), "no key for the API key");
+    for k in keys {
+        let pttl: i64 = conn.pttl(&k).await.unwrap();
+        // -2: that window ended between KEYS and PTTL; -1 (no TTL) never.
+        assert!(
+            pttl > 0 || pttl == -2,
+            "the window's key expires: PTTL {pttl}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1139,9 +1180,13 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
         .unwrap();
         // A list where the limiter keeps a string or a hash (WRONGTYPE), and content no script
         // can read (a script error).
-        let () = conn.rpush(l.key("list"), "x").await.unwrap();
-        let () = conn.expire(l.key("list"), 60).await.unwrap();
-        let () = conn.set_ex(l.key("text"), "garbage", 60).await.unwrap();
+        for key in window_keys(&mut conn, &l, "list").await {
+            let () = conn.rpush(&key, "x").await.unwrap();
+            let () = conn.expire(&key, 300).await.unwrap();
+        }
+        for key in window_keys(&mut conn, &l, "text").await {
+            let () = conn.set_ex(&key, "garbage", 300).await.unwrap();
+        }
         for _ in 0..5 {
             for bad in ["list", "text"] {
                 let d = l.decide(bad, 1).await;
@@ -1166,7 +1211,7 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
         assert_eq!(s.key_errors, 10);
         // The foreign data is left as it was.
         let kind: String = ::redis::cmd("TYPE")
-            .arg(l.key("list"))
+            .arg(&window_keys(&mut conn, &l, "list").await[0])
             .query_async(&mut conn)
             .await
             .unwrap();

@@ -53,6 +53,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             breaker: CircuitBreaker::default(),
             cache: None,
             batch: None,
+            batch_delay: super::BATCH_DELAY,
             lease: 0,
         }
     }
@@ -94,6 +95,7 @@ pub struct RedisLimiterBuilder<C> {
     breaker: CircuitBreaker,
     cache: Option<usize>,
     batch: Option<usize>,
+    batch_delay: Duration,
     lease: u32,
 }
 
@@ -107,6 +109,7 @@ impl<C> fmt::Debug for RedisLimiterBuilder<C> {
             .field("breaker", &self.breaker)
             .field("cache", &self.cache)
             .field("batch", &self.batch)
+            .field("batch_delay", &self.batch_delay)
             .field("lease", &self.lease)
             .finish()
     }
@@ -186,7 +189,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// Leases of up to `size` permits (a fixed window only): a decision that finds no lease
     /// for its key takes up to `size` permits of the key's current window from Redis in one
     /// call, keeps what it does not use, and later decisions on the key take from it locally
-    /// (an atomic decrement, [`DecidedBy::Lease`](super::DecidedBy::Lease)) until the window
+    /// (a lock-free lookup and one compare-and-swap,
+    /// [`DecidedBy::Lease`](super::DecidedBy::Lease)) until the window
     /// ends; a window Redis says is spent is refused locally until it ends. `0` (the default)
     /// is no lease. Leased decisions skip batching.
     ///
@@ -232,18 +236,24 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     }
 
     /// Decides up to `max` concurrent decisions in one script run (one round trip), `1` for a
-    /// run per decision. While a run is in flight, new decisions queue; when it returns, the
-    /// queue goes as the next run (group commit): a lone caller never waits for anyone, and
-    /// under load batches form by themselves. Each decision keeps its own answer (RetryAfter,
-    /// remaining), its own failure policy, and its own key error. A queued decision waits for
-    /// the run in flight, then its own: each bounded by the [timeout](Self::timeout).
+    /// run per decision. A decision that finds no run in flight goes at once, alone (a lone
+    /// caller never waits for anyone). Otherwise it queues, and the queue goes as one run, led
+    /// by its first caller, when it holds `max` decisions, when a run in flight returns (group
+    /// commit: under load, batches form by themselves), or when its oldest decision has waited
+    /// the [flush delay](Self::batch_delay) (default [`BATCH_DELAY`](super::BATCH_DELAY),
+    /// 200 µs) — then alongside the run in flight (pipelined on the connection), at most two
+    /// runs in flight: with two out, the queue waits for one to return (under load, more
+    /// and smaller runs would cost Redis and the client more CPU per decision).
+    /// Each decision keeps its own answer (RetryAfter, remaining), its own failure policy, and
+    /// its own key error; the same key twice is decided in order. A queued decision waits at
+    /// most for its run to be sent, then its own run: each bounded by the
+    /// [timeout](Self::timeout).
     ///
-    /// The default is `1` (off): batching does not yet reach the issue-27 targets (see the
-    /// README's Redis section for the measured figures), though it raises throughput under
-    /// concurrency; [`BATCH_SIZE`](super::BATCH_SIZE) is the size the bench measures. On a
-    /// cluster connection keep `1`: a script's keys must share a hash slot, and the keys of
-    /// different partitions do not (the calls of a batch would fail with `CROSSSLOT`, each
-    /// decided by the failure policy). `0` is taken as `1`.
+    /// The default is `1` (off); [`BATCH_SIZE`](super::BATCH_SIZE) is the size the bench
+    /// measures (see the README's Redis section for the figures). On a cluster connection
+    /// (feature `redis-cluster`), a run takes only the queued decisions of its first decision's
+    /// hash slot (a script's keys must share a slot), so batches form per partition: it pays
+    /// on hot partitions only. `0` is taken as `1`.
     ///
     /// ```
     /// # use core::time::Duration;
@@ -274,6 +284,43 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// ```
     pub fn batch_size(mut self, max: usize) -> Self {
         self.batch = Some(max);
+        self
+    }
+
+    /// The flush delay of batching ([`batch_size`](Self::batch_size)): the longest a queued
+    /// decision waits for others to join its run while runs are in flight (default
+    /// [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs), unless two runs are in flight already
+    /// (then until one returns). Every decision that queues checks it; when none comes, a timer
+    /// of the oldest does, which the runtime may round up to its tick (1 ms on tokio). A
+    /// decision that finds no run in flight never waits. Zero sends a queued decision as soon
+    /// as another queues behind it or a run returns. A longer delay makes larger batches under
+    /// load (less CPU per decision, more latency).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{FixedWindowOptions};
+    /// # #[derive(Clone)]
+    /// # struct Down;
+    /// # impl ConnectionLike for Down {
+    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
+    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
+    /// #     }
+    /// #     fn get_db(&self) -> i64 { 0 }
+    /// # }
+    /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
+    ///     .batch_size(BATCH_SIZE)
+    ///     .batch_delay(Duration::from_micros(100)) // at most ~100 µs added while busy
+    ///     .build();
+    /// assert!(limiter.is_ok());
+    /// ```
+    pub fn batch_delay(mut self, delay: Duration) -> Self {
+        self.batch_delay = delay;
         self
     }
 
@@ -367,11 +414,28 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
                 timeout: self.timeout,
                 breaker: breaker::Breaker::new(self.breaker),
                 cache: self.cache.map(cache::DenialCache::new),
-                batcher: self.batch.filter(|&n| n > 1).map(batch::Batcher::new),
+                batcher: self
+                    .batch
+                    .filter(|&n| n > 1)
+                    .map(|n| batch::Batcher::new(n, self.batch_delay, is_cluster::<C>())),
                 leases: (self.lease > 0).then(|| lease::Leases::new(self.lease)),
                 counts: Counts::default(),
                 closed: AtomicBool::new(false),
             }),
         })
+    }
+}
+
+/// Whether `C` is the cluster connection (feature `redis-cluster`): batches then group by
+/// hash slot.
+fn is_cluster<C: 'static>() -> bool {
+    #[cfg(feature = "redis-cluster")]
+    {
+        core::any::TypeId::of::<C>()
+            == core::any::TypeId::of::<::redis::cluster_async::ClusterConnection>()
+    }
+    #[cfg(not(feature = "redis-cluster"))]
+    {
+        false
     }
 }

@@ -5,6 +5,8 @@ use ::redis::aio::ConnectionLike;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::lease::{Leases, Local};
+use super::options::Plan;
+use super::scripts::Kind;
 use super::stats::bump;
 use super::{breaker, RedisLimiter, REDIS_KEY_ERROR};
 #[cfg(doc)]
@@ -315,7 +317,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// which cannot meet `NOSCRIPT` and caches the script for the next `EVALSHA`. Nothing else
     /// is retried. The outer error is the whole call's; an inner one is that key's alone.
     ///
-    /// With `upto` (the token bucket's script only: a lease), each entry asks for *up to* its
+    /// With `upto` (the fixed window's script only: a lease), each entry asks for *up to* its
     /// permits, and a grant's `permits` is the count taken (at least 1).
     pub(super) async fn call_many(
         &self,
@@ -330,9 +332,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             for (key, _) in entries {
                 c.arg(key.as_str());
             }
-            for a in &plan.args[..plan.nargs] {
-                c.arg(*a);
-            }
             for (_, permits) in entries {
                 let p = i64::from(*permits);
                 c.arg(if upto { -p } else { p });
@@ -344,7 +343,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             let sha = command("EVALSHA", plan.script.get_hash());
             match sha.query_async::<String>(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    command("EVAL", plan.source)
+                    command("EVAL", &plan.source)
                         .query_async::<String>(&mut conn)
                         .await
                 }
@@ -356,43 +355,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             Ok(Err(e)) => return Err(CallError::of(&e)),
             Ok(Ok(v)) => v,
         };
-        // `now`, then four integers per entry; anything else is not the script's reply.
-        let v: Vec<i64> = reply
-            .split(' ')
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .map_err(|_| CallError::Server)?;
-        if v.len() != 1 + 4 * entries.len() {
-            return Err(CallError::Server);
-        }
-        let now_us = u64::try_from(v[0]).ok();
-        let micros = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
-        Ok(entries
-            .iter()
-            .zip(v[1..].chunks_exact(4))
-            .map(|(&(_, permits), r)| {
-                let permits = match (upto, r[0]) {
-                    (true, 1) => u32::try_from(r[2]).map_err(|_| CallError::Server)?,
-                    _ => permits,
-                };
-                let outcome = match r[0] {
-                    1 => Ok(()),
-                    0 => Err(Rejection::with_retry_after(
-                        Reason::Exhausted,
-                        micros(r[2]).max(Duration::from_micros(1)),
-                    )),
-                    _ => return Err(CallError::Key),
-                };
-                Ok(RedisDecision {
-                    permits,
-                    outcome,
-                    remaining: u64::try_from(r[1]).unwrap_or(0),
-                    reset: micros(r[3]),
-                    server_time_us: now_us,
-                    decided_by: DecidedBy::Redis,
-                })
-            })
-            .collect())
+        read_reply(plan, &reply, entries, upto).ok_or(CallError::Server)
     }
 
     /// A lease of up to the lease size (at least `permits`) of `key`'s window: this request's
@@ -459,4 +422,129 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         let mut v = self.call_many(&[(key.to_owned(), permits)], false).await?;
         v.pop().ok_or(CallError::Server)?
     }
+}
+
+/// Reads a script's reply (see [`Kind`]): `sec usec`, then each entry's integers, or `e` for
+/// that key's error. `None` if the reply is not the script's.
+fn read_reply(
+    plan: &Plan,
+    reply: &str,
+    entries: &[(String, u32)],
+    upto: bool,
+) -> Option<Vec<Result<RedisDecision, CallError>>> {
+    let mut words = reply.split(' ');
+    let sec: u64 = words.next()?.parse().ok()?;
+    let usec: u64 = words.next()?.parse().ok()?;
+    let now = sec.checked_mul(1_000_000)?.checked_add(usec)?;
+    let width = match plan.kind {
+        Kind::Fixed if upto => 2,
+        Kind::Fixed | Kind::Bucket | Kind::Gcra => 1,
+        Kind::Full => 4,
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    let mut x = [0i64; 4];
+    for (_, permits) in entries {
+        let mut key_error = false;
+        for slot in x.iter_mut().take(width) {
+            match words.next()? {
+                "e" => key_error = true,
+                w => *slot = w.parse().ok()?,
+            }
+        }
+        if key_error {
+            out.push(Err(CallError::Key));
+            continue;
+        }
+        out.push(decode(plan, now, *permits, upto, &x));
+    }
+    if words.next().is_some() {
+        return None;
+    }
+    Some(out)
+}
+
+/// One entry's decision from its integers `x` (see [`Kind`]), at server time `now` (µs).
+fn decode(
+    plan: &Plan,
+    now: u64,
+    permits: u32,
+    upto: bool,
+    x: &[i64; 4],
+) -> Result<RedisDecision, CallError> {
+    // The constants of these kinds are never 0 (the builder's checks); `max(1)` spares a
+    // division by zero all the same.
+    let [c0, c1, c2] = plan.consts.map(|c| u128::from(c.max(1)));
+    let now128 = u128::from(now);
+    let want = u128::from(permits.max(1));
+    // -x - 1 for a refusal's count, x for a grant's.
+    let (granted, v) = if x[0] >= 0 {
+        (true, x[0].unsigned_abs())
+    } else {
+        (false, x[0].unsigned_abs() - 1)
+    };
+    let v = u128::from(v);
+    let mut permits = permits;
+    let (remaining, retry, reset) = match plan.kind {
+        Kind::Fixed => {
+            // [limit, window]: the window's end is every wait.
+            let left = c1 - now128 % c1;
+            if upto && granted {
+                permits = u32::try_from(x[1]).map_err(|_| CallError::Server)?;
+            }
+            let reset = if v > 0 { left } else { 0 };
+            (c0.saturating_sub(v), if granted { 0 } else { left }, reset)
+        }
+        Kind::Bucket => {
+            // [limit, tokens per period, period]: v is the tokens left (granted) or there
+            // (refused); what the bucket still owes is as of the current period k.
+            let k = now128 / c2;
+            let at = |periods: u128| (k + periods) * c2 - now128;
+            let owed = c0.saturating_sub(v);
+            let reset = if owed > 0 { at(owed.div_ceil(c1)) } else { 0 };
+            let retry = if granted {
+                0
+            } else {
+                at(want.saturating_sub(v).div_ceil(c1))
+            };
+            (v, retry, reset)
+        }
+        Kind::Gcra => {
+            // [burst × T, T]: v is the debt `tat - now`.
+            let remaining = c0.saturating_sub(v) / c1;
+            let retry = if granted {
+                0
+            } else {
+                (v + want * c1).saturating_sub(c0)
+            };
+            (remaining, retry, v)
+        }
+        Kind::Full => {
+            let u = |i: usize| u128::from(x[i].unsigned_abs());
+            match x[0] {
+                1 => (u(1), 0, u(3)),
+                0 => (u(1), u(2), u(3)),
+                _ => return Err(CallError::Key),
+            }
+        }
+    };
+    let granted = match plan.kind {
+        Kind::Full => x[0] == 1,
+        _ => granted,
+    };
+    let micros = |v: u128| Duration::from_micros(u64::try_from(v).unwrap_or(u64::MAX));
+    Ok(RedisDecision {
+        permits,
+        outcome: if granted {
+            Ok(())
+        } else {
+            Err(Rejection::with_retry_after(
+                Reason::Exhausted,
+                micros(retry).max(Duration::from_micros(1)),
+            ))
+        },
+        remaining: u64::try_from(remaining).unwrap_or(u64::MAX),
+        reset: micros(reset),
+        server_time_us: Some(now),
+        decided_by: DecidedBy::Redis,
+    })
 }

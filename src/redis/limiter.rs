@@ -169,7 +169,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// algorithm and its time parameters, not its limit (see
     /// [changing the configuration](super#changing-the-configuration)): `tb<period µs>`,
     /// `fw<window µs>`, `swr<window µs>x<segments>`, `sc<window µs>`, `gcra<interval µs>` or
-    /// `lm<interval µs>`.
+    /// `lm<interval µs>`. A fixed window keeps the count of window `k` (windows since the Unix
+    /// epoch) under `key:k`, which expires when the window ends.
     ///
     /// ```
     /// # use core::time::Duration;
@@ -190,7 +191,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # }
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
-    /// // `redis-cli TTL 'api:v2:{user-7}:fw60000000'` shows when user-7's window ends.
+    /// // `redis-cli --scan --pattern 'api:v2:{user-7}:fw60000000:*'` finds user-7's window.
     /// assert_eq!(limiter.key("user-7"), "api:v2:{user-7}:fw60000000");
     /// let gcra = Algorithm::Gcra(GcraOptions::with_period(Duration::from_millis(100)).with_burst(10));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", gcra, FailurePolicy::FailOpen).build().unwrap();

@@ -6,9 +6,12 @@
 //! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, and `EVAL` with the
 //! script's source after `NOSCRIPT`, e.g. after a restart or `SCRIPT FLUSH`). The script reads
 //! the time from Redis `TIME` (integer microseconds), so machines whose clocks disagree still
-//! agree on every decision, and returns integers only: allowed, remaining, RetryAfter and reset.
-//! Each key's state is one short string, read once and written once with its TTL (`GET`, then
-//! `SET ... PX` if the request is granted): three commands per decision, `TIME` included.
+//! agree on every decision, and returns a few integers from which the client derives allowed, remaining, RetryAfter and reset. Each
+//! key's state is one short string, read once and written once with its TTL (`GET`, then
+//! `SET ... PX` if the request is granted: three commands per decision, `TIME` included); a
+//! fixed window keeps each window's count under a key of its own, `key:<window index>`, taken
+//! with one `INCRBY` (two commands per grant, `TIME` included, as a hand-written window plus
+//! `TIME`). Each configuration runs a script of its own, its constants written in.
 //! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
 //! cluster the key lives on the slot of its partition; the shape names the algorithm and its
 //! time parameters (see [below](#changing-the-configuration)) — and every write sets a TTL, at
@@ -74,11 +77,14 @@
 //! ## Batching and leases
 //! Two opt-in ways to spend fewer round trips:
 //! - [`batch_size`](RedisLimiterBuilder::batch_size): concurrent decisions share one script
-//!   run (group commit; a lone caller never waits), each with its own answer, key error and
-//!   failure policy. Not on a cluster connection.
+//!   run (group commit with a [flush delay](RedisLimiterBuilder::batch_delay), default
+//!   [`BATCH_DELAY`]; a lone caller never waits), each with its own answer, key error and
+//!   failure policy. On a cluster connection a run carries the decisions of one hash slot.
 //! - [`lease`](RedisLimiterBuilder::lease) (fixed window only): permits of a key's window taken
-//!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]); never more
-//!   than the limit, at the cost of up to `size - 1` permits per machine per key left unused.
+//!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]; a lock-free
+//!   lookup and one compare-and-swap); never more than the limit, at the cost of up to
+//!   `size - 1` permits per machine per key left unused. A token bucket's or GCRA's permits do
+//!   not expire with a window, so a lease of them would lend what the limit refuses later.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
@@ -172,6 +178,14 @@ pub use stats::RedisStatistics;
 /// assert_eq!(tollgate::redis::BATCH_SIZE, 64);
 /// ```
 pub const BATCH_SIZE: usize = 64;
+
+/// The default flush delay of batching ([`RedisLimiterBuilder::batch_delay`]): a queued
+/// decision waits at most about this long for others while runs are in flight.
+///
+/// ```
+/// assert_eq!(tollgate::redis::BATCH_DELAY, core::time::Duration::from_micros(200));
+/// ```
+pub const BATCH_DELAY: Duration = Duration::from_micros(200);
 
 #[cfg(doc)]
 use crate::limiter::Limiter;

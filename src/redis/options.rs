@@ -1,10 +1,9 @@
 use core::fmt;
 use core::time::Duration;
-use std::sync::LazyLock;
 
 use ::redis::Script;
 
-use super::scripts;
+use super::scripts::{self, Kind};
 #[cfg(doc)]
 use super::RedisLimiter;
 use crate::options::OptionsError;
@@ -76,11 +75,6 @@ pub const MAX_SEGMENTS: u32 = 1024;
 pub const MAX_SPAN: Duration = Duration::from_micros(MAX_SPAN_US);
 
 pub(super) const MAX_SPAN_US: u64 = 1 << 50;
-
-static BUCKET: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::BUCKET));
-static SLIDING: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::SLIDING));
-static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::GCRA));
-static COUNTER: LazyLock<Script> = LazyLock::new(|| Script::new(scripts::COUNTER));
 
 /// The largest `permit_limit × window` (in µs) of a Redis sliding counter: 2^52, so that the
 /// script's exact comparison `prev · (W - into) + (cur + n) · W ≤ limit · W` never leaves a
@@ -315,18 +309,44 @@ fn whole_micros(d: Duration) -> Result<u64, RedisConfigError> {
     Ok(us)
 }
 
-/// The script, its arguments (after the permit count), the limit, and the key's shape tag.
+/// The script (its constants written in), how to read its reply, the limit, and the key's
+/// shape tag.
 #[derive(Clone, Debug)]
 pub(super) struct Plan {
+    /// How the script's reply reads.
+    pub(super) kind: Kind,
     /// The script's source (sent with `EVAL` after `NOSCRIPT`).
-    pub(super) source: &'static str,
+    pub(super) source: String,
     /// The script (for its SHA1).
-    pub(super) script: &'static LazyLock<Script>,
-    pub(super) args: [u64; 3],
-    pub(super) nargs: usize,
+    pub(super) script: Script,
+    /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
+    /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA); unused for
+    /// the others.
+    pub(super) consts: [u64; 3],
     pub(super) limit: u32,
     /// The key's suffix naming the algorithm and its time parameters (not its limit).
     pub(super) shape: String,
+}
+
+impl Plan {
+    fn new(
+        kind: Kind,
+        template: &str,
+        constants: &[(&str, u64)],
+        consts: [u64; 3],
+        limit: u32,
+        shape: String,
+    ) -> Self {
+        let source = scripts::render(template, constants);
+        Self {
+            kind,
+            script: Script::new(&source),
+            source,
+            consts,
+            limit,
+            shape,
+        }
+    }
 }
 
 /// `Ok(())` if `span_us` (a u128 product of the options) is at most [`MAX_SPAN`].
@@ -348,14 +368,15 @@ impl Algorithm {
                 let p = whole_micros(o.replenishment_period)?;
                 let periods = o.token_limit.div_ceil(o.tokens_per_period.max(1));
                 within_span(u128::from(periods) * u128::from(p))?;
-                Ok(Plan {
-                    source: scripts::BUCKET,
-                    script: &BUCKET,
-                    args: [u64::from(o.token_limit), u64::from(o.tokens_per_period), p],
-                    nargs: 3,
-                    limit: o.token_limit,
-                    shape: format!("tb{p}"),
-                })
+                let (l, per) = (u64::from(o.token_limit), u64::from(o.tokens_per_period));
+                Ok(Plan::new(
+                    Kind::Bucket,
+                    scripts::BUCKET,
+                    &[("L", l), ("PER", per), ("P", p)],
+                    [l, per, p],
+                    o.token_limit,
+                    format!("tb{p}"),
+                ))
             }
             Algorithm::FixedWindow(o) => {
                 o.validate()?;
@@ -365,14 +386,14 @@ impl Algorithm {
                 let w = whole_micros(o.window)?;
                 within_span(u128::from(w))?;
                 let l = u64::from(o.permit_limit);
-                Ok(Plan {
-                    source: scripts::BUCKET,
-                    script: &BUCKET,
-                    args: [l, l, w],
-                    nargs: 3,
-                    limit: o.permit_limit,
-                    shape: format!("fw{w}"),
-                })
+                Ok(Plan::new(
+                    Kind::Fixed,
+                    scripts::FIXED,
+                    &[("L", l), ("W", w)],
+                    [l, w, 0],
+                    o.permit_limit,
+                    format!("fw{w}"),
+                ))
             }
             Algorithm::SlidingWindow(o) => {
                 o.validate(MAX_SEGMENTS as usize)?;
@@ -385,14 +406,18 @@ impl Algorithm {
                     return Err(RedisConfigError::NotWholeMicros);
                 }
                 within_span(u128::from(w))?;
-                Ok(Plan {
-                    source: scripts::SLIDING,
-                    script: &SLIDING,
-                    args: [u64::from(o.permit_limit), n, w / n],
-                    nargs: 3,
-                    limit: o.permit_limit,
-                    shape: format!("swr{w}x{n}"),
-                })
+                Ok(Plan::new(
+                    Kind::Full,
+                    scripts::SLIDING,
+                    &[
+                        ("L", u64::from(o.permit_limit)),
+                        ("SEGS", n),
+                        ("SEG", w / n),
+                    ],
+                    [0; 3],
+                    o.permit_limit,
+                    format!("swr{w}x{n}"),
+                ))
             }
             Algorithm::Gcra(o) => {
                 if o.burst == 0 {
@@ -405,14 +430,15 @@ impl Algorithm {
                 within_span(u128::from(o.burst) * u128::from(t))?;
                 // Within the Redis span (2^50 µs), the local rules (2^61 ns) hold too.
                 o.validate()?;
-                Ok(Plan {
-                    source: scripts::GCRA,
-                    script: &GCRA,
-                    args: [u64::from(o.burst), t, 0],
-                    nargs: 2,
-                    limit: o.burst,
-                    shape: format!("gcra{t}"),
-                })
+                let cap = u64::from(o.burst) * t;
+                Ok(Plan::new(
+                    Kind::Gcra,
+                    scripts::GCRA,
+                    &[("CAP", cap), ("EM", t)],
+                    [cap, t, 0],
+                    o.burst,
+                    format!("gcra{t}"),
+                ))
             }
             Algorithm::SlidingCounter(o) => {
                 if o.queue_limit != 0 {
@@ -424,14 +450,15 @@ impl Algorithm {
                 if u128::from(o.permit_limit) * u128::from(w) > MAX_COUNTER_PRODUCT {
                     return Err(RedisConfigError::LimitTimesWindowTooLarge);
                 }
-                Ok(Plan {
-                    source: scripts::COUNTER,
-                    script: &COUNTER,
-                    args: [u64::from(o.permit_limit), w, 0],
-                    nargs: 2,
-                    limit: o.permit_limit,
-                    shape: format!("sc{w}"),
-                })
+                let l = u64::from(o.permit_limit);
+                Ok(Plan::new(
+                    Kind::Full,
+                    scripts::COUNTER,
+                    &[("LW", l * w), ("L", l), ("W", w)],
+                    [0; 3],
+                    o.permit_limit,
+                    format!("sc{w}"),
+                ))
             }
             Algorithm::LeakyMeter(o) => {
                 if o.queue_limit != 0 {
@@ -451,14 +478,15 @@ impl Algorithm {
                 within_span(u128::from(o.capacity) * u128::from(t))?;
                 // Within the Redis span (2^50 µs), the local rules hold too.
                 o.validate()?;
-                Ok(Plan {
-                    source: scripts::GCRA,
-                    script: &GCRA,
-                    args: [u64::from(o.capacity), t, 0],
-                    nargs: 2,
-                    limit: o.capacity,
-                    shape: format!("lm{t}"),
-                })
+                let cap = u64::from(o.capacity) * t;
+                Ok(Plan::new(
+                    Kind::Gcra,
+                    scripts::GCRA,
+                    &[("CAP", cap), ("EM", t)],
+                    [cap, t, 0],
+                    o.capacity,
+                    format!("lm{t}"),
+                ))
             }
         }
     }

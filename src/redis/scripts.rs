@@ -2,25 +2,30 @@
 //! order, in one run (a lone decision is a batch of one).
 //!
 //! Every script:
+//! - is a template whose `@NAME@` placeholders the builder replaces with the limiter's constants
+//!   as integer literals ([`render`]): each configuration is a script of its own (its own SHA1),
+//!   so nothing is parsed from `ARGV` but the permits (Lua parses a literal once, when Redis
+//!   compiles the script; `tonumber` on an argument costs a `strtod` on every run);
 //! - reads the time once, from `redis.call('TIME')`, as integer microseconds since the Unix
 //!   epoch (about 1.8e15, exact in a Lua double, which is exact below 2^53);
 //! - counts periods, windows and segments from the Unix epoch, so every client agrees on them;
-//! - keeps each key's whole state in one short string, read once (`GET`) and written once, with
-//!   its TTL (`SET ... PX`), only when it grants: after the TTL the key's absence means the same
-//!   as its content would (a full bucket, an empty window);
-//! - formats every number it stores or passes to a command with `%d` (Redis's Lua formats it as
-//!   a 64-bit integer: exact for every integer here, never exponent notation, which Redis refuses
-//!   as a TTL), and parses state with plain `string.find` and `tonumber` (no patterns);
-//! - takes its constants from `ARGV` (the client computes them once, at build): `ARGV[1..c]` are
-//!   the algorithm's constants, `ARGV[c + i]` the permits asked of `KEYS[i]` (0 is a probe:
-//!   granted if one permit is free, writes nothing);
-//! - returns one string of space-separated integers (`%d`; a bulk string costs Redis less to
-//!   send than an array of integers): `now_us`, then for each key `code remaining
-//!   retry_after_us reset_us`, where `code` is 1 (granted), 0 (refused) or -1 (the key holds something the
-//!   script did not write, or a value of another type: that key's error, not the others' and not
-//!   the server's). `reset_us` is the time until the key is idle again (bucket full, window
-//!   empty); `now_us` the server time of the whole batch. The same key twice in a batch is
-//!   decided twice, in order: the second sees the first's write.
+//! - keeps each key's state in one short string, written with its TTL in the same command
+//!   (`SET ... PX`, or for the fixed window an `INCRBY` on the window's own key, expired when
+//!   the window ends): after the TTL the key's absence means the same as its content would (a
+//!   full bucket, an empty window);
+//! - formats with `%d` every number that may reach 10^14 (Lua's own number-to-string conversion,
+//!   `%.14g`, would switch to exponent notation there), and parses state with plain
+//!   `string.find` and `tonumber` (no patterns);
+//! - takes `ARGV[i]`, the permits asked of `KEYS[i]` (0 is a probe: granted if one permit is
+//!   free, writes nothing; `"1"`, the usual count, is recognised without `tonumber`);
+//! - returns one bulk string (cheaper for Redis to build than an array, whose conversion from a
+//!   Lua table costs more than the script's arithmetic): the seconds and microseconds of `TIME`
+//!   as Redis gave them (no formatting; one concatenation for a lone decision, `table.concat`
+//!   for a batch), then for each key a fixed number of integers from which the client derives
+//!   the decision, remaining, RetryAfter and reset (see [`Kind`]), or `e`
+//!   for a key the script cannot read (a value of another type, content it did not write): that
+//!   key's error, not the others' and not the server's. The same key twice in a batch is decided
+//!   twice, in order: the second sees the first's write.
 //!
 //! Lua numbers are doubles: every quantity here is an integer below 2^53 — the builder bounds
 //! every span (time to refill an empty bucket, window, burst × interval) by
@@ -33,40 +38,122 @@
 //!
 //! The same key is used by every limit of the same time shape (the key names the algorithm and
 //! its period, window, segments or interval, not its limit), so each script reads state written
-//! under another limit: the bucket keeps its deficit (capped at the limit), the sliding window its
-//! counts, GCRA its debt (capped at the burst), the sliding counter its two counts (capped at the
-//! limit).
+//! under another limit: the bucket keeps its deficit (capped at the limit), the fixed window its
+//! count, the sliding window its counts, GCRA its debt (capped at the burst), the sliding counter
+//! its two counts (capped at the limit).
 
-/// Token bucket and fixed window (a fixed window of `L` per `W` is a bucket of `L` that gains
-/// `L` every `W`): the state machine of the local `bucket::state::Bucket`, over a string
-/// `"<owed> <tick>"`: the tokens missing from a full bucket as of tick `tick` (periods since the
-/// epoch). A deficit rather than the tokens, so that an absent key (a full bucket) and a key
-/// written under another limit mean the same under every limit: a fixed window keeps its count
-/// of permits taken in the window.
+/// What a script's reply holds per key (after `sec usec`), and so how the client reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// One integer `x`: `x >= 0` granted, the window's count after the grant (a probe: the
+    /// count); `x < 0` refused, the count was `-x - 1`. With *up to* (a lease), a second
+    /// integer: the permits taken. The rest follows from the window (the reset and RetryAfter
+    /// are the window's end).
+    Fixed,
+    /// One integer `x`: `x >= 0` granted, the tokens left; `x < 0` refused, `-x - 1` tokens
+    /// were there. The deficit (limit − tokens) is as of the current period, whence the reset
+    /// and RetryAfter.
+    Bucket,
+    /// One integer `x`: `x >= 0` granted, the debt `tat - now` after the grant; `x < 0`
+    /// refused, the debt was `-x - 1`.
+    Gcra,
+    /// Four integers: `code remaining retry_after_us reset_us` (`code` 1 granted, 0 refused).
+    Full,
+}
+
+/// `template` with each `(name, value)` placeholder `@name@` replaced by the integer.
+pub(crate) fn render(template: &str, constants: &[(&str, u64)]) -> String {
+    let mut s = template.to_owned();
+    for (name, value) in constants {
+        s = s.replace(&format!("@{name}@"), &value.to_string());
+    }
+    s
+}
+
+/// The fixed window: the count of window `k` (windows since the epoch) is an integer under the
+/// key `KEYS[i]:k`, taken with one `INCRBY` (given back with `DECRBY` if the count passes the
+/// limit: a refusal) and expired when the window ends (`PEXPIRE` when the key is new, i.e. the
+/// `INCRBY` returned the increment): the hand-written script's two commands, with `TIME`. A
+/// window's key is never read in another window, so no state is parsed, and a window that ends
+/// takes its count with it, exactly at its end whatever the TTL's millisecond rounding.
 ///
-/// `ARGV`: limit, tokens per period, period (µs), then the permits of each key. A negative
-/// count `-m` asks for *up to* `m` (a lease): it takes what is there, from 1 to `m`, and the
-/// reply's third integer (RetryAfter, 0 on a grant) is the count taken.
-pub(crate) const BUCKET: &str = r#"
-local limit = tonumber(ARGV[1])
-local per = tonumber(ARGV[2])
-local period = tonumber(ARGV[3])
+/// Constants: `L` (the limit), `W` (the window, µs). A negative count `-m` asks for *up to* `m`
+/// (a lease): it takes what is there, from 1 to `m`.
+pub(crate) const FIXED: &str = r#"
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local k = math.floor(now / period)
-local floor, find, sub, fmt = math.floor, string.find, string.sub, string.format
-local function full_in(ow, tk)
-  if ow <= 0 then return 0 end
-  local at = (tk + floor((ow + per - 1) / per)) * period - now
-  if at > 0 then return at end
-  return 0
-end
-local out = {fmt('%d', now)}
-local function put(a, b, c, d) out[#out + 1] = fmt('%d %d %d %d', a, b, c, d) end
+local into = now % @W@
+local sfx = ':' .. string.format('%d', (now - into) / @W@)
+local ms = @W@ - into + 999
+ms = (ms - ms % 1000) / 1000
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i + 3])
-  local upto = n < 0
-  if upto then n = -n end
+  local key, a = KEYS[i] .. sfx, ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
+  if n > 0 then
+    local c = redis.pcall('INCRBY', key, a)
+    if type(c) ~= 'number' then
+      o = o + 1; out[o] = 'e'
+    elseif c > @L@ then
+      redis.call('DECRBY', key, a)
+      o = o + 1; out[o] = (n - c - 1)
+    else
+      if c == n then redis.call('PEXPIRE', key, ms) end
+      o = o + 1; out[o] = c
+    end
+  elseif n == 0 then
+    local v = redis.pcall('GET', key)
+    local c = 0
+    if v then c = tonumber(v) end
+    if not c then
+      o = o + 1; out[o] = 'e'
+    elseif c < @L@ then
+      o = o + 1; out[o] = c
+    else
+      o = o + 1; out[o] = (-c - 1)
+    end
+  else
+    local m = -n
+    local c = redis.pcall('INCRBY', key, m)
+    if type(c) ~= 'number' then
+      o = o + 1; out[o] = 'e 0'
+    else
+      local before = c - m
+      if before >= @L@ then
+        redis.call('DECRBY', key, m)
+        o = o + 1; out[o] = (-before - 1) .. ' 0'
+      else
+        local take = @L@ - before
+        if take >= m then take = m else redis.call('DECRBY', key, m - take) end
+        if before == 0 then redis.call('PEXPIRE', key, ms) end
+        o = o + 1; out[o] = (before + take) .. ' ' .. take
+      end
+    end
+  end
+end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
+return table.concat(out, ' ')
+"#;
+
+/// Token bucket: the state machine of the local `bucket::state::Bucket`, over a string
+/// `"<owed> <tick>"`: the tokens missing from a full bucket as of tick `tick` (periods since the
+/// epoch). A deficit rather than the tokens, so that an absent key (a full bucket) and a key
+/// written under another limit mean the same under every limit.
+///
+/// Constants: `L` (the limit), `PER` (tokens per period), `P` (the period, µs). After the
+/// refill, a bucket that still owes tokens is at the current period, so the client derives the
+/// reset and RetryAfter from the tokens alone.
+pub(crate) const BUCKET: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local k = (now - now % @P@) / @P@
+local find, sub = string.find, string.sub
+local out, o = {t[1], t[2]}, 2
+for i = 1, #KEYS do
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local owed, tick = 0, k
   if v then
@@ -78,46 +165,32 @@ for i = 1, #KEYS do
     if not (sp and owed and tick) or owed < 0 then
       owed = nil
     else
-      if owed > limit then owed = limit end
+      if owed > @L@ then owed = @L@ end
       if tick > k then tick = k end
     end
   end
-  if owed == nil then
-    put(-1, 0, 0, 0)
+  if not owed then
+    o = o + 1; out[o] = 'e'
   else
     if k > tick and owed > 0 then
-      if (k - tick) * per >= owed then
-        tick = tick + floor((owed + per - 1) / per)
-        owed = 0
-      else
-        owed = owed - (k - tick) * per
-        tick = k
-      end
+      if (k - tick) * @PER@ >= owed then owed = 0 else owed = owed - (k - tick) * @PER@ end
     end
-    local tokens = limit - owed
-    if upto and tokens < n then
-      n = tokens
-      if n < 1 then n = 1 end
-    end
-    local want = n
-    if want == 0 then want = 1 end
-    if tokens < want then
-      put(0, tokens, (k + floor((want - tokens + per - 1) / per)) * period - now, full_in(owed, tick))
+    local tokens = @L@ - owed
+    if tokens < n or tokens == 0 then
+      o = o + 1; out[o] = (-tokens - 1)
     elseif n == 0 then
-      put(1, tokens, 0, full_in(owed, tick))
+      o = o + 1; out[o] = tokens
     else
       owed = owed + n
-      if k > tick then tick = k end
-      local reset = full_in(owed, tick)
-      local ms = floor((reset + 999) / 1000)
-      if ms < 1 then ms = 1 end
-      redis.call('SET', KEYS[i], fmt('%d %d', owed, tick), 'PX', fmt('%d', ms))
-      local taken = 0
-      if upto then taken = n end
-      put(1, tokens - n, taken, reset)
+      local ms = owed + @PER@ - 1
+      ms = ((k + (ms - ms % @PER@) / @PER@) * @P@ - now + 999)
+      ms = (ms - ms % 1000) / 1000
+      redis.call('SET', KEYS[i], string.format('%d %d', owed, k), 'PX', ms)
+      o = o + 1; out[o] = (tokens - n)
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -126,24 +199,22 @@ return table.concat(out, ' ')
 /// first, down to the oldest that still holds permits. A segment's permits count until segment
 /// `index + segments` begins — the local `sliding_window::state::Header` rule.
 ///
-/// `ARGV`: limit, segments per window, segment length (µs), then the permits of each key.
+/// Constants: `L` (the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING: &str = r#"
-local limit = tonumber(ARGV[1])
-local segs = tonumber(ARGV[2])
-local seg = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local k = math.floor(now / seg)
+local k = (now - now % @SEG@) / @SEG@
 -- c[j] holds segment lo + j (j = 1..segs); segments at or before lo have left the window.
-local lo = k - segs
-local floor, find, sub, fmt = math.floor, string.find, string.sub, string.format
-local out = {fmt('%d', now)}
-local function put(a, b, c, d) out[#out + 1] = fmt('%d %d %d %d', a, b, c, d) end
+local lo = k - @SEGS@
+local find, sub, fmt = string.find, string.sub, string.format
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i + 3])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local c = {}
-  for j = 1, segs do c[j] = 0 end
+  for j = 1, @SEGS@ do c[j] = 0 end
   local ok = true
   if v then
     local p = type(v) == 'string' and find(v, ' ', 1, true)
@@ -156,7 +227,7 @@ for i = 1, #KEYS do
       if not cnt or cnt < 0 then ok = false break end
       -- A segment ahead of now (the server's clock stepped back) counts as the current one.
       local j = s - lo
-      if j > segs then j = segs end
+      if j > @SEGS@ then j = @SEGS@ end
       if j < 1 then break end
       c[j] = c[j] + cnt
       s = s - 1
@@ -164,44 +235,45 @@ for i = 1, #KEYS do
     end
   end
   if not ok then
-    put(-1, 0, 0, 0)
+    o = o + 1; out[o] = '-1 0 0 0'
   else
     local used, last = 0, 0
-    for j = 1, segs do
+    for j = 1, @SEGS@ do
       if c[j] > 0 then used = used + c[j]; last = j end
     end
     local empty = 0
-    if last > 0 then empty = (lo + last + segs) * seg - now end
-    local free = limit - used
+    if last > 0 then empty = (lo + last + @SEGS@) * @SEG@ - now end
+    local free = @L@ - used
     if free < 0 then free = 0 end
     local want = n
     if want == 0 then want = 1 end
     if free < want then
       -- Counts taken under a higher limit may exceed this one: they all have to leave.
-      local missing = used + want - limit
+      local missing = used + want - @L@
       local retry = empty
       local freed = 0
-      for m = 1, segs do
+      for m = 1, @SEGS@ do
         freed = freed + c[m]
-        if freed >= missing then retry = (k + m) * seg - now break end
+        if freed >= missing then retry = (k + m) * @SEG@ - now break end
       end
-      put(0, free, retry, empty)
+      o = o + 1; out[o] = fmt('0 %d %d %d', free, retry, empty)
     elseif n == 0 then
-      put(1, free, 0, empty)
+      o = o + 1; out[o] = fmt('1 %d 0 %d', free, empty)
     else
-      c[segs] = c[segs] + n
+      c[@SEGS@] = c[@SEGS@] + n
       local parts = {fmt('%d', k)}
       local first = 1
       while c[first] == 0 do first = first + 1 end
-      for j = segs, first, -1 do parts[#parts + 1] = fmt('%d', c[j]) end
-      local reset = (k + segs) * seg - now
-      local ms = floor((reset + 999) / 1000)
-      if ms < 1 then ms = 1 end
-      redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', fmt('%d', ms))
-      put(1, free - n, 0, reset)
+      for j = @SEGS@, first, -1 do parts[#parts + 1] = c[j] end
+      local reset = (k + @SEGS@) * @SEG@ - now
+      local ms = reset + 999
+      ms = (ms - ms % 1000) / 1000
+      redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', ms)
+      o = o + 1; out[o] = fmt('1 %d 0 %d', free - n, reset)
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -212,46 +284,43 @@ return table.concat(out, ' ')
 /// `now + burst * T` (written under a larger burst) counts as `now + burst * T`: the burst is
 /// spent, no more.
 ///
-/// `ARGV`: burst, emission interval `T` (µs), then the permits of each key.
+/// Constants: `CAP` (`burst × T`, µs), `EM` (the emission interval `T`, µs).
 pub(crate) const GCRA: &str = r#"
-local burst = tonumber(ARGV[1])
-local em = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local cap = burst * em
-local floor, fmt = math.floor, string.format
-local out = {fmt('%d', now)}
-local function put(a, b, c, d) out[#out + 1] = fmt('%d %d %d %d', a, b, c, d) end
+local fmt = string.format
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i + 2])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
-  local tat = now
+  local debt = 0
   if v then
-    tat = type(v) == 'string' and tonumber(v)
-    if tat then
-      if tat < now then tat = now end
-      if tat > now + cap then tat = now + cap end
+    debt = tonumber(v)
+    if debt then
+      debt = debt - now
+      if debt < 0 then debt = 0 elseif debt > @CAP@ then debt = @CAP@ end
     end
   end
-  if not tat then
-    put(-1, 0, 0, 0)
+  if not debt then
+    o = o + 1; out[o] = 'e'
   else
     local want = n
     if want == 0 then want = 1 end
-    local allow_at = tat + want * em - cap
-    if allow_at > now then
-      put(0, floor((cap - (tat - now)) / em), allow_at - now, tat - now)
+    if debt + want * @EM@ > @CAP@ then
+      o = o + 1; out[o] = fmt('%d', -debt - 1)
     elseif n == 0 then
-      put(1, floor((cap - (tat - now)) / em), 0, tat - now)
+      o = o + 1; out[o] = fmt('%d', debt)
     else
-      tat = tat + n * em
-      local ms = floor((tat - now + 999) / 1000)
-      if ms < 1 then ms = 1 end
-      redis.call('SET', KEYS[i], fmt('%d', tat), 'PX', fmt('%d', ms))
-      put(1, floor((cap - (tat - now)) / em), 0, tat - now)
+      debt = debt + n * @EM@
+      local ms = debt + 999
+      redis.call('SET', KEYS[i], fmt('%d', now + debt), 'PX', (ms - ms % 1000) / 1000)
+      o = o + 1; out[o] = fmt('%d', debt)
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;
 
@@ -262,25 +331,18 @@ return table.concat(out, ' ')
 /// exactly: every product is at most `limit · W ≤ 2^52` (the builder's bound; counts are clamped
 /// to the limit), so no double rounds.
 ///
-/// `ARGV`: limit, window `W` (µs), then the permits of each key.
+/// Constants: `L` (the limit), `W` (the window, µs), `LW` (`L × W`).
 pub(crate) const COUNTER: &str = r#"
-local limit = tonumber(ARGV[1])
-local w = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-local k0 = math.floor(now / w)
-local into0 = now - k0 * w
-local cap = limit * w
+local into0 = now % @W@
+local k0 = (now - into0) / @W@
 local floor, find, sub, fmt = math.floor, string.find, string.sub, string.format
-local function before(room)
-  -- The first offset x into a window with (W - x) <= room, for room = floor(R·W / count).
-  if room >= w then return 0 end
-  return w - room
-end
-local out = {fmt('%d', now)}
-local function put(a, b, c, d) out[#out + 1] = fmt('%d %d %d %d', a, b, c, d) end
+local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
-  local n = tonumber(ARGV[i + 2])
+  local a = ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
   local v = redis.pcall('GET', KEYS[i])
   local cur, prev, tick = 0, 0, k0
   if v then
@@ -294,17 +356,17 @@ for i = 1, #KEYS do
     if not (b and cur and prev and tick) or cur < 0 or prev < 0 then
       cur = nil
     else
-      if cur > limit then cur = limit end
-      if prev > limit then prev = limit end
+      if cur > @L@ then cur = @L@ end
+      if prev > @L@ then prev = @L@ end
     end
   end
   if cur == nil then
-    put(-1, 0, 0, 0)
+    o = o + 1; out[o] = '-1 0 0 0'
   else
     -- A clock behind the state's window acts at that window's start (never more lenient).
     local k, into, behind = k0, into0, 0
     if k < tick then
-      behind = (tick - k) * w - into0
+      behind = (tick - k) * @W@ - into0
       k = tick
       into = 0
     end
@@ -317,37 +379,43 @@ for i = 1, #KEYS do
     end
     local want = n
     if want == 0 then want = 1 end
-    local fits = cur + want <= limit and prev * (w - into) <= (limit - cur - want) * w
+    local fits = cur + want <= @L@ and prev * (@W@ - into) <= (@L@ - cur - want) * @W@
     if fits and n > 0 then cur = cur + n end
-    local used = prev * (w - into) + cur * w
+    local used = prev * (@W@ - into) + cur * @W@
     local remaining = 0
-    if used < cap then remaining = floor((cap - used) / w) end
+    if used < @LW@ then remaining = floor((@LW@ - used) / @W@) end
     local reset = 0
     if cur > 0 then
-      reset = (k + 2) * w - now
+      reset = (k + 2) * @W@ - now
     elseif prev > 0 then
-      reset = (k + 1) * w - now
+      reset = (k + 1) * @W@ - now
     end
     if not fits then
+      -- The first offset x into a window with (W - x) <= room, for room = floor(R·W / count).
       local wait
-      if cur + want <= limit then
-        wait = before(floor((limit - cur - want) * w / prev)) - into
+      if cur + want <= @L@ then
+        local room = floor((@L@ - cur - want) * @W@ / prev)
+        if room >= @W@ then wait = 0 else wait = @W@ - room end
+        wait = wait - into
         if wait < 0 then wait = 0 end
       elseif cur == 0 then
-        wait = w - into
+        wait = @W@ - into
       else
-        wait = w - into + before(floor((limit - want) * w / cur))
+        local room = floor((@L@ - want) * @W@ / cur)
+        if room >= @W@ then room = 0 else room = @W@ - room end
+        wait = @W@ - into + room
       end
-      put(0, remaining, behind + wait, reset)
+      o = o + 1; out[o] = fmt('0 %d %d %d', remaining, behind + wait, reset)
     else
       if n > 0 then
-        local ms = floor((reset + 999) / 1000)
-        if ms < 1 then ms = 1 end
-        redis.call('SET', KEYS[i], fmt('%d %d %d', cur, prev, k), 'PX', fmt('%d', ms))
+        local ms = reset + 999
+        ms = (ms - ms % 1000) / 1000
+        redis.call('SET', KEYS[i], fmt('%d %d %d', cur, prev, k), 'PX', ms)
       end
-      put(1, remaining, 0, reset)
+      o = o + 1; out[o] = fmt('1 %d 0 %d', remaining, reset)
     end
   end
 end
+if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')
 "#;

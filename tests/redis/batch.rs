@@ -10,25 +10,32 @@ use ::redis::{Cmd, Pipeline, RedisFuture, Value};
 use super::*;
 use tollgate::redis::{RedisDecision, BATCH_SIZE};
 
-/// A connection manager whose commands start `delay` late (and fail after it if `fail`).
+/// A connection manager whose commands start `delay` late (and fail after it if `fail`); it
+/// records the most commands it ever had in flight at once.
 #[derive(Clone)]
 struct Slow {
     conn: ConnectionManager,
     delay: Duration,
     fail: bool,
+    in_flight: std::sync::Arc<(AtomicU32, AtomicU32)>,
 }
 
 impl ConnectionLike for Slow {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            let (now, most) = &*self.in_flight;
+            most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
             tokio::time::sleep(self.delay).await;
-            if self.fail {
-                return Err(::redis::RedisError::from((
+            let r = if self.fail {
+                Err(::redis::RedisError::from((
                     ::redis::ErrorKind::Io,
                     "connection reset",
-                )));
-            }
-            self.conn.req_packed_command(cmd).await
+                )))
+            } else {
+                self.conn.req_packed_command(cmd).await
+            };
+            now.fetch_sub(1, Ordering::SeqCst);
+            r
         })
     }
     fn req_packed_commands<'a>(
@@ -44,21 +51,38 @@ impl ConnectionLike for Slow {
     }
 }
 
+/// A batching limiter on a [`Slow`] connection whose queued decisions go only when the run in
+/// flight returns (a flush delay far longer than the test).
 async fn slow_limiter(
     algorithm: Algorithm,
     policy: FailurePolicy,
     fail: bool,
 ) -> RedisLimiter<Slow> {
+    slow_limiter_with_delay(algorithm, policy, fail, Duration::from_secs(60))
+        .await
+        .0
+}
+
+async fn slow_limiter_with_delay(
+    algorithm: Algorithm,
+    policy: FailurePolicy,
+    fail: bool,
+    flush: Duration,
+) -> (RedisLimiter<Slow>, std::sync::Arc<(AtomicU32, AtomicU32)>) {
     let conn = Slow {
         conn: manager(&url()).await,
         delay: Duration::from_millis(200),
         fail,
+        in_flight: Default::default(),
     };
-    RedisLimiter::builder(conn, prefix("batch"), algorithm, policy)
+    let in_flight = conn.in_flight.clone();
+    let l = RedisLimiter::builder(conn, prefix("batch"), algorithm, policy)
         .timeout(Duration::from_secs(5))
         .batch_size(BATCH_SIZE)
+        .batch_delay(flush)
         .build()
-        .unwrap()
+        .unwrap();
+    (l, in_flight)
 }
 
 /// Decides `first` alone, and `rest` while it is in flight (they queue and go as one run);
@@ -169,6 +193,31 @@ async fn a_failed_batch_is_decided_by_each_request_s_policy() {
         (5, 2, 5, 5),
         "{s:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flush_delay_sends_a_queued_batch_while_a_run_is_in_flight() {
+    // A run takes 200 ms; queued decisions wait at most the flush delay (50 ms: they all queue
+    // well within it) for the run in flight, then go as a second run alongside it.
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
+    let (l, in_flight) = slow_limiter_with_delay(
+        fw,
+        FailurePolicy::FailClosed,
+        false,
+        Duration::from_millis(50),
+    )
+    .await;
+    let d = first_then_batch(&l, ("a", 1), &[("a", 1), ("b", 1), ("a", 2)]).await;
+    assert!(
+        d.iter()
+            .all(|d| d.decided_by == DecidedBy::Redis && d.allowed()),
+        "{d:?}"
+    );
+    assert_eq!(d[3].remaining, 6, "{d:?}"); // "a": 1 + 1 + 2 of 10, in order
+    let s = l.redis_statistics();
+    assert_eq!((s.calls, s.script_runs), (4, 2), "{s:?}");
+    // Both runs were in flight at once.
+    assert_eq!(in_flight.1.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
