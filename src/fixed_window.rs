@@ -163,10 +163,7 @@ impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
     crate::sync::const_unless_loom! {
         /// A limiter of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: FixedWindowOptions, queue: Q, clock: C) -> Self {
-            let period = match options.validate() {
-                Ok(period) => period,
-                Err(e) => e.panic_in_const(),
-            };
+            let period = OptionsError::valid_in_const(options.validate());
             Self {
                 core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
             }

@@ -145,6 +145,16 @@ impl fmt::Display for OptionsError {
 impl core::error::Error for OptionsError {}
 
 impl OptionsError {
+    /// The value of `result` in a constant, or a stop of the build with the error's message
+    /// (a `const` panic is a compile error).
+    #[track_caller]
+    pub(crate) const fn valid_in_const<T: Copy>(result: Result<T, Self>) -> T {
+        match result {
+            Ok(value) => value,
+            Err(e) => e.panic_in_const(),
+        }
+    }
+
     /// Stops the evaluation of a constant with this error's message: the `at_epoch`
     /// constructors, which build `static` limiters, turn invalid options into a compile error.
     #[track_caller]

@@ -194,8 +194,10 @@ impl NoQueue {
     }
 
     /// Runs `f` under the lock of the rare paths of every limiter without a queue (a
-    /// `reconfigure` whose parameters take more than one store): a `critical-section` section
-    /// without `std`, a process-wide mutex with it. Held for a handful of stores.
+    /// `reconfigure` whose parameters take more than one store, a concurrency release that pays
+    /// a debt): a `critical-section` section without `std`, a process-wide mutex with it. Held
+    /// for a handful of stores.
+    #[inline(always)]
     pub(crate) fn serialized<R>(f: impl FnOnce() -> R) -> R {
         #[cfg(loom)]
         {
@@ -223,9 +225,6 @@ impl NoQueue {
     /// [`checked`](Self::checked) for constant constructors: a queue limit above 0 stops the
     /// build.
     pub(crate) const fn in_const(queue_limit: u32) -> Self {
-        match Self::checked(queue_limit) {
-            Ok(q) => q,
-            Err(e) => e.panic_in_const(),
-        }
+        OptionsError::valid_in_const(Self::checked(queue_limit))
     }
 }

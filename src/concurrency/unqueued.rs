@@ -23,27 +23,7 @@ use crate::queue_kind::NoQueue;
 /// debt's load and store: a `critical-section` section without `std`, a mutex with it.
 #[inline(always)]
 fn slow_path<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(loom)]
-    {
-        loom::lazy_static! {
-            static ref SLOW_PATH: loom::sync::Mutex<()> = loom::sync::Mutex::new(());
-        }
-        let _held = SLOW_PATH.lock().unwrap();
-        f()
-    }
-    #[cfg(all(not(loom), feature = "std"))]
-    {
-        static SLOW_PATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        // The lock guards no data of its own: a panic under it leaves nothing inconsistent.
-        let _held = SLOW_PATH
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f()
-    }
-    #[cfg(all(not(loom), not(feature = "std")))]
-    {
-        critical_section::with(|_| f())
-    }
+    NoQueue::serialized(f)
 }
 
 impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
@@ -113,10 +93,8 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
             if let Err(e) = options.validate() {
                 e.panic_in_const();
             }
-            if options.queue_limit != 0 {
-                OptionsError::NoWaitQueue.panic_in_const();
-            }
-            Self::assemble(options, clock, NoQueue, 0, false)
+            let queue = NoQueue::in_const(options.queue_limit);
+            Self::assemble(options, clock, queue, 0, false)
         }
     }
 

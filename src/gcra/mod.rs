@@ -679,10 +679,7 @@ impl<C: Clock, Q> GcraLimiter<C, Q> {
     crate::sync::const_unless_loom! {
         /// A limiter of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: GcraOptions, queue: Q, clock: C) -> Self {
-            let params = match params_in_const(options.interval, options.burst, false) {
-                Ok(p) => p,
-                Err(e) => e.panic_in_const(),
-            };
+            let params = OptionsError::valid_in_const(params_in_const(options.interval, options.burst, false));
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
             }

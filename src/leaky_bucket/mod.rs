@@ -202,10 +202,7 @@ impl<C: Clock, Q> LeakyBucketMeter<C, Q> {
     crate::sync::const_unless_loom! {
         /// A meter of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: LeakyBucketOptions, queue: Q, clock: C) -> Self {
-            let params = match options.params() {
-                Ok(p) => p,
-                Err(e) => e.panic_in_const(),
-            };
+            let params = OptionsError::valid_in_const(options.params());
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
                 options: crate::wait::Lock::new(options),
@@ -374,10 +371,7 @@ impl<C: Clock, Q: QueueKind> LeakyBucketShaper<C, Q> {
     crate::sync::const_unless_loom! {
         /// A shaper of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: ShaperOptions, queue: Q, clock: C) -> Self {
-            let params = match params_in_const(options.interval, options.max_permits, true) {
-                Ok(p) => p,
-                Err(e) => e.panic_in_const(),
-            };
+            let params = OptionsError::valid_in_const(params_in_const(options.interval, options.max_permits, true));
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
             }

@@ -188,10 +188,7 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     crate::sync::const_unless_loom! {
         /// A counter of valid `options` whose windows count from the clock's epoch.
         fn at_epoch_with(options: SlidingCounterOptions, queue: Q, clock: C) -> Self {
-            let window = match options.validate() {
-                Ok(window) => window,
-                Err(e) => e.panic_in_const(),
-            };
+            let window = OptionsError::valid_in_const(options.validate());
             Self {
                 core: CounterCore::new(
                     options.permit_limit,

@@ -165,10 +165,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     crate::sync::const_unless_loom! {
         /// A log of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: SlidingLogOptions, queue: Q, clock: C) -> Self {
-            let window = match options.validate(N) {
-                Ok(window) => window,
-                Err(e) => e.panic_in_const(),
-            };
+            let window = OptionsError::valid_in_const(options.validate(N));
             Self {
                 core: LogCore::new(options.permit_limit, window, queue, crate::Instant::ZERO, clock),
                 }

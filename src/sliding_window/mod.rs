@@ -193,10 +193,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
     crate::sync::const_unless_loom! {
         /// A window of valid `options` whose segments count from the clock's epoch.
         fn at_epoch_with(options: SlidingWindowOptions, queue: Q, clock: C) -> Self {
-            let segment = match options.validate(N) {
-                Ok(segment) => segment,
-                Err(e) => e.panic_in_const(),
-            };
+            let segment = OptionsError::valid_in_const(options.validate(N));
             Self {
                 core: WindowCore::new(&options, segment, queue, crate::Instant::ZERO, clock),
                 options,
