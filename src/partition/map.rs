@@ -228,7 +228,9 @@ impl<K, L: Release> fmt::Debug for PartitionLease<K, L> {
 ///   compact, with no per-thread cells): measured with the allocator's overhead, about 625
 ///   bytes of resident memory per partition, token bucket, GCRA and sliding window alike
 ///   (200,000 new keys filling a table of 100,000: +60 MiB; the HTTP layer's `tests/http.rs`
-///   `memory_*`). For millions of keys of one rate kind, see
+///   `memory_*`). A map of one limiter type (`Partitioned<K, TokenBucketLimiter>`, as the HTTP
+///   layer keeps per policy) holds only that limiter: about 290 bytes per partition for a token
+///   bucket or GCRA. For millions of keys of one rate kind, see
 ///   [`KeyedLimiter`](crate::KeyedLimiter), at about 21 bytes per key.
 ///
 /// ```

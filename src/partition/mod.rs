@@ -9,7 +9,7 @@
 //!
 //! | type | stores | per key | waiting | needs |
 //! |---|---|---|---|---|
-//! | [`Partitioned`] | a full limiter per key (any kind, per-key statistics) in a sharded, growable map | ~625 B measured (a 512-byte limiter, whatever its kind, counting compactly, in an `Arc`, and the map's entry) | yes | `std` |
+//! | [`Partitioned`] | a full limiter per key (any kind, per-key statistics) in a sharded, growable map | ~625 B measured for a [`PartitionLimiter`] (512 bytes whatever its kind, counting compactly, in an `Arc`, and the map's entry); ~290 B for a map of one limiter type, e.g. `Partitioned<K, TokenBucketLimiter>` | yes | `std` |
 //! | [`KeyedLimiter`] | a token bucket's, fixed window's, GCRA's, leaky meter's or sliding counter's state per key, 64 bits, beside the key's fingerprint, in a fixed lock-free table (options, clock and counters shared) | 16 bytes a slot, ~21 bytes per key of capacity | no | `std` |
 //! | [`FixedPartitioned`] | a full limiter per key in a fixed-capacity `heapless` map | the limiter, inline | no | nothing (no heap) |
 //! | [`FixedKeyedLimiter`] | a state word per key in a fixed-capacity `heapless` map | the key + 16 bytes | no | nothing (no heap) |
@@ -437,8 +437,9 @@ pub struct PartitionConfig {
 impl PartitionConfig {
     /// The default capacity: 100,000 partitions. That is a [`KeyedLimiter`] of 2.1 MB (its
     /// table, allocated at construction) and at most about 62 MB of [`Partitioned`] limiters
-    /// of any built-in kind (~625 B a partition, measured: 200,000 new keys filling a full
-    /// table grew the resident set by 60 MiB), and more distinct clients than most single
+    /// of any built-in kind (~625 B a [`PartitionLimiter`] partition, measured: 200,000 new
+    /// keys filling a full table grew the resident set by 60 MiB; ~290 B a partition of one
+    /// rate limiter type), and more distinct clients than most single
     /// servers see within one idle timeout.
     /// Raise it when yours see more.
     ///
