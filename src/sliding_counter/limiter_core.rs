@@ -349,18 +349,15 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
 impl<C: Clock> CounterCore<C, WaitQueue> {
     /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
-    /// which then fails the waiters larger than the new limit and serves the rest; `then` runs
-    /// under the same lock.
+    /// which then fails the waiters larger than the new limit and serves the rest.
     pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
         &self,
         src: &S,
         limit: u32,
         queue_limit: u32,
-        then: impl FnOnce(),
     ) {
         self.queue.reconfigure(src, queue_limit, limit, || {
             self.set_limit(limit);
-            then();
         });
     }
 }

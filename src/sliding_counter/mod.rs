@@ -147,7 +147,7 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
         self.checked(&options)?;
         self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit, || {});
+            .reconfigure(self, options.permit_limit, options.queue_limit);
         Ok(())
     }
 }

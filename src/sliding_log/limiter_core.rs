@@ -282,17 +282,15 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 impl<C: Clock, const N: usize> LogCore<C, N, WaitQueue> {
     /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
     /// and the limit under the log's, where every decision reads it; the queue then fails the
-    /// waiters larger than the new limit and serves the rest. `then` runs under the queue lock.
+    /// waiters larger than the new limit and serves the rest.
     pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
         &self,
         src: &S,
         limit: u32,
         queue_limit: u32,
-        then: impl FnOnce(),
     ) {
         self.queue.reconfigure(src, queue_limit, limit, || {
             self.set_limit(limit);
-            then();
         });
     }
 }

@@ -237,7 +237,7 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
         self.checked(&options)?;
         self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit, || {});
+            .reconfigure(self, options.permit_limit, options.queue_limit);
         Ok(())
     }
 }
