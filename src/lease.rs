@@ -202,64 +202,86 @@ impl Reason {
 /// assert_eq!(rejection.retry_after(), Some(Duration::from_secs(6)));
 /// ```
 ///
-/// The wait is kept as the limiter computed it, in nanoseconds; it becomes a `Duration` only
-/// when [`retry_after`](Self::retry_after) is called, so a denial that nobody asks about costs
-/// no division.
+/// Two words (16 bytes on a 64-bit target): the wait in nanoseconds as the limiter computed
+/// it, and a reference to a `'static` [`Reason`]. The wait becomes a `Duration` only when
+/// [`retry_after`](Self::retry_after) is called, so a denial that nobody asks about costs no
+/// division, and a denial returns in as few stores as a `Result` of a lease allows. Waits are
+/// exact up to 2^64 - 2 ns (584 years); a longer one reads as `Duration::MAX` ("not in any
+/// useful time"; never shorter than the true wait).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rejection {
-    reason: Reason,
-    /// RetryAfter in nanoseconds, or [`Nanos::NONE`].
-    retry_ns: Nanos,
+    /// RetryAfter in nanoseconds; [`NO_WAIT`] for none, [`SATURATED`] for `Duration::MAX`.
+    retry_ns: u64,
+    reason: &'static Reason,
 }
 
+/// A rejection's "no RetryAfter".
+const NO_WAIT: u64 = u64::MAX;
+/// A rejection's RetryAfter of 2^64 - 2 ns or more: `Duration::MAX`.
+const SATURATED: u64 = u64::MAX - 1;
+
 impl Rejection {
-    /// A rejection for `reason`, with no RetryAfter.
-    pub const fn new(reason: Reason) -> Self {
+    /// A rejection for `reason`, with no RetryAfter. The reason is a `'static` reference, so
+    /// that a rejection stays two words: write `&Reason::Closed`, or
+    /// `&Reason::Custom("CPU too busy")` (a constant expression is promoted to a `static`), or
+    /// refer to a `const`/`static` of your own.
+    ///
+    /// ```
+    /// use tollgate::{Reason, Rejection};
+    ///
+    /// const BUSY: Reason = Reason::Custom("CPU too busy");
+    /// let r = Rejection::new(&BUSY);
+    /// assert_eq!(r.reason(), BUSY);
+    /// assert_eq!(r.retry_after(), None);
+    /// assert_eq!(core::mem::size_of::<Rejection>(), 2 * core::mem::size_of::<usize>().max(8));
+    /// ```
+    pub const fn new(reason: &'static Reason) -> Self {
         Self {
+            retry_ns: NO_WAIT,
             reason,
-            retry_ns: Nanos::NONE,
         }
     }
 
-    /// A rejection for `reason` that would succeed after `retry_after` if nothing else happened.
+    /// A rejection for `reason` that would succeed after `retry_after` if nothing else happened
+    /// (exact below 2^64 - 2 ns; from there on, `Duration::MAX`).
     ///
     /// ```
     /// use core::time::Duration;
     /// use tollgate::{Reason, Rejection};
     ///
-    /// let r = Rejection::with_retry_after(Reason::Exhausted, Duration::MAX);
+    /// let r = Rejection::with_retry_after(&Reason::Exhausted, Duration::from_millis(1500));
+    /// assert_eq!(r.retry_after(), Some(Duration::from_millis(1500)));
+    /// let r = Rejection::with_retry_after(&Reason::Exhausted, Duration::MAX);
     /// assert_eq!(r.retry_after(), Some(Duration::MAX));
-    /// assert_eq!(Rejection::new(Reason::Closed).retry_after(), None);
+    /// assert_eq!(Rejection::new(&Reason::Closed).retry_after(), None);
     /// ```
-    pub const fn with_retry_after(reason: Reason, retry_after: Duration) -> Self {
-        Self {
-            reason,
-            retry_ns: Nanos::from_duration(retry_after),
-        }
+    pub const fn with_retry_after(reason: &'static Reason, retry_after: Duration) -> Self {
+        Self::after(reason, Nanos::from_duration(retry_after))
     }
 
     /// A rejection for `reason` with a RetryAfter of `wait` (a limiter's denial: no division).
     #[inline(always)]
-    pub(crate) const fn after(reason: Reason, wait: Nanos) -> Self {
+    pub(crate) const fn after(reason: &'static Reason, wait: Nanos) -> Self {
         Self {
+            retry_ns: wait.saturating_u64(SATURATED),
             reason,
-            retry_ns: wait,
         }
     }
 
     /// Why the request was not granted.
     pub const fn reason(&self) -> Reason {
-        self.reason
+        *self.reason
     }
 
     /// The shortest wait after which the same request would succeed if nothing else happened
-    /// (rounded up to the clock's nanosecond; never zero). `None` where the limiter cannot know
-    /// (a concurrency limiter), or no wait helps (exceeds limit, closed).
+    /// (rounded up to the clock's nanosecond; never zero for a limiter's denial). `None` where
+    /// the limiter cannot know (a concurrency limiter), or no wait helps (exceeds limit,
+    /// closed).
     pub const fn retry_after(&self) -> Option<Duration> {
-        if self.retry_ns.is_none() {
-            None
-        } else {
-            Some(self.retry_ns.to_duration())
+        match self.retry_ns {
+            NO_WAIT => None,
+            SATURATED => Some(Duration::MAX),
+            ns => Some(Nanos::from_u64(ns).to_duration()),
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::{
 ///         if self.load_percent.load(Ordering::Relaxed) > self.threshold {
 ///             self.rejected.fetch_add(1, Ordering::Relaxed);
 ///             return Err(Rejection::with_retry_after(
-///                 Reason::Custom("CPU load above threshold"),
+///                 &Reason::Custom("CPU load above threshold"),
 ///                 Duration::from_secs(1),
 ///             ));
 ///         }

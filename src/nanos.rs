@@ -39,18 +39,6 @@ impl Nanos {
     /// No wait.
     pub(crate) const ZERO: Nanos = Nanos { hi: 0, lo: 0 };
 
-    /// Not a count (its high word is past `Duration::MAX`'s): a rejection's "no RetryAfter".
-    pub(crate) const NONE: Nanos = Nanos {
-        hi: usize::MAX,
-        lo: 0,
-    };
-
-    /// Whether this is [`NONE`](Self::NONE).
-    #[inline(always)]
-    pub(crate) const fn is_none(self) -> bool {
-        self.hi == usize::MAX
-    }
-
     /// `ns` nanoseconds: a store, no arithmetic.
     #[inline(always)]
     pub(crate) const fn from_u64(ns: u64) -> Nanos {
@@ -97,6 +85,16 @@ impl Nanos {
         match usize::try_from(hi) {
             Ok(hi) => Nanos { hi, lo }.min(MAX),
             Err(_) => MAX,
+        }
+    }
+
+    /// The count as a `u64` if it is below `cap`, else `cap` (a rejection's wait: one word).
+    #[inline(always)]
+    pub(crate) const fn saturating_u64(self, cap: u64) -> u64 {
+        if self.hi == 0 && self.lo < cap {
+            self.lo
+        } else {
+            cap
         }
     }
 

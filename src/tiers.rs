@@ -92,7 +92,7 @@ impl<T, S> TierError<T, S> {
     /// ```
     /// use tollgate::{Reason, Rejection, TierError};
     ///
-    /// let e: TierError<u8, u8> = TierError::Rejected(Rejection::new(Reason::Exhausted));
+    /// let e: TierError<u8, u8> = TierError::Rejected(Rejection::new(&Reason::Exhausted));
     /// assert_eq!(e.rejection().map(|r| r.reason()), Some(Reason::Exhausted));
     /// ```
     pub fn rejection(&self) -> Option<&Rejection> {

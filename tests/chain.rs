@@ -67,7 +67,7 @@ impl Limiter for Rec {
             self.note("!", permits);
             self.refused.fetch_add(1, Ordering::SeqCst);
             Err(Rejection::with_retry_after(
-                Reason::Exhausted,
+                &Reason::Exhausted,
                 self.retry_after,
             ))
         }

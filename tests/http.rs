@@ -782,7 +782,7 @@ impl tollgate::http::PolicyLimiter for Stuck {
         }
         tollgate::http::Decision::Denied(tollgate::http::Denial {
             rejection: tollgate::Rejection::with_retry_after(
-                tollgate::Reason::Exhausted,
+                &tollgate::Reason::Exhausted,
                 Duration::from_secs(7),
             ),
             quota: None,

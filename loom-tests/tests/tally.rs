@@ -3,7 +3,8 @@
 //! queue where `unsafe` is allowed). What can race: two threads' first counts making the
 //! directory and the same bucket at once (one allocation wins, the other is freed, no count is
 //! lost), counts in cells another thread is making, the totals read meanwhile (never more than
-//! was counted, never a torn or freed line), and a tally made compact while a first count runs.
+//! was counted, never a torn or freed line), a tally made compact while a first count runs, and
+//! two first counts giving the tally its id (the key of the per-thread cache) at once.
 #![cfg(loom)]
 
 use loom::sync::Arc;
@@ -84,5 +85,30 @@ fn making_a_tally_compact_races_a_first_count() {
         t.count(1, Some(0));
         counter.join().unwrap();
         assert_eq!(t.totals(), (2, 1));
+    });
+}
+
+/// Two threads' first counts race to give the tally its id (the per-thread cache's key): one
+/// id wins, both see it, and it is never 0 (a tally without an id reads 0, and 0 is never
+/// cached, so an entry can never match a tally that has no cells).
+#[test]
+fn first_counts_race_to_give_the_id() {
+    model(|| {
+        let t = Arc::new(LoomTally::new());
+        assert_eq!(t.id(), 0);
+        let handles: Vec<_> = [0, 1]
+            .into_iter()
+            .map(|index| {
+                let t = t.clone();
+                thread::spawn(move || {
+                    t.count(0, Some(index));
+                    t.id()
+                })
+            })
+            .collect();
+        let ids: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(ids[0] != 0 && ids[0] == ids[1], "{ids:?}");
+        assert_eq!(t.id(), ids[0]);
+        assert_eq!(t.totals(), (2, 0));
     });
 }

@@ -277,7 +277,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     ) -> Result<T, Rejection> {
         let r = self.refill();
         if n > r.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         if let Some(quick) = self.take_quick(e, n, r) {
@@ -303,11 +303,11 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         }
         match result {
             Ok(()) => Ok(()),
-            Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
+            Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
             Err((Denied::Exhausted { missing }, b, (k, into))) => {
                 // From the very instant and state the decision was made on: no second clock read.
                 let wait = self.retry_after(k, into, b, n, missing, r);
-                Err(Rejection::after(Reason::Exhausted, wait.at_least_1ns()))
+                Err(Rejection::after(&Reason::Exhausted, wait.at_least_1ns()))
             }
         }
     }
@@ -322,7 +322,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     fn take_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Rejection>> {
         let (word, shift) = self.word.narrow()?;
         self.decide_quick_on(word, shift, e, n, r)
-            .map(|d| d.map_err(|wait| Rejection::after(Reason::Exhausted, wait)))
+            .map(|d| d.map_err(|wait| Rejection::after(&Reason::Exhausted, wait)))
     }
 
     /// [`take_quick`](Self::take_quick) as small values, on the 64-bit `word` with a token field
@@ -388,7 +388,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
                 Some(Err(wait)) => {
                     return self
                         .counters
-                        .count_rejected(Rejection::after(Reason::Exhausted, wait));
+                        .count_rejected(Rejection::after(&Reason::Exhausted, wait));
                 }
                 None => {}
             }
@@ -409,7 +409,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
         let taken = match e {
-            None => Err(Rejection::new(Reason::ExceedsLimit)),
+            None => Err(Rejection::new(&Reason::ExceedsLimit)),
             Some(e) => self.take_slow(e, n, r, serve).map(|()| granted()),
         };
         self.counters.count(taken)
@@ -419,16 +419,16 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         let r = self.refill();
         if n > r.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         let b = self.word.load();
         let (k, into) = self.ticker.locate(e, b.tick);
         match b.try_take(k, n, r, self.queue.barging()) {
             Ok(_) => Ok(()),
-            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Closed) => Err(Rejection::new(&Reason::Closed)),
             Err(Denied::Exhausted { missing }) => Err(Rejection::after(
-                Reason::Exhausted,
+                &Reason::Exhausted,
                 self.retry_after(k, into, b, n, missing, r).at_least_1ns(),
             )),
         }
@@ -485,13 +485,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         self.word
             .transition(|b| match b.try_take(k, n, r, true) {
                 Ok(next) => Ok((next, Some(k))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted { .. }) if flag_if_short => Ok((b.with_waiters(true), None)),
                 Err(Denied::Exhausted { .. }) => Ok((b, None)),
             })
@@ -501,13 +501,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the first tick
     /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
     /// the grant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         self.word
             .transition(|b| match b.take_when_fits(k, n, r) {
                 Ok((next, at)) => Ok((next, Some(at))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted { .. }) => Ok((b, None)),
             })
             .map(|(_, taken)| taken)

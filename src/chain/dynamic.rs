@@ -119,7 +119,7 @@ where
         permits: u32,
     ) -> Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection> {
         if self.is_closed() {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         let mut leases = alloc::vec::Vec::with_capacity(self.links.len());
         for link in &self.links {
@@ -255,7 +255,7 @@ where
         permits: u32,
     ) -> Result<ChainLease<alloc::vec::Vec<Lease<'_>>>, Rejection> {
         if self.is_closed() {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         // The chain lease holds what is granted so far: on `?`, or if the future is dropped
         // mid-way, it gives it back last first.

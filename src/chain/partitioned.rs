@@ -93,7 +93,7 @@ impl<T> PartitionedChain<T> {
         T: PartitionedLinks<R>,
     {
         if self.closed.load(Ordering::Acquire) {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         let leases = self.links.try_acquire_each(resource, permits)?;
         Ok(ChainLease::new(leases, permits))

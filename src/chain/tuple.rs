@@ -67,7 +67,7 @@ macro_rules! tuple_links {
             ) -> impl Future<Output = Result<ChainLease<[Lease<'_>; $n]>, Rejection>> + '_ {
                 async move {
                     if self.is_closed() {
-                        return Err(Rejection::new(Reason::Closed));
+                        return Err(Rejection::new(&Reason::Closed));
                     }
                     // On `?` (and if the future is dropped mid-way) the leases held are
                     // dropped last first.
@@ -130,7 +130,7 @@ macro_rules! tuple_links {
             {
                 async move {
                     if self.closed.load(Ordering::Acquire) {
-                        return Err(Rejection::new(Reason::Closed));
+                        return Err(Rejection::new(&Reason::Closed));
                     }
                     // On `?` (and if the future is dropped mid-way) the leases held are
                     // dropped last first.
@@ -294,7 +294,7 @@ impl<T: Links> Chain<T> {
     /// ```
     pub fn try_acquire(&self, permits: u32) -> Result<ChainLease<T::Leases<'_>>, Rejection> {
         if self.is_closed() {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         let leases = self.links.try_acquire_each(permits)?;
         Ok(ChainLease::new(leases, permits))

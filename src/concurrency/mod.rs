@@ -404,7 +404,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
 
     fn take(&self, permits: u32) -> Result<(), Rejection> {
         if permits > self.limit() {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let barge = self.queue.barging();
         cas::transition(&self.word, |w| {
@@ -419,8 +419,8 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     #[inline(always)]
     fn rejection(d: Denied) -> Rejection {
         match d {
-            Denied::Closed => Rejection::new(Reason::Closed),
-            Denied::Exhausted => Rejection::new(Reason::Exhausted),
+            Denied::Closed => Rejection::new(&Reason::Closed),
+            Denied::Exhausted => Rejection::new(&Reason::Exhausted),
         }
     }
 
@@ -491,12 +491,12 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
         self.take(n)
     }
     #[inline]
-    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         cas::transition(&self.word, |w| {
             let s = State::unpack(w);
             match s.try_take(n, true) {
                 Ok(next) => Ok((next.pack(), Some(0))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted) if flag_if_short => Ok((s.with_waiters(true).pack(), None)),
                 Err(Denied::Exhausted) => Ok((w, None)),
             }
@@ -514,7 +514,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
             Ok::<_, Infallible>((next.pack(), ()))
         });
     }
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         self.take_locked(n, false) // no time to replay: permits come only from releases
     }
     fn give_back(&self, n: u32, _stamp: u64) {
@@ -549,12 +549,12 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     #[inline(always)]
     fn peek_now(&self, permits: u32) -> Result<(), Rejection> {
         if permits > self.limit() {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         match self.state().try_take(permits, self.queue.barging()) {
             Ok(_) => Ok(()),
-            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
-            Err(Denied::Exhausted) => Err(Rejection::new(Reason::Exhausted)),
+            Err(Denied::Closed) => Err(Rejection::new(&Reason::Closed)),
+            Err(Denied::Exhausted) => Err(Rejection::new(&Reason::Exhausted)),
         }
     }
 

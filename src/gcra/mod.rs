@@ -228,7 +228,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     #[inline(always)]
     fn take_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Rejection>> {
         self.decide_quick(now, n, p)
-            .map(|d| d.map_err(|wait| Rejection::after(Reason::Exhausted, Nanos::from_u64(wait))))
+            .map(|d| d.map_err(|wait| Rejection::after(&Reason::Exhausted, Nanos::from_u64(wait))))
     }
 
     /// [`take_quick`](Self::take_quick) as small values: `Err(wait)` for a refusal with that
@@ -266,7 +266,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
                 Some(Err(wait)) => {
                     return self
                         .counters
-                        .count_rejected(Rejection::after(Reason::Exhausted, Nanos::from_u64(wait)))
+                        .count_rejected(Rejection::after(&Reason::Exhausted, Nanos::from_u64(wait)))
                 }
                 None => {}
             }
@@ -298,7 +298,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     ) -> Result<T, Rejection> {
         let p = self.params.get();
         if n > p.burst {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         // Nobody takes past waiters before they are served: those whose slots came before now
         // are granted first, at their slots (then a newest-first queue lets the newcomer barge
@@ -321,7 +321,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     #[cold]
     fn rejection(&self, d: Denied, w: u64, now: u64, n: u32, p: Params) -> Rejection {
         match d {
-            Denied::Closed => Rejection::new(Reason::Closed),
+            Denied::Closed => Rejection::new(&Reason::Closed),
             Denied::Exhausted => {
                 let ahead = if self.queue.barging() {
                     0
@@ -329,7 +329,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
                     self.queue.queued_permits()
                 };
                 let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, p);
-                Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+                Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
             }
         }
     }
@@ -338,7 +338,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         let p = self.params.get();
         if n > p.burst {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let now = self.now();
         let w = self.word.load(Ordering::Acquire);
@@ -349,14 +349,14 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         let p = self.params.get();
         cas::transition(&self.word, |w| {
             let g = Gcra::unpack(w);
             match g.try_take(now, n, p, true) {
                 Ok(next) => Ok((next.pack(), Some(now))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted) if flag_if_short => Ok((g.with_waiters(true).pack(), None)),
                 Err(Denied::Exhausted) => Ok((w, None)),
             }
@@ -366,13 +366,13 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they fit ([`Gcra::take_when_fits`]), or finds them short. The stamp is that instant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         let p = self.params.get();
         cas::transition(&self.word, |w| {
             match Gcra::unpack(w).take_when_fits(now, n, p) {
                 Ok((next, at)) => Ok((next.pack(), Some(at))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted) => Ok((w, None)),
             }
         })

@@ -68,7 +68,7 @@ impl Shared {
         let p = &self.policies[i];
         let reason = d.rejection.reason();
         if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
-            d.rejection = Rejection::with_retry_after(reason, PARTITIONS_FULL_RETRY_AFTER);
+            d.rejection = Rejection::with_retry_after(&Reason::PartitionsFull, PARTITIONS_FULL_RETRY_AFTER);
         }
         let status = p.policy.status_for(reason);
         self.respond(&p.name, Some(i), status, d, view)
@@ -83,7 +83,7 @@ impl Shared {
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
         let d = Denial {
-            rejection: Rejection::new(UNKNOWN_POLICY),
+            rejection: Rejection::new(&UNKNOWN_POLICY),
             quota: None,
         };
         self.respond(name, None, StatusCode::INTERNAL_SERVER_ERROR, d, view)

@@ -43,7 +43,7 @@ impl Shared {
                 }
                 MissingKey::Reject => {
                     return Step::Denied(Denial {
-                        rejection: Rejection::new(NO_KEY),
+                        rejection: Rejection::new(&NO_KEY),
                         quota: None,
                     })
                 }
@@ -53,7 +53,7 @@ impl Shared {
         if p.policy.pause_on_429 {
             if let Some(d) = p.pauses.remaining(&key, self.clock.now().as_nanos()) {
                 return Step::Denied(Denial {
-                    rejection: Rejection::with_retry_after(UPSTREAM_PAUSE, d),
+                    rejection: Rejection::with_retry_after(&UPSTREAM_PAUSE, d),
                     quota: None,
                 });
             }
@@ -79,11 +79,11 @@ impl Shared {
                     Err(_) => match p.limiter.try_acquire(key, self.want_quota()) {
                         Decision::Granted(g) => Ok(g),
                         Decision::Denied(d) => Err(Denial {
-                            rejection: policy::after_wait(Reason::TimedOut, d.rejection),
+                            rejection: policy::after_wait(&Reason::TimedOut, d.rejection),
                             quota: d.quota,
                         }),
                         Decision::Wait => Err(Denial {
-                            rejection: Rejection::new(Reason::TimedOut),
+                            rejection: Rejection::new(&Reason::TimedOut),
                             quota: None,
                         }),
                     },

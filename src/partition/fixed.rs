@@ -317,14 +317,14 @@ where
     {
         let Partition { key, factory } = (self.partitioner)(resource);
         if self.is_closed() {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         let now = self.clock.now().as_nanos();
         let granted = self.store.table.with(|t| {
             // Again under the lock, which `close` takes after setting the flag: a key is never
             // stored after `close` has emptied the table.
             if self.is_closed() {
-                return Err(Rejection::new(Reason::Closed));
+                return Err(Rejection::new(&Reason::Closed));
             }
             let limiter = t
                 .find_or_insert(
@@ -338,7 +338,7 @@ where
                     },
                     idle_of,
                 )
-                .ok_or(Rejection::new(Reason::PartitionsFull))?;
+                .ok_or(Rejection::new(&Reason::PartitionsFull))?;
             let lease = limiter.try_acquire(permits)?;
             Ok::<_, Rejection>((lease.returns_permits(), lease.forget()))
         });
@@ -680,7 +680,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         K: Clone,
     {
         if self.store.closed.load(Ordering::Acquire) {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         self.bucket.check(permits)?;
         let now = self.clock.now();
@@ -688,7 +688,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         self.store.table.with(|t| {
             // Again under the lock, which `close` takes after setting the flag.
             if self.store.closed.load(Ordering::Acquire) {
-                return Err(Rejection::new(Reason::Closed));
+                return Err(Rejection::new(&Reason::Closed));
             }
             if permits == 0 && !t.map.contains_key(key) {
                 return Ok(()); // a fresh bucket is full
@@ -703,7 +703,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
                     || (key.clone(), b.fresh()),
                     idle,
                 )
-                .ok_or(Rejection::new(Reason::PartitionsFull))?;
+                .ok_or(Rejection::new(&Reason::PartitionsFull))?;
             b.take_plain(word, now, permits)
         })
     }

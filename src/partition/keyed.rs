@@ -393,10 +393,10 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     #[inline(always)]
     fn decide_by(&self, rule: &impl Rule, fp: u64, permits: u32) -> Result<(), Rejection> {
         if self.closed.load(Ordering::Relaxed) {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         if permits > rule.most() {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let now = self.clock.now();
         let at = self.publish(rule.time_of(now));
@@ -438,7 +438,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
             // Under the lock: `close` sets the flag before it empties each shard under this
             // lock, so either it empties the table after this insertion or this sees the flag.
             if self.closed.load(Ordering::Acquire) {
-                return Err(Rejection::new(Reason::Closed));
+                return Err(Rejection::new(&Reason::Closed));
             }
             if shard.table.position(fp).is_none() {
                 let mut view = View {
@@ -457,7 +457,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
                     .store(m.marks.next_sweep, Ordering::Relaxed);
                 if !room {
                     shard.rejected_full.fetch_add(1, Ordering::Relaxed);
-                    return Err(Rejection::new(Reason::PartitionsFull));
+                    return Err(Rejection::new(&Reason::PartitionsFull));
                 }
                 shard.table.insert(fp, 0); // a full bucket
                 m.len += 1;

@@ -151,7 +151,7 @@ impl KeyedSliding {
     /// estimate makes room (as `SlidingCounterLimiter` computes it).
     pub(crate) fn rejection(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         let wait = self.unpack(v).wait(k, into, n.max(1), self.shape);
-        Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+        Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
     }
 
     /// Permits that fit in state `v`, `into` ns into window `k`.
@@ -301,7 +301,7 @@ mod tests {
                     }
                     _ => assert_eq!(
                         Rejection::after(
-                            Reason::Exhausted,
+                            &Reason::Exhausted,
                             Nanos::from_u128(w.wait(k, into, n.max(1), shape).max(1))
                         ),
                         s.rejection(v, k, into, n)

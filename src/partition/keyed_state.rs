@@ -92,7 +92,7 @@ impl KeyedBucket {
     #[inline]
     pub(crate) fn check(&self, n: u32) -> Result<(), Rejection> {
         if n > self.refill.limit {
-            Err(Rejection::new(Reason::ExceedsLimit))
+            Err(Rejection::new(&Reason::ExceedsLimit))
         } else {
             Ok(())
         }
@@ -127,7 +127,7 @@ impl KeyedBucket {
             .max(1);
         let ticks = Bucket::ticks_to_gain(missing, self.refill).saturating_add(b.tick.max(k) - k);
         let wait = self.ticker.wait_for(ticks, into);
-        Rejection::after(Reason::Exhausted, wait.at_least_1ns())
+        Rejection::after(&Reason::Exhausted, wait.at_least_1ns())
     }
 
     /// Tokens in word `w` at `now`.
@@ -212,7 +212,7 @@ impl KeyedBucket {
         let wait = self
             .ticker
             .wait_for(Bucket::ticks_to_gain(missing, self.refill), into);
-        Rejection::after(Reason::Exhausted, wait.at_least_1ns())
+        Rejection::after(&Reason::Exhausted, wait.at_least_1ns())
     }
 
     /// Tokens in state `v` at tick `k`.
@@ -280,7 +280,7 @@ impl KeyedGcra {
 
     fn rejection(&self, v: u64, now: u64, n: u32) -> Rejection {
         let wait = Self::state(v).wait(now, u64::from(n.max(1)), 0, self.params);
-        Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+        Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
     }
 
     fn available(&self, v: u64, now: u64) -> u64 {

@@ -576,10 +576,10 @@ impl<C: Clock + Sync> Source for PartitionLimiter<C> {
     fn take_now(&self, n: u32) -> Result<(), Rejection> {
         each!(self, l => l.take_now(n))
     }
-    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         each!(self, l => l.take_locked(n, flag_if_short))
     }
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         each!(self, l => Source::take_for_waiter(l, n))
     }
     fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
@@ -717,11 +717,11 @@ impl<C: Clock> Source for NoLimitPartition<C> {
         self.touch();
         Ok(())
     }
-    fn take_locked(&self, _n: u32, _flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    fn take_locked(&self, _n: u32, _flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         self.touch();
         Ok(Some(0))
     }
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         self.take_locked(n, false)
     }
     fn wait_behind(&self, _ahead: &mut dyn Iterator<Item = u32>, _n: u32) -> Option<Duration> {

@@ -496,7 +496,7 @@ where
         F: Factory<K, C, Limiter = L>,
     {
         if self.is_closed() {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         let now = self.clock.now();
         let hash = self.shards.hash(&key);
@@ -541,7 +541,7 @@ where
         shard.read_locked(|| {
             if self.is_closed() {
                 limiter.close();
-                return Err(Rejection::new(Reason::Closed));
+                return Err(Rejection::new(&Reason::Closed));
             }
             f(slot, limiter)
         })

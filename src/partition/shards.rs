@@ -308,7 +308,7 @@ impl<V> Shard<V> {
         // Under the lock: `close` sets the flag before it drains each shard under this lock, so
         // either the drain comes after this insertion or this sees the flag.
         if closed.load(Ordering::Acquire) {
-            return Err(Rejection::new(Reason::Closed));
+            return Err(Rejection::new(&Reason::Closed));
         }
         let mut marks = self.marks();
         let room = policy.make_room(&mut *map, self.cap, now.as_nanos(), &mut marks, idle);
@@ -316,7 +316,7 @@ impl<V> Shard<V> {
         // The capacity is the user's: grow the map fallibly, never abort on it.
         if !room || map.try_reserve(1, |e| e.0).is_err() {
             self.rejected_full.fetch_add(1, Ordering::Relaxed);
-            return Err(Rejection::new(Reason::PartitionsFull));
+            return Err(Rejection::new(&Reason::PartitionsFull));
         }
         let e = map.insert_unique(hash, (hash, create(key)), |e| e.0);
         Ok(f(&e.get().1))

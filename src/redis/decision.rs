@@ -202,7 +202,7 @@ impl CallError {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     pub(super) async fn decide_uncounted(&self, partition: &str, permits: u32) -> RedisDecision {
         let inner = &*self.inner;
-        let client = |r: Reason, decided_by| RedisDecision {
+        let client = |r: &'static Reason, decided_by| RedisDecision {
             permits,
             outcome: Err(Rejection::new(r)),
             remaining: 0,
@@ -211,10 +211,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             decided_by,
         };
         if inner.closed.load(Ordering::Acquire) {
-            return client(Reason::Closed, DecidedBy::Client);
+            return client(&Reason::Closed, DecidedBy::Client);
         }
         if permits > inner.plan.limit {
-            return client(Reason::ExceedsLimit, DecidedBy::Client);
+            return client(&Reason::ExceedsLimit, DecidedBy::Client);
         }
         let key = self.key(partition);
         let now = StdClock.now();
@@ -233,7 +233,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             match leases.take(&key, permits, now) {
                 Local::Granted { left } => return local(Ok(()), left),
                 Local::Spent(d) => {
-                    return local(Err(Rejection::with_retry_after(Reason::Exhausted, d)), 0)
+                    return local(Err(Rejection::with_retry_after(&Reason::Exhausted, d)), 0)
                 }
                 Local::Ask => {}
             }
@@ -243,7 +243,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 bump(&inner.counts.cached);
                 return RedisDecision {
                     permits,
-                    outcome: Err(Rejection::with_retry_after(Reason::Exhausted, left)),
+                    outcome: Err(Rejection::with_retry_after(&Reason::Exhausted, left)),
                     remaining: 0,
                     reset: Duration::ZERO,
                     server_time_us: None,
@@ -285,7 +285,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 // Redis answered: it is healthy, and this key alone is the problem.
                 inner.breaker.success();
                 bump(&inner.counts.key_errors);
-                client(REDIS_KEY_ERROR, DecidedBy::KeyError)
+                client(&REDIS_KEY_ERROR, DecidedBy::KeyError)
             }
             Err(CallError::Cancelled) => {
                 // Not the server's failure: the policy decides, the breaker hears nothing.
@@ -402,7 +402,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 Ok(RedisDecision {
                     permits,
                     outcome: Err(Rejection::with_retry_after(
-                        Reason::Exhausted,
+                        &Reason::Exhausted,
                         d.reset.max(Duration::from_micros(1)),
                     )),
                     remaining: u64::from(d.permits),
@@ -538,7 +538,7 @@ fn decode(
             Ok(())
         } else {
             Err(Rejection::with_retry_after(
-                Reason::Exhausted,
+                &Reason::Exhausted,
                 micros(retry).max(Duration::from_micros(1)),
             ))
         },

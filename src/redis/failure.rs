@@ -289,8 +289,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             (PolicyKind::FailOpen, _) => (Ok(()), DecidedBy::FailOpen),
             _ => (
                 Err(match open_for {
-                    Some(d) if !d.is_zero() => Rejection::with_retry_after(REDIS_UNAVAILABLE, d),
-                    _ => Rejection::new(REDIS_UNAVAILABLE),
+                    Some(d) if !d.is_zero() => Rejection::with_retry_after(&REDIS_UNAVAILABLE, d),
+                    _ => Rejection::new(&REDIS_UNAVAILABLE),
                 }),
                 DecidedBy::FailClosed,
             ),

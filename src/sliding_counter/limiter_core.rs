@@ -110,12 +110,12 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         let s = self.shape();
         if n > s.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         match self.decide_quick(e, n, s) {
             Some(Ok(())) => Ok(()),
-            Some(Err(wait)) => Err(Rejection::after(Reason::Exhausted, wait)),
+            Some(Err(wait)) => Err(Rejection::after(&Reason::Exhausted, wait)),
             None => self.take_slow(e, n, s, serve),
         }
     }
@@ -133,14 +133,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         if n > s.limit {
             return self
                 .counters
-                .count(Err(Rejection::new(Reason::ExceedsLimit)));
+                .count(Err(Rejection::new(&Reason::ExceedsLimit)));
         }
         let e = self.ticker.elapsed(self.clock.now());
         match self.decide_quick(e, n, s) {
             Some(Ok(())) => self.counters.count_granted(granted()),
             Some(Err(wait)) => self
                 .counters
-                .count_rejected(Rejection::after(Reason::Exhausted, wait)),
+                .count_rejected(Rejection::after(&Reason::Exhausted, wait)),
             None => self.try_acquire_general(e, n, s, granted, serve),
         }
     }
@@ -212,7 +212,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         s: Shape,
     ) -> Rejection {
         match d {
-            Denied::Closed => Rejection::new(Reason::Closed),
+            Denied::Closed => Rejection::new(&Reason::Closed),
             Denied::Exhausted => {
                 let newcomer = core::iter::once(n.max(1));
                 let wait = if c.waiters && !self.queue.barging() {
@@ -222,7 +222,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
                 } else {
                     c.wait(k, into, n.max(1), s)
                 };
-                Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+                Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
             }
         }
     }
@@ -231,7 +231,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         let s = self.shape();
         if n > s.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let at = self.now();
         let c = self.load();
@@ -242,14 +242,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         let (k, into) = self.now();
         let s = self.shape();
         cas::transition(&self.word, |w| {
             let c = Counter::unpack(w);
             match c.try_take(k, into, n, s, true) {
                 Ok(next) => Ok((next.pack(), Some(next.tick))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted) if flag_if_short => Ok((c.with_waiters(true).pack(), None)),
                 Err(Denied::Exhausted) => Ok((w, None)),
             }
@@ -259,13 +259,13 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the window they
     /// first fit in ([`Counter::take_when_fits`]), or finds them short. The stamp is that window.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let (k, into) = self.now();
         let s = self.shape();
         cas::transition(&self.word, |w| {
             match Counter::unpack(w).take_when_fits(k, into, n, s) {
                 Ok((next, at)) => Ok((next.pack(), Some(at))),
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted) => Ok((w, None)),
             }
         })

@@ -104,7 +104,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     /// `serve` serves the queue when waiters hold a newcomer back.
     pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         if n > self.limit() {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let now = self.now();
         let mut result = self.attempt(now, n, false);
@@ -131,7 +131,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     #[cold]
     fn rejection(&self, refused: Option<(u128, bool)>, now: u64, n: u32) -> Rejection {
         let Some((wait, waiters)) = refused else {
-            return Rejection::new(Reason::Closed);
+            return Rejection::new(&Reason::Closed);
         };
         let wait = if waiters && !self.queue.barging() {
             let newcomer = core::iter::once(n.max(1));
@@ -142,14 +142,14 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         } else {
             wait
         };
-        Rejection::after(Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+        Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
     }
 
     /// What [`take`](Self::take) would answer now: decided on a copy of the log (`N` entries,
     /// under the lock), so nothing is admitted, no expired entry dropped and nobody served.
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         if n > self.limit() {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let now = self.now();
         let barge = self.queue.barging();
@@ -167,11 +167,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the entry's
     /// time), or finds them short, setting the flag when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         self.log.with(|log| {
             if self.is_closed() {
-                return Err(Reason::Closed);
+                return Err(&Reason::Closed);
             }
             match log.try_take(now, n, self.shape(), true) {
                 Ok(()) => Ok(Some(log.effective(now))),
@@ -185,11 +185,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they first fit ([`Log::take_when_fits`]), or finds them short. The stamp is that instant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         self.log.with(|log| {
             if self.is_closed() {
-                return Err(Reason::Closed);
+                return Err(&Reason::Closed);
             }
             Ok(log.take_when_fits(now, n, self.shape()).ok())
         })

@@ -285,12 +285,12 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         // One reading of the limit for the whole decision (it may be reconfigured meanwhile).
         let s = self.shape();
         if n > s.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         match self.decide_quick(e, n, s) {
             Some(Ok(())) => Ok(granted()),
-            Some(Err(wait)) => Err(Rejection::after(Reason::Exhausted, wait)),
+            Some(Err(wait)) => Err(Rejection::after(&Reason::Exhausted, wait)),
             None => self.take_slow(e, n, s, granted, serve),
         }
     }
@@ -321,7 +321,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             Some(Ok(())) => self.counters.count_granted(granted()),
             Some(Err(wait)) => self
                 .counters
-                .count_rejected(Rejection::after(Reason::Exhausted, wait)),
+                .count_rejected(Rejection::after(&Reason::Exhausted, wait)),
             None => self.try_acquire_general(Some(e), n, s, granted, serve),
         }
     }
@@ -338,7 +338,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
         let taken = match e {
-            None => Err(Rejection::new(Reason::ExceedsLimit)),
+            None => Err(Rejection::new(&Reason::ExceedsLimit)),
             Some(e) => self.take_slow(e, n, s, granted, serve),
         };
         self.counters.count(taken)
@@ -426,10 +426,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         }
         match result {
             Ok(()) => Ok(granted()),
-            Err((Denied::Closed, _, _)) => Err(Rejection::new(Reason::Closed)),
+            Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
             Err((Denied::Exhausted { .. }, h, (k, into))) => {
                 let wait = self.retry_after(k, into, h, n, barge);
-                Err(Rejection::after(Reason::Exhausted, wait.at_least_1ns()))
+                Err(Rejection::after(&Reason::Exhausted, wait.at_least_1ns()))
             }
         }
     }
@@ -554,7 +554,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
         self.header
@@ -563,7 +563,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                     self.leave(h, next);
                     Ok((next, Some(next.tick)))
                 }
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted { .. }) if flag_if_short => Ok((h.with_waiters(true), None)),
                 Err(Denied::Exhausted { .. }) => Ok((h, None)),
             })
@@ -573,7 +573,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the segment
     /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
     /// segment.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
         self.header
@@ -582,7 +582,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                     self.leave(h, next);
                     Ok((next, Some(at)))
                 }
-                Err(Denied::Closed) => Err(Reason::Closed),
+                Err(Denied::Closed) => Err(&Reason::Closed),
                 Err(Denied::Exhausted { .. }) => Ok((h, None)),
             })
             .map(|(_, taken)| taken)
@@ -657,7 +657,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     pub(crate) fn peek(&self, permits: u32) -> Result<(), Rejection> {
         let s = self.shape();
         if permits > s.limit {
-            return Err(Rejection::new(Reason::ExceedsLimit));
+            return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let e = self.ticker.elapsed(self.clock.now());
         let h = self.header.load();
@@ -665,9 +665,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         let barge = self.queue.barging();
         match h.try_take(k, permits, s, barge, |j| self.frozen(j)) {
             Ok(_) => Ok(()),
-            Err(Denied::Closed) => Err(Rejection::new(Reason::Closed)),
+            Err(Denied::Closed) => Err(Rejection::new(&Reason::Closed)),
             Err(Denied::Exhausted { .. }) => Err(Rejection::after(
-                Reason::Exhausted,
+                &Reason::Exhausted,
                 self.retry_after(k, into, h, permits, barge).at_least_1ns(),
             )),
         }

@@ -357,7 +357,7 @@ mod tests {
     #[test]
     fn counters_count_both_sides() {
         let c = Counters::new();
-        let no = crate::Rejection::new(crate::Reason::Exhausted);
+        let no = crate::Rejection::new(&crate::Reason::Exhausted);
         let _ = c.count(Ok(()));
         let _ = c.count::<()>(Err(no));
         let _ = c.count::<()>(Err(no));

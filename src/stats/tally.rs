@@ -10,10 +10,16 @@
 //! when its thread exits; the next thread to claim it synchronizes with that release, so it
 //! continues from the last count.
 //!
+//! The common count is a repeat: a thread counting again on the tally it counted on last. Each
+//! thread caches that tally's id and its line there ([`Cached`]), so such a count is two
+//! thread-local loads, one load of the tally's id, a compare and an increment — no directory
+//! walk. Any other count (the first on a tally, a switch between tallies) walks the directory
+//! and refreshes the cache.
+//!
 //! Memory: a tally's cells are allocated lazily, in buckets of 1, 1, 2, 4, …, 128 cells; a thread
 //! of index `i` allocates (once per tally) the bucket holding `i`. A limiter used by threads 0..8
 //! holds 8 cells of 128 bytes and a 72-byte directory; one never used holds none (the tally itself
-//! is a directory pointer and the shared cell: 24 bytes). A compact tally (a partition's limiter)
+//! is a directory pointer, its id and the shared cell: 32 bytes). A compact tally (a partition's limiter)
 //! never allocates: it counts in the shared cell with `fetch_add`. Threads claim the lowest free index, so the buckets in use follow the number
 //! of threads alive, not how many have ever lived.
 //!
@@ -53,7 +59,7 @@ mod claim {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use super::{CELLS, NO_CELL, UNCLAIMED};
+    use super::{Cached, CELLS, NO_CELL, UNCLAIMED};
 
     static TAKEN: [AtomicBool; CELLS] = [const { AtomicBool::new(false) }; CELLS];
 
@@ -61,6 +67,9 @@ mod claim {
         /// The thread's cell, encoded (see `encode`). No destructor and a constant initializer,
         /// so reading it is a plain thread-local load, even while the thread exits.
         pub(super) static SLOT: Cell<u32> = const { Cell::new(UNCLAIMED) };
+        /// The tally this thread counted on last and its line there (see `Cached`). Constant
+        /// and without a destructor, like `SLOT`.
+        pub(super) static LAST: Cell<Cached> = const { Cell::new(Cached::NONE) };
         /// Holds the claimed index; gives it back when the thread exits.
         static GUARD: Guard = Guard::new();
     }
@@ -79,8 +88,10 @@ mod claim {
 
     impl Drop for Guard {
         fn drop(&mut self) {
-            // Counts from here on (later thread-local destructors) go to the shared cell.
+            // Counts from here on (later thread-local destructors) go to the shared cell: not
+            // to the cached line either, which is the index's, and the index is given back.
             SLOT.with(|s| s.set(NO_CELL));
+            LAST.with(|l| l.set(Cached::NONE));
             if let Some(i) = self.0 {
                 TAKEN[i].store(false, Ordering::Release);
             }
@@ -113,6 +124,31 @@ mod claim {
     }
 }
 
+/// A thread's cache of its last count: the [`Tally::id`] it counted on and its line there. A
+/// count on the same tally is then a compare and an increment (no directory walk).
+///
+/// The key is the tally's process-unique id, not its address: a tally dropped and another
+/// made at the same address has another id, so a stale entry never matches (its dangling
+/// `line` is never read). Ids start at 1 and a tally without one reads 0; `NONE`'s id is
+/// neither, and an id of 0 is never cached.
+#[derive(Clone, Copy)]
+struct Cached {
+    id: u64,
+    line: *const Line,
+}
+
+impl Cached {
+    const NONE: Cached = Cached {
+        id: u64::MAX,
+        line: core::ptr::null(),
+    };
+}
+
+/// The last id given to a tally ([`Tally::id`]); 2^64 of them never run out. (A plain std
+/// atomic also under loom, which has no `static` atomics: only its uniqueness matters, which
+/// `fetch_add` gives; the race that loom checks is on the tally's own `id`.)
+static LAST_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The cells of a tally: bucket `b` points to its `size(b)` lines once a thread of that bucket
 /// counted (null before). Allocated on the first count through a cell, so that a tally that
 /// never gets one (a compact one, or one never used) costs only its two words.
@@ -137,13 +173,16 @@ const COMPACT: *mut Dir = core::ptr::dangling_mut::<Dir>();
 /// Granted and refused counts, one pair of cells per counting thread — or, for a compact tally
 /// (a partition's limiter, where memory per key counts more than contention), one shared pair.
 ///
-/// 24 bytes in the limiter; a full tally's cells are on the heap: a 72-byte directory, then a
+/// 32 bytes in the limiter; a full tally's cells are on the heap: a 72-byte directory, then a
 /// 128-byte line per counting thread. The only `unsafe` of the statistics is here: the
-/// directory and the lines are reached through raw pointers, so that the common count is two
-/// loads and a store with no bounds or state check (a `OnceLock` per bucket cost 24 bytes each
-/// and a state check per count).
+/// directory and the lines are reached through raw pointers, and a thread's last line through
+/// its cache, so that the common count is a compare and an increment with no bounds or state
+/// check (a `OnceLock` per bucket cost 24 bytes each and a state check per count).
 pub(crate) struct Tally {
     dir: AtomicPtr<Dir>,
+    /// 0 until the first count through a cell, then a process-unique id: the key of the
+    /// per-thread cache ([`Cached`]).
+    id: AtomicU64,
     shared: [AtomicU64; 2],
 }
 
@@ -170,6 +209,7 @@ impl Tally {
         pub(crate) fn new() -> Self {
             Self {
                 dir: AtomicPtr::new(core::ptr::null_mut()),
+                id: AtomicU64::new(0),
                 shared: [AtomicU64::new(0), AtomicU64::new(0)],
             }
         }
@@ -194,46 +234,74 @@ impl Tally {
         }
     }
 
-    /// [`bump`](Self::bump)'s common case: counts and returns `true` if the calling thread
-    /// has its cell on this tally already; else counts nothing and returns `false`.
+    /// [`bump`](Self::bump)'s common case: counts and returns `true` if this tally is the
+    /// one the calling thread counted on last (its line is cached); else counts nothing and
+    /// returns `false`.
     #[inline(always)]
     pub(crate) fn try_bump(&self, which: usize) -> bool {
-        self.try_bump_at(which, claim::current())
-    }
-
-    /// [`try_bump`](Self::try_bump) in the cell of `slot` (which only the calling thread
-    /// writes).
-    #[inline(always)]
-    fn try_bump_at(&self, which: usize, slot: u32) -> bool {
-        let dir = self.dir.load(Ordering::Acquire);
-        if dir.addr() <= COMPACT.addr() {
+        let last = claim::LAST.with(core::cell::Cell::get);
+        if last.id != self.id.load(Ordering::Relaxed) {
             return false;
         }
-        // SAFETY: `dir` is neither null nor `COMPACT`, so it came from `Box::into_raw` in
-        // `dir()` and is freed only by `drop`, which cannot run while `&self` is borrowed.
-        let dir = unsafe { &*dir };
-        let bucket = (slot >> 16) as usize;
-        let Some(lines) = dir.buckets.get(bucket) else {
-            return false; // no cell (`NO_CELL`) or not claimed yet (`UNCLAIMED`)
-        };
-        let lines = lines.load(Ordering::Acquire);
-        if lines.is_null() {
-            return false;
-        }
-        // SAFETY: a non-null bucket pointer came from `lines()`: `size(bucket)` lines, freed
-        // only by `drop`; the slot's offset is below `size(bucket)` (`claim::encode`).
-        let line = unsafe { &*lines.add((slot & 0xFFFF) as usize) };
+        // SAFETY: `last` was cached by `bump_slow` on this thread for the tally of this id,
+        // which is this one (ids are unique and 0 is never cached), so `line` is this thread's
+        // line in this tally's cells, alive until `drop`, which cannot run while `&self` is
+        // borrowed. The entry is cleared before the thread gives its index back (`Guard`).
+        let c = unsafe { &(&*last.line)[which] };
         // Only this thread writes this cell: a plain increment is exact.
-        let c = &line[which];
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         true
     }
 
-    /// The thread's first count (claims an index), its first on this tally (allocates the
-    /// directory, its bucket), a count with no cell of its own, or a compact tally's.
+    /// This tally's id, given now if it has none yet (by whichever thread asks first).
+    fn id(&self) -> u64 {
+        match self.id.load(Ordering::Relaxed) {
+            0 => {
+                let fresh = LAST_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                match self
+                    .id
+                    .compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    Ok(_) => fresh,
+                    Err(theirs) => theirs,
+                }
+            }
+            id => id,
+        }
+    }
+
+    /// Every count but a repeated one on the same tally ([`try_bump`](Self::try_bump)): the
+    /// thread's first count (claims an index), its first on this tally (allocates the
+    /// directory, its bucket), a count on another tally than the last (walks the directory),
+    /// a count with no cell of its own, or a compact tally's. Caches the line it counted in.
     #[cold]
     #[inline(never)]
     fn bump_slow(&self, which: usize, slot: u32) {
+        match self.line_of(slot) {
+            Some(line) => {
+                #[cfg(not(loom))]
+                claim::LAST.with(|l| {
+                    l.set(Cached {
+                        id: self.id(),
+                        line,
+                    })
+                });
+                #[cfg(loom)]
+                let _ = self.id();
+                // SAFETY: a line of this tally's cells (`line_of`), alive until `drop`.
+                let c = unsafe { &(&*line)[which] };
+                // Only this thread writes this cell: a plain increment is exact.
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            None => {
+                self.shared[which].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The line of `slot` (claimed now if `UNCLAIMED`) in this tally's cells, made if need be;
+    /// `None` for a thread with no cell or a compact tally.
+    fn line_of(&self, slot: u32) -> Option<*const Line> {
         let slot = if slot == UNCLAIMED {
             claim::slot()
         } else {
@@ -241,19 +309,12 @@ impl Tally {
         };
         let bucket = (slot >> 16) as usize;
         if slot == NO_CELL || bucket >= BUCKETS {
-            self.shared[which].fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
-        let Some(dir) = self.dir() else {
-            self.shared[which].fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        let lines = Self::lines(dir, bucket);
+        let lines = Self::lines(self.dir()?, bucket);
         // SAFETY: `lines` holds `size(bucket)` lines and the offset is below that
         // (`claim::encode`); they live until `drop`.
-        let line = unsafe { &*lines.add((slot & 0xFFFF) as usize) };
-        let c = &line[which];
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Some(unsafe { lines.add((slot & 0xFFFF) as usize) })
     }
 
     /// The directory, made if need be; `None` for a compact tally.
@@ -364,9 +425,13 @@ impl LoomTally {
     pub fn count(&self, which: usize, index: Option<usize>) {
         assert!(index.is_none_or(|i| i < CELLS));
         let slot = index.map_or(NO_CELL, claim::encode);
-        if !self.0.try_bump_at(which, slot) {
-            self.0.bump_slow(which, slot);
-        }
+        self.0.bump_slow(which, slot);
+    }
+
+    /// The tally's id: 0 until a count went through a cell, then the same non-zero value
+    /// whichever thread gave it.
+    pub fn id(&self) -> u64 {
+        self.0.id.load(Ordering::Relaxed)
     }
 
     /// Makes it compact.
@@ -415,8 +480,65 @@ mod tests {
     }
 
     #[test]
-    fn the_tally_is_two_words_and_a_pointer() {
-        assert_eq!(core::mem::size_of::<Tally>(), 24);
+    fn the_tally_is_a_pointer_an_id_and_two_words() {
+        assert_eq!(core::mem::size_of::<Tally>(), 32);
+    }
+
+    #[test]
+    fn switching_between_tallies_counts_each_exactly() {
+        // Every count misses the cache (the other tally was last): the walk counts, and
+        // re-caches.
+        let (a, b) = (Tally::new(), Tally::new());
+        for i in 0..1_000 {
+            a.bump(i % 2);
+            b.bump(0);
+            b.bump(1);
+        }
+        assert_eq!(a.totals(), (500, 500));
+        assert_eq!(b.totals(), (1_000, 1_000));
+        assert_ne!(a.id.load(Ordering::Relaxed), b.id.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_tally_made_where_a_dropped_one_was_never_counts_in_its_cells() {
+        // The allocator hands the same address back: a cache keyed by address would write the
+        // dropped tally's freed line (miri reports it) and lose the count.
+        let mut seen = std::collections::HashSet::new();
+        for round in 0..200u64 {
+            let t = Box::new(Tally::new());
+            seen.insert(core::ptr::from_ref::<Tally>(&t).addr());
+            for _ in 0..round % 3 + 1 {
+                t.bump(0);
+            }
+            t.bump(1);
+            assert_eq!(t.totals(), (round % 3 + 1, 1), "round {round}");
+        }
+        assert!(seen.len() < 200, "no address was reused: the test proves nothing");
+    }
+
+    #[test]
+    fn a_thread_counting_on_two_tallies_from_many_threads_is_exact() {
+        let (a, b) = (Tally::new(), Tally::new());
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (a, b) = (&a, &b);
+                s.spawn(move || {
+                    for j in 0..2_000 {
+                        if (i + j) % 3 == 0 {
+                            a.bump(1);
+                        } else {
+                            b.bump(0);
+                            b.bump(0);
+                        }
+                    }
+                });
+            }
+        });
+        let fails: u64 = (0..8u64)
+            .map(|i| (0..2_000u64).filter(|j| (i + j) % 3 == 0).count() as u64)
+            .sum();
+        assert_eq!(a.totals(), (0, fails));
+        assert_eq!(b.totals(), (2 * (16_000 - fails), 0));
     }
 
     #[test]

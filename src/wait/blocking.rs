@@ -71,7 +71,7 @@ pub(crate) fn wait_with<'a, L: Source + ?Sized>(
                 return match fut.as_mut().cancel() {
                     Some(outcome) => outcome,
                     None => {
-                        let r = Rejection::new(Reason::TimedOut);
+                        let r = Rejection::new(&Reason::TimedOut);
                         limiter.counters().record_failure(&r);
                         Err(r)
                     }

@@ -113,7 +113,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         let n = waiter.permits();
         let counters = l.counters();
         if n > l.limit() {
-            let r = Rejection::new(Reason::ExceedsLimit);
+            let r = Rejection::new(&Reason::ExceedsLimit);
             counters.record_failure(&r);
             return Ok(Err(r));
         }
@@ -141,7 +141,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             if n > l.limit() {
                 // The limit was lowered since the check above: such a waiter could never be
                 // served (a reconfiguration fails those already queued, under this lock).
-                return Some(Decision::Refused(Rejection::new(Reason::ExceedsLimit)));
+                return Some(Decision::Refused(Rejection::new(&Reason::ExceedsLimit)));
             }
             let queued = list.queued_permits();
             let behind = !list.is_empty() && !q.barging();
@@ -164,10 +164,10 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 };
                 let r = match wait {
                     Some(d) => Rejection::with_retry_after(
-                        Reason::QueueFull,
+                        &Reason::QueueFull,
                         d.max(core::time::Duration::from_nanos(1)),
                     ),
-                    None => Rejection::new(Reason::QueueFull),
+                    None => Rejection::new(&Reason::QueueFull),
                 };
                 return Some(Decision::Refused(r));
             }
@@ -180,7 +180,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                     q.sync_count(list);
                     return None;
                 }
-                wakes.push(list.complete(oldest, Status::Rejected(Reason::Evicted)));
+                wakes.push(list.complete(oldest, Status::Rejected(&Reason::Evicted)));
                 counters.record_dequeued();
             }
             let next_to_serve = list.is_empty() || q.barging();
@@ -347,7 +347,7 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                 }
                 (Status::Queued | Status::Idle, next) => next,
             },
-            Stage::Done => return Poll::Ready(Err(Rejection::new(Reason::Closed))),
+            Stage::Done => return Poll::Ready(Err(Rejection::new(&Reason::Closed))),
         };
         *p.stage = Stage::Queued;
         #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]

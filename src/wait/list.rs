@@ -38,7 +38,7 @@ pub(crate) enum Status {
     /// Unlinked and granted its permits; the stamp says when (for giving them back).
     Granted(u64),
     /// Unlinked and refused.
-    Rejected(Reason),
+    Rejected(&'static Reason),
 }
 
 struct Links {
@@ -319,10 +319,10 @@ mod tests {
         assert_eq!(list.status(a.as_ref()), Status::Granted(7));
         assert_eq!(a.as_ref().completed(), Some(Status::Granted(7)));
         let tail = list.back().unwrap();
-        list.complete(tail, Status::Rejected(Reason::Evicted));
+        list.complete(tail, Status::Rejected(&Reason::Evicted));
         assert!(list.is_empty());
         assert_eq!(list.queued_permits(), 0);
-        assert_eq!(list.status(c.as_ref()), Status::Rejected(Reason::Evicted));
+        assert_eq!(list.status(c.as_ref()), Status::Rejected(&Reason::Evicted));
         // Removing a completed waiter leaves the list alone.
         assert_eq!(list.remove(a.as_ref()).0, Status::Granted(7));
         assert!(list.is_empty());

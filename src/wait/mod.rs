@@ -89,7 +89,7 @@ pub trait Source: private::Sealed {
     /// Under the queue lock: takes `n` ignoring the queue flag (`Ok(Some(stamp))`), or finds them
     /// short (`Ok(None)`), setting the flag in the same CAS when `flag_if_short`. `Err` if closed.
     #[doc(hidden)]
-    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, Reason>;
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason>;
     /// Under the queue lock, for the waiter at the serving end: takes its `n` permits as of
     /// the instant they fit, at or before now (`Ok(Some(stamp))`), or finds them short
     /// (`Ok(None)`); `Err` if closed. Granting each waiter at the instant it fit, with the
@@ -101,7 +101,7 @@ pub trait Source: private::Sealed {
     /// No default (nor for the rest of the protocol): a wrapper that forwards to a limiter
     /// inside must forward every part, and the compiler says so.
     #[doc(hidden)]
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, Reason>;
+    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason>;
     /// How long until a request of `n` permits could be granted by time alone behind the
     /// waiters `ahead` (their requests in the order they are served), if ever: exact where the
     /// limiter can walk them one by one.
@@ -310,7 +310,7 @@ impl WaitQueue {
                     return None;
                 }
                 wakes.head_changed |= self.serving_end(list) == Some(w);
-                wakes.push(list.complete(w, Status::Rejected(Reason::ExceedsLimit)));
+                wakes.push(list.complete(w, Status::Rejected(&Reason::ExceedsLimit)));
                 src.counters().record_dequeued();
             }
             (!self.serve_locked(src, list, wakes)).then_some(())
@@ -459,7 +459,7 @@ impl WaitQueue {
                     self.sync_count(list);
                     return None;
                 }
-                wakes.push(list.complete(w, Status::Rejected(Reason::Closed)));
+                wakes.push(list.complete(w, Status::Rejected(&Reason::Closed)));
                 src.counters().record_dequeued();
             }
             src.clear_waiters();

@@ -64,12 +64,12 @@ impl Queue {
             None => wait.await,
             Some(max) => match tokio::time::timeout(max, wait).await {
                 Ok(r) => r,
-                Err(_) => return retry().map_err(|r| after_wait(Reason::TimedOut, r)),
+                Err(_) => return retry().map_err(|r| after_wait(&Reason::TimedOut, r)),
             },
         };
         match waited {
             Err(r) if r.reason() == Reason::Evicted && r.retry_after().is_none() => {
-                retry().map_err(|r| after_wait(Reason::Evicted, r))
+                retry().map_err(|r| after_wait(&Reason::Evicted, r))
             }
             other => other,
         }
@@ -79,7 +79,7 @@ impl Queue {
 /// The refusal of a fresh try `r` made after a wait ended for `reason` (the deadline, or
 /// pushed out of the queue): `reason`, with the limiter's RetryAfter when it has one (a rate
 /// limiter's); or `r` itself when the limiter refused for another reason (closed).
-pub(crate) fn after_wait(reason: Reason, r: Rejection) -> Rejection {
+pub(crate) fn after_wait(reason: &'static Reason, r: Rejection) -> Rejection {
     match (r.reason(), r.retry_after()) {
         (Reason::Exhausted, Some(d)) => Rejection::with_retry_after(reason, d),
         (Reason::Exhausted, None) => Rejection::new(reason),
@@ -306,7 +306,7 @@ impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Keyed<C> {
 fn unreachable_wait() -> Result<Grant, Denial> {
     // `Keyed::try_acquire` never answers `Wait`; should it ever, refuse rather than panic.
     Err(Denial {
-        rejection: Rejection::new(Reason::Exhausted),
+        rejection: Rejection::new(&Reason::Exhausted),
         quota: None,
     })
 }

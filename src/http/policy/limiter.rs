@@ -124,7 +124,7 @@ pub struct Grant {
 /// use tollgate::{QuotaState, Rejection};
 /// let retry = Duration::from_secs(30);
 /// let denial = Denial {
-///     rejection: Rejection::with_retry_after(Reason::Exhausted, retry),
+///     rejection: Rejection::with_retry_after(&Reason::Exhausted, retry),
 ///     quota: Some(QuotaState::exhausted(100, Some(retry))),
 /// };
 /// assert_eq!(denial.rejection.retry_after(), Some(retry)); // becomes `Retry-After: 30`
@@ -153,7 +153,7 @@ pub struct Denial {
 /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
 /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
 /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
 /// #         }
 /// #     }
 /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
@@ -201,7 +201,7 @@ pub enum Decision {
 /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
 /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
 /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
 /// #         }
 /// #     }
 /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
@@ -287,7 +287,7 @@ pub struct PolicyQuota {
 ///         Box::pin(async move {
 ///             // ... a Redis EVALSHA would go here ...
 ///             if key == Key::from_u64(1) {
-///                 Err(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None })
+///                 Err(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None })
 ///             } else {
 ///                 Ok(Grant { permit: Permit::none(), quota: None })
 ///             }
@@ -316,7 +316,7 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
     /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
     /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
     /// #         }
     /// #     }
     /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
@@ -356,7 +356,7 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
     /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
     /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
     /// #         }
     /// #     }
     /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
@@ -396,7 +396,7 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
     /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
     /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
     /// #         }
     /// #     }
     /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
@@ -435,7 +435,7 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
     /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
     /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
     /// #         }
     /// #     }
     /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {

@@ -358,7 +358,7 @@ impl Policy {
     /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
     /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
     /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(Reason::Exhausted), quota: None }),
+    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
     /// #         }
     /// #     }
     /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
