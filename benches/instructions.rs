@@ -352,6 +352,15 @@ fn floor_clock_cas64(ca: &'static (ManualClock, AtomicU64)) {
     ));
 }
 
+// The floor of a concurrency limiter's acquire + release: one `fetch_sub` and one `fetch_add`
+// on one word (what a lease taken and given back must do at the least; no check, no count).
+#[library_benchmark]
+#[bench::sub_add(setup = floor_u64_setup)]
+fn floor_acquire_release(a: &'static AtomicU64) {
+    black_box(a.fetch_sub(black_box(1), Ordering::AcqRel));
+    black_box(a.fetch_add(1, Ordering::Release));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ours
 
@@ -459,7 +468,7 @@ fn tokio_semaphore(s: &'static tokio::sync::Semaphore) {
 
 library_benchmark_group!(
     name = floor;
-    benchmarks = floor_cas64, floor_cas128, floor_clock_cas64
+    benchmarks = floor_cas64, floor_cas128, floor_clock_cas64, floor_acquire_release
 );
 
 library_benchmark_group!(

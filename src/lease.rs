@@ -16,13 +16,66 @@ pub trait Release {
     fn release(&self, permits: u32);
 }
 
+/// What a lease holds to give its permits back: a releaser, or [`NONE`](Self::NONE).
+trait Releaser {
+    /// Nothing to give back to.
+    const NONE: Self;
+    /// Whether this is a releaser, not [`NONE`](Self::NONE).
+    fn holds(&self) -> bool;
+    /// Gives `permits` back (once, from `drop`), and leaves `NONE`.
+    fn give_back(&mut self, permits: u32);
+}
+
+/// The releaser of a lease that returns nothing. Not zero-sized, so that its address is its
+/// own: a [`Lease`] tells "returns nothing" by comparing with it.
+struct NoRelease(#[allow(dead_code)] u8);
+
+impl Release for NoRelease {
+    fn release(&self, _permits: u32) {}
+}
+
+static NO_RELEASE: NoRelease = NoRelease(0);
+
+/// A borrowed releaser is never null, and [`NO_RELEASE`] stands for none: so a
+/// `Result<Lease, Rejection>` is three words (the null pointer is the `Err`), not four.
+impl Releaser for &(dyn Release + Sync) {
+    const NONE: Self = &NO_RELEASE;
+
+    #[inline(always)]
+    fn holds(&self) -> bool {
+        !core::ptr::addr_eq(*self, &NO_RELEASE)
+    }
+
+    #[inline(always)]
+    fn give_back(&mut self, permits: u32) {
+        if self.holds() {
+            core::mem::replace(self, Self::NONE).release(permits);
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Releaser for Option<alloc::sync::Arc<dyn Release + Send + Sync>> {
+    const NONE: Self = None;
+
+    fn holds(&self) -> bool {
+        self.is_some()
+    }
+
+    fn give_back(&mut self, permits: u32) {
+        if let Some(r) = self.take() {
+            r.release(permits);
+        }
+    }
+}
+
 /// What both leases, [`Lease`] and [`OwnedLease`], do with their `permits` and their
-/// `releaser` (an `Option` of what gives the permits back): their constructors, accessors,
-/// `forget`, `Drop` and `Debug`. The doc comments of `unreleased` and `forget`, and the
-/// attributes of `drop`, are each lease's own.
+/// `releaser` (a [`Releaser`]): their constructors, accessors, `forget`, `Drop` and `Debug`.
+/// The doc comments of `unreleased` and `forget`, and the attributes of `drop`, are each
+/// lease's own.
 macro_rules! lease_methods {
     (
-        impl$(<$lt:lifetime>)? $lease:ident$(<$lt2:lifetime>)?, releaser: $releaser:ty;
+        impl$(<$lt:lifetime>)? $lease:ident$(<$lt2:lifetime>)?, releaser: $releaser:ty, wrap: $wrap:path;
         $(#[$unreleased_doc:meta])* fn unreleased;
         $(#[$forget_doc:meta])* fn forget;
         $(#[$drop_attr:meta])* fn drop;
@@ -32,7 +85,7 @@ macro_rules! lease_methods {
             pub fn releasing(permits: u32, releaser: $releaser) -> Self {
                 Self {
                     permits,
-                    releaser: Some(releaser),
+                    releaser: $wrap(releaser),
                 }
             }
 
@@ -40,7 +93,7 @@ macro_rules! lease_methods {
             pub const fn unreleased(permits: u32) -> Self {
                 Self {
                     permits,
-                    releaser: None,
+                    releaser: Releaser::NONE,
                 }
             }
 
@@ -50,13 +103,13 @@ macro_rules! lease_methods {
             }
 
             /// Whether dropping this lease returns permits to a limiter.
-            pub const fn returns_permits(&self) -> bool {
-                self.releaser.is_some()
+            pub fn returns_permits(&self) -> bool {
+                self.releaser.holds()
             }
 
             $(#[$forget_doc])*
             pub fn forget(mut self) -> u32 {
-                self.releaser = None;
+                self.releaser = Releaser::NONE;
                 self.permits
             }
         }
@@ -64,9 +117,7 @@ macro_rules! lease_methods {
         impl$(<$lt>)? Drop for $lease$(<$lt2>)? {
             $(#[$drop_attr])*
             fn drop(&mut self) {
-                if let Some(r) = self.releaser.take() {
-                    r.release(self.permits);
-                }
+                self.releaser.give_back(self.permits);
             }
         }
 
@@ -79,6 +130,12 @@ macro_rules! lease_methods {
             }
         }
     };
+}
+
+/// The identity, for [`lease_methods!`]'s `wrap` of a borrowed releaser.
+#[inline(always)]
+const fn same<T>(t: T) -> T {
+    t
 }
 
 /// Permits held: returned on drop to the limiter that granted them, exactly once.
@@ -99,11 +156,11 @@ macro_rules! lease_methods {
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct Lease<'a> {
     permits: u32,
-    releaser: Option<&'a (dyn Release + Sync)>,
+    releaser: &'a (dyn Release + Sync),
 }
 
 lease_methods! {
-    impl<'a> Lease<'a>, releaser: &'a (dyn Release + Sync);
+    impl<'a> Lease<'a>, releaser: &'a (dyn Release + Sync), wrap: same;
     /// A lease that returns nothing when dropped (rate limiters, no-op limiters).
     fn unreleased;
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
@@ -125,7 +182,7 @@ pub struct OwnedLease {
 
 #[cfg(feature = "alloc")]
 lease_methods! {
-    impl OwnedLease, releaser: alloc::sync::Arc<dyn Release + Send + Sync>;
+    impl OwnedLease, releaser: alloc::sync::Arc<dyn Release + Send + Sync>, wrap: Some;
     /// A lease that returns nothing when dropped.
     fn unreleased;
     /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
@@ -356,4 +413,45 @@ pub struct Statistics {
     pub total_successful: u64,
     /// Requests rejected since creation.
     pub total_failed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    /// What a `try_acquire` returns stays small: a rejection is a wait and a reason reference,
+    /// and a lease's never-null releaser is the `Result`'s tag (three words on a 64-bit target).
+    #[test]
+    fn a_decision_is_three_words() {
+        assert_eq!(size_of::<Rejection>(), 16);
+        assert_eq!(size_of::<Lease<'_>>(), 3 * size_of::<usize>());
+        assert_eq!(
+            size_of::<Result<Lease<'_>, Rejection>>(),
+            size_of::<Lease<'_>>()
+        );
+    }
+
+    #[test]
+    fn an_unreleased_lease_returns_nothing_and_a_forgotten_one_neither() {
+        struct Count(core::sync::atomic::AtomicU32);
+        impl Release for Count {
+            fn release(&self, permits: u32) {
+                self.0.fetch_add(permits, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let c = Count(core::sync::atomic::AtomicU32::new(0));
+        assert!(!Lease::unreleased(3).returns_permits());
+        drop(Lease::unreleased(3));
+        let l = Lease::releasing(2, &c);
+        assert!(l.returns_permits());
+        drop(l);
+        assert_eq!(c.0.load(core::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!(Lease::releasing(5, &c).forget(), 5);
+        assert_eq!(c.0.load(core::sync::atomic::Ordering::Relaxed), 2);
+        let r = Rejection::with_retry_after(&Reason::Exhausted, Duration::from_nanos(u64::MAX));
+        assert_eq!(r.retry_after(), Some(Duration::MAX)); // past 2^64 - 2 ns: saturated
+        let r = Rejection::with_retry_after(&Reason::Exhausted, Duration::from_nanos(u64::MAX - 2));
+        assert_eq!(r.retry_after(), Some(Duration::from_nanos(u64::MAX - 2)));
+    }
 }

@@ -340,13 +340,16 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.ticker.offset_in_own(e, tick)?;
-        if n == 0 {
-            return None;
-        }
         if tokens >= n {
-            // Tokens above the limit (it was lowered) are dropped by the general path first.
-            return (tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
+            // Tokens above the limit (it was lowered) are dropped by the general path first;
+            // `n <= tokens <= limit`, so the request is within the limit; a probe (`n == 0`)
+            // goes to the general path.
+            return (n != 0 && tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
                 .then_some(Ok(()));
+        }
+        // Refused (`n > tokens`, so `n >= 1`); over the limit, refused for that instead.
+        if n > r.limit {
+            return None;
         }
         let ticks = Bucket {
             tokens,
@@ -376,9 +379,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         // One reading of the refill and of the clock for the whole decision, the general path's
         // included.
         let r = self.refill();
-        if n > r.limit {
-            return self.try_acquire_general(None, n, r, granted, serve);
-        }
         let e = self.ticker.elapsed(self.clock.now());
         if let Some((word, shift)) = self.word.narrow() {
             match self.decide_quick_on(word, shift, e, n, r) {
@@ -393,24 +393,25 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
                 None => {}
             }
         }
-        self.try_acquire_general(Some(e), n, r, granted, serve)
+        self.try_acquire_general(e, n, r, granted, serve)
     }
 
-    /// `try_acquire` past the quick path (which this does not repeat), counted: the general
-    /// transition at `e` ns after creation, with the refill `r`; `None` for a request over the
-    /// limit.
+    /// `try_acquire` past the quick path (which this does not repeat), counted: a request
+    /// over the limit refused, else the general transition at `e` ns after creation, with the
+    /// refill `r`.
     #[inline(never)]
     fn try_acquire_general<T>(
         &self,
-        e: Option<u64>,
+        e: u64,
         n: u32,
         r: Refill,
         granted: impl FnOnce() -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
-        let taken = match e {
-            None => Err(Rejection::new(&Reason::ExceedsLimit)),
-            Some(e) => self.take_slow(e, n, r, serve).map(|()| granted()),
+        let taken = if n > r.limit {
+            Err(Rejection::new(&Reason::ExceedsLimit))
+        } else {
+            self.take_slow(e, n, r, serve).map(|()| granted())
         };
         self.counters.count(taken)
     }

@@ -570,9 +570,11 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         if cfg!(tollgate_cs_cells) {
             return self.try_acquire_general(permits);
         }
-        // The decision on one reading of the word, and its count, inline; a lost race, and a
-        // count that needs its slow path, in tail calls (no registers saved on the quick path).
-        if permits <= self.limit() {
+        // The decision on one reading of the word, and its count, inline; a lost race, a
+        // probe (`permits == 0`), a request over the limit, and a count that needs its slow
+        // path, in tail calls (no registers saved on the quick path). `1 <= permits <= limit`
+        // in one compare, which also lets the compiler drop `try_take`'s probe case here.
+        if permits.wrapping_sub(1) < self.limit() {
             let w = cas::Word::load(&self.word);
             match State::unpack(w).try_take(permits, self.queue.barging()) {
                 Ok(next) if next.pack() == w || cas::swap_once(&self.word, w, next.pack()) => {
