@@ -88,14 +88,19 @@ impl Nanos {
         }
     }
 
-    /// The count as a `u64` if it is below `cap`, else `cap` (a rejection's wait: one word).
+    /// The count as a `u64`, saturating at `u64::MAX` (a rejection's wait: one word).
     #[inline(always)]
-    pub(crate) const fn saturating_u64(self, cap: u64) -> u64 {
-        if self.hi == 0 && self.lo < cap {
+    pub(crate) const fn saturating_u64(self) -> u64 {
+        if self.hi == 0 {
             self.lo
         } else {
-            cap
+            u64::MAX
         }
+    }
+
+    /// Whether the count is zero.
+    pub(crate) const fn is_zero(self) -> bool {
+        self.hi == 0 && self.lo == 0
     }
 
     /// At least one nanosecond (a denial's wait is never zero).

@@ -144,8 +144,9 @@ impl Ticker {
 
     /// [`wait_until`](Self::wait_until) for one request: the wait until `ticks` ticks after
     /// `base`, at most `u32::MAX` (as
-    /// [`Bucket::ticks_to_take`](crate::bucket::state::Bucket::ticks_to_take) gives).
-    #[inline]
+    /// [`Bucket::ticks_to_take`](crate::bucket::state::Bucket::ticks_to_take) gives), exact: the
+    /// reference of [`wait_one_u64`](Self::wait_one_u64), which a rejection uses.
+    #[cfg(test)]
     pub(crate) fn wait_one(&self, k: u64, into: u64, base: u64, ticks: u32) -> Nanos {
         if base > k {
             self.wait_ticks(ticks, 0)
@@ -154,6 +155,27 @@ impl Ticker {
             let left = u64::from(ticks).saturating_sub(k - base) as u32;
             self.wait_ticks(left, into)
         }
+    }
+
+    /// [`wait_one`](Self::wait_one) for a rejection, which keeps 64 bits of wait: the same up
+    /// to 2^64 - 1 ns, `u64::MAX` ns (read as `Duration::MAX`) from there, with no 96-bit
+    /// product (code a firmware `try_acquire` does not need).
+    #[inline]
+    pub(crate) fn wait_one_u64(&self, k: u64, into: u64, base: u64, ticks: u32) -> Nanos {
+        let (ticks, into) = if base > k {
+            (ticks, 0)
+        } else {
+            (u64::from(ticks).saturating_sub(k - base) as u32, into)
+        };
+        if ticks == 0 {
+            return Nanos::ZERO;
+        }
+        // `into` is less than a period, so than the product.
+        Nanos::from_u64(
+            u64::from(ticks)
+                .checked_mul(self.period)
+                .map_or(u64::MAX, |ns| ns - into),
+        )
     }
 
     /// [`wait_for`](Self::wait_for) of at most `u32::MAX` ticks (one request's): one
@@ -329,9 +351,11 @@ mod tests {
                 );
                 for (k, base) in [(5u64, 3u64), (3, 5), (9, 9), (1 << 40, 7)] {
                     let target = base.saturating_add(u64::from(short));
+                    let exact = t.wait_one(k, into, base, short);
+                    assert_eq!(exact, t.wait_until(k, into, base, target));
                     assert_eq!(
-                        t.wait_one(k, into, base, short),
-                        t.wait_until(k, into, base, target)
+                        t.wait_one_u64(k, into, base, short),
+                        Nanos::from_u64(exact.saturating_u64())
                     );
                 }
                 let (ticks, into) = (x >> (x % 48), x % period);

@@ -453,7 +453,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             // At most `n <= limit` (1 for a probe).
             let missing = u32::try_from(missing).unwrap_or(u32::MAX);
             let ticks = Bucket { tokens: 0, ..b }.ticks_to_take(r, missing);
-            self.ticker.wait_one(k, into, base, ticks)
+            // A rejection keeps 64 bits: no 96-bit product (firmware code size).
+            self.ticker.wait_one_u64(k, into, base, ticks)
         }
     }
 
