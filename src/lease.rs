@@ -16,58 +16,13 @@ pub trait Release {
     fn release(&self, permits: u32);
 }
 
-/// What a lease holds to give its permits back: a releaser, or [`NONE`](Self::NONE).
-trait Releaser {
-    /// Nothing to give back to.
-    const NONE: Self;
-    /// Whether this is a releaser, not [`NONE`](Self::NONE).
-    fn holds(&self) -> bool;
-    /// Gives `permits` back (once, from `drop`), and leaves `NONE`.
-    fn give_back(&mut self, permits: u32);
-}
-
-/// A borrowed releaser, or none. (A never-null releaser with a static no-op standing for none
-/// would make a `Result<Lease, Rejection>` three words instead of four, 2–5 instructions less
-/// per call on x86-64; but on firmware the compare with the no-op's address kept the
-/// concurrency limiter's release out of line: +30 bytes, over its budget.)
-impl Releaser for Option<&(dyn Release + Sync)> {
-    const NONE: Self = None;
-
-    #[inline(always)]
-    fn holds(&self) -> bool {
-        self.is_some()
-    }
-
-    #[inline(always)]
-    fn give_back(&mut self, permits: u32) {
-        if let Some(r) = self.take() {
-            r.release(permits);
-        }
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl Releaser for Option<alloc::sync::Arc<dyn Release + Send + Sync>> {
-    const NONE: Self = None;
-
-    fn holds(&self) -> bool {
-        self.is_some()
-    }
-
-    fn give_back(&mut self, permits: u32) {
-        if let Some(r) = self.take() {
-            r.release(permits);
-        }
-    }
-}
-
 /// What both leases, [`Lease`] and [`OwnedLease`], do with their `permits` and their
-/// `releaser` (a [`Releaser`]): their constructors, accessors, `forget`, `Drop` and `Debug`.
-/// The doc comments of `unreleased` and `forget`, and the attributes of `drop`, are each
-/// lease's own.
+/// `releaser` (an `Option` of what gives the permits back): their constructors, accessors,
+/// `forget`, `Drop` and `Debug`. The doc comments of `unreleased` and `forget`, and the
+/// attributes of `drop`, are each lease's own.
 macro_rules! lease_methods {
     (
-        impl$(<$lt:lifetime>)? $lease:ident$(<$lt2:lifetime>)?, releaser: $releaser:ty, wrap: $wrap:path;
+        impl$(<$lt:lifetime>)? $lease:ident$(<$lt2:lifetime>)?, releaser: $releaser:ty;
         $(#[$unreleased_doc:meta])* fn unreleased;
         $(#[$forget_doc:meta])* fn forget;
         $(#[$drop_attr:meta])* fn drop;
@@ -77,7 +32,7 @@ macro_rules! lease_methods {
             pub fn releasing(permits: u32, releaser: $releaser) -> Self {
                 Self {
                     permits,
-                    releaser: $wrap(releaser),
+                    releaser: Some(releaser),
                 }
             }
 
@@ -85,7 +40,7 @@ macro_rules! lease_methods {
             pub const fn unreleased(permits: u32) -> Self {
                 Self {
                     permits,
-                    releaser: Releaser::NONE,
+                    releaser: None,
                 }
             }
 
@@ -95,13 +50,13 @@ macro_rules! lease_methods {
             }
 
             /// Whether dropping this lease returns permits to a limiter.
-            pub fn returns_permits(&self) -> bool {
-                self.releaser.holds()
+            pub const fn returns_permits(&self) -> bool {
+                self.releaser.is_some()
             }
 
             $(#[$forget_doc])*
             pub fn forget(mut self) -> u32 {
-                self.releaser = Releaser::NONE;
+                self.releaser = None;
                 self.permits
             }
         }
@@ -109,7 +64,9 @@ macro_rules! lease_methods {
         impl$(<$lt>)? Drop for $lease$(<$lt2>)? {
             $(#[$drop_attr])*
             fn drop(&mut self) {
-                self.releaser.give_back(self.permits);
+                if let Some(r) = self.releaser.take() {
+                    r.release(self.permits);
+                }
             }
         }
 
@@ -146,7 +103,7 @@ pub struct Lease<'a> {
 }
 
 lease_methods! {
-    impl<'a> Lease<'a>, releaser: &'a (dyn Release + Sync), wrap: Some;
+    impl<'a> Lease<'a>, releaser: &'a (dyn Release + Sync);
     /// A lease that returns nothing when dropped (rate limiters, no-op limiters).
     fn unreleased;
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
@@ -168,7 +125,7 @@ pub struct OwnedLease {
 
 #[cfg(feature = "alloc")]
 lease_methods! {
-    impl OwnedLease, releaser: alloc::sync::Arc<dyn Release + Send + Sync>, wrap: Some;
+    impl OwnedLease, releaser: alloc::sync::Arc<dyn Release + Send + Sync>;
     /// A lease that returns nothing when dropped.
     fn unreleased;
     /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
@@ -249,7 +206,7 @@ impl Reason {
 /// it, and a reference to a `'static` [`Reason`]. The wait becomes a `Duration` only when
 /// [`retry_after`](Self::retry_after) is called, so a denial that nobody asks about costs no
 /// division, and a denial returns in as few stores as a `Result` of a lease allows. Waits are
-/// exact up to 2^64 - 2 ns (584 years); a longer one reads as `Duration::MAX` ("not in any
+/// exact below 2^64 - 1 ns (584 years); a longer one reads as `Duration::MAX` ("not in any
 /// useful time"; never shorter than the true wait). A wait is never zero: a zero one given to
 /// [`with_retry_after`](Self::with_retry_after) is kept as 1 ns.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
