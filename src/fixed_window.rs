@@ -171,21 +171,9 @@ impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    FixedWindowLimiter,
-    FixedWindowOptions,
-    "fixed window",
-    "FixedWindowOptions::new(2, Duration::from_secs(1))"
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    FixedWindowLimiter,
-    FixedWindowOptions,
-    "FixedWindowOptions::new(2, Duration::from_secs(1))",
+crate::core_common::rate_limiter_front! {
+    FixedWindowLimiter, FixedWindowOptions, "fixed window",
     apply = |l, refill, _| l.core.set_refill(refill),
-);
-
-crate::rate_limiter::rate_limiter!(
-    FixedWindowLimiter,
-    "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "FixedWindowOptions::new(2, Duration::from_secs(1))",
+    queued: "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)",
+}

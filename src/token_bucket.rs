@@ -206,21 +206,9 @@ impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    TokenBucketLimiter,
-    TokenBucketOptions,
-    "token bucket",
-    "TokenBucketOptions::new(2, 1, Duration::from_secs(1))"
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    TokenBucketLimiter,
-    TokenBucketOptions,
-    "TokenBucketOptions::new(2, 1, Duration::from_secs(1))",
+crate::core_common::rate_limiter_front! {
+    TokenBucketLimiter, TokenBucketOptions, "token bucket",
     apply = |l, refill, _| l.core.set_refill(refill),
-);
-
-crate::rate_limiter::rate_limiter!(
-    TokenBucketLimiter,
-    "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "TokenBucketOptions::new(2, 1, Duration::from_secs(1))",
+    queued: "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)",
+}

@@ -687,24 +687,12 @@ impl<C: Clock, Q> GcraLimiter<C, Q> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    GcraLimiter,
-    GcraOptions,
-    "GCRA limiter",
-    "GcraOptions::per_second(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    GcraLimiter,
-    GcraOptions,
-    "GcraOptions::per_second(2)",
+crate::core_common::rate_limiter_front! {
+    GcraLimiter, GcraOptions, "GCRA limiter",
     apply = |l, params, _| l.core.set_params(params),
-);
-
-crate::rate_limiter::rate_limiter!(
-    GcraLimiter,
-    "GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "GcraOptions::per_second(2)",
+    queued: "GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst)",
+}
 
 // ---------------------------------------------------------------------------------------------
 // `static` limiters (issue 15, helper "algos"): constant constructors for GCRA and the two leaky

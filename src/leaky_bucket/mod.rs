@@ -211,29 +211,17 @@ impl<C: Clock, Q> LeakyBucketMeter<C, Q> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    LeakyBucketMeter,
-    LeakyBucketOptions,
-    "leaky bucket meter",
-    "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    LeakyBucketMeter,
-    LeakyBucketOptions,
-    "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
+crate::core_common::rate_limiter_front! {
+    LeakyBucketMeter, LeakyBucketOptions, "leaky bucket meter",
     apply = |l, params, options| {
         l.options.with(|o| {
             l.core.set_params(params);
             *o = options;
         })
     },
-);
-
-crate::rate_limiter::rate_limiter!(
-    LeakyBucketMeter,
-    "LeakyBucketOptions::new(1, 10, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
+    queued: "LeakyBucketOptions::new(1, 10, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst)",
+}
 
 /// Options of a [`LeakyBucketShaper`].
 ///
@@ -427,18 +415,10 @@ impl<C: Clock> LeakyBucketShaper<C> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    LeakyBucketShaper,
-    ShaperOptions,
-    "leaky bucket shaper",
-    "ShaperOptions::per_second(10).with_max_permits(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    LeakyBucketShaper,
-    ShaperOptions,
-    "ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst)",
+crate::core_common::rate_limiter_front! {
+    LeakyBucketShaper, ShaperOptions, "leaky bucket shaper",
     apply = |l, params, _| l.core.set_params(params),
-);
-
-crate::rate_limiter::rate_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");
+    new: "ShaperOptions::per_second(10).with_max_permits(2)",
+    unqueued: "ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst)",
+    queued: "ShaperOptions::per_second(10)",
+}

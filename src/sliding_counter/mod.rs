@@ -202,21 +202,9 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    SlidingCounterLimiter,
-    SlidingCounterOptions,
-    "sliding-window counter",
-    "SlidingCounterOptions::per_second(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    SlidingCounterLimiter,
-    SlidingCounterOptions,
-    "SlidingCounterOptions::per_second(2)",
+crate::core_common::rate_limiter_front! {
+    SlidingCounterLimiter, SlidingCounterOptions, "sliding-window counter",
     apply = |l, (), options| l.core.set_limit(options.permit_limit),
-);
-
-crate::rate_limiter::rate_limiter!(
-    SlidingCounterLimiter,
-    "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "SlidingCounterOptions::per_second(2)",
+    queued: "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)",
+}

@@ -242,21 +242,9 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    SlidingLogLimiter<const N = 16>,
-    SlidingLogOptions,
-    "sliding log",
-    "SlidingLogOptions::per_second(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    SlidingLogLimiter<const N = 16>,
-    SlidingLogOptions,
-    "SlidingLogOptions::per_second(2)",
+crate::core_common::rate_limiter_front! {
+    SlidingLogLimiter<const N = 16>, SlidingLogOptions, "sliding log",
     apply = |l, (), options| l.core.set_limit(options.permit_limit),
-);
-
-crate::rate_limiter::rate_limiter!(
-    SlidingLogLimiter<const N>,
-    "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "SlidingLogOptions::per_second(2)",
+    queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)",
+}

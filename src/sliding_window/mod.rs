@@ -235,24 +235,12 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    SlidingWindowLimiter<const N = 16>,
-    SlidingWindowOptions,
-    "sliding window",
-    "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    SlidingWindowLimiter<const N = 16>,
-    SlidingWindowOptions,
-    "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
+crate::core_common::rate_limiter_front! {
+    SlidingWindowLimiter<const N = 16>, SlidingWindowOptions, "sliding window",
     apply = |l, limit, _| l.core.set_limit(limit),
-);
-
-crate::rate_limiter::rate_limiter!(
-    SlidingWindowLimiter<const N>,
-    "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
+    queued: "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)",
+}
 
 #[cfg(test)]
 mod tests;
