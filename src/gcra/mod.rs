@@ -126,22 +126,6 @@ impl ParamsCell {
     }
 }
 
-/// Validates an interval and a burst into [`Params`].
-pub(crate) fn params(interval: Duration, burst: u32, shape: bool) -> Result<Params, OptionsError> {
-    if burst == 0 {
-        return Err(OptionsError::ZeroLimit);
-    }
-    let interval = match nanos_of(interval) {
-        None => return Err(OptionsError::PeriodTooLong),
-        Some(0) => return Err(OptionsError::ZeroPeriod),
-        Some(ns) => ns,
-    };
-    match interval.checked_mul(u64::from(burst)) {
-        Some(span) if span <= MAX_SPAN => Ok(Params::new(interval, burst, shape)),
-        _ => Err(OptionsError::PeriodTooLong),
-    }
-}
-
 /// `period / n` rounded up to the nanosecond (zero for `n == 0`, refused by validation).
 pub(crate) const fn interval_of(period: Duration, n: u32) -> Duration {
     if n == 0 {
@@ -679,7 +663,7 @@ impl<C: Clock, Q> GcraLimiter<C, Q> {
     crate::sync::const_unless_loom! {
         /// A limiter of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: GcraOptions, queue: Q, clock: C) -> Self {
-            let params = OptionsError::valid_in_const(params_in_const(options.interval, options.burst, false));
+            let params = OptionsError::valid_in_const(params(options.interval, options.burst, false));
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
             }
@@ -698,9 +682,8 @@ crate::core_common::rate_limiter_front! {
 // `static` limiters (issue 15, helper "algos"): constant constructors for GCRA and the two leaky
 // buckets, kept in one self-contained block.
 
-/// [`params`] for constant evaluation: the same rules, written with `const` operations only
-/// (`params_in_const_agrees` checks the two agree).
-pub(crate) const fn params_in_const(
+/// Validates an interval and a burst into [`Params`] (in constant evaluation too).
+pub(crate) const fn params(
     interval: Duration,
     burst: u32,
     shape: bool,
@@ -762,31 +745,6 @@ mod at_epoch_tests {
                     assert_eq!(cell.get(), q, "{interval} {burst} -> {i2} {b2}");
                     cell.set(p);
                     assert_eq!(cell.get(), p);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn params_in_const_agrees() {
-        let periods = [
-            Duration::ZERO,
-            Duration::from_nanos(1),
-            Duration::from_millis(20),
-            Duration::from_secs(1),
-            Duration::from_nanos(MAX_SPAN),
-            Duration::from_nanos(MAX_SPAN + 1),
-            Duration::from_nanos(u64::MAX),
-            Duration::MAX,
-        ];
-        for interval in periods {
-            for burst in [0, 1, 2, 1_000, u32::MAX] {
-                for shape in [false, true] {
-                    assert_eq!(
-                        params_in_const(interval, burst, shape),
-                        params(interval, burst, shape),
-                        "{interval:?} {burst} {shape}"
-                    );
                 }
             }
         }

@@ -15,7 +15,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::gcra::state::Params;
-use crate::gcra::{interval_of, params, params_in_const, GcraCore};
+use crate::gcra::{interval_of, params, GcraCore};
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
 use crate::wait::WaitQueue;
@@ -87,7 +87,7 @@ impl LeakyBucketOptions {
         } else if self.leak_interval.is_zero() {
             Err(OptionsError::ZeroPeriod)
         } else {
-            params_in_const(
+            params(
                 interval_of(self.leak_interval, self.leak),
                 self.capacity,
                 false,
@@ -359,7 +359,7 @@ impl<C: Clock, Q: QueueKind> LeakyBucketShaper<C, Q> {
     crate::sync::const_unless_loom! {
         /// A shaper of valid `options` whose time counts from the clock's epoch.
         fn at_epoch_with(options: ShaperOptions, queue: Q, clock: C) -> Self {
-            let params = OptionsError::valid_in_const(params_in_const(options.interval, options.max_permits, true));
+            let params = OptionsError::valid_in_const(params(options.interval, options.max_permits, true));
             Self {
                 core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
             }
