@@ -56,11 +56,6 @@ impl FixedWindowOptions {
     }
 }
 
-crate::options::with_queue!(
-    FixedWindowOptions,
-    "FixedWindowOptions::new(10, Duration::from_secs(1))"
-);
-
 /// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
 /// windows are back to back from the limiter's creation, and every boundary resets the count.
 ///
@@ -140,36 +135,9 @@ impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
             queue_order: self.core.queue.order(),
         }
     }
-
-    fn build(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        let period = options.validate()?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        Ok(Self {
-            core: BucketCore::new(options.refill(), period, queue, clock),
-        })
-    }
-
-    /// The refill of `options`, if valid, with the window (and queue order) this limiter was
-    /// built with, and within what its state word holds.
-    fn checked(&self, options: &FixedWindowOptions) -> Result<Refill, OptionsError> {
-        options.validate()?;
-        let before = self.options();
-        let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
-        self.core.check_fits(options.refill())?;
-        Ok(options.refill())
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A limiter of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: FixedWindowOptions, queue: Q, clock: C) -> Self {
-            let period = OptionsError::valid_in_const(options.validate());
-            Self {
-                core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
 }
+
+crate::bucket::bucket_limiter!(FixedWindowLimiter, FixedWindowOptions, window);
 
 crate::core_common::rate_limiter_front! {
     FixedWindowLimiter, FixedWindowOptions, "fixed window",

@@ -73,11 +73,6 @@ impl TokenBucketOptions {
     }
 }
 
-crate::options::with_queue!(
-    TokenBucketOptions,
-    "TokenBucketOptions::new(10, 1, Duration::from_secs(1))"
-);
-
 /// A token bucket (.NET `TokenBucketRateLimiter`): it holds up to `token_limit` tokens and starts
 /// full; each request takes tokens; `tokens_per_period` tokens come back at the start of every
 /// period, counted from the limiter's creation.
@@ -175,36 +170,9 @@ impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
             queue_order: self.core.queue.order(),
         }
     }
-
-    fn build(options: TokenBucketOptions, clock: C) -> Result<Self, OptionsError> {
-        let period = options.validate()?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        Ok(Self {
-            core: BucketCore::new(options.refill(), period, queue, clock),
-        })
-    }
-
-    /// The refill of `options`, if valid, with the replenishment_period (and queue order) this limiter was
-    /// built with, and within what its state word holds.
-    fn checked(&self, options: &TokenBucketOptions) -> Result<Refill, OptionsError> {
-        options.validate()?;
-        let before = self.options();
-        let same = options.replenishment_period == before.replenishment_period;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
-        self.core.check_fits(options.refill())?;
-        Ok(options.refill())
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A limiter of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: TokenBucketOptions, queue: Q, clock: C) -> Self {
-            let period = OptionsError::valid_in_const(options.validate());
-            Self {
-                core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
 }
+
+crate::bucket::bucket_limiter!(TokenBucketLimiter, TokenBucketOptions, replenishment_period);
 
 crate::core_common::rate_limiter_front! {
     TokenBucketLimiter, TokenBucketOptions, "token bucket",

@@ -657,6 +657,45 @@ impl<C: Clock> BucketCore<C, crate::NoQueue> {
     }
 }
 
+/// The private constructors and option check of a limiter on a [`BucketCore`] (the token bucket
+/// and the fixed window), whose options give a `refill()` and name their period `$period`.
+macro_rules! bucket_limiter {
+    ($ty:ident, $options:ident, $period:ident) => {
+        impl<C: Clock, Q: QueueKind> $ty<C, Q> {
+            fn build(options: $options, clock: C) -> Result<Self, OptionsError> {
+                let period = options.validate()?;
+                let queue = Q::for_options(options.queue_limit, options.queue_order)?;
+                Ok(Self {
+                    core: BucketCore::new(options.refill(), period, queue, clock),
+                })
+            }
+
+            /// The refill of `options`, if valid, with the period (and queue order) this
+            /// limiter was built with, and within what its state word holds.
+            fn checked(&self, options: &$options) -> Result<Refill, OptionsError> {
+                options.validate()?;
+                let before = self.options();
+                let same = options.$period == before.$period;
+                unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+                self.core.check_fits(options.refill())?;
+                Ok(options.refill())
+            }
+
+            crate::sync::const_unless_loom! {
+                /// A limiter of valid `options` whose time counts from the clock's epoch.
+                fn at_epoch_with(options: $options, queue: Q, clock: C) -> Self {
+                    let period = OptionsError::valid_in_const(options.validate());
+                    let origin = crate::Instant::ZERO;
+                    Self {
+                        core: BucketCore::at(options.refill(), period, queue, clock, origin),
+                    }
+                }
+            }
+        }
+    };
+}
+pub(crate) use bucket_limiter;
+
 #[cfg(all(test, not(tollgate_cs_cells)))]
 mod tests {
     use super::*;

@@ -556,8 +556,6 @@ impl GcraOptions {
     }
 }
 
-crate::options::with_queue!(GcraOptions, "GcraOptions::per_second(10)");
-
 /// GCRA, the generic cell rate algorithm (governor's algorithm): permits come back **one at a
 /// time**, one every `interval`, and up to `burst` may be taken at once after an idle spell.
 ///

@@ -96,11 +96,6 @@ impl LeakyBucketOptions {
     }
 }
 
-crate::options::with_queue!(
-    LeakyBucketOptions,
-    "LeakyBucketOptions::new(5, 1, Duration::from_millis(200))"
-);
-
 /// The leaky bucket as a meter: a level that drains continuously, `leak` units every
 /// `leak_interval`; a request of `n` permits is admitted if the level plus `n` fits under the
 /// capacity, and raises the level by `n`.
@@ -294,8 +289,6 @@ impl ShaperOptions {
         params(self.interval, self.max_permits, true).map(|p| p.interval)
     }
 }
-
-crate::options::with_queue!(ShaperOptions, "ShaperOptions::per_second(10)");
 
 /// The leaky bucket as a queue — a traffic shaper: permits depart at a constant rate, one every
 /// `interval`, never two at once, whatever arrives.

@@ -71,11 +71,6 @@ impl SlidingCounterOptions {
     }
 }
 
-crate::options::with_queue!(
-    SlidingCounterOptions,
-    "SlidingCounterOptions::per_second(10)"
-);
-
 /// The longest window is just under this (2^62 ns, 146 years): see
 /// [`SlidingCounterOptions::validate`].
 const MAX_WINDOW_NS: u64 = 1 << 62;

@@ -72,8 +72,6 @@ impl SlidingLogOptions {
     }
 }
 
-crate::options::with_queue!(SlidingLogOptions, "SlidingLogOptions::per_minute(5)");
-
 /// The sliding-window log (article 002): the exact count of permits admitted in the last
 /// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no
 /// estimate.

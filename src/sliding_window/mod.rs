@@ -73,11 +73,6 @@ impl SlidingWindowOptions {
     }
 }
 
-crate::options::with_queue!(
-    SlidingWindowOptions,
-    "SlidingWindowOptions::new(10, Duration::from_secs(60), 6)"
-);
-
 /// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
 /// permits taken during a segment count against the limit until that segment leaves the window,
 /// then come back.
