@@ -8,8 +8,7 @@ use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
-use crate::wait::WaitQueue;
+use crate::TokenBucketOptions;
 
 /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
 /// `AutoReplenishment`: windows are computed from the clock).
@@ -35,56 +34,58 @@ pub struct FixedWindowOptions {
 crate::options::limit_per_window!(FixedWindowOptions, "per `window`");
 
 impl FixedWindowOptions {
-    /// The window as a bucket: `permit_limit` tokens, all back at every boundary.
+    /// The window as a token bucket: `permit_limit` tokens, all back at every boundary.
+    const fn as_bucket(&self) -> TokenBucketOptions {
+        TokenBucketOptions::new(self.permit_limit, self.permit_limit, self.window)
+    }
+
     const fn refill(&self) -> Refill {
-        Refill {
-            limit: self.permit_limit,
-            per_tick: self.permit_limit,
+        self.as_bucket().refill()
+    }
+
+    /// The window of a bucket of options (as [`as_bucket`](Self::as_bucket) makes them).
+    const fn from_bucket(b: TokenBucketOptions) -> Self {
+        Self {
+            permit_limit: b.token_limit,
+            window: b.replenishment_period,
+            queue_limit: b.queue_limit,
+            queue_order: b.queue_order,
         }
     }
 
     /// Checks every option; returns the window in nanoseconds.
     pub const fn validate(&self) -> Result<u64, OptionsError> {
-        if self.permit_limit == 0 {
-            return Err(OptionsError::ZeroLimit);
-        }
-        match period_nanos(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
-        }
+        self.as_bucket().validate()
     }
 }
 
-/// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
-/// windows are back to back from the limiter's creation, and every boundary resets the count.
-///
-/// A rejection's RetryAfter is the time to the next window boundary. The state is the token
-/// bucket's (a window is a bucket that refills completely at each boundary), one 128-bit word.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
-///
-/// let clock = ManualClock::new();
-/// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
-/// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
-/// let _ = window.try_acquire(100).unwrap();
-/// assert!(window.try_acquire(1).is_err());
-/// clock.advance(Duration::from_secs(60));
-/// assert_eq!(window.available_permits(), 100);
-/// ```
-///
-/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
-/// window that only decides at once, with none of the queue's code or memory (built by
-/// [`without_queue`](FixedWindowLimiter::without_queue) and
-/// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
-#[derive(Debug)]
-pub struct FixedWindowLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: BucketCore<C, Q>,
-}
-
-impl<C: Clock> FixedWindowLimiter<C> {
+crate::bucket::bucket_limiter! {
+    /// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
+    /// windows are back to back from the limiter's creation, and every boundary resets the count.
+    ///
+    /// A rejection's RetryAfter is the time to the next window boundary. The state is the token
+    /// bucket's (a window is a bucket that refills completely at each boundary), one 128-bit word.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
+    /// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// let _ = window.try_acquire(100).unwrap();
+    /// assert!(window.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(window.available_permits(), 100);
+    /// ```
+    ///
+    /// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
+    /// window that only decides at once, with none of the queue's code or memory (built by
+    /// [`without_queue`](FixedWindowLimiter::without_queue) and
+    /// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
+    pub struct FixedWindowLimiter(FixedWindowOptions { window });
+    front: "fixed window", new: "FixedWindowOptions::new(2, Duration::from_secs(1))",
+    queued: "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
     /// Changes the permit limit and the queue limit while the limiter is in use, by the token
     /// bucket's rule ([`TokenBucketLimiter::reconfigure`](crate::TokenBucketLimiter::reconfigure)):
     /// permits left in the current window clamp to a lowered limit, a raised one takes effect
@@ -109,39 +110,5 @@ impl<C: Clock> FixedWindowLimiter<C> {
     /// window.try_acquire(50).unwrap().forget();
     /// assert!(window.try_acquire(1).is_err());
     /// ```
-    pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
-        let refill = self.checked(&options)?;
-        self.core.reconfigure(self, refill, options.queue_limit)
-    }
-}
-
-impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, ManualClock};
-    ///
-    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
-    /// let window = FixedWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(window.options(), opts);
-    /// ```
-    pub fn options(&self) -> FixedWindowOptions {
-        FixedWindowOptions {
-            permit_limit: self.core.limit(),
-            window: self.core.period(),
-            queue_limit: self.core.queue.queue_limit(),
-            queue_order: self.core.queue.order(),
-        }
-    }
-}
-
-crate::bucket::bucket_limiter!(FixedWindowLimiter, FixedWindowOptions, window);
-
-crate::core_common::rate_limiter_front! {
-    FixedWindowLimiter, FixedWindowOptions, "fixed window",
-    apply = |l, refill, _| l.core.set_refill(refill),
-    new: "FixedWindowOptions::new(2, Duration::from_secs(1))",
-    queued: "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)",
+    reconfigure;
 }
