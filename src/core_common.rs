@@ -34,3 +34,42 @@ macro_rules! rate_limiter_front {
     };
 }
 pub(crate) use rate_limiter_front;
+
+/// A rolling window's limit, which `reconfigure` changes while decisions read it (only ever a
+/// `u32`), and its length in nanoseconds, fixed at creation: what the sliding counter's and the
+/// sliding log's cores read their window's shape from.
+#[derive(Debug)]
+pub(crate) struct WindowLimit {
+    limit: crate::sync::AtomicU64,
+    /// The window in nanoseconds.
+    pub(crate) window: u64,
+}
+
+impl WindowLimit {
+    crate::sync::const_unless_loom! {
+        pub(crate) fn new(limit: u32, window: u64) -> Self {
+            Self {
+                limit: crate::sync::AtomicU64::new(limit as u64),
+                window,
+            }
+        }
+    }
+
+    /// Permits per window now.
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        self.limit.load(crate::sync::Ordering::Acquire) as u32
+    }
+
+    /// The window.
+    pub(crate) fn window(&self) -> core::time::Duration {
+        core::time::Duration::from_nanos(self.window)
+    }
+
+    /// Changes the limit (its writers are serialized by the caller).
+    pub(crate) fn set(&self, limit: u32) {
+        self.limit
+            .store(u64::from(limit), crate::sync::Ordering::Release);
+    }
+}

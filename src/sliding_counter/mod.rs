@@ -141,8 +141,11 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// ```
     pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
         self.checked(&options)?;
-        self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit);
+        let limit = options.permit_limit;
+        let queue = &self.core.queue;
+        queue.reconfigure(self, options.queue_limit, limit, || {
+            self.core.set_limit(limit)
+        });
         Ok(())
     }
 }
@@ -168,7 +171,7 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     /// ```
     pub fn options(&self) -> SlidingCounterOptions {
         let q = &self.core.queue;
-        SlidingCounterOptions::new(self.core.limit(), self.core.window())
+        SlidingCounterOptions::new(self.core.limit(), self.core.period())
             .with_queue(q.queue_limit(), q.order())
     }
 

@@ -181,7 +181,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     /// ```
     pub fn options(&self) -> SlidingLogOptions {
         let q = &self.core.queue;
-        SlidingLogOptions::new(self.core.limit(), self.core.window())
+        SlidingLogOptions::new(self.core.limit(), self.core.period())
             .with_queue(q.queue_limit(), q.order())
     }
 
@@ -234,8 +234,11 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// ```
     pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
         self.checked(&options)?;
-        self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit);
+        let limit = options.permit_limit;
+        let queue = &self.core.queue;
+        queue.reconfigure(self, options.queue_limit, limit, || {
+            self.core.set_limit(limit)
+        });
         Ok(())
     }
 }

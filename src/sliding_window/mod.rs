@@ -225,7 +225,10 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// ```
     pub fn reconfigure(&self, options: SlidingWindowOptions) -> Result<(), OptionsError> {
         let limit = self.checked(&options)?;
-        self.core.reconfigure(self, limit, options.queue_limit);
+        let queue = &self.core.queue;
+        queue.reconfigure(self, options.queue_limit, limit, || {
+            self.core.set_limit(limit)
+        });
         Ok(())
     }
 }
