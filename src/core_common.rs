@@ -73,3 +73,34 @@ impl WindowLimit {
             .store(u64::from(limit), crate::sync::Ordering::Release);
     }
 }
+
+/// A sliding limiter's `reconfigure`, with the docs given, and its front
+/// ([`rate_limiter_front!`]): `checked` gives the new limit, which the queue's `reconfigure`
+/// applies under the queue lock with the core's `set_limit` (then failing the waiters larger
+/// than the new limit and serving the rest); a queueless limiter sets it at once.
+macro_rules! sliding_limiter {
+    (
+        $ty:ident $(<const $n:ident = $d:literal>)?, $options:ident, $what:literal,
+        new: $new:literal, queued: $queued:literal;
+        $(#[$reconfigure:meta])* reconfigure;
+    ) => {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
+            $(#[$reconfigure])*
+            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
+                let limit = self.checked(&options)?;
+                let queue = &self.core.queue;
+                queue.reconfigure(self, options.queue_limit, limit, || {
+                    self.core.set_limit(limit)
+                });
+                Ok(())
+            }
+        }
+
+        $crate::core_common::rate_limiter_front! {
+            $ty $(<const $n = $d>)?, $options, $what,
+            apply = |l, limit, _| l.core.set_limit(limit),
+            new: $new, queued: $queued,
+        }
+    };
+}
+pub(crate) use sliding_limiter;

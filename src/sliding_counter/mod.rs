@@ -115,41 +115,6 @@ pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = Wait
     core: CounterCore<C, Q>,
 }
 
-impl<C: Clock> SlidingCounterLimiter<C> {
-    /// Changes the permit limit and the queue limit while the limiter is in use. The counts
-    /// already taken stay counted: under a lowered limit it refuses until the weighted count of
-    /// the rolling window falls below the new limit; under a raised one it has room at once (and
-    /// serves its waiters). Waiters for more than the new limit are failed with
-    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit). Refused, changing nothing: invalid
-    /// options (as [`with_clock`](Self::with_clock) refuses them), or a different window or
-    /// queue order ([`OptionsError::FixedAtCreation`]).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, OptionsError, SlidingCounterLimiter, SlidingCounterOptions};
-    ///
-    /// let clock = ManualClock::new();
-    /// let minute = Duration::from_secs(60);
-    /// let counter = SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, minute), &clock).unwrap();
-    /// counter.try_acquire(6).unwrap().forget();
-    /// counter.reconfigure(SlidingCounterOptions::new(5, minute)).unwrap();
-    /// assert!(counter.try_acquire(1).is_err()); // 6 counted, 5 allowed
-    /// counter.reconfigure(SlidingCounterOptions::new(20, minute)).unwrap();
-    /// assert_eq!(counter.available_permits(), 14);
-    /// let other = SlidingCounterOptions::new(20, 2 * minute);
-    /// assert_eq!(counter.reconfigure(other), Err(OptionsError::FixedAtCreation));
-    /// ```
-    pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
-        self.checked(&options)?;
-        let limit = options.permit_limit;
-        let queue = &self.core.queue;
-        queue.reconfigure(self, options.queue_limit, limit, || {
-            self.core.set_limit(limit)
-        });
-        Ok(())
-    }
-}
-
 impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     fn build(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
         let window = options.validate()?;
@@ -175,12 +140,14 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
             .with_queue(q.queue_limit(), q.order())
     }
 
-    /// Whether `options` are valid, with the window and queue order this limiter was built with.
-    fn checked(&self, options: &SlidingCounterOptions) -> Result<(), OptionsError> {
+    /// The limit of `options`, if valid, with the window and queue order this limiter was built
+    /// with.
+    fn checked(&self, options: &SlidingCounterOptions) -> Result<u32, OptionsError> {
         options.validate()?;
         let before = self.options();
         let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+        Ok(options.permit_limit)
     }
 
     crate::sync::const_unless_loom! {
@@ -200,9 +167,32 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     }
 }
 
-crate::core_common::rate_limiter_front! {
+crate::core_common::sliding_limiter! {
     SlidingCounterLimiter, SlidingCounterOptions, "sliding-window counter",
-    apply = |l, (), options| l.core.set_limit(options.permit_limit),
     new: "SlidingCounterOptions::per_second(2)",
-    queued: "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)",
+    queued: "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)";
+    /// Changes the permit limit and the queue limit while the limiter is in use. The counts
+    /// already taken stay counted: under a lowered limit it refuses until the weighted count of
+    /// the rolling window falls below the new limit; under a raised one it has room at once (and
+    /// serves its waiters). Waiters for more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit). Refused, changing nothing: invalid
+    /// options (as [`with_clock`](Self::with_clock) refuses them), or a different window or
+    /// queue order ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, OptionsError, SlidingCounterLimiter, SlidingCounterOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let counter = SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, minute), &clock).unwrap();
+    /// counter.try_acquire(6).unwrap().forget();
+    /// counter.reconfigure(SlidingCounterOptions::new(5, minute)).unwrap();
+    /// assert!(counter.try_acquire(1).is_err()); // 6 counted, 5 allowed
+    /// counter.reconfigure(SlidingCounterOptions::new(20, minute)).unwrap();
+    /// assert_eq!(counter.available_permits(), 14);
+    /// let other = SlidingCounterOptions::new(20, 2 * minute);
+    /// assert_eq!(counter.reconfigure(other), Err(OptionsError::FixedAtCreation));
+    /// ```
+    reconfigure;
 }

@@ -185,13 +185,14 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
             .with_queue(q.queue_limit(), q.order())
     }
 
-    /// Whether `options` are valid for a ring of `N`, with the window and queue order this
+    /// The limit of `options`, if valid for a ring of `N`, with the window and queue order this
     /// limiter was built with.
-    fn checked(&self, options: &SlidingLogOptions) -> Result<(), OptionsError> {
+    fn checked(&self, options: &SlidingLogOptions) -> Result<u32, OptionsError> {
         options.validate(N)?;
         let before = self.options();
         let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+        Ok(options.permit_limit)
     }
 
     /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
@@ -207,7 +208,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     }
 }
 
-impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
+crate::core_common::sliding_limiter! {
+    SlidingLogLimiter<const N = 16>, SlidingLogOptions, "sliding log",
+    new: "SlidingLogOptions::per_second(2)",
+    queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
     /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
     /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
     /// until enough of them leave the window, so no rolling window that ends after the change
@@ -232,20 +236,5 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// let too_many = SlidingLogOptions::new(9, minute);
     /// assert_eq!(log.reconfigure(too_many), Err(OptionsError::ExceedsCapacity { max: 8 }));
     /// ```
-    pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
-        self.checked(&options)?;
-        let limit = options.permit_limit;
-        let queue = &self.core.queue;
-        queue.reconfigure(self, options.queue_limit, limit, || {
-            self.core.set_limit(limit)
-        });
-        Ok(())
-    }
-}
-
-crate::core_common::rate_limiter_front! {
-    SlidingLogLimiter<const N = 16>, SlidingLogOptions, "sliding log",
-    apply = |l, (), options| l.core.set_limit(options.permit_limit),
-    new: "SlidingLogOptions::per_second(2)",
-    queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)",
+    reconfigure;
 }

@@ -197,7 +197,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
     }
 }
 
-impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
+crate::core_common::sliding_limiter! {
+    SlidingWindowLimiter<const N = 16>, SlidingWindowOptions, "sliding window",
+    new: "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
+    queued: "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)";
     /// Changes the permit limit and the queue limit while the limiter is in use. Permits
     /// already counted in the window stay counted: under a lowered limit the window refuses
     /// until enough segments slide out, under a raised one it has room at once. Waiters asking
@@ -223,21 +226,7 @@ impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
     /// clock.advance(minute); // the segment holding the 6 slides out
     /// assert!(window.try_acquire(5).is_ok());
     /// ```
-    pub fn reconfigure(&self, options: SlidingWindowOptions) -> Result<(), OptionsError> {
-        let limit = self.checked(&options)?;
-        let queue = &self.core.queue;
-        queue.reconfigure(self, options.queue_limit, limit, || {
-            self.core.set_limit(limit)
-        });
-        Ok(())
-    }
-}
-
-crate::core_common::rate_limiter_front! {
-    SlidingWindowLimiter<const N = 16>, SlidingWindowOptions, "sliding window",
-    apply = |l, limit, _| l.core.set_limit(limit),
-    new: "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
-    queued: "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)",
+    reconfigure;
 }
 
 #[cfg(test)]
