@@ -145,6 +145,17 @@ impl fmt::Display for OptionsError {
 impl core::error::Error for OptionsError {}
 
 impl OptionsError {
+    /// A period (or window) option in nanoseconds: longer than zero, and shorter than 2^63 ns,
+    /// since a limiter reads its clock as stepped back from 2^63 ns after its creation on, so a
+    /// longer period would never end ([`period_nanos`](crate::ticks::period_nanos)).
+    pub(crate) const fn period_ns(period: core::time::Duration) -> Result<u64, Self> {
+        match crate::ticks::period_nanos(period) {
+            None => Err(OptionsError::PeriodTooLong),
+            Some(0) => Err(OptionsError::ZeroPeriod),
+            Some(ns) => Ok(ns),
+        }
+    }
+
     /// The value of `result` in a constant, or a stop of the build with the error's message
     /// (a `const` panic is a compile error).
     #[track_caller]

@@ -8,7 +8,6 @@ use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
 
 /// Options of a [`TokenBucketLimiter`] (.NET `TokenBucketRateLimiterOptions`).
 ///
@@ -69,11 +68,7 @@ impl TokenBucketOptions {
         if self.tokens_per_period == 0 {
             return Err(OptionsError::ZeroTokensPerPeriod);
         }
-        match period_nanos(self.replenishment_period) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
-        }
+        OptionsError::period_ns(self.replenishment_period)
     }
 }
 

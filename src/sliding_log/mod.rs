@@ -9,7 +9,6 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
 use limiter_core::LogCore;
@@ -64,11 +63,7 @@ impl SlidingLogOptions {
         }
         // Under 2^63 ns: an entry must be able to leave the window before the clock's
         // horizon, or a refusal's RetryAfter could never be met.
-        match period_nanos(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
-        }
+        OptionsError::period_ns(self.window)
     }
 }
 

@@ -9,7 +9,6 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
 use crate::wait::WaitQueue;
 
 use limiter_core::WindowCore;
@@ -62,13 +61,12 @@ impl SlidingWindowOptions {
         if self.segments_per_window as usize > max_segments {
             return Err(OptionsError::TooManySegments { max: max_segments });
         }
-        match period_nanos(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) if ns / self.segments_per_window as u64 == 0 => {
+        match OptionsError::period_ns(self.window) {
+            Ok(ns) if ns / self.segments_per_window as u64 == 0 => {
                 Err(OptionsError::SegmentTooShort)
             }
-            Some(ns) => Ok(ns / self.segments_per_window as u64),
+            Ok(ns) => Ok(ns / self.segments_per_window as u64),
+            Err(e) => Err(e),
         }
     }
 }
