@@ -74,16 +74,51 @@ impl WindowLimit {
     }
 }
 
-/// A sliding limiter's `reconfigure`, with the docs given, and its front
-/// ([`rate_limiter_front!`]): `checked` gives the new limit, which the queue's `reconfigure`
-/// applies under the queue lock with the core's `set_limit` (then failing the waiters larger
-/// than the new limit and serving the rest); a queueless limiter sets it at once.
+/// A sliding limiter's constructors, `reconfigure` and front ([`rate_limiter_front!`]).
+///
+/// `make` builds the limiter from its `options`, what their `validate` returned, its queue, the
+/// instant its time counts from and its clock; `build` and `at_epoch_with` (and with a ring of
+/// `N`, the public `with_capacity`, with the docs given) validate the options and make it.
+/// `reconfigure`, with the docs given, takes the new limit from `checked` and applies it under
+/// the queue lock with the core's `set_limit` (the queue then fails the waiters larger than the
+/// new limit and serves the rest); a queueless limiter sets it at once.
 macro_rules! sliding_limiter {
     (
         $ty:ident $(<const $n:ident = $d:literal>)?, $options:ident, $what:literal,
         new: $new:literal, queued: $queued:literal;
+        make = |$o:ident, $valid:ident, $q:ident, $origin:ident, $c:ident| $make:expr;
+        $(with_capacity { $(#[$with_capacity:meta])* })?
         $(#[$reconfigure:meta])* reconfigure;
     ) => {
+        impl<
+            C: $crate::clock::Clock,
+            $(const $n: usize,)?
+            Q: $crate::queue_kind::QueueKind,
+        > $ty<C, $($n,)? Q> {
+            $(
+                $(#[$with_capacity])*
+                pub fn with_capacity(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+                    Self::build(options, clock)
+                }
+            )?
+
+            fn build($o: $options, $c: C) -> Result<Self, $crate::OptionsError> {
+                let $valid = $o.validate($($n)?)?;
+                let $q = Q::for_options($o.queue_limit, $o.queue_order)?;
+                let $origin = $c.now();
+                Ok($make)
+            }
+
+            $crate::sync::const_unless_loom! {
+                /// A limiter of valid `options` whose time counts from the clock's epoch.
+                fn at_epoch_with($o: $options, $q: Q, $c: C) -> Self {
+                    let $valid = $crate::OptionsError::valid_in_const($o.validate($($n)?));
+                    let $origin = $crate::Instant::ZERO;
+                    $make
+                }
+            }
+        }
+
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             $(#[$reconfigure])*
             pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {

@@ -116,15 +116,6 @@ pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = Wait
 }
 
 impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
-    fn build(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate()?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        let origin = clock.now();
-        Ok(Self {
-            core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
-        })
-    }
-
     /// The options in force: those the limiter was built with, as last
     /// [`reconfigure`](Self::reconfigure)d.
     ///
@@ -149,28 +140,15 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
         unchanged::<Q>(same, options.queue_order, before.queue_order)?;
         Ok(options.permit_limit)
     }
-
-    crate::sync::const_unless_loom! {
-        /// A counter of valid `options` whose windows count from the clock's epoch.
-        fn at_epoch_with(options: SlidingCounterOptions, queue: Q, clock: C) -> Self {
-            let window = OptionsError::valid_in_const(options.validate());
-            Self {
-                core: CounterCore::new(
-                    options.permit_limit,
-                    window,
-                    queue,
-                    crate::Instant::ZERO,
-                    clock,
-                ),
-                }
-        }
-    }
 }
 
 crate::core_common::sliding_limiter! {
     SlidingCounterLimiter, SlidingCounterOptions, "sliding-window counter",
     new: "SlidingCounterOptions::per_second(2)",
     queued: "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, window, queue, origin, clock| Self {
+        core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
+    };
     /// Changes the permit limit and the queue limit while the limiter is in use. The counts
     /// already taken stay counted: under a lowered limit it refuses until the weighted count of
     /// the rolling window falls below the new limit; under a raised one it has room at once (and

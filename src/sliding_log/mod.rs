@@ -128,43 +128,6 @@ impl<C: Clock> SlidingLogLimiter<C> {
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
-    /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
-    /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
-    /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
-    /// assert!(big.is_ok());
-    /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
-    /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
-    /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
-    /// assert!(bare.is_ok());
-    /// ```
-    pub fn with_capacity(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
-    }
-
-    fn build(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate(N)?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        let origin = clock.now();
-        Ok(Self {
-            core: LogCore::new(options.permit_limit, window, queue, origin, clock),
-        })
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A log of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: SlidingLogOptions, queue: Q, clock: C) -> Self {
-            let window = OptionsError::valid_in_const(options.validate(N));
-            Self {
-                core: LogCore::new(options.permit_limit, window, queue, crate::Instant::ZERO, clock),
-                }
-        }
-    }
-
     /// The options in force: those the limiter was built with, as last
     /// [`reconfigure`](Self::reconfigure)d.
     ///
@@ -207,6 +170,25 @@ crate::core_common::sliding_limiter! {
     SlidingLogLimiter<const N = 16>, SlidingLogOptions, "sliding log",
     new: "SlidingLogOptions::per_second(2)",
     queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, window, queue, origin, clock| Self {
+        core: LogCore::new(options.permit_limit, window, queue, origin, clock),
+    };
+    with_capacity {
+        /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
+        /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
+        /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
+        ///
+        /// ```
+        /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+        ///
+        /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+        /// assert!(big.is_ok());
+        /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
+        /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
+        /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+        /// assert!(bare.is_ok());
+        /// ```
+    }
     /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
     /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
     /// until enough of them leave the window, so no rolling window that ends after the change

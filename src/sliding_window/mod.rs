@@ -115,37 +115,6 @@ impl<C: Clock> SlidingWindowLimiter<C> {
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
-    /// A sliding window reading time from `clock`, with a ring of `N` segments (at least the
-    /// options' `segments_per_window`: fewer bytes for coarse windows, more for fine ones);
-    /// segments count from `clock.now()`. With a wait queue, unless the limiter's type says
-    /// [`NoQueue`](crate::NoQueue) (whose options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
-    ///
-    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 60);
-    /// let fine = SlidingWindowLimiter::<_, 64>::with_capacity(opts, ManualClock::new());
-    /// assert!(fine.is_ok());
-    /// let small = SlidingWindowLimiter::<_, 4>::with_capacity(opts, ManualClock::new());
-    /// assert_eq!(small.unwrap_err(), OptionsError::TooManySegments { max: 4 });
-    /// let bare = SlidingWindowLimiter::<_, 64, NoQueue>::with_capacity(opts, ManualClock::new());
-    /// assert!(bare.is_ok());
-    /// ```
-    pub fn with_capacity(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
-    }
-
-    fn build(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        let segment = options.validate(N)?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        let origin = clock.now();
-        Ok(Self {
-            core: WindowCore::new(&options, segment, queue, origin, clock),
-            options,
-        })
-    }
-
     /// The options in force: those the limiter was built with, as last
     /// [`reconfigure`](Self::reconfigure)d.
     ///
@@ -182,23 +151,33 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
     }
 }
 
-impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
-    crate::sync::const_unless_loom! {
-        /// A window of valid `options` whose segments count from the clock's epoch.
-        fn at_epoch_with(options: SlidingWindowOptions, queue: Q, clock: C) -> Self {
-            let segment = OptionsError::valid_in_const(options.validate(N));
-            Self {
-                core: WindowCore::new(&options, segment, queue, crate::Instant::ZERO, clock),
-                options,
-            }
-        }
-    }
-}
-
 crate::core_common::sliding_limiter! {
     SlidingWindowLimiter<const N = 16>, SlidingWindowOptions, "sliding window",
     new: "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
     queued: "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, segment, queue, origin, clock| Self {
+        core: WindowCore::new(&options, segment, queue, origin, clock),
+        options,
+    };
+    with_capacity {
+        /// A sliding window reading time from `clock`, with a ring of `N` segments (at least the
+        /// options' `segments_per_window`: fewer bytes for coarse windows, more for fine ones);
+        /// segments count from `clock.now()`. With a wait queue, unless the limiter's type says
+        /// [`NoQueue`](crate::NoQueue) (whose options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
+        ///
+        /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 60);
+        /// let fine = SlidingWindowLimiter::<_, 64>::with_capacity(opts, ManualClock::new());
+        /// assert!(fine.is_ok());
+        /// let small = SlidingWindowLimiter::<_, 4>::with_capacity(opts, ManualClock::new());
+        /// assert_eq!(small.unwrap_err(), OptionsError::TooManySegments { max: 4 });
+        /// let bare = SlidingWindowLimiter::<_, 64, NoQueue>::with_capacity(opts, ManualClock::new());
+        /// assert!(bare.is_ok());
+        /// ```
+    }
     /// Changes the permit limit and the queue limit while the limiter is in use. Permits
     /// already counted in the window stay counted: under a lowered limit the window refuses
     /// until enough segments slide out, under a raised one it has room at once. Waiters asking
