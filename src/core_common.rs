@@ -74,7 +74,9 @@ impl WindowLimit {
     }
 }
 
-/// A sliding limiter's constructors, `reconfigure` and front ([`rate_limiter_front!`]).
+/// A sliding limiter: its type (the generics are the clock `C`, the ring's `N` if any, and the
+/// queue `Q`; the fields are given), its constructors, `reconfigure` and front
+/// ([`rate_limiter_front!`]).
 ///
 /// `make` builds the limiter from its `options`, what their `validate` returned, its queue, the
 /// instant its time counts from and its clock; `build` and `at_epoch_with` (and with a ring of
@@ -84,12 +86,23 @@ impl WindowLimit {
 /// new limit and serves the rest); a queueless limiter sets it at once.
 macro_rules! sliding_limiter {
     (
-        $ty:ident $(<const $n:ident = $d:literal>)?, $options:ident, $what:literal,
+        $(#[$doc:meta])*
+        pub struct $ty:ident $(<const $n:ident = $d:literal>)? { $($fields:tt)* }
+        options: $options:ident, front: $what:literal,
         new: $new:literal, queued: $queued:literal;
         make = |$o:ident, $valid:ident, $q:ident, $origin:ident, $c:ident| $make:expr;
         $(with_capacity { $(#[$with_capacity:meta])* })?
         $(#[$reconfigure:meta])* reconfigure;
     ) => {
+        $(#[$doc])*
+        pub struct $ty<
+            C: $crate::clock::Clock = $crate::clock::DefaultClock,
+            $(const $n: usize = $d,)?
+            Q = $crate::wait::WaitQueue,
+        > {
+            $($fields)*
+        }
+
         impl<
             C: $crate::clock::Clock,
             $(const $n: usize,)?

@@ -10,7 +10,6 @@ use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::nanos_of;
-use crate::wait::WaitQueue;
 
 use limiter_core::CounterCore;
 
@@ -75,75 +74,47 @@ impl SlidingCounterOptions {
 /// [`SlidingCounterOptions::validate`].
 const MAX_WINDOW_NS: u64 = 1 << 62;
 
-/// The sliding-window counter (approximate), as in article 001 and Cloudflare's limiter: at
-/// `into` of the way through the current fixed window, the permits taken over the last window are
-/// estimated as `previous window's count · (1 - into) + current window's count`, and a request
-/// is admitted if the estimate plus its permits stays within `permit_limit`.
-///
-/// The whole state — both counts and the window index — is one 128-bit word updated by one
-/// compare-and-swap; the comparison is exact integer arithmetic. RetryAfter is the exact instant
-/// the estimate makes room (assuming nothing else is taken).
-///
-/// **Its error against the exact [`SlidingLogLimiter`](crate::SlidingLogLimiter).** The estimate
-/// assumes the previous window's permits were spread evenly over it. The true count over the
-/// rolling window differs from the estimate by at most the previous window's count (`≤ limit`):
-/// if they all came at the previous window's end, the counter undercounts and a rolling window can
-/// hold up to `2 · limit - 1` permits (at the very end of the current window, the previous
-/// window's `limit` permits weigh almost nothing); if they all came at its start, it overcounts
-/// and denies requests the log would admit. With evenly spread traffic the two agree. Use it where
-/// O(1) memory matters more than an exact count (the log needs a slot per permit).
-///
-/// With a queue ([`SlidingCounterOptions::with_queue`]), `acquire(n).await` waits for room;
-/// each waiter is counted in the window its permits first fit in, so a queue served late grants
-/// what one served at every instant would.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
-///
-/// let clock = ManualClock::new();
-/// let counter =
-///     SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(10), &clock).unwrap();
-/// let _nine = counter.try_acquire(9).unwrap();
-/// clock.advance(Duration::from_secs(60));
-/// assert!(counter.try_acquire(5).is_err()); // at 01:00 the 9 weigh fully: 9 + 5 > 10
-/// clock.advance(Duration::from_secs(45)); // 01:45: 9 · 0.25 = 2.25 in the estimate
-/// assert_eq!(counter.available_permits(), 7);
-/// ```
-#[derive(Debug)]
-pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: CounterCore<C, Q>,
-}
-
-impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
-    ///
-    /// let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), ManualClock::new()).unwrap();
-    /// assert_eq!(c.options().permit_limit, 2);
-    /// ```
-    pub fn options(&self) -> SlidingCounterOptions {
-        let q = &self.core.queue;
-        SlidingCounterOptions::new(self.core.limit(), self.core.period())
-            .with_queue(q.queue_limit(), q.order())
-    }
-
-    /// The limit of `options`, if valid, with the window and queue order this limiter was built
-    /// with.
-    fn checked(&self, options: &SlidingCounterOptions) -> Result<u32, OptionsError> {
-        options.validate()?;
-        let before = self.options();
-        let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
-        Ok(options.permit_limit)
-    }
-}
-
 crate::core_common::sliding_limiter! {
-    SlidingCounterLimiter, SlidingCounterOptions, "sliding-window counter",
+    /// The sliding-window counter (approximate), as in article 001 and Cloudflare's limiter: at
+    /// `into` of the way through the current fixed window, the permits taken over the last window are
+    /// estimated as `previous window's count · (1 - into) + current window's count`, and a request
+    /// is admitted if the estimate plus its permits stays within `permit_limit`.
+    ///
+    /// The whole state — both counts and the window index — is one 128-bit word updated by one
+    /// compare-and-swap; the comparison is exact integer arithmetic. RetryAfter is the exact instant
+    /// the estimate makes room (assuming nothing else is taken).
+    ///
+    /// **Its error against the exact [`SlidingLogLimiter`](crate::SlidingLogLimiter).** The estimate
+    /// assumes the previous window's permits were spread evenly over it. The true count over the
+    /// rolling window differs from the estimate by at most the previous window's count (`≤ limit`):
+    /// if they all came at the previous window's end, the counter undercounts and a rolling window can
+    /// hold up to `2 · limit - 1` permits (at the very end of the current window, the previous
+    /// window's `limit` permits weigh almost nothing); if they all came at its start, it overcounts
+    /// and denies requests the log would admit. With evenly spread traffic the two agree. Use it where
+    /// O(1) memory matters more than an exact count (the log needs a slot per permit).
+    ///
+    /// With a queue ([`SlidingCounterOptions::with_queue`]), `acquire(n).await` waits for room;
+    /// each waiter is counted in the window its permits first fit in, so a queue served late grants
+    /// what one served at every instant would.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let counter =
+    ///     SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(10), &clock).unwrap();
+    /// let _nine = counter.try_acquire(9).unwrap();
+    /// clock.advance(Duration::from_secs(60));
+    /// assert!(counter.try_acquire(5).is_err()); // at 01:00 the 9 weigh fully: 9 + 5 > 10
+    /// clock.advance(Duration::from_secs(45)); // 01:45: 9 · 0.25 = 2.25 in the estimate
+    /// assert_eq!(counter.available_permits(), 7);
+    /// ```
+    #[derive(Debug)]
+    pub struct SlidingCounterLimiter {
+        core: CounterCore<C, Q>,
+    }
+    options: SlidingCounterOptions, front: "sliding-window counter",
     new: "SlidingCounterOptions::per_second(2)",
     queued: "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)";
     make = |options, window, queue, origin, clock| Self {
@@ -173,4 +144,31 @@ crate::core_common::sliding_limiter! {
     /// assert_eq!(counter.reconfigure(other), Err(OptionsError::FixedAtCreation));
     /// ```
     reconfigure;
+}
+
+impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
+    ///
+    /// let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), ManualClock::new()).unwrap();
+    /// assert_eq!(c.options().permit_limit, 2);
+    /// ```
+    pub fn options(&self) -> SlidingCounterOptions {
+        let q = &self.core.queue;
+        SlidingCounterOptions::new(self.core.limit(), self.core.period())
+            .with_queue(q.queue_limit(), q.order())
+    }
+
+    /// The limit of `options`, if valid, with the window and queue order this limiter was built
+    /// with.
+    fn checked(&self, options: &SlidingCounterOptions) -> Result<u32, OptionsError> {
+        options.validate()?;
+        let before = self.options();
+        let same = options.window == before.window;
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+        Ok(options.permit_limit)
+    }
 }

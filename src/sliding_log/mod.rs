@@ -9,7 +9,6 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::wait::WaitQueue;
 
 use limiter_core::LogCore;
 
@@ -67,49 +66,94 @@ impl SlidingLogOptions {
     }
 }
 
-/// The sliding-window log (article 002): the exact count of permits admitted in the last
-/// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no
-/// estimate.
-///
-/// **Memory is O(limit), and honest about it:** the log keeps one entry (a 64-bit time and a
-/// 32-bit count: 16 bytes) per admitted request in a ring of `N` entries fixed at compile time
-/// (`N` ≥ `permit_limit`, checked at construction; no allocation, works without a heap).
-/// `SlidingLogLimiter<_, 64>` holds 1 KiB. Use it for low-volume, must-be-exact rules (logins,
-/// one-time passwords); for large limits the [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)
-/// (one word, approximate) or the [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (segments)
-/// cost less.
-///
-/// **Not lock-free:** the ring cannot fit a word, so it is guarded by the crate's wait-queue lock
-/// (a futex mutex with `std`, `critical-section` or a spin lock without). The lock is held for
-/// one pass over the expired entries, at most `N` steps, and never while user code runs.
-///
-/// RetryAfter is exact: the instant enough of the oldest entries leave the window. With a queue
-/// ([`SlidingLogOptions::with_queue`]), `acquire(n).await` waits for room; a waiter served late
-/// is recorded at the instant it first fit, so its entry leaves the window when it would have.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
-///
-/// let clock = ManualClock::new();
-/// let logins: SlidingLogLimiter<_, 5> =
-///     SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
-/// for _ in 0..5 {
-///     let _ = logins.try_acquire(1).unwrap();
-///     clock.advance(Duration::from_secs(10));
-/// }
-/// // 50 s in: the first attempt (at 0 s) leaves the window at 60 s.
-/// let denied = logins.try_acquire(1).unwrap_err();
-/// assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
-/// clock.advance(Duration::from_secs(10));
-/// assert!(logins.try_acquire(1).is_ok());
-/// ```
-pub struct SlidingLogLimiter<
-    C: Clock = crate::clock::DefaultClock,
-    const N: usize = 16,
-    Q = WaitQueue,
-> {
-    core: LogCore<C, N, Q>,
+crate::core_common::sliding_limiter! {
+    /// The sliding-window log (article 002): the exact count of permits admitted in the last
+    /// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no
+    /// estimate.
+    ///
+    /// **Memory is O(limit), and honest about it:** the log keeps one entry (a 64-bit time and a
+    /// 32-bit count: 16 bytes) per admitted request in a ring of `N` entries fixed at compile time
+    /// (`N` ≥ `permit_limit`, checked at construction; no allocation, works without a heap).
+    /// `SlidingLogLimiter<_, 64>` holds 1 KiB. Use it for low-volume, must-be-exact rules (logins,
+    /// one-time passwords); for large limits the [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)
+    /// (one word, approximate) or the [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (segments)
+    /// cost less.
+    ///
+    /// **Not lock-free:** the ring cannot fit a word, so it is guarded by the crate's wait-queue lock
+    /// (a futex mutex with `std`, `critical-section` or a spin lock without). The lock is held for
+    /// one pass over the expired entries, at most `N` steps, and never while user code runs.
+    ///
+    /// RetryAfter is exact: the instant enough of the oldest entries leave the window. With a queue
+    /// ([`SlidingLogOptions::with_queue`]), `acquire(n).await` waits for room; a waiter served late
+    /// is recorded at the instant it first fit, so its entry leaves the window when it would have.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let logins: SlidingLogLimiter<_, 5> =
+    ///     SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
+    /// for _ in 0..5 {
+    ///     let _ = logins.try_acquire(1).unwrap();
+    ///     clock.advance(Duration::from_secs(10));
+    /// }
+    /// // 50 s in: the first attempt (at 0 s) leaves the window at 60 s.
+    /// let denied = logins.try_acquire(1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+    /// clock.advance(Duration::from_secs(10));
+    /// assert!(logins.try_acquire(1).is_ok());
+    /// ```
+    pub struct SlidingLogLimiter<const N = 16> {
+        core: LogCore<C, N, Q>,
+    }
+    options: SlidingLogOptions, front: "sliding log",
+    new: "SlidingLogOptions::per_second(2)",
+    queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, window, queue, origin, clock| Self {
+        core: LogCore::new(options.permit_limit, window, queue, origin, clock),
+    };
+    with_capacity {
+        /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
+        /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
+        /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
+        ///
+        /// ```
+        /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+        ///
+        /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+        /// assert!(big.is_ok());
+        /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
+        /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
+        /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+        /// assert!(bare.is_ok());
+        /// ```
+    }
+    /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
+    /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
+    /// until enough of them leave the window, so no rolling window that ends after the change
+    /// and admits anything holds more than the new limit; under a raised one it has room at
+    /// once (and serves its waiters). Waiters for more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit). Refused, changing nothing:
+    /// invalid options, a limit above `N` ([`OptionsError::ExceedsCapacity`]), or a different
+    /// window or queue order ([`OptionsError::FixedAtCreation`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let log = SlidingLogLimiter::<_, 8>::with_capacity(SlidingLogOptions::new(4, minute), &clock).unwrap();
+    /// log.try_acquire(3).unwrap().forget();
+    /// log.reconfigure(SlidingLogOptions::new(2, minute)).unwrap();
+    /// assert!(log.try_acquire(1).is_err()); // 3 in the window, 2 allowed
+    /// log.reconfigure(SlidingLogOptions::new(8, minute)).unwrap();
+    /// assert_eq!(log.available_permits(), 5);
+    /// let too_many = SlidingLogOptions::new(9, minute);
+    /// assert_eq!(log.reconfigure(too_many), Err(OptionsError::ExceedsCapacity { max: 8 }));
+    /// ```
+    reconfigure;
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> core::fmt::Debug for SlidingLogLimiter<C, N, Q> {
@@ -164,54 +208,4 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     pub const fn ring_bytes(&self) -> usize {
         N * core::mem::size_of::<state::Entry>()
     }
-}
-
-crate::core_common::sliding_limiter! {
-    SlidingLogLimiter<const N = 16>, SlidingLogOptions, "sliding log",
-    new: "SlidingLogOptions::per_second(2)",
-    queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
-    make = |options, window, queue, origin, clock| Self {
-        core: LogCore::new(options.permit_limit, window, queue, origin, clock),
-    };
-    with_capacity {
-        /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
-        /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
-        /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
-        ///
-        /// ```
-        /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
-        ///
-        /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
-        /// assert!(big.is_ok());
-        /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
-        /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
-        /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
-        /// assert!(bare.is_ok());
-        /// ```
-    }
-    /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
-    /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
-    /// until enough of them leave the window, so no rolling window that ends after the change
-    /// and admits anything holds more than the new limit; under a raised one it has room at
-    /// once (and serves its waiters). Waiters for more than the new limit are failed with
-    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit). Refused, changing nothing:
-    /// invalid options, a limit above `N` ([`OptionsError::ExceedsCapacity`]), or a different
-    /// window or queue order ([`OptionsError::FixedAtCreation`]).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, OptionsError, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let clock = ManualClock::new();
-    /// let minute = Duration::from_secs(60);
-    /// let log = SlidingLogLimiter::<_, 8>::with_capacity(SlidingLogOptions::new(4, minute), &clock).unwrap();
-    /// log.try_acquire(3).unwrap().forget();
-    /// log.reconfigure(SlidingLogOptions::new(2, minute)).unwrap();
-    /// assert!(log.try_acquire(1).is_err()); // 3 in the window, 2 allowed
-    /// log.reconfigure(SlidingLogOptions::new(8, minute)).unwrap();
-    /// assert_eq!(log.available_permits(), 5);
-    /// let too_many = SlidingLogOptions::new(9, minute);
-    /// assert_eq!(log.reconfigure(too_many), Err(OptionsError::ExceedsCapacity { max: 8 }));
-    /// ```
-    reconfigure;
 }

@@ -9,7 +9,6 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::wait::WaitQueue;
 
 use limiter_core::WindowCore;
 
@@ -71,88 +70,41 @@ impl SlidingWindowOptions {
     }
 }
 
-/// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
-/// permits taken during a segment count against the limit until that segment leaves the window,
-/// then come back.
-///
-/// `N` is the capacity of the segment ring (default 16): `segments_per_window` may be anything
-/// from 1 to `N`. The ring is inline — no allocation — and takes 16 bytes per slot.
-///
-/// Admission is one compare-and-swap on a header holding the current segment's count and the sum
-/// of the window's earlier segments — one native 64-bit word when the counts and every segment
-/// up to the horizon fit in it (`2·bits(limit) + bits(segments in 2^63 ns) ≤ 62`: up to 16,383
-/// permits with 1 s segments, 511 with 1 ms), else 128 bits; earlier segments' counts are
-/// frozen into the ring when the window slides past them. Every rejection carries a RetryAfter: the time until enough
-/// of the oldest segments have left the window.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
-///
-/// let clock = ManualClock::new();
-/// let opts = SlidingWindowOptions::new(10, Duration::from_secs(3), 3);
-/// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
-/// let _ = window.try_acquire(7).unwrap();
-/// clock.advance(Duration::from_secs(1));
-/// let _ = window.try_acquire(3).unwrap();
-/// assert_eq!(window.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(2)));
-/// clock.advance(Duration::from_secs(2)); // the first segment leaves the window
-/// assert_eq!(window.available_permits(), 7);
-/// ```
-#[derive(Debug)]
-pub struct SlidingWindowLimiter<
-    C: Clock = crate::clock::DefaultClock,
-    const N: usize = 16,
-    Q = WaitQueue,
-> {
-    core: WindowCore<C, N, Q>,
-    options: SlidingWindowOptions,
-}
-
-impl<C: Clock> SlidingWindowLimiter<C> {
-    /// The segments per window the default ring holds: 16 (a ring slot is 16 bytes).
-    pub const DEFAULT_SEGMENTS: usize = 16;
-}
-
-impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
+crate::core_common::sliding_limiter! {
+    /// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
+    /// permits taken during a segment count against the limit until that segment leaves the window,
+    /// then come back.
+    ///
+    /// `N` is the capacity of the segment ring (default 16): `segments_per_window` may be anything
+    /// from 1 to `N`. The ring is inline — no allocation — and takes 16 bytes per slot.
+    ///
+    /// Admission is one compare-and-swap on a header holding the current segment's count and the sum
+    /// of the window's earlier segments — one native 64-bit word when the counts and every segment
+    /// up to the horizon fit in it (`2·bits(limit) + bits(segments in 2^63 ns) ≤ 62`: up to 16,383
+    /// permits with 1 s segments, 511 with 1 ms), else 128 bits; earlier segments' counts are
+    /// frozen into the ring when the window slides past them. Every rejection carries a RetryAfter: the time until enough
+    /// of the oldest segments have left the window.
     ///
     /// ```
     /// use core::time::Duration;
-    /// use tollgate::{ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
     ///
-    /// let opts = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
-    /// let window = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(window.options(), opts);
+    /// let clock = ManualClock::new();
+    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(3), 3);
+    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// let _ = window.try_acquire(7).unwrap();
+    /// clock.advance(Duration::from_secs(1));
+    /// let _ = window.try_acquire(3).unwrap();
+    /// assert_eq!(window.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(2)));
+    /// clock.advance(Duration::from_secs(2)); // the first segment leaves the window
+    /// assert_eq!(window.available_permits(), 7);
     /// ```
-    pub fn options(&self) -> SlidingWindowOptions {
-        SlidingWindowOptions {
-            permit_limit: self.core.limit(),
-            queue_limit: self.core.queue.queue_limit(),
-            ..self.options
-        }
+    #[derive(Debug)]
+    pub struct SlidingWindowLimiter<const N = 16> {
+        core: WindowCore<C, N, Q>,
+        options: SlidingWindowOptions,
     }
-
-    /// The limit of `options`, if valid, with the window, segments and queue order this limiter
-    /// was built with, and within what its header holds.
-    fn checked(&self, options: &SlidingWindowOptions) -> Result<u32, OptionsError> {
-        options.validate(N)?;
-        let before = &self.options;
-        let same = (options.window, options.segments_per_window)
-            == (before.window, before.segments_per_window);
-        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
-        let limit = options.permit_limit;
-        let max = self.core.max_limit();
-        if limit > max {
-            return Err(OptionsError::LimitTooLarge { max });
-        }
-        Ok(limit)
-    }
-}
-
-crate::core_common::sliding_limiter! {
-    SlidingWindowLimiter<const N = 16>, SlidingWindowOptions, "sliding window",
+    options: SlidingWindowOptions, front: "sliding window",
     new: "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
     queued: "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)";
     make = |options, segment, queue, origin, clock| Self {
@@ -204,6 +156,48 @@ crate::core_common::sliding_limiter! {
     /// assert!(window.try_acquire(5).is_ok());
     /// ```
     reconfigure;
+}
+
+impl<C: Clock> SlidingWindowLimiter<C> {
+    /// The segments per window the default ring holds: 16 (a ring slot is 16 bytes).
+    pub const DEFAULT_SEGMENTS: usize = 16;
+}
+
+impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let opts = SlidingWindowOptions::new(100, Duration::from_secs(60), 6);
+    /// let window = SlidingWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// assert_eq!(window.options(), opts);
+    /// ```
+    pub fn options(&self) -> SlidingWindowOptions {
+        SlidingWindowOptions {
+            permit_limit: self.core.limit(),
+            queue_limit: self.core.queue.queue_limit(),
+            ..self.options
+        }
+    }
+
+    /// The limit of `options`, if valid, with the window, segments and queue order this limiter
+    /// was built with, and within what its header holds.
+    fn checked(&self, options: &SlidingWindowOptions) -> Result<u32, OptionsError> {
+        options.validate(N)?;
+        let before = &self.options;
+        let same = (options.window, options.segments_per_window)
+            == (before.window, before.segments_per_window);
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+        let limit = options.permit_limit;
+        let max = self.core.max_limit();
+        if limit > max {
+            return Err(OptionsError::LimitTooLarge { max });
+        }
+        Ok(limit)
+    }
 }
 
 #[cfg(test)]
