@@ -1,37 +1,28 @@
 //! The fixed window: at most `permit_limit` permits per window; the count resets at every window
 //! boundary.
 
-use core::time::Duration;
-
 use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
-use crate::options::{OptionsError, QueueOrder};
+use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
 use crate::TokenBucketOptions;
 
-/// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
-/// `AutoReplenishment`: windows are computed from the clock).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct FixedWindowOptions {
-    /// Permits per window. At least 1.
-    #[doc(alias = "PermitLimit")]
-    pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
-    /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
-    /// never end).
-    #[doc(alias = "Window")]
-    pub window: Duration,
-    /// Permits that may wait in the queue (for waiting acquisitions).
-    #[doc(alias = "QueueLimit")]
-    pub queue_limit: u32,
-    /// The order queued requests are served in.
-    #[doc(alias = "QueueProcessingOrder")]
-    pub queue_order: QueueOrder,
+crate::options::limit_per_window! {
+    /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
+    /// `AutoReplenishment`: windows are computed from the clock).
+    pub struct FixedWindowOptions {
+        /// Permits per window. At least 1.
+        #[doc(alias = "PermitLimit")]
+        permit_limit,
+        /// The window. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
+        /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
+        /// never end).
+        #[doc(alias = "Window")]
+        window,
+    }
+    "per `window`"
 }
-
-crate::options::limit_per_window!(FixedWindowOptions, "per `window`");
 
 impl FixedWindowOptions {
     /// The window as a token bucket: `permit_limit` tokens, all back at every boundary.

@@ -264,11 +264,35 @@ macro_rules! with_queue {
 }
 pub(crate) use with_queue;
 
-/// `new(permit_limit, window)` (no queue) for an options type of `permit_limit`, `window`,
-/// `queue_limit` and `queue_order`, and with `per`, `per(period, n)`, the same as `new(n,
-/// period)`. `$what` completes the sentence "`permit_limit` permits ..." in its docs.
+/// An options type of `permit_limit`, `window` (their docs given), `queue_limit` and
+/// `queue_order`, with `new(permit_limit, window)` (no queue), and with `per`, `per(period, n)`,
+/// the same as `new(n, period)`. `$what` completes the sentence "`permit_limit` permits ..." in
+/// the docs of `new`.
 macro_rules! limit_per_window {
-    ($ty:ident, $what:literal $(, per = $per_what:literal)?) => {
+    (
+        $(#[$doc:meta])*
+        pub struct $ty:ident {
+            $(#[$limit:meta])* permit_limit,
+            $(#[$window:meta])* window $(,)?
+        }
+        $what:literal $(, per = $per_what:literal)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub struct $ty {
+            $(#[$limit])*
+            pub permit_limit: u32,
+            $(#[$window])*
+            pub window: ::core::time::Duration,
+            /// Permits that may wait in the queue (for waiting acquisitions).
+            #[doc(alias = "QueueLimit")]
+            pub queue_limit: u32,
+            /// The order queued requests are served in.
+            #[doc(alias = "QueueProcessingOrder")]
+            pub queue_order: $crate::QueueOrder,
+        }
+
         impl $ty {
             #[doc = concat!(
                 "`permit_limit` permits ", $what, "; no queue.\n\n",

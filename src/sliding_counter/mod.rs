@@ -4,45 +4,38 @@
 mod limiter_core;
 pub(crate) mod state;
 
-use core::time::Duration;
-
 use crate::clock::Clock;
-use crate::options::{OptionsError, QueueOrder};
+use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::nanos_of;
 
 use limiter_core::CounterCore;
 
-/// Options of a [`SlidingCounterLimiter`].
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::SlidingCounterOptions;
-///
-/// assert_eq!(
-///     SlidingCounterOptions::per_minute(10),
-///     SlidingCounterOptions::new(10, Duration::from_secs(60))
-/// );
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct SlidingCounterOptions {
-    /// Permits per rolling window (estimated). At least 1.
-    pub permit_limit: u32,
-    /// The window. At least 2 ns, shorter than 2^62 ns (146 years: a refusal may wait up to
-    /// two windows, which must end within the 2^63 ns a limiter reads its clock over).
-    pub window: Duration,
-    /// Permits that may wait in the queue (for waiting acquisitions).
-    pub queue_limit: u32,
-    /// The order queued requests are served in.
-    pub queue_order: QueueOrder,
+crate::options::limit_per_window! {
+    /// Options of a [`SlidingCounterLimiter`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingCounterOptions;
+    ///
+    /// assert_eq!(
+    ///     SlidingCounterOptions::per_minute(10),
+    ///     SlidingCounterOptions::new(10, Duration::from_secs(60))
+    /// );
+    /// ```
+    pub struct SlidingCounterOptions {
+        /// Permits per rolling window (estimated). At least 1.
+        permit_limit,
+        /// The window. At least 2 ns, shorter than 2^62 ns (146 years: a refusal may wait up to
+        /// two windows, which must end within the 2^63 ns a limiter reads its clock over).
+        window,
+    }
+    "per rolling `window`", per = "per rolling `period`"
 }
 
-crate::options::limit_per_window!(
-    SlidingCounterOptions,
-    "per rolling `window`",
-    per = "per rolling `period`"
-);
+/// The longest window is just under this (2^62 ns, 146 years): see
+/// [`SlidingCounterOptions::validate`].
+const MAX_WINDOW_NS: u64 = 1 << 62;
 
 impl SlidingCounterOptions {
     /// Checks every option; returns the window in nanoseconds.
@@ -69,10 +62,6 @@ impl SlidingCounterOptions {
         }
     }
 }
-
-/// The longest window is just under this (2^62 ns, 146 years): see
-/// [`SlidingCounterOptions::validate`].
-const MAX_WINDOW_NS: u64 = 1 << 62;
 
 crate::core_common::sliding_limiter! {
     /// The sliding-window counter (approximate), as in article 001 and Cloudflare's limiter: at

@@ -4,43 +4,32 @@
 mod limiter_core;
 pub(crate) mod state;
 
-use core::time::Duration;
-
 use crate::clock::Clock;
-use crate::options::{OptionsError, QueueOrder};
+use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
 
 use limiter_core::LogCore;
 
-/// Options of a [`SlidingLogLimiter`].
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::SlidingLogOptions;
-///
-/// // Article 002's "max 5 failed login attempts per minute".
-/// let logins = SlidingLogOptions::per_minute(5);
-/// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct SlidingLogOptions {
-    /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
-    pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^63 ns (292 years: an entry must leave the
-    /// window within the 2^63 ns a limiter reads its clock over).
-    pub window: Duration,
-    /// Permits that may wait in the queue (for waiting acquisitions).
-    pub queue_limit: u32,
-    /// The order queued requests are served in.
-    pub queue_order: QueueOrder,
+crate::options::limit_per_window! {
+    /// Options of a [`SlidingLogLimiter`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingLogOptions;
+    ///
+    /// // Article 002's "max 5 failed login attempts per minute".
+    /// let logins = SlidingLogOptions::per_minute(5);
+    /// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
+    /// ```
+    pub struct SlidingLogOptions {
+        /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
+        permit_limit,
+        /// The window. Longer than zero, shorter than 2^63 ns (292 years: an entry must leave the
+        /// window within the 2^63 ns a limiter reads its clock over).
+        window,
+    }
+    "in any rolling `window`", per = "in any rolling `period`"
 }
-
-crate::options::limit_per_window!(
-    SlidingLogOptions,
-    "in any rolling `window`",
-    per = "in any rolling `period`"
-);
 
 impl SlidingLogOptions {
     /// Checks every option against a ring of `capacity` entries; returns the window in ns.
