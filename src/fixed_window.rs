@@ -26,7 +26,7 @@ crate::options::limit_per_window! {
 
 impl FixedWindowOptions {
     /// The window as a token bucket: `permit_limit` tokens, all back at every boundary.
-    const fn as_bucket(&self) -> TokenBucketOptions {
+    pub(crate) const fn as_bucket(&self) -> TokenBucketOptions {
         TokenBucketOptions::new(self.permit_limit, self.permit_limit, self.window)
     }
 
