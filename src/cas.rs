@@ -51,66 +51,46 @@ pub(crate) trait Word {
     }
 }
 
-#[cfg(not(tollgate_cs_cells))]
-impl Word for AtomicU64 {
-    type Value = u64;
-    #[inline]
-    fn load(&self) -> u64 {
-        self.load(Ordering::Acquire)
-    }
-    #[inline]
-    fn cas(&self, current: u64, new: u64) -> Result<u64, u64> {
-        self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
-    }
+/// [`Word`] for an atomic with `load` and `compare_exchange_weak`, the generics in brackets, and
+/// any further items of the impl after the value type (a [`Word::run`] of its own).
+macro_rules! word {
+    ($(#[$m:meta])* impl[$($gen:tt)*] $atomic:ty => $value:ty { $($extra:tt)* }) => {
+        $(#[$m])*
+        impl<$($gen)*> Word for $atomic {
+            type Value = $value;
+            #[inline]
+            fn load(&self) -> $value {
+                self.load(Ordering::Acquire)
+            }
+            #[inline]
+            fn cas(&self, current: $value, new: $value) -> Result<$value, $value> {
+                self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+            }
+            $($extra)*
+        }
+    };
 }
 
-/// The target's native word (the concurrency limiter's: 32 bits on 32-bit MCUs).
-impl Word for AtomicUsize {
-    type Value = usize;
-    #[inline]
-    fn load(&self) -> usize {
-        self.load(Ordering::Acquire)
-    }
-    #[inline]
-    fn cas(&self, current: usize, new: usize) -> Result<usize, usize> {
-        self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
-    }
-}
-
-#[cfg(not(tollgate_cs_cells))]
-impl Word for AtomicU128 {
-    type Value = u128;
-    #[inline]
-    fn load(&self) -> u128 {
-        self.load(Ordering::Acquire)
-    }
-    #[inline]
-    fn cas(&self, current: u128, new: u128) -> Result<u128, u128> {
-        self.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
-    }
-}
-
-/// A value behind a critical section (targets without native 64-bit atomics): the 64- and
-/// 128-bit words, and state kept unpacked.
-#[cfg(tollgate_cs_cells)]
-impl<T: Copy + Eq> Word for crate::sync::CsAtomic<T> {
-    type Value = T;
-    #[inline]
-    fn load(&self) -> T {
-        self.load(Ordering::Acquire)
-    }
-    #[inline]
-    fn cas(&self, current: T, new: T) -> Result<T, T> {
-        self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
-    }
-
-    /// The decision and its write in one critical section: nothing can interleave, so there is
-    /// no compare-and-swap to retry (and no code for one). `decide` is a pure transition of a
-    /// few dozen instructions (at most a 64-bit division on the slow path): that is how long
-    /// interrupts stay masked.
-    #[inline(always)]
-    fn run<U, E>(&self, decide: impl FnMut(T) -> Result<(T, U), E>) -> Result<(T, U), E> {
-        self.update(decide)
+word!(#[cfg(not(tollgate_cs_cells))] impl[] AtomicU64 => u64 {});
+word!(
+    /// The target's native word (the concurrency limiter's: 32 bits on 32-bit MCUs).
+    impl[] AtomicUsize => usize {}
+);
+word!(#[cfg(not(tollgate_cs_cells))] impl[] AtomicU128 => u128 {});
+word! {
+    /// A value behind a critical section (targets without native 64-bit atomics): the 64- and
+    /// 128-bit words, and state kept unpacked (its weak compare-and-swap never fails
+    /// spuriously).
+    #[cfg(tollgate_cs_cells)]
+    impl[T: Copy + Eq] crate::sync::CsAtomic<T> => T {
+        /// The decision and its write in one critical section: nothing can interleave, so there
+        /// is no compare-and-swap to retry (and no code for one). `decide` is a pure transition
+        /// of a few dozen instructions (at most a 64-bit division on the slow path): that is how
+        /// long interrupts stay masked.
+        #[inline(always)]
+        fn run<U, E>(&self, decide: impl FnMut(T) -> Result<(T, U), E>) -> Result<(T, U), E> {
+            self.update(decide)
+        }
     }
 }
 

@@ -1,95 +1,82 @@
 //! The fixed window: at most `permit_limit` permits per window; the count resets at every window
 //! boundary.
 
-use core::time::Duration;
-
 use crate::bucket::state::Refill;
 use crate::bucket::BucketCore;
 use crate::clock::Clock;
-use crate::options::{OptionsError, QueueOrder};
+use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
-use crate::wait::WaitQueue;
+use crate::TokenBucketOptions;
 
-/// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
-/// `AutoReplenishment`: windows are computed from the clock).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct FixedWindowOptions {
-    /// Permits per window. At least 1.
-    #[doc(alias = "PermitLimit")]
-    pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
-    /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
-    /// never end).
-    #[doc(alias = "Window")]
-    pub window: Duration,
-    /// Permits that may wait in the queue (for waiting acquisitions).
-    #[doc(alias = "QueueLimit")]
-    pub queue_limit: u32,
-    /// The order queued requests are served in.
-    #[doc(alias = "QueueProcessingOrder")]
-    pub queue_order: QueueOrder,
+crate::options::limit_per_window! {
+    /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without
+    /// `AutoReplenishment`: windows are computed from the clock).
+    pub struct FixedWindowOptions {
+        /// Permits per window. At least 1.
+        #[doc(alias = "PermitLimit")]
+        permit_limit,
+        /// The window. Longer than zero, shorter than 2^63 ns (292 years: a limiter reads
+        /// its clock as stepped back from 2^63 ns after its creation on, so a longer period would
+        /// never end).
+        #[doc(alias = "Window")]
+        window,
+    }
+    "per `window`"
 }
 
-crate::options::limit_per_window!(FixedWindowOptions, "per `window`");
-
 impl FixedWindowOptions {
-    /// The window as a bucket: `permit_limit` tokens, all back at every boundary.
+    /// The window as a token bucket: `permit_limit` tokens, all back at every boundary.
+    pub(crate) const fn as_bucket(&self) -> TokenBucketOptions {
+        TokenBucketOptions::new(self.permit_limit, self.permit_limit, self.window)
+    }
+
     const fn refill(&self) -> Refill {
-        Refill {
-            limit: self.permit_limit,
-            per_tick: self.permit_limit,
+        self.as_bucket().refill()
+    }
+
+    /// The window of a bucket of options (as [`as_bucket`](Self::as_bucket) makes them).
+    const fn from_bucket(b: TokenBucketOptions) -> Self {
+        Self {
+            permit_limit: b.token_limit,
+            window: b.replenishment_period,
+            queue_limit: b.queue_limit,
+            queue_order: b.queue_order,
         }
     }
 
     /// Checks every option; returns the window in nanoseconds.
     pub const fn validate(&self) -> Result<u64, OptionsError> {
-        if self.permit_limit == 0 {
-            return Err(OptionsError::ZeroLimit);
-        }
-        match period_nanos(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
-        }
+        self.as_bucket().validate()
     }
 }
 
-crate::options::with_queue!(
-    FixedWindowOptions,
-    "FixedWindowOptions::new(10, Duration::from_secs(1))"
-);
-
-/// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
-/// windows are back to back from the limiter's creation, and every boundary resets the count.
-///
-/// A rejection's RetryAfter is the time to the next window boundary. The state is the token
-/// bucket's (a window is a bucket that refills completely at each boundary), one 128-bit word.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
-///
-/// let clock = ManualClock::new();
-/// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
-/// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
-/// let _ = window.try_acquire(100).unwrap();
-/// assert!(window.try_acquire(1).is_err());
-/// clock.advance(Duration::from_secs(60));
-/// assert_eq!(window.available_permits(), 100);
-/// ```
-///
-/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
-/// window that only decides at once, with none of the queue's code or memory (built by
-/// [`without_queue`](FixedWindowLimiter::without_queue) and
-/// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
-#[derive(Debug)]
-pub struct FixedWindowLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: BucketCore<C, Q>,
-}
-
-impl<C: Clock> FixedWindowLimiter<C> {
+crate::bucket::bucket_limiter! {
+    /// A fixed window (.NET `FixedWindowRateLimiter`): at most `permit_limit` permits in each window;
+    /// windows are back to back from the limiter's creation, and every boundary resets the count.
+    ///
+    /// A rejection's RetryAfter is the time to the next window boundary. The state is the token
+    /// bucket's (a window is a bucket that refills completely at each boundary), one 128-bit word.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
+    /// let window = FixedWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// let _ = window.try_acquire(100).unwrap();
+    /// assert!(window.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(window.available_permits(), 100);
+    /// ```
+    ///
+    /// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
+    /// window that only decides at once, with none of the queue's code or memory (built by
+    /// [`without_queue`](FixedWindowLimiter::without_queue) and
+    /// [`at_epoch_without_queue`](FixedWindowLimiter::at_epoch_without_queue)).
+    pub struct FixedWindowLimiter(FixedWindowOptions { window });
+    front: "fixed window", new: "FixedWindowOptions::new(2, Duration::from_secs(1))",
+    queued: "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
     /// Changes the permit limit and the queue limit while the limiter is in use, by the token
     /// bucket's rule ([`TokenBucketLimiter::reconfigure`](crate::TokenBucketLimiter::reconfigure)):
     /// permits left in the current window clamp to a lowered limit, a raised one takes effect
@@ -114,78 +101,5 @@ impl<C: Clock> FixedWindowLimiter<C> {
     /// window.try_acquire(50).unwrap().forget();
     /// assert!(window.try_acquire(1).is_err());
     /// ```
-    pub fn reconfigure(&self, options: FixedWindowOptions) -> Result<(), OptionsError> {
-        let refill = self.checked(&options)?;
-        self.core.reconfigure(self, refill, options.queue_limit)
-    }
+    reconfigure;
 }
-
-impl<C: Clock, Q: QueueKind> FixedWindowLimiter<C, Q> {
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{FixedWindowLimiter, FixedWindowOptions, ManualClock};
-    ///
-    /// let opts = FixedWindowOptions::new(100, Duration::from_secs(60));
-    /// let window = FixedWindowLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(window.options(), opts);
-    /// ```
-    pub fn options(&self) -> FixedWindowOptions {
-        FixedWindowOptions {
-            permit_limit: self.core.limit(),
-            window: self.core.period(),
-            queue_limit: self.core.queue.queue_limit(),
-            queue_order: self.core.queue.order(),
-        }
-    }
-
-    fn build(options: FixedWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        let period = options.validate()?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        Ok(Self {
-            core: BucketCore::new(options.refill(), period, queue, clock),
-        })
-    }
-
-    /// The refill of `options`, if valid, with the window (and queue order) this limiter was
-    /// built with, and within what its state word holds.
-    fn checked(&self, options: &FixedWindowOptions) -> Result<Refill, OptionsError> {
-        options.validate()?;
-        let before = self.options();
-        let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
-        self.core.check_fits(options.refill())?;
-        Ok(options.refill())
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A limiter of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: FixedWindowOptions, queue: Q, clock: C) -> Self {
-            let period = OptionsError::valid_in_const(options.validate());
-            Self {
-                core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
-}
-
-crate::rate_limiter::limiter_front!(
-    FixedWindowLimiter,
-    FixedWindowOptions,
-    "fixed window",
-    "FixedWindowOptions::new(2, Duration::from_secs(1))"
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    FixedWindowLimiter,
-    FixedWindowOptions,
-    "FixedWindowOptions::new(2, Duration::from_secs(1))",
-    apply = |l, refill, _| l.core.set_refill(refill),
-);
-
-crate::rate_limiter::rate_limiter!(
-    FixedWindowLimiter,
-    "FixedWindowOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
-);

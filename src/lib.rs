@@ -73,6 +73,7 @@ mod concurrency;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod config;
+mod core_common;
 #[cfg(feature = "std")]
 mod driver;
 #[cfg(feature = "embassy-time")]

@@ -352,52 +352,44 @@ pub trait Peek: Limiter {
     fn peek(&self, permits: u32) -> Result<(), Rejection>;
 }
 
+/// Trait methods `name(args) -> output` that call the same method of `**self`.
+macro_rules! forward {
+    ($($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*) $(-> $out:ty)?;)+) => {$(
+        $(#[$m])*
+        fn $name(&self $(, $arg: $ty)*) $(-> $out)? {
+            (**self).$name($($arg),*)
+        }
+    )+};
+}
+
 macro_rules! forward_limiter {
     ($(#[$m:meta])* $ptr:ty) => {
         $(#[$m])*
         impl<L: Limiter + ?Sized> Limiter for $ptr {
-            #[inline]
-            fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
-                (**self).try_acquire(permits)
-            }
-            fn available_permits(&self) -> u64 {
-                (**self).available_permits()
-            }
-            fn statistics(&self) -> Statistics {
-                (**self).statistics()
-            }
-            fn idle_duration(&self) -> Option<Duration> {
-                (**self).idle_duration()
-            }
-            fn close(&self) {
-                (**self).close()
-            }
-            fn is_closed(&self) -> bool {
-                (**self).is_closed()
+            forward! {
+                #[inline]
+                try_acquire(permits: u32) -> Result<Lease<'_>, Rejection>;
+                available_permits() -> u64;
+                statistics() -> Statistics;
+                idle_duration() -> Option<Duration>;
+                close();
+                is_closed() -> bool;
             }
         }
 
         $(#[$m])*
         impl<L: Peek + ?Sized> Peek for $ptr {
-            fn peek(&self, permits: u32) -> Result<(), Rejection> {
-                (**self).peek(permits)
-            }
+            forward!(peek(permits: u32) -> Result<(), Rejection>;);
         }
 
         $(#[$m])*
         impl<L: Replenishing + ?Sized> Replenishing for $ptr {
-            fn replenishment_period(&self) -> Duration {
-                (**self).replenishment_period()
-            }
-            fn replenish(&self) -> u64 {
-                (**self).replenish()
-            }
-            fn next_service(&self) -> Option<Duration> {
-                (**self).next_service()
-            }
-            #[cfg(feature = "std")]
-            fn attach_driver(&self, handle: crate::wait::DriverHandle) {
-                (**self).attach_driver(handle)
+            forward! {
+                replenishment_period() -> Duration;
+                replenish() -> u64;
+                next_service() -> Option<Duration>;
+                #[cfg(feature = "std")]
+                attach_driver(handle: crate::wait::DriverHandle);
             }
         }
 

@@ -145,6 +145,17 @@ impl fmt::Display for OptionsError {
 impl core::error::Error for OptionsError {}
 
 impl OptionsError {
+    /// A period (or window) option in nanoseconds: longer than zero, and shorter than 2^63 ns,
+    /// since a limiter reads its clock as stepped back from 2^63 ns after its creation on, so a
+    /// longer period would never end ([`period_nanos`](crate::ticks::period_nanos)).
+    pub(crate) const fn period_ns(period: core::time::Duration) -> Result<u64, Self> {
+        match crate::ticks::period_nanos(period) {
+            None => Err(OptionsError::PeriodTooLong),
+            Some(0) => Err(OptionsError::ZeroPeriod),
+            Some(ns) => Ok(ns),
+        }
+    }
+
     /// The value of `result` in a constant, or a stop of the build with the error's message
     /// (a `const` panic is a compile error).
     #[track_caller]
@@ -253,11 +264,35 @@ macro_rules! with_queue {
 }
 pub(crate) use with_queue;
 
-/// `new(permit_limit, window)` (no queue) for an options type of `permit_limit`, `window`,
-/// `queue_limit` and `queue_order`, and with `per`, `per(period, n)`, the same as `new(n,
-/// period)`. `$what` completes the sentence "`permit_limit` permits ..." in its docs.
+/// An options type of `permit_limit`, `window` (their docs given), `queue_limit` and
+/// `queue_order`, with `new(permit_limit, window)` (no queue), and with `per`, `per(period, n)`,
+/// the same as `new(n, period)`. `$what` completes the sentence "`permit_limit` permits ..." in
+/// the docs of `new`.
 macro_rules! limit_per_window {
-    ($ty:ident, $what:literal $(, per = $per_what:literal)?) => {
+    (
+        $(#[$doc:meta])*
+        pub struct $ty:ident {
+            $(#[$limit:meta])* permit_limit,
+            $(#[$window:meta])* window $(,)?
+        }
+        $what:literal $(, per = $per_what:literal)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub struct $ty {
+            $(#[$limit])*
+            pub permit_limit: u32,
+            $(#[$window])*
+            pub window: ::core::time::Duration,
+            /// Permits that may wait in the queue (for waiting acquisitions).
+            #[doc(alias = "QueueLimit")]
+            pub queue_limit: u32,
+            /// The order queued requests are served in.
+            #[doc(alias = "QueueProcessingOrder")]
+            pub queue_order: $crate::QueueOrder,
+        }
+
         impl $ty {
             #[doc = concat!(
                 "`permit_limit` permits ", $what, "; no queue.\n\n",

@@ -18,8 +18,8 @@
 //! Code that depends on how the words are kept tests `tollgate_cs_cells` /
 //! `not(tollgate_cs_cells)`, never the target's atomics.
 //!
-//! loom has no 128-bit atomic, so under loom [`AtomicU128`] is modelled by a loom mutex around a
-//! `u128`: a linearizable cell whose every operation is one indivisible step, which is exactly the
+//! loom has no 128-bit atomic, so under loom [`AtomicU128`] is a [`CsAtomic`] whose critical
+//! section is a loom mutex: a linearizable cell whose every operation is one indivisible step, which is exactly the
 //! contract of a hardware 128-bit compare-and-swap (its orderings are modelled as sequentially
 //! consistent, which is stronger than what the code asks for).
 //!
@@ -71,17 +71,26 @@ pub(crate) use cs_atomic::{AtomicU128, AtomicU64, CsAtomic};
 /// `--cfg tollgate_cs_words` selects these cells on a host too (it sets `tollgate_cs_cells`), so
 /// that the lib tests run over them (`.ci/run` does, with critical-section's `std`
 /// implementation).
-#[cfg(tollgate_cs_cells)]
+///
+/// Under `cfg(loom)` the same cells model [`AtomicU128`] (loom has none), with a loom mutex for
+/// the critical section.
+#[cfg(any(tollgate_cs_cells, loom))]
 mod cs_atomic {
     use core::cell::Cell;
     use core::fmt;
 
+    #[cfg(not(loom))]
+    use critical_section::Mutex;
+    #[cfg(loom)]
+    use loom::sync::Mutex;
+
     use super::Ordering;
 
     /// A value behind a critical section.
-    pub(crate) struct CsAtomic<T: Copy>(critical_section::Mutex<Cell<T>>);
+    pub(crate) struct CsAtomic<T: Copy>(Mutex<Cell<T>>);
 
     /// A 64-bit word behind a critical section.
+    #[cfg(not(loom))]
     pub(crate) type AtomicU64 = CsAtomic<u64>;
     /// A 128-bit word behind a critical section.
     pub(crate) type AtomicU128 = CsAtomic<u128>;
@@ -99,13 +108,22 @@ mod cs_atomic {
     }
 
     impl<T: Copy> CsAtomic<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            Self(critical_section::Mutex::new(Cell::new(value)))
+        super::const_unless_loom! {
+            pub(crate) fn new(value: T) -> Self {
+                Self(Mutex::new(Cell::new(value)))
+            }
         }
 
+        #[cfg(not(loom))]
         #[inline]
         fn with<R>(&self, f: impl FnOnce(&Cell<T>) -> R) -> R {
             critical_section::with(|cs| f(self.0.borrow(cs)))
+        }
+
+        /// Under loom: one step of the model, under its mutex.
+        #[cfg(loom)]
+        fn with<R>(&self, f: impl FnOnce(&Cell<T>) -> R) -> R {
+            f(&self.0.lock().unwrap())
         }
 
         #[inline]
@@ -119,6 +137,7 @@ mod cs_atomic {
         }
     }
 
+    #[cfg(not(loom))]
     impl<T: Copy> CsAtomic<T> {
         /// Runs `decide` on the value and writes its decision, in one critical section: what a
         /// compare-and-swap loop does, with nothing to compare or retry.
@@ -168,6 +187,7 @@ mod cs_atomic {
         }
     }
 
+    #[cfg(not(loom))]
     impl CsAtomic<u64> {
         #[inline]
         pub(crate) fn fetch_max(&self, v: u64, _: Ordering) -> u64 {
@@ -232,50 +252,4 @@ mod rwlock {
 }
 
 #[cfg(loom)]
-pub(crate) use loom_u128::AtomicU128;
-
-#[cfg(loom)]
-mod loom_u128 {
-    use super::Ordering;
-
-    /// A 128-bit atomic for loom: one mutex-protected cell, each operation one step.
-    #[derive(Debug)]
-    pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
-
-    impl AtomicU128 {
-        pub(crate) fn new(v: u128) -> Self {
-            Self(loom::sync::Mutex::new(v))
-        }
-        pub(crate) fn load(&self, _: Ordering) -> u128 {
-            *self.0.lock().unwrap()
-        }
-        #[allow(dead_code)]
-        pub(crate) fn store(&self, v: u128, _: Ordering) {
-            *self.0.lock().unwrap() = v;
-        }
-        pub(crate) fn compare_exchange(
-            &self,
-            current: u128,
-            new: u128,
-            _: Ordering,
-            _: Ordering,
-        ) -> Result<u128, u128> {
-            let mut g = self.0.lock().unwrap();
-            if *g == current {
-                *g = new;
-                Ok(current)
-            } else {
-                Err(*g)
-            }
-        }
-        pub(crate) fn compare_exchange_weak(
-            &self,
-            current: u128,
-            new: u128,
-            s: Ordering,
-            f: Ordering,
-        ) -> Result<u128, u128> {
-            self.compare_exchange(current, new, s, f)
-        }
-    }
-}
+pub(crate) use cs_atomic::AtomicU128;

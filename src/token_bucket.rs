@@ -8,8 +8,6 @@ use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
-use crate::wait::WaitQueue;
 
 /// Options of a [`TokenBucketLimiter`] (.NET `TokenBucketRateLimiterOptions`).
 ///
@@ -50,11 +48,16 @@ impl TokenBucketOptions {
     }
 
     /// The bucket's refill.
-    const fn refill(&self) -> Refill {
+    pub(crate) const fn refill(&self) -> Refill {
         Refill {
             limit: self.token_limit,
             per_tick: self.tokens_per_period,
         }
+    }
+
+    /// Options read back from a bucket: these very ones (a fixed window converts them).
+    const fn from_bucket(b: TokenBucketOptions) -> Self {
+        b
     }
 
     /// Checks every option; returns the period in nanoseconds.
@@ -65,54 +68,43 @@ impl TokenBucketOptions {
         if self.tokens_per_period == 0 {
             return Err(OptionsError::ZeroTokensPerPeriod);
         }
-        match period_nanos(self.replenishment_period) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
-        }
+        OptionsError::period_ns(self.replenishment_period)
     }
 }
 
-crate::options::with_queue!(
-    TokenBucketOptions,
-    "TokenBucketOptions::new(10, 1, Duration::from_secs(1))"
-);
-
-/// A token bucket (.NET `TokenBucketRateLimiter`): it holds up to `token_limit` tokens and starts
-/// full; each request takes tokens; `tokens_per_period` tokens come back at the start of every
-/// period, counted from the limiter's creation.
-///
-/// **Only whole periods count.** Tokens arrive in steps of `tokens_per_period` at period
-/// boundaries, as with .NET's timer-driven replenishment, never in fractions: a request denied
-/// now is granted at an exact, predictable instant (its RetryAfter), the state stays an integer,
-/// and a bucket of 10 that gains 2 a minute behaves as the .NET documentation describes. (For a
-/// smooth rate, use a short period: 1 token every 100 ms rather than 10 every second.)
-///
-/// The admission state is one 128-bit word (tokens, tick, flags) updated by one compare-and-swap.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
-///
-/// let clock = ManualClock::new();
-/// let opts = TokenBucketOptions::new(10, 2, Duration::from_secs(60));
-/// let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
-/// let _ = bucket.try_acquire(4).unwrap();
-/// assert_eq!(bucket.available_permits(), 6);
-/// clock.advance(Duration::from_secs(60));
-/// assert_eq!(bucket.available_permits(), 8);
-/// ```
-///
-/// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
-/// bucket that only decides at once, with none of the queue's code or memory (built by
-/// [`without_queue`](TokenBucketLimiter::without_queue) and
-/// [`at_epoch_without_queue`](TokenBucketLimiter::at_epoch_without_queue)).
-#[derive(Debug)]
-pub struct TokenBucketLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: BucketCore<C, Q>,
-}
-
-impl<C: Clock> TokenBucketLimiter<C> {
+crate::bucket::bucket_limiter! {
+    /// A token bucket (.NET `TokenBucketRateLimiter`): it holds up to `token_limit` tokens and starts
+    /// full; each request takes tokens; `tokens_per_period` tokens come back at the start of every
+    /// period, counted from the limiter's creation.
+    ///
+    /// **Only whole periods count.** Tokens arrive in steps of `tokens_per_period` at period
+    /// boundaries, as with .NET's timer-driven replenishment, never in fractions: a request denied
+    /// now is granted at an exact, predictable instant (its RetryAfter), the state stays an integer,
+    /// and a bucket of 10 that gains 2 a minute behaves as the .NET documentation describes. (For a
+    /// smooth rate, use a short period: 1 token every 100 ms rather than 10 every second.)
+    ///
+    /// The admission state is one 128-bit word (tokens, tick, flags) updated by one compare-and-swap.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(10, 2, Duration::from_secs(60));
+    /// let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    /// let _ = bucket.try_acquire(4).unwrap();
+    /// assert_eq!(bucket.available_permits(), 6);
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(bucket.available_permits(), 8);
+    /// ```
+    ///
+    /// The second parameter is the kind of queue: a wait queue by default; [`NoQueue`](crate::NoQueue) for a
+    /// bucket that only decides at once, with none of the queue's code or memory (built by
+    /// [`without_queue`](TokenBucketLimiter::without_queue) and
+    /// [`at_epoch_without_queue`](TokenBucketLimiter::at_epoch_without_queue)).
+    pub struct TokenBucketLimiter(TokenBucketOptions { replenishment_period });
+    front: "token bucket", new: "TokenBucketOptions::new(2, 1, Duration::from_secs(1))",
+    queued: "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
     /// Changes the token limit, the tokens per period and the queue limit while the limiter
     /// is in use. The rule, applied at once and whole (concurrent reconfigurations apply one
     /// after the other):
@@ -147,80 +139,5 @@ impl<C: Clock> TokenBucketLimiter<C> {
     /// let other_period = TokenBucketOptions::new(4, 2, Duration::from_secs(2));
     /// assert_eq!(bucket.reconfigure(other_period), Err(OptionsError::FixedAtCreation));
     /// ```
-    pub fn reconfigure(&self, options: TokenBucketOptions) -> Result<(), OptionsError> {
-        let refill = self.checked(&options)?;
-        self.core.reconfigure(self, refill, options.queue_limit)
-    }
+    reconfigure;
 }
-
-impl<C: Clock, Q: QueueKind> TokenBucketLimiter<C, Q> {
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{ManualClock, TokenBucketLimiter, TokenBucketOptions};
-    ///
-    /// let opts = TokenBucketOptions::new(10, 5, Duration::from_secs(1));
-    /// let bucket = TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap();
-    /// assert_eq!(bucket.options(), opts);
-    /// ```
-    pub fn options(&self) -> TokenBucketOptions {
-        let r = self.core.refill();
-        TokenBucketOptions {
-            token_limit: r.limit,
-            tokens_per_period: r.per_tick,
-            replenishment_period: self.core.period(),
-            queue_limit: self.core.queue.queue_limit(),
-            queue_order: self.core.queue.order(),
-        }
-    }
-
-    fn build(options: TokenBucketOptions, clock: C) -> Result<Self, OptionsError> {
-        let period = options.validate()?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        Ok(Self {
-            core: BucketCore::new(options.refill(), period, queue, clock),
-        })
-    }
-
-    /// The refill of `options`, if valid, with the replenishment_period (and queue order) this limiter was
-    /// built with, and within what its state word holds.
-    fn checked(&self, options: &TokenBucketOptions) -> Result<Refill, OptionsError> {
-        options.validate()?;
-        let before = self.options();
-        let same = options.replenishment_period == before.replenishment_period;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
-        self.core.check_fits(options.refill())?;
-        Ok(options.refill())
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A limiter of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: TokenBucketOptions, queue: Q, clock: C) -> Self {
-            let period = OptionsError::valid_in_const(options.validate());
-            Self {
-                core: BucketCore::at(options.refill(), period, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
-}
-
-crate::rate_limiter::limiter_front!(
-    TokenBucketLimiter,
-    TokenBucketOptions,
-    "token bucket",
-    "TokenBucketOptions::new(2, 1, Duration::from_secs(1))"
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    TokenBucketLimiter,
-    TokenBucketOptions,
-    "TokenBucketOptions::new(2, 1, Duration::from_secs(1))",
-    apply = |l, refill, _| l.core.set_refill(refill),
-);
-
-crate::rate_limiter::rate_limiter!(
-    TokenBucketLimiter,
-    "TokenBucketOptions::new(1, 1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
-);

@@ -659,6 +659,98 @@ impl<C: Clock> BucketCore<C, crate::NoQueue> {
     }
 }
 
+/// A limiter on a [`BucketCore`] (the token bucket and the fixed window), whose options give a
+/// `refill()` and name their period `$period`: its type, its front
+/// ([`rate_limiter_front!`](crate::core_common::rate_limiter_front), a queueless limiter
+/// changing its refill in place), its `reconfigure` with the docs given, its `options` (the
+/// bucket's, as the options type's `from_bucket` reads them), and its private constructors and
+/// option check.
+macro_rules! bucket_limiter {
+    (
+        $(#[$doc:meta])*
+        pub struct $ty:ident($options:ident { $period:ident });
+        front: $what:literal, new: $new:literal, queued: $queued:literal;
+        $(#[$reconfigure:meta])* reconfigure;
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $ty<C: Clock = $crate::clock::DefaultClock, Q = $crate::wait::WaitQueue> {
+            core: BucketCore<C, Q>,
+        }
+
+        $crate::core_common::rate_limiter_front! {
+            $ty, $options, $what,
+            apply = |l, refill, _| l.core.set_refill(refill),
+            new: $new, queued: $queued,
+        }
+
+        impl<C: Clock> $ty<C> {
+            $(#[$reconfigure])*
+            pub fn reconfigure(&self, options: $options) -> Result<(), OptionsError> {
+                let refill = self.checked(&options)?;
+                self.core.reconfigure(self, refill, options.queue_limit)
+            }
+        }
+
+        impl<C: Clock, Q: QueueKind> $ty<C, Q> {
+            /// The options in force: those the limiter was built with, as last
+            /// [`reconfigure`](Self::reconfigure)d.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let opts = ", $new, ";\n",
+                "let limiter = ", stringify!($ty), "::with_clock(opts, ManualClock::new()).unwrap();\n",
+                "assert_eq!(limiter.options(), opts);\n",
+                "```",
+            )]
+            pub fn options(&self) -> $options {
+                let r = self.core.refill();
+                $options::from_bucket($crate::TokenBucketOptions {
+                    token_limit: r.limit,
+                    tokens_per_period: r.per_tick,
+                    replenishment_period: self.core.period(),
+                    queue_limit: self.core.queue.queue_limit(),
+                    queue_order: self.core.queue.order(),
+                })
+            }
+
+            fn build(options: $options, clock: C) -> Result<Self, OptionsError> {
+                let period = options.validate()?;
+                let queue = Q::for_options(options.queue_limit, options.queue_order)?;
+                Ok(Self {
+                    core: BucketCore::new(options.refill(), period, queue, clock),
+                })
+            }
+
+            /// The refill of `options`, if valid, with the period (and queue order) this
+            /// limiter was built with, and within what its state word holds.
+            fn checked(&self, options: &$options) -> Result<Refill, OptionsError> {
+                options.validate()?;
+                let before = self.options();
+                let same = options.$period == before.$period;
+                unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+                self.core.check_fits(options.refill())?;
+                Ok(options.refill())
+            }
+
+            crate::sync::const_unless_loom! {
+                /// A limiter of valid `options` whose time counts from the clock's epoch.
+                fn at_epoch_with(options: $options, queue: Q, clock: C) -> Self {
+                    let period = OptionsError::valid_in_const(options.validate());
+                    let origin = crate::Instant::ZERO;
+                    Self {
+                        core: BucketCore::at(options.refill(), period, queue, clock, origin),
+                    }
+                }
+            }
+        }
+    };
+}
+pub(crate) use bucket_limiter;
+
 #[cfg(all(test, not(tollgate_cs_cells)))]
 mod tests {
     use super::*;

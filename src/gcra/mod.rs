@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
-use crate::queue_kind::{unchanged, NoQueue, QueueKind};
+use crate::queue_kind::{NoQueue, QueueKind};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
@@ -123,22 +123,6 @@ impl ParamsCell {
             self.seq.store(seq.wrapping_add(2), Ordering::Release);
         }
         self.packed.store(w, Ordering::Release);
-    }
-}
-
-/// Validates an interval and a burst into [`Params`].
-pub(crate) fn params(interval: Duration, burst: u32, shape: bool) -> Result<Params, OptionsError> {
-    if burst == 0 {
-        return Err(OptionsError::ZeroLimit);
-    }
-    let interval = match nanos_of(interval) {
-        None => return Err(OptionsError::PeriodTooLong),
-        Some(0) => return Err(OptionsError::ZeroPeriod),
-        Some(ns) => ns,
-    };
-    match interval.checked_mul(u64::from(burst)) {
-        Some(span) if span <= MAX_SPAN => Ok(Params::new(interval, burst, shape)),
-        _ => Err(OptionsError::PeriodTooLong),
     }
 }
 
@@ -477,6 +461,94 @@ impl<C: Clock> GcraCore<C, WaitQueue> {
     }
 }
 
+/// A limiter on a [`GcraCore`] whose options are an `interval`, a burst (the field `$burst`) and
+/// a queue (GCRA and the shaper; `$shape` is the shaper's tolerance rule): its type, its front
+/// ([`rate_limiter_front!`](crate::core_common::rate_limiter_front), a queueless limiter
+/// changing its parameters in place), its private constructors and option check, and its
+/// `reconfigure` and `options`, with the docs given.
+macro_rules! gcra_limiter {
+    (
+        $(#[$doc:meta])*
+        pub struct $ty:ident($options:ident { $burst:ident }, shape: $shape:literal);
+        front: $what:literal, new: $new:literal, $(unqueued: $unqueued:literal,)?
+        queued: $queued:literal;
+        $(#[$reconfigure:meta])* reconfigure;
+        $(#[$options_doc:meta])* options;
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $ty<C: $crate::clock::Clock = $crate::clock::DefaultClock, Q = $crate::wait::WaitQueue> {
+            core: $crate::gcra::GcraCore<C, Q>,
+        }
+
+        $crate::core_common::rate_limiter_front! {
+            $ty, $options, $what,
+            apply = |l, params, _| l.core.set_params(params),
+            new: $new, $(unqueued: $unqueued,)? queued: $queued,
+        }
+
+        impl<C: $crate::clock::Clock> $ty<C> {
+            $(#[$reconfigure])*
+            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
+                let p = self.checked(&options)?;
+                self.core.reconfigure(self, p, options.queue_limit, || {});
+                Ok(())
+            }
+        }
+
+        impl<C: $crate::clock::Clock, Q: $crate::queue_kind::QueueKind> $ty<C, Q> {
+            fn build(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+                let params = $crate::gcra::params(options.interval, options.$burst, $shape)?;
+                let queue = Q::for_options(options.queue_limit, options.queue_order)?;
+                Ok(Self {
+                    core: $crate::gcra::GcraCore::new(params, queue, clock),
+                })
+            }
+
+            $(#[$options_doc])*
+            pub fn options(&self) -> $options {
+                let p = self.core.params();
+                $options {
+                    interval: core::time::Duration::from_nanos(p.interval),
+                    $burst: p.burst,
+                    queue_limit: self.core.queue.queue_limit(),
+                    queue_order: self.core.queue.order(),
+                }
+            }
+
+            /// `options`' parameters, if valid and with the queue order this limiter was built
+            /// with.
+            fn checked(
+                &self,
+                options: &$options,
+            ) -> Result<$crate::gcra::state::Params, $crate::OptionsError> {
+                let p = $crate::gcra::params(options.interval, options.$burst, $shape)?;
+                let before = self.options().queue_order;
+                $crate::queue_kind::unchanged::<Q>(true, options.queue_order, before)?;
+                Ok(p)
+            }
+        }
+
+        impl<C: $crate::clock::Clock, Q> $ty<C, Q> {
+            $crate::sync::const_unless_loom! {
+                /// A limiter of valid `options` whose time counts from the clock's epoch.
+                fn at_epoch_with(options: $options, queue: Q, clock: C) -> Self {
+                    let params = $crate::gcra::params(options.interval, options.$burst, $shape);
+                    Self {
+                        core: $crate::gcra::GcraCore::at(
+                            $crate::OptionsError::valid_in_const(params),
+                            queue,
+                            clock,
+                            $crate::Instant::ZERO,
+                        ),
+                    }
+                }
+            }
+        }
+    };
+}
+pub(crate) use gcra_limiter;
+
 /// Options of a [`GcraLimiter`], in governor's quota vocabulary.
 ///
 /// | constructor | permits come back | burst |
@@ -572,37 +644,33 @@ impl GcraOptions {
     }
 }
 
-crate::options::with_queue!(GcraOptions, "GcraOptions::per_second(10)");
-
-/// GCRA, the generic cell rate algorithm (governor's algorithm): permits come back **one at a
-/// time**, one every `interval`, and up to `burst` may be taken at once after an idle spell.
-///
-/// Unlike the [`TokenBucketLimiter`](crate::TokenBucketLimiter)'s whole-period steps, the spacing
-/// is smooth: `per_second(50)` gives a permit back every 20 ms. The whole state is one 64-bit
-/// word — the theoretical arrival time — updated by one compare-and-swap; a denial writes
-/// nothing, and its RetryAfter is exact (the nanosecond the request would be admitted, counting
-/// the queue ahead). A clock that steps backwards only makes it stricter, never more lenient.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock};
-///
-/// let clock = ManualClock::new();
-/// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(10).with_burst(2), &clock).unwrap();
-/// let _a = gcra.try_acquire(1).unwrap();
-/// let _b = gcra.try_acquire(1).unwrap(); // the burst of 2
-/// let denied = gcra.try_acquire(1).unwrap_err();
-/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
-/// clock.advance(Duration::from_millis(100)); // one permit back, spaced 100 ms
-/// assert!(gcra.try_acquire(1).is_ok());
-/// assert!(gcra.try_acquire(1).is_err());
-/// ```
-#[derive(Debug)]
-pub struct GcraLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: GcraCore<C, Q>,
-}
-
-impl<C: Clock> GcraLimiter<C> {
+crate::gcra::gcra_limiter! {
+    /// GCRA, the generic cell rate algorithm (governor's algorithm): permits come back **one at a
+    /// time**, one every `interval`, and up to `burst` may be taken at once after an idle spell.
+    ///
+    /// Unlike the [`TokenBucketLimiter`](crate::TokenBucketLimiter)'s whole-period steps, the spacing
+    /// is smooth: `per_second(50)` gives a permit back every 20 ms. The whole state is one 64-bit
+    /// word — the theoretical arrival time — updated by one compare-and-swap; a denial writes
+    /// nothing, and its RetryAfter is exact (the nanosecond the request would be admitted, counting
+    /// the queue ahead). A clock that steps backwards only makes it stricter, never more lenient.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{GcraLimiter, GcraOptions, Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(10).with_burst(2), &clock).unwrap();
+    /// let _a = gcra.try_acquire(1).unwrap();
+    /// let _b = gcra.try_acquire(1).unwrap(); // the burst of 2
+    /// let denied = gcra.try_acquire(1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
+    /// clock.advance(Duration::from_millis(100)); // one permit back, spaced 100 ms
+    /// assert!(gcra.try_acquire(1).is_ok());
+    /// assert!(gcra.try_acquire(1).is_err());
+    /// ```
+    pub struct GcraLimiter(GcraOptions { burst }, shape: false);
+    front: "GCRA limiter", new: "GcraOptions::per_second(2)",
+    queued: "GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst)";
     /// Changes the rate (the interval), the burst and the queue limit while the limiter is in
     /// use. The rule: the theoretical arrival time keeps its instant — time already owed stays
     /// owed — and from the change on every decision uses the new interval and burst, so the
@@ -632,22 +700,7 @@ impl<C: Clock> GcraLimiter<C> {
     /// let fifo = GcraOptions::per_second(2).with_queue(1, QueueOrder::NewestFirst);
     /// assert_eq!(gcra.reconfigure(fifo), Err(OptionsError::FixedAtCreation));
     /// ```
-    pub fn reconfigure(&self, options: GcraOptions) -> Result<(), OptionsError> {
-        let p = self.checked(&options)?;
-        self.core.reconfigure(self, p, options.queue_limit, || {});
-        Ok(())
-    }
-}
-
-impl<C: Clock, Q: QueueKind> GcraLimiter<C, Q> {
-    fn build(options: GcraOptions, clock: C) -> Result<Self, OptionsError> {
-        let params = params(options.interval, options.burst, false)?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        Ok(Self {
-            core: GcraCore::new(params, queue, clock),
-        })
-    }
-
+    reconfigure;
     /// The options in force: those the limiter was built with, as last
     /// [`reconfigure`](Self::reconfigure)d.
     ///
@@ -657,62 +710,15 @@ impl<C: Clock, Q: QueueKind> GcraLimiter<C, Q> {
     /// let gcra = GcraLimiter::with_clock(GcraOptions::per_second(5), ManualClock::new()).unwrap();
     /// assert_eq!(gcra.options().burst, 5);
     /// ```
-    pub fn options(&self) -> GcraOptions {
-        let p = self.core.params();
-        GcraOptions {
-            interval: Duration::from_nanos(p.interval),
-            burst: p.burst,
-            queue_limit: self.core.queue.queue_limit(),
-            queue_order: self.core.queue.order(),
-        }
-    }
-
-    /// `options`' parameters, if valid and with the queue order this limiter was built with.
-    fn checked(&self, options: &GcraOptions) -> Result<Params, OptionsError> {
-        let p = params(options.interval, options.burst, false)?;
-        unchanged::<Q>(true, options.queue_order, self.options().queue_order)?;
-        Ok(p)
-    }
+    options;
 }
-
-impl<C: Clock, Q> GcraLimiter<C, Q> {
-    crate::sync::const_unless_loom! {
-        /// A limiter of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: GcraOptions, queue: Q, clock: C) -> Self {
-            let params = OptionsError::valid_in_const(params_in_const(options.interval, options.burst, false));
-            Self {
-                core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
-}
-
-crate::rate_limiter::limiter_front!(
-    GcraLimiter,
-    GcraOptions,
-    "GCRA limiter",
-    "GcraOptions::per_second(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    GcraLimiter,
-    GcraOptions,
-    "GcraOptions::per_second(2)",
-    apply = |l, params, _| l.core.set_params(params),
-);
-
-crate::rate_limiter::rate_limiter!(
-    GcraLimiter,
-    "GcraOptions::per_second(10).with_burst(1).with_queue(1, QueueOrder::OldestFirst)"
-);
 
 // ---------------------------------------------------------------------------------------------
 // `static` limiters (issue 15, helper "algos"): constant constructors for GCRA and the two leaky
 // buckets, kept in one self-contained block.
 
-/// [`params`] for constant evaluation: the same rules, written with `const` operations only
-/// (`params_in_const_agrees` checks the two agree).
-pub(crate) const fn params_in_const(
+/// Validates an interval and a burst into [`Params`] (in constant evaluation too).
+pub(crate) const fn params(
     interval: Duration,
     burst: u32,
     shape: bool,
@@ -774,31 +780,6 @@ mod at_epoch_tests {
                     assert_eq!(cell.get(), q, "{interval} {burst} -> {i2} {b2}");
                     cell.set(p);
                     assert_eq!(cell.get(), p);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn params_in_const_agrees() {
-        let periods = [
-            Duration::ZERO,
-            Duration::from_nanos(1),
-            Duration::from_millis(20),
-            Duration::from_secs(1),
-            Duration::from_nanos(MAX_SPAN),
-            Duration::from_nanos(MAX_SPAN + 1),
-            Duration::from_nanos(u64::MAX),
-            Duration::MAX,
-        ];
-        for interval in periods {
-            for burst in [0, 1, 2, 1_000, u32::MAX] {
-                for shape in [false, true] {
-                    assert_eq!(
-                        params_in_const(interval, burst, shape),
-                        params(interval, burst, shape),
-                        "{interval:?} {burst} {shape}"
-                    );
                 }
             }
         }

@@ -15,7 +15,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::gcra::state::Params;
-use crate::gcra::{interval_of, params, params_in_const, GcraCore};
+use crate::gcra::{interval_of, params, GcraCore};
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
 use crate::wait::WaitQueue;
@@ -87,7 +87,7 @@ impl LeakyBucketOptions {
         } else if self.leak_interval.is_zero() {
             Err(OptionsError::ZeroPeriod)
         } else {
-            params_in_const(
+            params(
                 interval_of(self.leak_interval, self.leak),
                 self.capacity,
                 false,
@@ -95,11 +95,6 @@ impl LeakyBucketOptions {
         }
     }
 }
-
-crate::options::with_queue!(
-    LeakyBucketOptions,
-    "LeakyBucketOptions::new(5, 1, Duration::from_millis(200))"
-);
 
 /// The leaky bucket as a meter: a level that drains continuously, `leak` units every
 /// `leak_interval`; a request of `n` permits is admitted if the level plus `n` fits under the
@@ -211,29 +206,17 @@ impl<C: Clock, Q> LeakyBucketMeter<C, Q> {
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    LeakyBucketMeter,
-    LeakyBucketOptions,
-    "leaky bucket meter",
-    "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    LeakyBucketMeter,
-    LeakyBucketOptions,
-    "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
+crate::core_common::rate_limiter_front! {
+    LeakyBucketMeter, LeakyBucketOptions, "leaky bucket meter",
     apply = |l, params, options| {
         l.options.with(|o| {
             l.core.set_params(params);
             *o = options;
         })
     },
-);
-
-crate::rate_limiter::rate_limiter!(
-    LeakyBucketMeter,
-    "LeakyBucketOptions::new(1, 10, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    new: "LeakyBucketOptions::new(3, 1, Duration::from_secs(1))",
+    queued: "LeakyBucketOptions::new(1, 10, Duration::from_secs(1)).with_queue(1, QueueOrder::OldestFirst)",
+}
 
 /// Options of a [`LeakyBucketShaper`].
 ///
@@ -307,98 +290,49 @@ impl ShaperOptions {
     }
 }
 
-crate::options::with_queue!(ShaperOptions, "ShaperOptions::per_second(10)");
-
-/// The leaky bucket as a queue — a traffic shaper: permits depart at a constant rate, one every
-/// `interval`, never two at once, whatever arrives.
-///
-/// - [`try_acquire`](crate::Limiter::try_acquire) succeeds only if the request can depart **now**
-///   (the previous departures' slots are over); otherwise its RetryAfter is the time to its slot,
-///   behind everyone queued.
-/// - [`acquire(n).await`](Self::acquire) joins the queue (bounded by `queue_limit` permits, the
-///   bucket's size; beyond it the request is rejected with `QueueFull`) and completes at the
-///   request's departure slot — as soon as someone serves the queue then: a `Driver` (feature
-///   `std`), [`replenish`](crate::Replenishing::replenish) at
-///   [`next_service`](crate::Replenishing::next_service), or any later acquisition.
-///   [`acquire_blocking`](Self::acquire_blocking) wakes itself.
-///
-/// An idle spell banks nothing: after any pause the next request departs at once and the one
-/// after it waits a full interval. The state is GCRA's 64-bit word (the next free slot).
-///
-/// ```
-/// use core::future::Future;
-/// use core::pin::pin;
-/// use core::task::{Context, Poll, Waker};
-/// use core::time::Duration;
-/// use tollgate::{LeakyBucketShaper, Limiter, ManualClock, Replenishing, ShaperOptions};
-///
-/// let clock = ManualClock::new();
-/// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(10), &clock).unwrap();
-/// let _first = shaper.try_acquire(1).unwrap(); // departs now
-/// let refused = shaper.try_acquire(1).unwrap_err();
-/// assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
-///
-/// // Queued instead: it completes at its slot, 100 ms in.
-/// let mut cx = Context::from_waker(Waker::noop());
-/// let mut second = pin!(shaper.acquire(1));
-/// assert!(second.as_mut().poll(&mut cx).is_pending());
-/// assert_eq!(shaper.next_service(), Some(Duration::from_millis(100)));
-/// clock.advance(Duration::from_millis(100));
-/// shaper.replenish();
-/// assert!(matches!(second.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
-/// ```
-#[derive(Debug)]
-pub struct LeakyBucketShaper<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: GcraCore<C, Q>,
-}
-
-impl<C: Clock, Q: QueueKind> LeakyBucketShaper<C, Q> {
-    fn build(options: ShaperOptions, clock: C) -> Result<Self, OptionsError> {
-        let params = params(options.interval, options.max_permits, true)?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        Ok(Self {
-            core: GcraCore::new(params, queue, clock),
-        })
-    }
-
-    /// `options`' parameters, if valid and with the queue order this shaper was built with.
-    fn checked(&self, options: &ShaperOptions) -> Result<Params, OptionsError> {
-        let p = params(options.interval, options.max_permits, true)?;
-        unchanged::<Q>(true, options.queue_order, self.options().queue_order)?;
-        Ok(p)
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A shaper of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: ShaperOptions, queue: Q, clock: C) -> Self {
-            let params = OptionsError::valid_in_const(params_in_const(options.interval, options.max_permits, true));
-            Self {
-                core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
-            }
-        }
-    }
-
-    /// The options in force: those the shaper was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
+crate::gcra::gcra_limiter! {
+    /// The leaky bucket as a queue — a traffic shaper: permits depart at a constant rate, one every
+    /// `interval`, never two at once, whatever arrives.
+    ///
+    /// - [`try_acquire`](crate::Limiter::try_acquire) succeeds only if the request can depart **now**
+    ///   (the previous departures' slots are over); otherwise its RetryAfter is the time to its slot,
+    ///   behind everyone queued.
+    /// - [`acquire(n).await`](Self::acquire) joins the queue (bounded by `queue_limit` permits, the
+    ///   bucket's size; beyond it the request is rejected with `QueueFull`) and completes at the
+    ///   request's departure slot — as soon as someone serves the queue then: a `Driver` (feature
+    ///   `std`), [`replenish`](crate::Replenishing::replenish) at
+    ///   [`next_service`](crate::Replenishing::next_service), or any later acquisition.
+    ///   [`acquire_blocking`](Self::acquire_blocking) wakes itself.
+    ///
+    /// An idle spell banks nothing: after any pause the next request departs at once and the one
+    /// after it waits a full interval. The state is GCRA's 64-bit word (the next free slot).
     ///
     /// ```
-    /// use tollgate::{LeakyBucketShaper, ManualClock, ShaperOptions};
+    /// use core::future::Future;
+    /// use core::pin::pin;
+    /// use core::task::{Context, Poll, Waker};
+    /// use core::time::Duration;
+    /// use tollgate::{LeakyBucketShaper, Limiter, ManualClock, Replenishing, ShaperOptions};
     ///
-    /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(3), ManualClock::new()).unwrap();
-    /// assert_eq!(shaper.options().queue_limit, 3);
+    /// let clock = ManualClock::new();
+    /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(10), &clock).unwrap();
+    /// let _first = shaper.try_acquire(1).unwrap(); // departs now
+    /// let refused = shaper.try_acquire(1).unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(100)));
+    ///
+    /// // Queued instead: it completes at its slot, 100 ms in.
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// let mut second = pin!(shaper.acquire(1));
+    /// assert!(second.as_mut().poll(&mut cx).is_pending());
+    /// assert_eq!(shaper.next_service(), Some(Duration::from_millis(100)));
+    /// clock.advance(Duration::from_millis(100));
+    /// shaper.replenish();
+    /// assert!(matches!(second.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
     /// ```
-    pub fn options(&self) -> ShaperOptions {
-        let p = self.core.params();
-        ShaperOptions {
-            interval: Duration::from_nanos(p.interval),
-            max_permits: p.burst,
-            queue_limit: self.core.queue.queue_limit(),
-            queue_order: self.core.queue.order(),
-        }
-    }
-}
-
-impl<C: Clock> LeakyBucketShaper<C> {
+    pub struct LeakyBucketShaper(ShaperOptions { max_permits }, shape: true);
+    front: "leaky bucket shaper", new: "ShaperOptions::per_second(10).with_max_permits(2)",
+    unqueued: "ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst)",
+    queued: "ShaperOptions::per_second(10)";
     /// Changes the departure interval, the largest request and the queue limit while the
     /// shaper is in use, by GCRA's rule
     /// ([`GcraLimiter::reconfigure`](crate::GcraLimiter::reconfigure)): departures already
@@ -420,25 +354,15 @@ impl<C: Clock> LeakyBucketShaper<C> {
     /// shaper.try_acquire(1).unwrap().forget(); // that slot kept; the next one 500 ms later
     /// assert_eq!(shaper.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_millis(500)));
     /// ```
-    pub fn reconfigure(&self, options: ShaperOptions) -> Result<(), OptionsError> {
-        let p = self.checked(&options)?;
-        self.core.reconfigure(self, p, options.queue_limit, || {});
-        Ok(())
-    }
+    reconfigure;
+    /// The options in force: those the shaper was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{LeakyBucketShaper, ManualClock, ShaperOptions};
+    ///
+    /// let shaper = LeakyBucketShaper::with_clock(ShaperOptions::per_second(3), ManualClock::new()).unwrap();
+    /// assert_eq!(shaper.options().queue_limit, 3);
+    /// ```
+    options;
 }
-
-crate::rate_limiter::limiter_front!(
-    LeakyBucketShaper,
-    ShaperOptions,
-    "leaky bucket shaper",
-    "ShaperOptions::per_second(10).with_max_permits(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    LeakyBucketShaper,
-    ShaperOptions,
-    "ShaperOptions::per_second(10).with_queue(0, QueueOrder::OldestFirst)",
-    apply = |l, params, _| l.core.set_params(params),
-);
-
-crate::rate_limiter::rate_limiter!(LeakyBucketShaper, "ShaperOptions::per_second(10)");

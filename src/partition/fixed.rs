@@ -605,8 +605,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         config: PartitionConfig,
         clock: C,
     ) -> Result<Self, OptionsError> {
-        let bucket = KeyedBucket::fixed_window(&options, clock.now())?;
-        Ok(Self::build(bucket, config, clock))
+        Self::token_bucket(options.as_bucket(), config, clock)
     }
 
     fn build(bucket: KeyedBucket, config: PartitionConfig, clock: C) -> Self {

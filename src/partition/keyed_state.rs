@@ -22,13 +22,13 @@ use crate::clock::Instant;
 use crate::lease::{Reason, Rejection};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
+use crate::TokenBucketOptions;
 #[cfg(feature = "std")]
 use crate::{
     gcra::state::{Gcra, Params},
     nanos::Nanos,
     GcraOptions, LeakyBucketOptions,
 };
-use crate::{FixedWindowOptions, TokenBucketOptions};
 
 use super::evict::Idle;
 #[cfg(feature = "std")]
@@ -55,23 +55,18 @@ impl KeyedBucket {
     pub(crate) fn token_bucket(o: &TokenBucketOptions, now: Instant) -> Result<Self, OptionsError> {
         let period = o.validate()?;
         Ok(Self {
-            refill: Refill {
-                limit: o.token_limit,
-                per_tick: o.tokens_per_period,
-            },
+            refill: o.refill(),
             ticker: Ticker::new(now, period),
         })
     }
 
-    pub(crate) fn fixed_window(o: &FixedWindowOptions, now: Instant) -> Result<Self, OptionsError> {
-        let window = o.validate()?;
-        Ok(Self {
-            refill: Refill {
-                limit: o.permit_limit,
-                per_tick: o.permit_limit,
-            },
-            ticker: Ticker::new(now, window),
-        })
+    /// A fixed window: the token bucket it is ([`as_bucket`](crate::FixedWindowOptions::as_bucket)).
+    #[cfg(feature = "std")]
+    pub(crate) fn fixed_window(
+        o: &crate::FixedWindowOptions,
+        now: Instant,
+    ) -> Result<Self, OptionsError> {
+        Self::token_bucket(&o.as_bucket(), now)
     }
 
     pub(crate) fn limit(&self) -> u32 {

@@ -77,6 +77,41 @@ impl PartitionKind {
     /// ```
     pub const NO_LIMIT: Self = Self(Kind::NoLimit);
 
+    /// Makes a limiter of this kind on `clock`.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::token_bucket(TokenBucketOptions::new(3, 1, Duration::from_secs(1))).unwrap();
+    /// // Each call makes a fresh, independent limiter.
+    /// let (alice, bob) = (kind.limiter(ManualClock::new()), kind.limiter(ManualClock::new()));
+    /// let _ = alice.try_acquire(3).unwrap();
+    /// assert_eq!(alice.available_permits(), 0);
+    /// assert_eq!(bob.available_permits(), 3);
+    /// ```
+    pub fn limiter<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
+        let limiter = self.make(clock);
+        limiter.compact();
+        limiter
+    }
+}
+
+/// The constructors of the limited kinds: `name(Variant(Options), validate's arguments)` checks
+/// the options and wraps them in that [`Kind`] variant.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $name:ident($variant:ident($opts:ty) $(, $arg:expr)?);)+) => {
+        impl PartitionKind {$(
+            $(#[$doc])*
+            pub fn $name(options: $opts) -> Result<Self, OptionsError> {
+                options.validate($($arg)?)?;
+                Ok(Self(Kind::$variant(options)))
+            }
+        )+}
+    };
+}
+
+kinds! {
     /// A [`ConcurrencyLimiter`] per partition.
     ///
     /// ```
@@ -90,10 +125,7 @@ impl PartitionKind {
     /// assert_eq!(limiter.available_permits(), 4);
     /// assert!(PartitionKind::concurrency(ConcurrencyOptions::new(0)).is_err());
     /// ```
-    pub fn concurrency(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::Concurrency(options)))
-    }
+    concurrency(Concurrency(ConcurrencyOptions));
 
     /// A [`TokenBucketLimiter`] per partition.
     ///
@@ -109,10 +141,7 @@ impl PartitionKind {
     /// clock.advance(Duration::from_secs(1)); // one token back
     /// assert!(limiter.try_acquire(1).is_ok());
     /// ```
-    pub fn token_bucket(options: TokenBucketOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::TokenBucket(options)))
-    }
+    token_bucket(TokenBucket(TokenBucketOptions));
 
     /// A [`FixedWindowLimiter`] per partition.
     ///
@@ -128,10 +157,7 @@ impl PartitionKind {
     /// clock.advance(Duration::from_secs(60)); // a new window
     /// assert_eq!(limiter.available_permits(), 5);
     /// ```
-    pub fn fixed_window(options: FixedWindowOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::FixedWindow(options)))
-    }
+    fixed_window(FixedWindow(FixedWindowOptions));
 
     /// A [`SlidingWindowLimiter`] (16 segments at most) per partition.
     ///
@@ -145,10 +171,7 @@ impl PartitionKind {
     /// let too_fine = SlidingWindowOptions::new(10, Duration::from_secs(60), 17);
     /// assert_eq!(PartitionKind::sliding_window(too_fine), Err(OptionsError::TooManySegments { max: 16 }));
     /// ```
-    pub fn sliding_window(options: SlidingWindowOptions) -> Result<Self, OptionsError> {
-        options.validate(16)?;
-        Ok(Self(Kind::SlidingWindow(options)))
-    }
+    sliding_window(SlidingWindow(SlidingWindowOptions), 16);
 
     /// A [`GcraLimiter`] per partition.
     ///
@@ -165,10 +188,7 @@ impl PartitionKind {
     /// assert!(limiter.try_acquire(1).is_ok());
     /// assert_eq!(PartitionKind::gcra(GcraOptions::per_second(0)), Err(OptionsError::ZeroLimit));
     /// ```
-    pub fn gcra(options: GcraOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::Gcra(options)))
-    }
+    gcra(Gcra(GcraOptions));
 
     /// A [`LeakyBucketMeter`] per partition.
     ///
@@ -184,10 +204,7 @@ impl PartitionKind {
     /// clock.advance(Duration::from_secs(1)); // one unit drained
     /// assert!(limiter.try_acquire(1).is_ok());
     /// ```
-    pub fn leaky_meter(options: LeakyBucketOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::LeakyMeter(options)))
-    }
+    leaky_meter(LeakyMeter(LeakyBucketOptions));
 
     /// A [`LeakyBucketShaper`] per partition.
     ///
@@ -203,10 +220,7 @@ impl PartitionKind {
     /// clock.advance(Duration::from_millis(100));
     /// assert!(limiter.try_acquire(1).is_ok());
     /// ```
-    pub fn leaky_shaper(options: ShaperOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::LeakyShaper(options)))
-    }
+    leaky_shaper(LeakyShaper(ShaperOptions));
 
     /// A [`SlidingCounterLimiter`] per partition.
     ///
@@ -221,10 +235,7 @@ impl PartitionKind {
     /// clock.advance(Duration::from_secs(90)); // the 10 weigh half in the next window
     /// assert_eq!(limiter.available_permits(), 5);
     /// ```
-    pub fn sliding_counter(options: SlidingCounterOptions) -> Result<Self, OptionsError> {
-        options.validate()?;
-        Ok(Self(Kind::SlidingCounter(options)))
-    }
+    sliding_counter(SlidingCounter(SlidingCounterOptions));
 
     /// A [`SlidingLogLimiter`] per partition, with the default ring of
     /// [`DEFAULT_CAPACITY`](SlidingLogLimiter::DEFAULT_CAPACITY) (16) entries: a limit of at
@@ -244,91 +255,10 @@ impl PartitionKind {
     /// let big = SlidingLogOptions::per_minute(17);
     /// assert_eq!(PartitionKind::sliding_log(big), Err(OptionsError::ExceedsCapacity { max: 16 }));
     /// ```
-    pub fn sliding_log(options: SlidingLogOptions) -> Result<Self, OptionsError> {
-        options.validate(SlidingLogLimiter::<crate::clock::NoClock>::DEFAULT_CAPACITY)?;
-        Ok(Self(Kind::SlidingLog(options)))
-    }
-
-    /// Makes a limiter of this kind on `clock`.
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::*;
-    ///
-    /// let kind = PartitionKind::token_bucket(TokenBucketOptions::new(3, 1, Duration::from_secs(1))).unwrap();
-    /// // Each call makes a fresh, independent limiter.
-    /// let (alice, bob) = (kind.limiter(ManualClock::new()), kind.limiter(ManualClock::new()));
-    /// let _ = alice.try_acquire(3).unwrap();
-    /// assert_eq!(alice.available_permits(), 0);
-    /// assert_eq!(bob.available_permits(), 3);
-    /// ```
-    pub fn limiter<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
-        let limiter = self.make(clock);
-        limiter.compact();
-        limiter
-    }
-
-    fn make<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
-        match self.0 {
-            Kind::NoLimit => NoLimitPartition::new(clock).into(),
-            Kind::Concurrency(o) => ConcurrencyLimiter::with_clock(o, clock)
-                .expect(VALID)
-                .into(),
-            Kind::TokenBucket(o) => TokenBucketLimiter::with_clock(o, clock)
-                .expect(VALID)
-                .into(),
-            Kind::FixedWindow(o) => FixedWindowLimiter::with_clock(o, clock)
-                .expect(VALID)
-                .into(),
-            Kind::SlidingWindow(o) => SlidingWindowLimiter::with_clock(o, clock)
-                .expect(VALID)
-                .into(),
-            Kind::Gcra(o) => GcraLimiter::with_clock(o, clock).expect(VALID).into(),
-            Kind::LeakyMeter(o) => LeakyBucketMeter::with_clock(o, clock).expect(VALID).into(),
-            Kind::LeakyShaper(o) => LeakyBucketShaper::with_clock(o, clock).expect(VALID).into(),
-            Kind::SlidingCounter(o) => SlidingCounterLimiter::with_clock(o, clock)
-                .expect(VALID)
-                .into(),
-            Kind::SlidingLog(o) => SlidingLogLimiter::with_clock(o, clock).expect(VALID).into(),
-        }
-    }
-
-    /// Hands `visitor` the maker of this kind's limiter, by its own type (the HTTP layer keeps
-    /// a map of one limiter type per policy, without the enum's largest variant's size).
-    #[cfg(feature = "http")]
-    pub(crate) fn visit<C: Clock + Send + Sync + 'static, V: Visit<C>>(
-        &self,
-        visitor: V,
-    ) -> V::Out {
-        match self.0 {
-            Kind::NoLimit => visitor.visit(NoLimitPartition::new),
-            Kind::Concurrency(o) => {
-                visitor.visit(move |c| ConcurrencyLimiter::with_clock(o, c).expect(VALID))
-            }
-            Kind::TokenBucket(o) => {
-                visitor.visit(move |c| TokenBucketLimiter::with_clock(o, c).expect(VALID))
-            }
-            Kind::FixedWindow(o) => {
-                visitor.visit(move |c| FixedWindowLimiter::with_clock(o, c).expect(VALID))
-            }
-            Kind::SlidingWindow(o) => {
-                visitor.visit(move |c| SlidingWindowLimiter::with_clock(o, c).expect(VALID))
-            }
-            Kind::Gcra(o) => visitor.visit(move |c| GcraLimiter::with_clock(o, c).expect(VALID)),
-            Kind::LeakyMeter(o) => {
-                visitor.visit(move |c| LeakyBucketMeter::with_clock(o, c).expect(VALID))
-            }
-            Kind::LeakyShaper(o) => {
-                visitor.visit(move |c| LeakyBucketShaper::with_clock(o, c).expect(VALID))
-            }
-            Kind::SlidingCounter(o) => {
-                visitor.visit(move |c| SlidingCounterLimiter::with_clock(o, c).expect(VALID))
-            }
-            Kind::SlidingLog(o) => {
-                visitor.visit(move |c| SlidingLogLimiter::with_clock(o, c).expect(VALID))
-            }
-        }
-    }
+    sliding_log(
+        SlidingLog(SlidingLogOptions),
+        SlidingLogLimiter::<crate::clock::NoClock>::DEFAULT_CAPACITY
+    );
 }
 
 /// The options were validated when the kind was made, so construction cannot fail.
@@ -363,9 +293,11 @@ pub(crate) trait Compact {
 }
 
 /// `From` each limiter for its variant, and [`Member`]: `$compact` makes its counts compact,
-/// `$nudge` (if any) is its `replenish`.
+/// `$nudge` (if any) is its `replenish`. After the unlimited partition, each row is a limited
+/// kind, whose [`Kind`] variant has the same name and holds the options of its `with_clock`:
+/// the rows also make [`PartitionKind::make`] and [`PartitionKind::visit`].
 macro_rules! members {
-    ($($variant:ident($ty:ty), |$l:ident| $compact:expr $(, $nudge:ident)?;)+) => {$(
+    (@member $variant:ident($ty:ty), |$l:ident| $compact:expr $(, $nudge:ident)?) => {
         impl<C: Clock> From<$ty> for PartitionLimiter<C> {
             /// The variant of this limiter.
             fn from(limiter: $ty) -> Self {
@@ -389,7 +321,39 @@ macro_rules! members {
                 }
             )?
         }
-    )+};
+    };
+    (
+        NoLimit($none:ty), |$nl:ident| $none_compact:expr;
+        $($variant:ident($ty:ty), |$l:ident| $compact:expr $(, $nudge:ident)?;)+
+    ) => {
+        members!(@member NoLimit($none), |$nl| $none_compact);
+        $(members!(@member $variant($ty), |$l| $compact $(, $nudge)?);)+
+
+        impl PartitionKind {
+            fn make<C: Clock>(&self, clock: C) -> PartitionLimiter<C> {
+                match self.0 {
+                    Kind::NoLimit => NoLimitPartition::new(clock).into(),
+                    $(Kind::$variant(o) => <$ty>::with_clock(o, clock).expect(VALID).into(),)+
+                }
+            }
+
+            /// Hands `visitor` the maker of this kind's limiter, by its own type (the HTTP layer
+            /// keeps a map of one limiter type per policy, without the enum's largest variant's
+            /// size).
+            #[cfg(feature = "http")]
+            pub(crate) fn visit<C: Clock + Send + Sync + 'static, V: Visit<C>>(
+                &self,
+                visitor: V,
+            ) -> V::Out {
+                match self.0 {
+                    Kind::NoLimit => visitor.visit(NoLimitPartition::new),
+                    $(Kind::$variant(o) => {
+                        visitor.visit(move |c| <$ty>::with_clock(o, c).expect(VALID))
+                    })+
+                }
+            }
+        }
+    };
 }
 
 members! {
@@ -458,12 +422,16 @@ pub enum PartitionLimiter<C: Clock = crate::clock::DefaultClock> {
     SlidingLog(SlidingLogLimiter<C>),
 }
 
-/// Calls `$e` with `$l` bound to the limiter inside `$self`.
-macro_rules! each {
-    ($self:expr, $l:ident => $e:expr) => {
+/// Calls `$e` with `$l` bound to the rate limiter inside `$self`, or evaluates `$none` for a
+/// concurrency or unlimited partition (`@arms`: with those two partitions' arms given).
+macro_rules! each_rate {
+    ($self:expr, $l:ident => $e:expr, else $none:expr) => {
+        each_rate!(@arms $self, $l => $e,
+            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => $none,
+        )
+    };
+    (@arms $self:expr, $l:ident => $e:expr, $($others:tt)+) => {
         match $self {
-            PartitionLimiter::NoLimit($l) => $e,
-            PartitionLimiter::Concurrency($l) => $e,
             PartitionLimiter::TokenBucket($l) => $e,
             PartitionLimiter::FixedWindow($l) => $e,
             PartitionLimiter::SlidingWindow($l) => $e,
@@ -472,7 +440,18 @@ macro_rules! each {
             PartitionLimiter::LeakyShaper($l) => $e,
             PartitionLimiter::SlidingCounter($l) => $e,
             PartitionLimiter::SlidingLog($l) => $e,
+            $($others)+
         }
+    };
+}
+
+/// Calls `$e` with `$l` bound to the limiter inside `$self`.
+macro_rules! each {
+    ($self:expr, $l:ident => $e:expr) => {
+        each_rate!(@arms $self, $l => $e,
+            PartitionLimiter::NoLimit($l) => $e,
+            PartitionLimiter::Concurrency($l) => $e,
+        )
     };
 }
 
@@ -481,24 +460,6 @@ impl<C: Clock> PartitionLimiter<C> {
     fn compact(&self) {
         each!(self, l => l.compact());
     }
-}
-
-/// Calls `$e` with `$l` bound to the rate limiter inside `$self`, or evaluates `$none` for a
-/// concurrency or unlimited partition.
-macro_rules! each_rate {
-    ($self:expr, $l:ident => $e:expr, else $none:expr) => {
-        match $self {
-            PartitionLimiter::TokenBucket($l) => $e,
-            PartitionLimiter::FixedWindow($l) => $e,
-            PartitionLimiter::SlidingWindow($l) => $e,
-            PartitionLimiter::Gcra($l) => $e,
-            PartitionLimiter::LeakyMeter($l) => $e,
-            PartitionLimiter::LeakyShaper($l) => $e,
-            PartitionLimiter::SlidingCounter($l) => $e,
-            PartitionLimiter::SlidingLog($l) => $e,
-            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => $none,
-        }
-    };
 }
 
 impl<C: Clock + Sync> Limiter for PartitionLimiter<C> {
@@ -525,18 +486,10 @@ impl<C: Clock + Sync> Limiter for PartitionLimiter<C> {
 
 impl<C: Clock + Sync> crate::limiter::Peek for PartitionLimiter<C> {
     fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        match self {
+        each_rate!(@arms self, l => l.peek(permits),
             PartitionLimiter::NoLimit(_) => Ok(()),
             PartitionLimiter::Concurrency(l) => l.peek(permits),
-            PartitionLimiter::TokenBucket(l) => l.peek(permits),
-            PartitionLimiter::FixedWindow(l) => l.peek(permits),
-            PartitionLimiter::SlidingWindow(l) => l.peek(permits),
-            PartitionLimiter::Gcra(l) => l.peek(permits),
-            PartitionLimiter::LeakyMeter(l) => l.peek(permits),
-            PartitionLimiter::LeakyShaper(l) => l.peek(permits),
-            PartitionLimiter::SlidingCounter(l) => l.peek(permits),
-            PartitionLimiter::SlidingLog(l) => l.peek(permits),
-        }
+        )
     }
 }
 

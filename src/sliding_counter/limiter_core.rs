@@ -7,11 +7,12 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
+use crate::core_common::WindowLimit;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
-use crate::sync::{AtomicU128, AtomicU64, Ordering};
+use crate::sync::{AtomicU128, Ordering};
 use crate::ticks::{duration_from_nanos_u128, Ticker};
 use crate::wait::WaitQueue;
 
@@ -22,10 +23,8 @@ use super::state::{Counter, Denied, Shape};
 pub(crate) struct CounterCore<C, Q = WaitQueue> {
     word: AtomicU128,
     ticker: Ticker,
-    /// Permits per window (changed by `reconfigure`, under the queue lock; only ever a `u32`).
-    limit: AtomicU64,
-    /// The window in nanoseconds (fixed at creation).
-    window: u64,
+    /// Permits per window (changed by `reconfigure`) and the window.
+    limits: WindowLimit,
     pub(crate) counters: Counters,
     pub(crate) queue: Q,
     pub(crate) clock: C,
@@ -44,8 +43,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             Self {
                 word: AtomicU128::new(Counter::FRESH.pack()),
                 ticker: Ticker::new(origin, window),
-                limit: AtomicU64::new(limit as u64),
-                window,
+                limits: WindowLimit::new(limit, window),
                 counters: Counters::new(),
                 queue,
                 clock,
@@ -57,15 +55,9 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     #[inline(always)]
     fn shape(&self) -> Shape {
         Shape {
-            // Only ever stored from a `u32`.
-            limit: self.limit.load(Ordering::Acquire) as u32,
-            window: self.window,
+            limit: self.limits.limit(),
+            window: self.limits.window,
         }
-    }
-
-    /// The window (fixed at creation).
-    pub(crate) fn window(&self) -> Duration {
-        Duration::from_nanos(self.window)
     }
 
     pub(crate) fn limit(&self) -> u32 {
@@ -74,7 +66,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Changes the limit with no queue to serve.
     pub(crate) fn set_limit(&self, limit: u32) {
-        self.limit.store(u64::from(limit), Ordering::Release);
+        self.limits.set(limit);
     }
 
     #[inline]
@@ -339,25 +331,10 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// The window: the weights change continuously, the counts roll at each window boundary.
     pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.window)
+        self.limits.window()
     }
 
     /// Nothing to bring up to date: the estimate is computed from the clock.
     #[inline]
     pub(crate) fn catch_up(&self) {}
-}
-
-impl<C: Clock> CounterCore<C, WaitQueue> {
-    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
-    /// which then fails the waiters larger than the new limit and serves the rest.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        limit: u32,
-        queue_limit: u32,
-    ) {
-        self.queue.reconfigure(src, queue_limit, limit, || {
-            self.set_limit(limit);
-        });
-    }
 }

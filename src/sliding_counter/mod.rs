@@ -4,46 +4,38 @@
 mod limiter_core;
 pub(crate) mod state;
 
-use core::time::Duration;
-
 use crate::clock::Clock;
-use crate::options::{OptionsError, QueueOrder};
+use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
 use crate::ticks::nanos_of;
-use crate::wait::WaitQueue;
 
 use limiter_core::CounterCore;
 
-/// Options of a [`SlidingCounterLimiter`].
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::SlidingCounterOptions;
-///
-/// assert_eq!(
-///     SlidingCounterOptions::per_minute(10),
-///     SlidingCounterOptions::new(10, Duration::from_secs(60))
-/// );
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct SlidingCounterOptions {
-    /// Permits per rolling window (estimated). At least 1.
-    pub permit_limit: u32,
-    /// The window. At least 2 ns, shorter than 2^62 ns (146 years: a refusal may wait up to
-    /// two windows, which must end within the 2^63 ns a limiter reads its clock over).
-    pub window: Duration,
-    /// Permits that may wait in the queue (for waiting acquisitions).
-    pub queue_limit: u32,
-    /// The order queued requests are served in.
-    pub queue_order: QueueOrder,
+crate::options::limit_per_window! {
+    /// Options of a [`SlidingCounterLimiter`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingCounterOptions;
+    ///
+    /// assert_eq!(
+    ///     SlidingCounterOptions::per_minute(10),
+    ///     SlidingCounterOptions::new(10, Duration::from_secs(60))
+    /// );
+    /// ```
+    pub struct SlidingCounterOptions {
+        /// Permits per rolling window (estimated). At least 1.
+        permit_limit,
+        /// The window. At least 2 ns, shorter than 2^62 ns (146 years: a refusal may wait up to
+        /// two windows, which must end within the 2^63 ns a limiter reads its clock over).
+        window,
+    }
+    "per rolling `window`", per = "per rolling `period`"
 }
 
-crate::options::limit_per_window!(
-    SlidingCounterOptions,
-    "per rolling `window`",
-    per = "per rolling `period`"
-);
+/// The longest window is just under this (2^62 ns, 146 years): see
+/// [`SlidingCounterOptions::validate`].
+const MAX_WINDOW_NS: u64 = 1 << 62;
 
 impl SlidingCounterOptions {
     /// Checks every option; returns the window in nanoseconds.
@@ -71,56 +63,52 @@ impl SlidingCounterOptions {
     }
 }
 
-crate::options::with_queue!(
-    SlidingCounterOptions,
-    "SlidingCounterOptions::per_second(10)"
-);
-
-/// The longest window is just under this (2^62 ns, 146 years): see
-/// [`SlidingCounterOptions::validate`].
-const MAX_WINDOW_NS: u64 = 1 << 62;
-
-/// The sliding-window counter (approximate), as in article 001 and Cloudflare's limiter: at
-/// `into` of the way through the current fixed window, the permits taken over the last window are
-/// estimated as `previous window's count · (1 - into) + current window's count`, and a request
-/// is admitted if the estimate plus its permits stays within `permit_limit`.
-///
-/// The whole state — both counts and the window index — is one 128-bit word updated by one
-/// compare-and-swap; the comparison is exact integer arithmetic. RetryAfter is the exact instant
-/// the estimate makes room (assuming nothing else is taken).
-///
-/// **Its error against the exact [`SlidingLogLimiter`](crate::SlidingLogLimiter).** The estimate
-/// assumes the previous window's permits were spread evenly over it. The true count over the
-/// rolling window differs from the estimate by at most the previous window's count (`≤ limit`):
-/// if they all came at the previous window's end, the counter undercounts and a rolling window can
-/// hold up to `2 · limit - 1` permits (at the very end of the current window, the previous
-/// window's `limit` permits weigh almost nothing); if they all came at its start, it overcounts
-/// and denies requests the log would admit. With evenly spread traffic the two agree. Use it where
-/// O(1) memory matters more than an exact count (the log needs a slot per permit).
-///
-/// With a queue ([`SlidingCounterOptions::with_queue`]), `acquire(n).await` waits for room;
-/// each waiter is counted in the window its permits first fit in, so a queue served late grants
-/// what one served at every instant would.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
-///
-/// let clock = ManualClock::new();
-/// let counter =
-///     SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(10), &clock).unwrap();
-/// let _nine = counter.try_acquire(9).unwrap();
-/// clock.advance(Duration::from_secs(60));
-/// assert!(counter.try_acquire(5).is_err()); // at 01:00 the 9 weigh fully: 9 + 5 > 10
-/// clock.advance(Duration::from_secs(45)); // 01:45: 9 · 0.25 = 2.25 in the estimate
-/// assert_eq!(counter.available_permits(), 7);
-/// ```
-#[derive(Debug)]
-pub struct SlidingCounterLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQueue> {
-    core: CounterCore<C, Q>,
-}
-
-impl<C: Clock> SlidingCounterLimiter<C> {
+crate::core_common::sliding_limiter! {
+    /// The sliding-window counter (approximate), as in article 001 and Cloudflare's limiter: at
+    /// `into` of the way through the current fixed window, the permits taken over the last window are
+    /// estimated as `previous window's count · (1 - into) + current window's count`, and a request
+    /// is admitted if the estimate plus its permits stays within `permit_limit`.
+    ///
+    /// The whole state — both counts and the window index — is one 128-bit word updated by one
+    /// compare-and-swap; the comparison is exact integer arithmetic. RetryAfter is the exact instant
+    /// the estimate makes room (assuming nothing else is taken).
+    ///
+    /// **Its error against the exact [`SlidingLogLimiter`](crate::SlidingLogLimiter).** The estimate
+    /// assumes the previous window's permits were spread evenly over it. The true count over the
+    /// rolling window differs from the estimate by at most the previous window's count (`≤ limit`):
+    /// if they all came at the previous window's end, the counter undercounts and a rolling window can
+    /// hold up to `2 · limit - 1` permits (at the very end of the current window, the previous
+    /// window's `limit` permits weigh almost nothing); if they all came at its start, it overcounts
+    /// and denies requests the log would admit. With evenly spread traffic the two agree. Use it where
+    /// O(1) memory matters more than an exact count (the log needs a slot per permit).
+    ///
+    /// With a queue ([`SlidingCounterOptions::with_queue`]), `acquire(n).await` waits for room;
+    /// each waiter is counted in the window its permits first fit in, so a queue served late grants
+    /// what one served at every instant would.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingCounterLimiter, SlidingCounterOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let counter =
+    ///     SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_minute(10), &clock).unwrap();
+    /// let _nine = counter.try_acquire(9).unwrap();
+    /// clock.advance(Duration::from_secs(60));
+    /// assert!(counter.try_acquire(5).is_err()); // at 01:00 the 9 weigh fully: 9 + 5 > 10
+    /// clock.advance(Duration::from_secs(45)); // 01:45: 9 · 0.25 = 2.25 in the estimate
+    /// assert_eq!(counter.available_permits(), 7);
+    /// ```
+    #[derive(Debug)]
+    pub struct SlidingCounterLimiter {
+        core: CounterCore<C, Q>,
+    }
+    options: SlidingCounterOptions, front: "sliding-window counter",
+    new: "SlidingCounterOptions::per_second(2)",
+    queued: "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, window, queue, origin, clock| Self {
+        core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
+    };
     /// Changes the permit limit and the queue limit while the limiter is in use. The counts
     /// already taken stay counted: under a lowered limit it refuses until the weighted count of
     /// the rolling window falls below the new limit; under a raised one it has room at once (and
@@ -144,24 +132,10 @@ impl<C: Clock> SlidingCounterLimiter<C> {
     /// let other = SlidingCounterOptions::new(20, 2 * minute);
     /// assert_eq!(counter.reconfigure(other), Err(OptionsError::FixedAtCreation));
     /// ```
-    pub fn reconfigure(&self, options: SlidingCounterOptions) -> Result<(), OptionsError> {
-        self.checked(&options)?;
-        self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit);
-        Ok(())
-    }
+    reconfigure;
 }
 
 impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
-    fn build(options: SlidingCounterOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate()?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        let origin = clock.now();
-        Ok(Self {
-            core: CounterCore::new(options.permit_limit, window, queue, origin, clock),
-        })
-    }
-
     /// The options in force: those the limiter was built with, as last
     /// [`reconfigure`](Self::reconfigure)d.
     ///
@@ -173,50 +147,17 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     /// ```
     pub fn options(&self) -> SlidingCounterOptions {
         let q = &self.core.queue;
-        SlidingCounterOptions::new(self.core.limit(), self.core.window())
+        SlidingCounterOptions::new(self.core.limit(), self.core.period())
             .with_queue(q.queue_limit(), q.order())
     }
 
-    /// Whether `options` are valid, with the window and queue order this limiter was built with.
-    fn checked(&self, options: &SlidingCounterOptions) -> Result<(), OptionsError> {
+    /// The limit of `options`, if valid, with the window and queue order this limiter was built
+    /// with.
+    fn checked(&self, options: &SlidingCounterOptions) -> Result<u32, OptionsError> {
         options.validate()?;
         let before = self.options();
         let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)
-    }
-
-    crate::sync::const_unless_loom! {
-        /// A counter of valid `options` whose windows count from the clock's epoch.
-        fn at_epoch_with(options: SlidingCounterOptions, queue: Q, clock: C) -> Self {
-            let window = OptionsError::valid_in_const(options.validate());
-            Self {
-                core: CounterCore::new(
-                    options.permit_limit,
-                    window,
-                    queue,
-                    crate::Instant::ZERO,
-                    clock,
-                ),
-                }
-        }
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+        Ok(options.permit_limit)
     }
 }
-
-crate::rate_limiter::limiter_front!(
-    SlidingCounterLimiter,
-    SlidingCounterOptions,
-    "sliding-window counter",
-    "SlidingCounterOptions::per_second(2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    SlidingCounterLimiter,
-    SlidingCounterOptions,
-    "SlidingCounterOptions::per_second(2)",
-    apply = |l, (), options| l.core.set_limit(options.permit_limit),
-);
-
-crate::rate_limiter::rate_limiter!(
-    SlidingCounterLimiter,
-    "SlidingCounterOptions::new(1, Duration::from_millis(50)).with_queue(1, QueueOrder::OldestFirst)"
-);

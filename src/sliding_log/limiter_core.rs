@@ -9,11 +9,12 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
+use crate::core_common::WindowLimit;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, Ordering};
 use crate::ticks::{duration_from_nanos_u128, Ticker};
 use crate::wait::{Lock, WaitQueue};
 
@@ -24,11 +25,9 @@ pub(crate) struct LogCore<C, const N: usize, Q = WaitQueue> {
     log: Lock<Log<N>>,
     closed: AtomicBool,
     ticker: Ticker,
-    /// Permits per window: changed by `reconfigure` and read by every decision under the log's
-    /// lock (only ever a `u32`).
-    limit: AtomicU64,
-    /// The window in nanoseconds (fixed at creation).
-    window: u64,
+    /// Permits per window (changed by `reconfigure` and read by every decision under the log's
+    /// lock) and the window.
+    limits: WindowLimit,
     pub(crate) counters: Counters,
     pub(crate) queue: Q,
     pub(crate) clock: C,
@@ -48,8 +47,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
                 log: Lock::new(Log::new()),
                 closed: AtomicBool::new(false),
                 ticker: Ticker::new(origin, 1),
-                limit: AtomicU64::new(limit as u64),
-                window,
+                limits: WindowLimit::new(limit, window),
                 counters: Counters::new(),
                 queue,
                 clock,
@@ -61,15 +59,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     #[inline]
     fn shape(&self) -> Shape {
         Shape {
-            // Only ever stored from a `u32`.
-            limit: self.limit.load(Ordering::Acquire) as u32,
-            window: self.window,
+            limit: self.limits.limit(),
+            window: self.limits.window,
         }
-    }
-
-    /// The window (fixed at creation).
-    pub(crate) fn window(&self) -> Duration {
-        Duration::from_nanos(self.window)
     }
 
     pub(crate) fn limit(&self) -> u32 {
@@ -78,8 +70,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Changes the limit under the log's lock, where every decision reads it.
     pub(crate) fn set_limit(&self, limit: u32) {
-        self.log
-            .with(|_| self.limit.store(u64::from(limit), Ordering::Release));
+        self.log.with(|_| self.limits.set(limit));
     }
 
     fn now(&self) -> u64 {
@@ -268,7 +259,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// The window: an entry comes back exactly one window after it was taken.
     pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.window)
+        self.limits.window()
     }
 
     /// Drops the entries that can never count again (those that left the window by the newest
@@ -276,21 +267,5 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     /// afterwards sees the log as the last admission left it.
     pub(crate) fn catch_up(&self) {
         self.log.with(|log| log.expire(self.shape()));
-    }
-}
-
-impl<C: Clock, const N: usize> LogCore<C, N, WaitQueue> {
-    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
-    /// and the limit under the log's, where every decision reads it; the queue then fails the
-    /// waiters larger than the new limit and serves the rest.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        limit: u32,
-        queue_limit: u32,
-    ) {
-        self.queue.reconfigure(src, queue_limit, limit, || {
-            self.set_limit(limit);
-        });
     }
 }

@@ -4,45 +4,32 @@
 mod limiter_core;
 pub(crate) mod state;
 
-use core::time::Duration;
-
 use crate::clock::Clock;
-use crate::options::{OptionsError, QueueOrder};
+use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
-use crate::wait::WaitQueue;
 
 use limiter_core::LogCore;
 
-/// Options of a [`SlidingLogLimiter`].
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::SlidingLogOptions;
-///
-/// // Article 002's "max 5 failed login attempts per minute".
-/// let logins = SlidingLogOptions::per_minute(5);
-/// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct SlidingLogOptions {
-    /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
-    pub permit_limit: u32,
-    /// The window. Longer than zero, shorter than 2^63 ns (292 years: an entry must leave the
-    /// window within the 2^63 ns a limiter reads its clock over).
-    pub window: Duration,
-    /// Permits that may wait in the queue (for waiting acquisitions).
-    pub queue_limit: u32,
-    /// The order queued requests are served in.
-    pub queue_order: QueueOrder,
+crate::options::limit_per_window! {
+    /// Options of a [`SlidingLogLimiter`].
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::SlidingLogOptions;
+    ///
+    /// // Article 002's "max 5 failed login attempts per minute".
+    /// let logins = SlidingLogOptions::per_minute(5);
+    /// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
+    /// ```
+    pub struct SlidingLogOptions {
+        /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
+        permit_limit,
+        /// The window. Longer than zero, shorter than 2^63 ns (292 years: an entry must leave the
+        /// window within the 2^63 ns a limiter reads its clock over).
+        window,
+    }
+    "in any rolling `window`", per = "in any rolling `period`"
 }
-
-crate::options::limit_per_window!(
-    SlidingLogOptions,
-    "in any rolling `window`",
-    per = "in any rolling `period`"
-);
 
 impl SlidingLogOptions {
     /// Checks every option against a ring of `capacity` entries; returns the window in ns.
@@ -64,152 +51,73 @@ impl SlidingLogOptions {
         }
         // Under 2^63 ns: an entry must be able to leave the window before the clock's
         // horizon, or a refusal's RetryAfter could never be met.
-        match period_nanos(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) => Ok(ns),
-        }
+        OptionsError::period_ns(self.window)
     }
 }
 
-crate::options::with_queue!(SlidingLogOptions, "SlidingLogOptions::per_minute(5)");
-
-/// The sliding-window log (article 002): the exact count of permits admitted in the last
-/// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no
-/// estimate.
-///
-/// **Memory is O(limit), and honest about it:** the log keeps one entry (a 64-bit time and a
-/// 32-bit count: 16 bytes) per admitted request in a ring of `N` entries fixed at compile time
-/// (`N` ≥ `permit_limit`, checked at construction; no allocation, works without a heap).
-/// `SlidingLogLimiter<_, 64>` holds 1 KiB. Use it for low-volume, must-be-exact rules (logins,
-/// one-time passwords); for large limits the [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)
-/// (one word, approximate) or the [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (segments)
-/// cost less.
-///
-/// **Not lock-free:** the ring cannot fit a word, so it is guarded by the crate's wait-queue lock
-/// (a futex mutex with `std`, `critical-section` or a spin lock without). The lock is held for
-/// one pass over the expired entries, at most `N` steps, and never while user code runs.
-///
-/// RetryAfter is exact: the instant enough of the oldest entries leave the window. With a queue
-/// ([`SlidingLogOptions::with_queue`]), `acquire(n).await` waits for room; a waiter served late
-/// is recorded at the instant it first fit, so its entry leaves the window when it would have.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
-///
-/// let clock = ManualClock::new();
-/// let logins: SlidingLogLimiter<_, 5> =
-///     SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
-/// for _ in 0..5 {
-///     let _ = logins.try_acquire(1).unwrap();
-///     clock.advance(Duration::from_secs(10));
-/// }
-/// // 50 s in: the first attempt (at 0 s) leaves the window at 60 s.
-/// let denied = logins.try_acquire(1).unwrap_err();
-/// assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
-/// clock.advance(Duration::from_secs(10));
-/// assert!(logins.try_acquire(1).is_ok());
-/// ```
-pub struct SlidingLogLimiter<
-    C: Clock = crate::clock::DefaultClock,
-    const N: usize = 16,
-    Q = WaitQueue,
-> {
-    core: LogCore<C, N, Q>,
-}
-
-impl<C: Clock, const N: usize, Q: QueueKind> core::fmt::Debug for SlidingLogLimiter<C, N, Q> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SlidingLogLimiter")
-            .field("options", &self.options())
-            .field("capacity", &N)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<C: Clock> SlidingLogLimiter<C> {
-    /// The entries the default ring holds, so the largest limit it takes: 16 (an entry is 16
-    /// bytes).
-    pub const DEFAULT_CAPACITY: usize = 16;
-}
-
-impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
-    /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
-    /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
-    /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
+crate::core_common::sliding_limiter! {
+    /// The sliding-window log (article 002): the exact count of permits admitted in the last
+    /// `window`, so no rolling window ever holds more than `permit_limit` — no boundary burst, no
+    /// estimate.
+    ///
+    /// **Memory is O(limit), and honest about it:** the log keeps one entry (a 64-bit time and a
+    /// 32-bit count: 16 bytes) per admitted request in a ring of `N` entries fixed at compile time
+    /// (`N` ≥ `permit_limit`, checked at construction; no allocation, works without a heap).
+    /// `SlidingLogLimiter<_, 64>` holds 1 KiB. Use it for low-volume, must-be-exact rules (logins,
+    /// one-time passwords); for large limits the [`SlidingCounterLimiter`](crate::SlidingCounterLimiter)
+    /// (one word, approximate) or the [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (segments)
+    /// cost less.
+    ///
+    /// **Not lock-free:** the ring cannot fit a word, so it is guarded by the crate's wait-queue lock
+    /// (a futex mutex with `std`, `critical-section` or a spin lock without). The lock is held for
+    /// one pass over the expired entries, at most `N` steps, and never while user code runs.
+    ///
+    /// RetryAfter is exact: the instant enough of the oldest entries leave the window. With a queue
+    /// ([`SlidingLogOptions::with_queue`]), `acquire(n).await` waits for room; a waiter served late
+    /// is recorded at the instant it first fit, so its entry leaves the window when it would have.
     ///
     /// ```
-    /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingLogLimiter, SlidingLogOptions};
     ///
-    /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
-    /// assert!(big.is_ok());
-    /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
-    /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
-    /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
-    /// assert!(bare.is_ok());
+    /// let clock = ManualClock::new();
+    /// let logins: SlidingLogLimiter<_, 5> =
+    ///     SlidingLogLimiter::with_capacity(SlidingLogOptions::per_minute(5), &clock).unwrap();
+    /// for _ in 0..5 {
+    ///     let _ = logins.try_acquire(1).unwrap();
+    ///     clock.advance(Duration::from_secs(10));
+    /// }
+    /// // 50 s in: the first attempt (at 0 s) leaves the window at 60 s.
+    /// let denied = logins.try_acquire(1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+    /// clock.advance(Duration::from_secs(10));
+    /// assert!(logins.try_acquire(1).is_ok());
     /// ```
-    pub fn with_capacity(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
+    pub struct SlidingLogLimiter<const N = 16> {
+        core: LogCore<C, N, Q>,
     }
-
-    fn build(options: SlidingLogOptions, clock: C) -> Result<Self, OptionsError> {
-        let window = options.validate(N)?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        let origin = clock.now();
-        Ok(Self {
-            core: LogCore::new(options.permit_limit, window, queue, origin, clock),
-        })
+    options: SlidingLogOptions, front: "sliding log",
+    new: "SlidingLogOptions::per_second(2)",
+    queued: "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, window, queue, origin, clock| Self {
+        core: LogCore::new(options.permit_limit, window, queue, origin, clock),
+    };
+    with_capacity {
+        /// A sliding log reading time from `clock`, with a ring of `N` entries (at least the
+        /// options' limit). With a wait queue, unless the limiter's type says [`NoQueue`](crate::NoQueue) (whose
+        /// options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
+        ///
+        /// ```
+        /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingLogLimiter, SlidingLogOptions};
+        ///
+        /// let big = SlidingLogLimiter::<_, 100>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+        /// assert!(big.is_ok());
+        /// let too_many = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(5), ManualClock::new());
+        /// assert_eq!(too_many.unwrap_err(), OptionsError::ExceedsCapacity { max: 4 });
+        /// let bare = SlidingLogLimiter::<_, 100, NoQueue>::with_capacity(SlidingLogOptions::per_second(100), ManualClock::new());
+        /// assert!(bare.is_ok());
+        /// ```
     }
-
-    crate::sync::const_unless_loom! {
-        /// A log of valid `options` whose time counts from the clock's epoch.
-        fn at_epoch_with(options: SlidingLogOptions, queue: Q, clock: C) -> Self {
-            let window = OptionsError::valid_in_const(options.validate(N));
-            Self {
-                core: LogCore::new(options.permit_limit, window, queue, crate::Instant::ZERO, clock),
-                }
-        }
-    }
-
-    /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let log = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(4), ManualClock::new()).unwrap();
-    /// assert_eq!(log.options().permit_limit, 4);
-    /// ```
-    pub fn options(&self) -> SlidingLogOptions {
-        let q = &self.core.queue;
-        SlidingLogOptions::new(self.core.limit(), self.core.window())
-            .with_queue(q.queue_limit(), q.order())
-    }
-
-    /// Whether `options` are valid for a ring of `N`, with the window and queue order this
-    /// limiter was built with.
-    fn checked(&self, options: &SlidingLogOptions) -> Result<(), OptionsError> {
-        options.validate(N)?;
-        let before = self.options();
-        let same = options.window == before.window;
-        unchanged::<Q>(same, options.queue_order, before.queue_order)
-    }
-
-    /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
-    ///
-    /// let log = SlidingLogLimiter::<_, 64>::with_capacity(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
-    /// assert_eq!(log.ring_bytes(), 1024);
-    /// ```
-    pub const fn ring_bytes(&self) -> usize {
-        N * core::mem::size_of::<state::Entry>()
-    }
-}
-
-impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// Changes the permit limit and the queue limit while the limiter is in use, the limit up
     /// to the ring's capacity `N`. The log keeps its entries: under a lowered limit it refuses
     /// until enough of them leave the window, so no rolling window that ends after the change
@@ -234,29 +142,59 @@ impl<C: Clock, const N: usize> SlidingLogLimiter<C, N> {
     /// let too_many = SlidingLogOptions::new(9, minute);
     /// assert_eq!(log.reconfigure(too_many), Err(OptionsError::ExceedsCapacity { max: 8 }));
     /// ```
-    pub fn reconfigure(&self, options: SlidingLogOptions) -> Result<(), OptionsError> {
-        self.checked(&options)?;
-        self.core
-            .reconfigure(self, options.permit_limit, options.queue_limit);
-        Ok(())
+    reconfigure;
+}
+
+impl<C: Clock, const N: usize, Q: QueueKind> core::fmt::Debug for SlidingLogLimiter<C, N, Q> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SlidingLogLimiter")
+            .field("options", &self.options())
+            .field("capacity", &N)
+            .finish_non_exhaustive()
     }
 }
 
-crate::rate_limiter::limiter_front!(
-    SlidingLogLimiter<const N = 16>,
-    SlidingLogOptions,
-    "sliding log",
-    "SlidingLogOptions::per_second(2)",
-);
+impl<C: Clock> SlidingLogLimiter<C> {
+    /// The entries the default ring holds, so the largest limit it takes: 16 (an entry is 16
+    /// bytes).
+    pub const DEFAULT_CAPACITY: usize = 16;
+}
 
-crate::rate_limiter::unqueued_constructors!(
-    SlidingLogLimiter<const N = 16>,
-    SlidingLogOptions,
-    "SlidingLogOptions::per_second(2)",
-    apply = |l, (), options| l.core.set_limit(options.permit_limit),
-);
+impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
+    /// The options in force: those the limiter was built with, as last
+    /// [`reconfigure`](Self::reconfigure)d.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log = SlidingLogLimiter::<_, 4>::with_capacity(SlidingLogOptions::per_second(4), ManualClock::new()).unwrap();
+    /// assert_eq!(log.options().permit_limit, 4);
+    /// ```
+    pub fn options(&self) -> SlidingLogOptions {
+        let q = &self.core.queue;
+        SlidingLogOptions::new(self.core.limit(), self.core.period())
+            .with_queue(q.queue_limit(), q.order())
+    }
 
-crate::rate_limiter::rate_limiter!(
-    SlidingLogLimiter<const N>,
-    "SlidingLogOptions::new(1, Duration::from_millis(100)).with_queue(1, QueueOrder::OldestFirst)"
-);
+    /// The limit of `options`, if valid for a ring of `N`, with the window and queue order this
+    /// limiter was built with.
+    fn checked(&self, options: &SlidingLogOptions) -> Result<u32, OptionsError> {
+        options.validate(N)?;
+        let before = self.options();
+        let same = options.window == before.window;
+        unchanged::<Q>(same, options.queue_order, before.queue_order)?;
+        Ok(options.permit_limit)
+    }
+
+    /// Bytes of the ring (`N` entries of 16 bytes): the memory the exact count costs.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, SlidingLogLimiter, SlidingLogOptions};
+    ///
+    /// let log = SlidingLogLimiter::<_, 64>::with_capacity(SlidingLogOptions::per_second(64), ManualClock::new()).unwrap();
+    /// assert_eq!(log.ring_bytes(), 1024);
+    /// ```
+    pub const fn ring_bytes(&self) -> usize {
+        N * core::mem::size_of::<state::Entry>()
+    }
+}

@@ -700,18 +700,3 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         self.limit.store(u64::from(limit), Ordering::Release);
     }
 }
-
-impl<C: Clock, const N: usize> WindowCore<C, N, WaitQueue> {
-    /// Changes the limit and the queue limit (validated by the caller) under the queue lock,
-    /// which then fails the waiters larger than the new limit and serves the rest.
-    pub(crate) fn reconfigure<S: crate::wait::Source + ?Sized>(
-        &self,
-        src: &S,
-        limit: u32,
-        queue_limit: u32,
-    ) {
-        self.queue.reconfigure(src, queue_limit, limit, || {
-            self.set_limit(limit);
-        });
-    }
-}

@@ -9,8 +9,6 @@ use core::time::Duration;
 use crate::clock::Clock;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::ticks::period_nanos;
-use crate::wait::WaitQueue;
 
 use limiter_core::WindowCore;
 
@@ -62,58 +60,102 @@ impl SlidingWindowOptions {
         if self.segments_per_window as usize > max_segments {
             return Err(OptionsError::TooManySegments { max: max_segments });
         }
-        match period_nanos(self.window) {
-            None => Err(OptionsError::PeriodTooLong),
-            Some(0) => Err(OptionsError::ZeroPeriod),
-            Some(ns) if ns / self.segments_per_window as u64 == 0 => {
+        match OptionsError::period_ns(self.window) {
+            Ok(ns) if ns / self.segments_per_window as u64 == 0 => {
                 Err(OptionsError::SegmentTooShort)
             }
-            Some(ns) => Ok(ns / self.segments_per_window as u64),
+            Ok(ns) => Ok(ns / self.segments_per_window as u64),
+            Err(e) => Err(e),
         }
     }
 }
 
-crate::options::with_queue!(
-    SlidingWindowOptions,
-    "SlidingWindowOptions::new(10, Duration::from_secs(60), 6)"
-);
-
-/// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
-/// permits taken during a segment count against the limit until that segment leaves the window,
-/// then come back.
-///
-/// `N` is the capacity of the segment ring (default 16): `segments_per_window` may be anything
-/// from 1 to `N`. The ring is inline — no allocation — and takes 16 bytes per slot.
-///
-/// Admission is one compare-and-swap on a header holding the current segment's count and the sum
-/// of the window's earlier segments — one native 64-bit word when the counts and every segment
-/// up to the horizon fit in it (`2·bits(limit) + bits(segments in 2^63 ns) ≤ 62`: up to 16,383
-/// permits with 1 s segments, 511 with 1 ms), else 128 bits; earlier segments' counts are
-/// frozen into the ring when the window slides past them. Every rejection carries a RetryAfter: the time until enough
-/// of the oldest segments have left the window.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
-///
-/// let clock = ManualClock::new();
-/// let opts = SlidingWindowOptions::new(10, Duration::from_secs(3), 3);
-/// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
-/// let _ = window.try_acquire(7).unwrap();
-/// clock.advance(Duration::from_secs(1));
-/// let _ = window.try_acquire(3).unwrap();
-/// assert_eq!(window.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(2)));
-/// clock.advance(Duration::from_secs(2)); // the first segment leaves the window
-/// assert_eq!(window.available_permits(), 7);
-/// ```
-#[derive(Debug)]
-pub struct SlidingWindowLimiter<
-    C: Clock = crate::clock::DefaultClock,
-    const N: usize = 16,
-    Q = WaitQueue,
-> {
-    core: WindowCore<C, N, Q>,
-    options: SlidingWindowOptions,
+crate::core_common::sliding_limiter! {
+    /// A sliding window (.NET `SlidingWindowRateLimiter`): the window is divided into segments;
+    /// permits taken during a segment count against the limit until that segment leaves the window,
+    /// then come back.
+    ///
+    /// `N` is the capacity of the segment ring (default 16): `segments_per_window` may be anything
+    /// from 1 to `N`. The ring is inline — no allocation — and takes 16 bytes per slot.
+    ///
+    /// Admission is one compare-and-swap on a header holding the current segment's count and the sum
+    /// of the window's earlier segments — one native 64-bit word when the counts and every segment
+    /// up to the horizon fit in it (`2·bits(limit) + bits(segments in 2^63 ns) ≤ 62`: up to 16,383
+    /// permits with 1 s segments, 511 with 1 ms), else 128 bits; earlier segments' counts are
+    /// frozen into the ring when the window slides past them. Every rejection carries a RetryAfter: the time until enough
+    /// of the oldest segments have left the window.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(3), 3);
+    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// let _ = window.try_acquire(7).unwrap();
+    /// clock.advance(Duration::from_secs(1));
+    /// let _ = window.try_acquire(3).unwrap();
+    /// assert_eq!(window.try_acquire(1).unwrap_err().retry_after(), Some(Duration::from_secs(2)));
+    /// clock.advance(Duration::from_secs(2)); // the first segment leaves the window
+    /// assert_eq!(window.available_permits(), 7);
+    /// ```
+    #[derive(Debug)]
+    pub struct SlidingWindowLimiter<const N = 16> {
+        core: WindowCore<C, N, Q>,
+        options: SlidingWindowOptions,
+    }
+    options: SlidingWindowOptions, front: "sliding window",
+    new: "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
+    queued: "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)";
+    make = |options, segment, queue, origin, clock| Self {
+        core: WindowCore::new(&options, segment, queue, origin, clock),
+        options,
+    };
+    with_capacity {
+        /// A sliding window reading time from `clock`, with a ring of `N` segments (at least the
+        /// options' `segments_per_window`: fewer bytes for coarse windows, more for fine ones);
+        /// segments count from `clock.now()`. With a wait queue, unless the limiter's type says
+        /// [`NoQueue`](crate::NoQueue) (whose options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
+        ///
+        /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 60);
+        /// let fine = SlidingWindowLimiter::<_, 64>::with_capacity(opts, ManualClock::new());
+        /// assert!(fine.is_ok());
+        /// let small = SlidingWindowLimiter::<_, 4>::with_capacity(opts, ManualClock::new());
+        /// assert_eq!(small.unwrap_err(), OptionsError::TooManySegments { max: 4 });
+        /// let bare = SlidingWindowLimiter::<_, 64, NoQueue>::with_capacity(opts, ManualClock::new());
+        /// assert!(bare.is_ok());
+        /// ```
+    }
+    /// Changes the permit limit and the queue limit while the limiter is in use. Permits
+    /// already counted in the window stay counted: under a lowered limit the window refuses
+    /// until enough segments slide out, under a raised one it has room at once. Waiters asking
+    /// for more than the new limit are failed with
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the rest keep their places and are
+    /// served as far as the window allows; a new queue limit applies to newcomers. Refused,
+    /// changing nothing: invalid options, a different window, segment count or queue order
+    /// ([`OptionsError::FixedAtCreation`]), or a limit larger than the header laid out at
+    /// creation holds ([`OptionsError::LimitTooLarge`]: any `u32` with a 128-bit header, and with
+    /// the 64-bit one every value its count fields hold, e.g. 16,383 with 1 s segments).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let opts = SlidingWindowOptions::new(10, minute, 2);
+    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    /// window.try_acquire(6).unwrap().forget();
+    /// window.reconfigure(SlidingWindowOptions::new(5, minute, 2)).unwrap();
+    /// assert!(window.try_acquire(1).is_err()); // 6 counted, 5 allowed
+    /// clock.advance(minute); // the segment holding the 6 slides out
+    /// assert!(window.try_acquire(5).is_ok());
+    /// ```
+    reconfigure;
 }
 
 impl<C: Clock> SlidingWindowLimiter<C> {
@@ -122,37 +164,6 @@ impl<C: Clock> SlidingWindowLimiter<C> {
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
-    /// A sliding window reading time from `clock`, with a ring of `N` segments (at least the
-    /// options' `segments_per_window`: fewer bytes for coarse windows, more for fine ones);
-    /// segments count from `clock.now()`. With a wait queue, unless the limiter's type says
-    /// [`NoQueue`](crate::NoQueue) (whose options' queue limit must then be 0: [`OptionsError::NoWaitQueue`]).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{ManualClock, NoQueue, OptionsError, SlidingWindowLimiter, SlidingWindowOptions};
-    ///
-    /// let opts = SlidingWindowOptions::new(10, Duration::from_secs(60), 60);
-    /// let fine = SlidingWindowLimiter::<_, 64>::with_capacity(opts, ManualClock::new());
-    /// assert!(fine.is_ok());
-    /// let small = SlidingWindowLimiter::<_, 4>::with_capacity(opts, ManualClock::new());
-    /// assert_eq!(small.unwrap_err(), OptionsError::TooManySegments { max: 4 });
-    /// let bare = SlidingWindowLimiter::<_, 64, NoQueue>::with_capacity(opts, ManualClock::new());
-    /// assert!(bare.is_ok());
-    /// ```
-    pub fn with_capacity(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        Self::build(options, clock)
-    }
-
-    fn build(options: SlidingWindowOptions, clock: C) -> Result<Self, OptionsError> {
-        let segment = options.validate(N)?;
-        let queue = Q::for_options(options.queue_limit, options.queue_order)?;
-        let origin = clock.now();
-        Ok(Self {
-            core: WindowCore::new(&options, segment, queue, origin, clock),
-            options,
-        })
-    }
-
     /// The options in force: those the limiter was built with, as last
     /// [`reconfigure`](Self::reconfigure)d.
     ///
@@ -188,71 +199,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
         Ok(limit)
     }
 }
-
-impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
-    crate::sync::const_unless_loom! {
-        /// A window of valid `options` whose segments count from the clock's epoch.
-        fn at_epoch_with(options: SlidingWindowOptions, queue: Q, clock: C) -> Self {
-            let segment = OptionsError::valid_in_const(options.validate(N));
-            Self {
-                core: WindowCore::new(&options, segment, queue, crate::Instant::ZERO, clock),
-                options,
-            }
-        }
-    }
-}
-
-impl<C: Clock, const N: usize> SlidingWindowLimiter<C, N> {
-    /// Changes the permit limit and the queue limit while the limiter is in use. Permits
-    /// already counted in the window stay counted: under a lowered limit the window refuses
-    /// until enough segments slide out, under a raised one it has room at once. Waiters asking
-    /// for more than the new limit are failed with
-    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the rest keep their places and are
-    /// served as far as the window allows; a new queue limit applies to newcomers. Refused,
-    /// changing nothing: invalid options, a different window, segment count or queue order
-    /// ([`OptionsError::FixedAtCreation`]), or a limit larger than the header laid out at
-    /// creation holds ([`OptionsError::LimitTooLarge`]: any `u32` with a 128-bit header, and with
-    /// the 64-bit one every value its count fields hold, e.g. 16,383 with 1 s segments).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::{Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions};
-    ///
-    /// let clock = ManualClock::new();
-    /// let minute = Duration::from_secs(60);
-    /// let opts = SlidingWindowOptions::new(10, minute, 2);
-    /// let window = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
-    /// window.try_acquire(6).unwrap().forget();
-    /// window.reconfigure(SlidingWindowOptions::new(5, minute, 2)).unwrap();
-    /// assert!(window.try_acquire(1).is_err()); // 6 counted, 5 allowed
-    /// clock.advance(minute); // the segment holding the 6 slides out
-    /// assert!(window.try_acquire(5).is_ok());
-    /// ```
-    pub fn reconfigure(&self, options: SlidingWindowOptions) -> Result<(), OptionsError> {
-        let limit = self.checked(&options)?;
-        self.core.reconfigure(self, limit, options.queue_limit);
-        Ok(())
-    }
-}
-
-crate::rate_limiter::limiter_front!(
-    SlidingWindowLimiter<const N = 16>,
-    SlidingWindowOptions,
-    "sliding window",
-    "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
-);
-
-crate::rate_limiter::unqueued_constructors!(
-    SlidingWindowLimiter<const N = 16>,
-    SlidingWindowOptions,
-    "SlidingWindowOptions::new(2, Duration::from_secs(2), 2)",
-    apply = |l, limit, _| l.core.set_limit(limit),
-);
-
-crate::rate_limiter::rate_limiter!(
-    SlidingWindowLimiter<const N>,
-    "SlidingWindowOptions::new(1, Duration::from_millis(100), 1).with_queue(1, QueueOrder::OldestFirst)"
-);
 
 #[cfg(test)]
 mod tests;
