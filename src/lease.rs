@@ -258,7 +258,14 @@ impl Rejection {
     /// ```
     pub const fn with_retry_after(reason: &'static Reason, retry_after: Duration) -> Self {
         let wait = Nanos::from_duration(retry_after);
-        Self::after(reason, if wait.is_zero() { Nanos::from_u64(1) } else { wait })
+        Self::after(
+            reason,
+            if wait.is_zero() {
+                Nanos::from_u64(1)
+            } else {
+                wait
+            },
+        )
     }
 
     /// A rejection for `reason` with a RetryAfter of `wait`, which is not zero (a limiter's
@@ -380,7 +387,8 @@ mod tests {
         struct Count(core::sync::atomic::AtomicU32);
         impl Release for Count {
             fn release(&self, permits: u32) {
-                self.0.fetch_add(permits, core::sync::atomic::Ordering::Relaxed);
+                self.0
+                    .fetch_add(permits, core::sync::atomic::Ordering::Relaxed);
             }
         }
         let c = Count(core::sync::atomic::AtomicU32::new(0));

@@ -487,7 +487,11 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(
+        &self,
+        n: u32,
+        flag_if_short: bool,
+    ) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         self.word

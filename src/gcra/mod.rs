@@ -248,9 +248,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
             match self.decide_quick(now, n, p) {
                 Some(Ok(())) => return self.counters.count_granted(granted()),
                 Some(Err(wait)) => {
-                    return self
-                        .counters
-                        .count_rejected(Rejection::after(&Reason::Exhausted, Nanos::from_u64(wait)))
+                    return self.counters.count_rejected(Rejection::after(
+                        &Reason::Exhausted,
+                        Nanos::from_u64(wait),
+                    ))
                 }
                 None => {}
             }
@@ -333,7 +334,11 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(
+        &self,
+        n: u32,
+        flag_if_short: bool,
+    ) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         let p = self.params.get();
         cas::transition(&self.word, |w| {

@@ -68,7 +68,8 @@ impl Shared {
         let p = &self.policies[i];
         let reason = d.rejection.reason();
         if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
-            d.rejection = Rejection::with_retry_after(&Reason::PartitionsFull, PARTITIONS_FULL_RETRY_AFTER);
+            d.rejection =
+                Rejection::with_retry_after(&Reason::PartitionsFull, PARTITIONS_FULL_RETRY_AFTER);
         }
         let status = p.policy.status_for(reason);
         self.respond(&p.name, Some(i), status, d, view)

@@ -234,7 +234,11 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(
+        &self,
+        n: u32,
+        flag_if_short: bool,
+    ) -> Result<Option<u64>, &'static Reason> {
         let (k, into) = self.now();
         let s = self.shape();
         cas::transition(&self.word, |w| {

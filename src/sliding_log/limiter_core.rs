@@ -158,7 +158,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the entry's
     /// time), or finds them short, setting the flag when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(
+        &self,
+        n: u32,
+        flag_if_short: bool,
+    ) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         self.log.with(|log| {
             if self.is_closed() {

@@ -554,7 +554,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(
+        &self,
+        n: u32,
+        flag_if_short: bool,
+    ) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
         self.header

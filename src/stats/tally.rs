@@ -513,7 +513,10 @@ mod tests {
             t.bump(1);
             assert_eq!(t.totals(), (round % 3 + 1, 1), "round {round}");
         }
-        assert!(seen.len() < 200, "no address was reused: the test proves nothing");
+        assert!(
+            seen.len() < 200,
+            "no address was reused: the test proves nothing"
+        );
     }
 
     #[test]
