@@ -54,7 +54,7 @@ macro_rules! const_unless_loom {
 pub(crate) use const_unless_loom;
 
 #[cfg(not(loom))]
-pub(crate) use portable_atomic::{AtomicBool, AtomicUsize};
+pub(crate) use portable_atomic::{AtomicBool, AtomicU32, AtomicUsize};
 
 #[cfg(all(not(loom), not(tollgate_cs_cells)))]
 pub(crate) use portable_atomic::{AtomicU128, AtomicU64};
@@ -211,7 +211,7 @@ mod cs_atomic {
 }
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 #[cfg(feature = "std")]
 pub(crate) use rwlock::RwLock;

@@ -50,7 +50,7 @@ pub(crate) use lock::Lock;
 use crate::lease::{Lease, Reason, Rejection};
 use crate::options::QueueOrder;
 use crate::stats::Counters;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
 ///
@@ -143,8 +143,10 @@ pub(crate) mod private {
 pub struct WaitQueue {
     list: Lock<List>,
     queued: AtomicU64,
-    /// Permits that may wait (read under the lock; changed under it by `reconfigure`).
-    limit: AtomicU64,
+    /// Permits that may wait (read under the lock; changed under it by `reconfigure`). 32 bits,
+    /// beside `order`: the queue is 64 bytes, which keeps a queued token bucket partition in a
+    /// 176-byte limiter.
+    limit: AtomicU32,
     order: QueueOrder,
     /// The drivers to tell when the next waiter to be served changes (every live registration:
     /// a limiter may be registered with several drivers, one after another or at once).
@@ -261,7 +263,7 @@ impl WaitQueue {
             Self {
                 list: Lock::new(List::new()),
                 queued: AtomicU64::new(0),
-                limit: AtomicU64::new(limit as u64),
+                limit: AtomicU32::new(limit),
                 order,
                 #[cfg(feature = "std")]
                 hooks: std::sync::OnceLock::new(),
@@ -277,8 +279,7 @@ impl WaitQueue {
     }
 
     pub(crate) fn limit(&self) -> u32 {
-        // Only ever stored from a `u32`.
-        u32::try_from(self.limit.load(Ordering::Relaxed)).unwrap_or(u32::MAX)
+        self.limit.load(Ordering::Relaxed)
     }
 
     /// Reconfigures the queue of a limiter whose largest grantable request is now
@@ -302,7 +303,7 @@ impl WaitQueue {
         self.locked(&mut wakes, |list, wakes| {
             if let Some(apply) = apply.take() {
                 apply();
-                self.limit.store(u64::from(queue_limit), Ordering::Relaxed);
+                self.limit.store(queue_limit, Ordering::Relaxed);
             }
             while let Some(w) = list.first_over(permit_limit) {
                 if !wakes.has_room() {
