@@ -776,9 +776,11 @@ impl<'a, M: Model> Driver<'a, M> {
 fn same_wait(lib: Option<Duration>, model: Option<u128>) -> bool {
     match (lib, model) {
         (None, None) => true,
+        // A rejection keeps 64 bits of wait: exact below 2^64 - 1 ns, `Duration::MAX` from
+        // there on (never shorter than the true wait).
         (Some(d), Some(ns)) => {
-            if ns / 1_000_000_000 > u128::from(u64::MAX) {
-                d.as_secs() == u64::MAX
+            if ns >= u128::from(u64::MAX) {
+                d == Duration::MAX
             } else {
                 d.as_nanos() == ns
             }
