@@ -170,11 +170,13 @@ impl Ticker {
         if ticks == 0 {
             return Nanos::ZERO;
         }
-        // `into` is less than a period, so than the product.
+        // `(ticks - 1)·period + (period - into)`: `into` is less than a period, so the wait is
+        // at least 1 ns, and the product may overflow where the wait does not.
         Nanos::from_u64(
-            u64::from(ticks)
+            u64::from(ticks - 1)
                 .checked_mul(self.period)
-                .map_or(u64::MAX, |ns| ns - into),
+                .and_then(|ns| ns.checked_add(self.period - into))
+                .unwrap_or(u64::MAX),
         )
     }
 
@@ -364,6 +366,25 @@ mod tests {
                     reference(period, ticks, into),
                     "{period} {ticks} {into}"
                 );
+            }
+        }
+    }
+
+    /// A rejection's 64-bit wait is exact wherever the wait fits, also when `ticks · period`
+    /// alone does not (the fuzzer's case: 4 ticks of 2^62 ns, 4 ns into the first), and
+    /// saturates at `u64::MAX` only past it.
+    #[test]
+    fn the_64_bit_wait_is_exact_up_to_its_saturation() {
+        let t = Ticker::new(Instant::ZERO, 1 << 62);
+        assert_eq!(t.wait_one_u64(0, 4, 0, 4), Nanos::from_u64(u64::MAX - 3));
+        assert_eq!(t.wait_one_u64(0, 0, 0, 4), Nanos::from_u64(u64::MAX));
+        assert_eq!(t.wait_one_u64(0, 0, 0, 5), Nanos::from_u64(u64::MAX));
+        assert_eq!(t.wait_one_u64(0, 1, 0, 1), Nanos::from_u64((1 << 62) - 1));
+        assert_eq!(t.wait_one_u64(0, 1, 0, 0), Nanos::ZERO);
+        for ticks in [1u32, 2, 3, 4, 5, u32::MAX] {
+            for into in [0, 1, 4, (1 << 62) - 1] {
+                let exact = t.wait_one(0, into, 0, ticks).saturating_u64();
+                assert_eq!(t.wait_one_u64(0, into, 0, ticks), Nanos::from_u64(exact));
             }
         }
     }
