@@ -25,12 +25,22 @@
 //! scripts (`evalsha`, `eval`, `fcall`; for the floor, `incr` + `expire`) divided by the
 //! decisions made. `dec/run` is the decisions per script run (the batch size reached; `-` for
 //! the references, which do not batch). Wall-clock figures are noisy: read the ratios to the floor, within a run.
+//!
+//! Environment, to run a part (the two references always run):
+//! - `TOLLGATE_BENCH_ONLY`: `|`-separated substrings of the variants to run (e.g.
+//!   `fixed window, batched|GCRA` or `batched`);
+//! - `TOLLGATE_BENCH_CONCURRENCY`: comma-separated caller counts (default `1,32`);
+//! - `TOLLGATE_BENCH_DELAY_US`: the batched variants' `batch_delay` in µs (default
+//!   `BATCH_DELAY`);
+//! - `TOLLGATE_BENCH_ROUNDS`: rounds (default 2).
 
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
-use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_SIZE};
+use tollgate::redis::{
+    Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_DELAY, BATCH_SIZE,
+};
 use tollgate::{
     FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
     SlidingWindowOptions, TokenBucketOptions,
@@ -38,7 +48,14 @@ use tollgate::{
 
 const SECS: f64 = 1.0;
 const KEYS: usize = 1_000;
-const ROUNDS: usize = 2;
+
+/// `name`'s value parsed, or `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 /// Permits per lease in the leased variant.
 const LEASE: u32 = 1_000;
 
@@ -216,6 +233,17 @@ fn main() {
         let conn = client.get_connection_manager().await.unwrap();
         let mut admin = client.get_connection_manager().await.unwrap();
         let pid = std::process::id();
+        let rounds: usize = env_or("TOLLGATE_BENCH_ROUNDS", 2);
+        let delay = Duration::from_micros(env_or(
+            "TOLLGATE_BENCH_DELAY_US",
+            BATCH_DELAY.as_micros() as u64,
+        ));
+        let only: Vec<String> = std::env::var("TOLLGATE_BENCH_ONLY")
+            .map(|v| v.split('|').map(str::to_owned).collect())
+            .unwrap_or_default();
+        let concurrencies: Vec<usize> = std::env::var("TOLLGATE_BENCH_CONCURRENCY")
+            .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+            .unwrap_or_else(|_| vec![1, 32]);
         let big = 1_000_000_000;
         let minute = Duration::from_secs(60);
         let make = |name: &str, a: Algorithm, batch: usize| {
@@ -227,6 +255,7 @@ fn main() {
             )
             .timeout(Duration::from_secs(5))
             .batch_size(batch)
+            .batch_delay(delay)
             .build()
             .unwrap()
         };
@@ -296,9 +325,14 @@ fn main() {
             format!("fixed window, hot key, leased ({LEASE})"),
             Variant::Hot(leased),
         ));
-        for concurrency in [1usize, 32] {
+        let mut i = 0;
+        variants.retain(|(name, _)| {
+            i += 1;
+            i <= 2 || only.is_empty() || only.iter().any(|o| name.contains(o.as_str()))
+        });
+        for concurrency in concurrencies {
             let mut sums = vec![Sum::default(); variants.len()];
-            for _round in 0..ROUNDS {
+            for _round in 0..rounds {
                 for (i, (_, v)) in variants.iter().enumerate() {
                     reset_stats(&mut admin).await;
                     let before = v.runs();
@@ -307,13 +341,13 @@ fn main() {
                     s.runs += v.runs() - before;
                     s.usec += decide_usec(&mut admin).await;
                     s.decisions += r.decisions;
-                    s.per_sec += r.per_sec / ROUNDS as f64;
+                    s.per_sec += r.per_sec / rounds as f64;
                     s.p50.push(r.p50);
                     s.p99.push(r.p99);
                 }
             }
             println!(
-                "\nconcurrency {concurrency} (one multiplexed connection, {ROUNDS} rounds of {SECS} s)"
+                "\nconcurrency {concurrency} (one multiplexed connection, {rounds} rounds of {SECS} s, batch delay {delay:?})"
             );
             println!(
                 "{:<44} {:>12} {:>9} {:>9} {:>13} {:>8} {:>8} {:>8}",

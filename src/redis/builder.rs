@@ -236,18 +236,22 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     }
 
     /// Decides up to `max` concurrent decisions in one script run (one round trip), `1` for a
-    /// run per decision. A decision that finds no run in flight goes at once, alone (a lone
-    /// caller never waits for anyone). Otherwise it queues, and the queue goes as one run, led
-    /// by its first caller, when it holds `max` decisions, when a run in flight returns (group
-    /// commit: under load, batches form by themselves), or when its oldest decision has waited
-    /// the [flush delay](Self::batch_delay) (default [`BATCH_DELAY`](super::BATCH_DELAY),
-    /// 200 µs) — then alongside the run in flight (pipelined on the connection), at most two
-    /// runs in flight: with two out, the queue waits for one to return (under load, more
-    /// and smaller runs would cost Redis and the client more CPU per decision).
+    /// run per decision. A decision that finds no run in flight and none queued goes at once,
+    /// alone (a lone caller never waits for anyone). Otherwise it queues, and the queue goes as
+    /// one run, led by its first caller, when it holds `max` decisions, or when it has
+    /// *settled*: the first to queue yields to the runtime and looks again for as long as
+    /// callers keep queueing, and sends the queue as soon as no newcomer came (no timer: a few
+    /// microseconds when one caller queues alone; a burst of callers woken together goes as
+    /// one run), or at the latest after the [flush delay](Self::batch_delay) (default
+    /// [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). Runs go alongside the one in flight
+    /// (pipelined on the connection), at most two in flight: with two out, the queue waits for
+    /// one to return and then goes at once (group commit: under load, more and smaller runs
+    /// would cost Redis and the client more CPU per decision).
     /// Each decision keeps its own answer (RetryAfter, remaining), its own failure policy, and
     /// its own key error; the same key twice is decided in order. A queued decision waits at
     /// most for its run to be sent, then its own run: each bounded by the
-    /// [timeout](Self::timeout).
+    /// [timeout](Self::timeout). A caller cancelled while it queues, settles or leads leaves
+    /// nothing waiting on it.
     ///
     /// The default is `1` (off); [`BATCH_SIZE`](super::BATCH_SIZE) is the size the bench
     /// measures (see the README's Redis section for the figures). On a cluster connection
@@ -287,14 +291,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
         self
     }
 
-    /// The flush delay of batching ([`batch_size`](Self::batch_size)): the longest a queued
-    /// decision waits for others to join its run while runs are in flight (default
-    /// [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs), unless two runs are in flight already
-    /// (then until one returns). Every decision that queues checks it; when none comes, a timer
-    /// of the oldest does, which the runtime may round up to its tick (1 ms on tokio). A
-    /// decision that finds no run in flight never waits. Zero sends a queued decision as soon
-    /// as another queues behind it or a run returns. A longer delay makes larger batches under
-    /// load (less CPU per decision, more latency).
+    /// The flush delay of batching ([`batch_size`](Self::batch_size)): the longest a queue
+    /// keeps settling (waiting for more callers while they keep coming) before it goes
+    /// (default [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). The delay is a bound, not a wait:
+    /// a queue goes as soon as a look finds no newcomer, so a caller that queues alone is sent
+    /// after microseconds whatever the delay; only a steady stream of arrivals (each look finds
+    /// one more) keeps a queue waiting until the delay, which then bounds the latency batching
+    /// adds. With two runs in flight the queue waits for one to return, whatever the delay.
+    /// Zero sends a queued decision at once (no settling).
     ///
     /// ```
     /// # use core::time::Duration;
@@ -315,7 +319,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
     ///     .batch_size(BATCH_SIZE)
-    ///     .batch_delay(Duration::from_micros(100)) // at most ~100 µs added while busy
+    ///     .batch_delay(Duration::from_micros(100)) // a queue settles for 100 µs at most
     ///     .build();
     /// assert!(limiter.is_ok());
     /// ```

@@ -77,9 +77,9 @@
 //! ## Batching and leases
 //! Two opt-in ways to spend fewer round trips:
 //! - [`batch_size`](RedisLimiterBuilder::batch_size): concurrent decisions share one script
-//!   run (group commit with a [flush delay](RedisLimiterBuilder::batch_delay), default
-//!   [`BATCH_DELAY`]; a lone caller never waits), each with its own answer, key error and
-//!   failure policy. On a cluster connection a run carries the decisions of one hash slot.
+//!   run (group commit: a queue goes once no more callers join it, or after at most the
+//!   [flush delay](RedisLimiterBuilder::batch_delay), default [`BATCH_DELAY`]; a lone caller
+//!   never waits), each with its own answer, key error and failure policy. On a cluster connection a run carries the decisions of one hash slot.
 //! - [`lease`](RedisLimiterBuilder::lease) (fixed window only): permits of a key's window taken
 //!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]; a lock-free
 //!   lookup and one compare-and-swap); never more than the limit, at the cost of up to
@@ -179,8 +179,8 @@ pub use stats::RedisStatistics;
 /// ```
 pub const BATCH_SIZE: usize = 64;
 
-/// The default flush delay of batching ([`RedisLimiterBuilder::batch_delay`]): a queued
-/// decision waits at most about this long for others while runs are in flight.
+/// The default flush delay of batching ([`RedisLimiterBuilder::batch_delay`]): the longest a
+/// queue waits for more callers while they keep coming (it goes as soon as none comes).
 ///
 /// ```
 /// assert_eq!(tollgate::redis::BATCH_DELAY, core::time::Duration::from_micros(200));

@@ -85,8 +85,40 @@ async fn slow_limiter_with_delay(
     (l, in_flight)
 }
 
-/// Decides `first` alone, and `rest` while it is in flight (they queue and go as one run);
-/// returns the decisions in the order asked.
+/// Polls `futures` in order, in this one task, until all are ready: each runs up to its first
+/// wait before the next starts, so decisions queue in the order given, all within one pass.
+async fn join_in_order<'a, T>(
+    futures: Vec<core::pin::Pin<Box<dyn core::future::Future<Output = T> + Send + 'a>>>,
+) -> Vec<T> {
+    let mut futures: Vec<_> = futures.into_iter().map(Some).collect();
+    let mut out: Vec<Option<T>> = futures.iter().map(|_| None).collect();
+    core::future::poll_fn(|cx| {
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if let Some(fut) = f {
+                if let core::task::Poll::Ready(v) = fut.as_mut().poll(cx) {
+                    *o = Some(v);
+                    *f = None;
+                }
+            }
+        }
+        if out.iter().all(Option::is_some) {
+            core::task::Poll::Ready(())
+        } else {
+            core::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().map(Option::unwrap).collect()
+}
+
+/// Polls `f` once: whether it finished.
+async fn poll_once<F: core::future::Future + Unpin>(f: &mut F) -> bool {
+    core::future::poll_fn(|cx| core::task::Poll::Ready(core::pin::Pin::new(&mut *f).poll(cx).is_ready()))
+        .await
+}
+
+/// Decides `first` alone, and `rest` while it is in flight (they queue together, in order, and
+/// the queue settles into one run); returns the decisions in the order asked.
 async fn first_then_batch(
     l: &RedisLimiter<Slow>,
     first: (&str, u32),
@@ -98,18 +130,17 @@ async fn first_then_batch(
         tokio::spawn(async move { l.decide(&key, first.1).await })
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let mut queued = Vec::new();
-    for &(key, permits) in rest {
-        let l = l.clone();
-        let key = key.to_owned();
-        queued.push(tokio::spawn(async move { l.decide(&key, permits).await }));
-        // Queue them in order.
-        tokio::task::yield_now().await;
-    }
+    let queued = join_in_order(
+        rest.iter()
+            .map(|&(key, permits)| {
+                Box::pin(l.decide(key, permits))
+                    as core::pin::Pin<Box<dyn core::future::Future<Output = _> + Send + '_>>
+            })
+            .collect(),
+    );
+    let queued = queued.await;
     let mut out = vec![lead.await.unwrap()];
-    for q in queued {
-        out.push(q.await.unwrap());
-    }
+    out.extend(queued);
     out
 }
 
@@ -196,17 +227,19 @@ async fn a_failed_batch_is_decided_by_each_request_s_policy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_flush_delay_sends_a_queued_batch_while_a_run_is_in_flight() {
-    // A run takes 200 ms; queued decisions wait at most the flush delay (50 ms: they all queue
-    // well within it) for the run in flight, then go as a second run alongside it.
+async fn a_settled_queue_goes_alongside_the_run_in_flight() {
+    // A run takes 200 ms; the queued decisions arrive together, the queue settles (no newcomer)
+    // long before the flush delay (a minute) or the run's return, and goes as a second run
+    // alongside the first.
     let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
     let (l, in_flight) = slow_limiter_with_delay(
         fw,
         FailurePolicy::FailClosed,
         false,
-        Duration::from_millis(50),
+        Duration::from_secs(60),
     )
     .await;
+    let started = std::time::Instant::now();
     let d = first_then_batch(&l, ("a", 1), &[("a", 1), ("b", 1), ("a", 2)]).await;
     assert!(
         d.iter()
@@ -216,8 +249,88 @@ async fn the_flush_delay_sends_a_queued_batch_while_a_run_is_in_flight() {
     assert_eq!(d[3].remaining, 6, "{d:?}"); // "a": 1 + 1 + 2 of 10, in order
     let s = l.redis_statistics();
     assert_eq!((s.calls, s.script_runs), (4, 2), "{s:?}");
-    // Both runs were in flight at once.
+    // Both runs were in flight at once: not one after the other, nor after the delay.
     assert_eq!(in_flight.1.load(Ordering::SeqCst), 2);
+    assert!(started.elapsed() < Duration::from_millis(390), "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
+    let l = slow_limiter(fw, FailurePolicy::FailClosed, false).await;
+    let first = {
+        let l = l.clone();
+        tokio::spawn(async move { l.decide("a", 1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The settler queues and yields; another decision queues behind it; the settler is
+    // cancelled mid-settle: the other still goes, alongside the first run.
+    let mut settler = Box::pin(l.decide("a", 1));
+    assert!(!poll_once(&mut settler).await);
+    let mut behind = Box::pin(l.decide("b", 1));
+    assert!(!poll_once(&mut behind).await);
+    drop(settler);
+    let d = tokio::time::timeout(Duration::from_secs(2), behind)
+        .await
+        .expect("the queue went on without its settler");
+    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Redis, true), "{d:?}");
+    assert!(first.await.unwrap().allowed());
+    // A settler cancelled alone: the batcher is idle after, and the next decision goes alone.
+    let first = {
+        let l = l.clone();
+        tokio::spawn(async move { l.decide("a", 1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut settler = Box::pin(l.decide("a", 1));
+    assert!(!poll_once(&mut settler).await);
+    drop(settler);
+    assert!(first.await.unwrap().allowed());
+    let d = tokio::time::timeout(Duration::from_secs(2), l.decide("c", 1))
+        .await
+        .expect("an idle batcher");
+    assert_eq!(d.decided_by, DecidedBy::Redis);
+    let s = l.redis_statistics();
+    // Runs: the first, "b", the second first, "c". The cancelled settlers were counted as
+    // calls but never ran.
+    assert_eq!(s.script_runs, 4, "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_cancelled_after_it_was_handed_a_run_hands_it_back() {
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
+    let (l, in_flight) = slow_limiter_with_delay(
+        fw,
+        FailurePolicy::FailClosed,
+        false,
+        Duration::from_secs(60),
+    )
+    .await;
+    // Two runs in flight (the most): the first, and a second caller's, settled alone.
+    let spawn = |key: &'static str| {
+        let l = l.clone();
+        tokio::spawn(async move { l.decide(key, 1).await })
+    };
+    let runs = [spawn("a"), {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        spawn("b")
+    }];
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(in_flight.0.load(Ordering::SeqCst), 2);
+    // Two queue behind them (no settler: no room for a run); when a run returns, the first
+    // queued is handed the queue to lead, but it is never polled again: it is cancelled.
+    let mut handed = Box::pin(l.decide("c", 1));
+    assert!(!poll_once(&mut handed).await);
+    let mut behind = Box::pin(l.decide("d", 1));
+    assert!(!poll_once(&mut behind).await);
+    for r in runs {
+        assert!(r.await.unwrap().allowed());
+    }
+    drop(handed);
+    let d = tokio::time::timeout(Duration::from_secs(2), behind)
+        .await
+        .expect("the run handed to a cancelled caller came back to the queue");
+    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Redis, true), "{d:?}");
+    assert_eq!(l.redis_statistics().script_runs, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
