@@ -38,9 +38,7 @@ use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
-use tollgate::redis::{
-    Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_DELAY, BATCH_SIZE,
-};
+use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_DELAY, BATCH_SIZE};
 use tollgate::{
     FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
     SlidingWindowOptions, TokenBucketOptions,

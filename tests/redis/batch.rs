@@ -113,8 +113,10 @@ async fn join_in_order<'a, T>(
 
 /// Polls `f` once: whether it finished.
 async fn poll_once<F: core::future::Future + Unpin>(f: &mut F) -> bool {
-    core::future::poll_fn(|cx| core::task::Poll::Ready(core::pin::Pin::new(&mut *f).poll(cx).is_ready()))
-        .await
+    core::future::poll_fn(|cx| {
+        core::task::Poll::Ready(core::pin::Pin::new(&mut *f).poll(cx).is_ready())
+    })
+    .await
 }
 
 /// Decides `first` alone, and `rest` while it is in flight (they queue together, in order, and
@@ -251,7 +253,11 @@ async fn a_settled_queue_goes_alongside_the_run_in_flight() {
     assert_eq!((s.calls, s.script_runs), (4, 2), "{s:?}");
     // Both runs were in flight at once: not one after the other, nor after the delay.
     assert_eq!(in_flight.1.load(Ordering::SeqCst), 2);
-    assert!(started.elapsed() < Duration::from_millis(390), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(390),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,7 +279,11 @@ async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
     let d = tokio::time::timeout(Duration::from_secs(2), behind)
         .await
         .expect("the queue went on without its settler");
-    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Redis, true), "{d:?}");
+    assert_eq!(
+        (d.decided_by, d.allowed()),
+        (DecidedBy::Redis, true),
+        "{d:?}"
+    );
     assert!(first.await.unwrap().allowed());
     // A settler cancelled alone: the batcher is idle after, and the next decision goes alone.
     let first = {
@@ -329,7 +339,11 @@ async fn a_caller_cancelled_after_it_was_handed_a_run_hands_it_back() {
     let d = tokio::time::timeout(Duration::from_secs(2), behind)
         .await
         .expect("the run handed to a cancelled caller came back to the queue");
-    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Redis, true), "{d:?}");
+    assert_eq!(
+        (d.decided_by, d.allowed()),
+        (DecidedBy::Redis, true),
+        "{d:?}"
+    );
     assert_eq!(l.redis_statistics().script_runs, 3);
 }
 
