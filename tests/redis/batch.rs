@@ -85,6 +85,19 @@ async fn slow_limiter_with_delay(
     (l, in_flight)
 }
 
+/// A fixed window of 10 an hour on a [`Slow`] connection that fails nothing, whose queued
+/// decisions settle (the flush delay is far longer than the test), and its in-flight counts.
+async fn slow_window() -> (RedisLimiter<Slow>, std::sync::Arc<(AtomicU32, AtomicU32)>) {
+    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
+    slow_limiter_with_delay(
+        fw,
+        FailurePolicy::FailClosed,
+        false,
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 /// Polls `futures` in order, in this one task, until all are ready: each runs up to its first
 /// wait before the next starts, so decisions queue in the order given, all within one pass.
 async fn join_in_order<'a, T>(
@@ -233,14 +246,7 @@ async fn a_settled_queue_goes_alongside_the_run_in_flight() {
     // A run takes 200 ms; the queued decisions arrive together, the queue settles (no newcomer)
     // long before the flush delay (a minute) or the run's return, and goes as a second run
     // alongside the first.
-    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
-    let (l, in_flight) = slow_limiter_with_delay(
-        fw,
-        FailurePolicy::FailClosed,
-        false,
-        Duration::from_secs(60),
-    )
-    .await;
+    let (l, in_flight) = slow_window().await;
     let started = std::time::Instant::now();
     let d = first_then_batch(&l, ("a", 1), &[("a", 1), ("b", 1), ("a", 2)]).await;
     assert!(
@@ -262,8 +268,7 @@ async fn a_settled_queue_goes_alongside_the_run_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
-    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
-    let l = slow_limiter(fw, FailurePolicy::FailClosed, false).await;
+    let (l, _) = slow_window().await;
     let first = {
         let l = l.clone();
         tokio::spawn(async move { l.decide("a", 1).await })
@@ -307,14 +312,7 @@ async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_cancelled_after_it_was_handed_a_run_hands_it_back() {
-    let fw = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(3_600)));
-    let (l, in_flight) = slow_limiter_with_delay(
-        fw,
-        FailurePolicy::FailClosed,
-        false,
-        Duration::from_secs(60),
-    )
-    .await;
+    let (l, in_flight) = slow_window().await;
     // Two runs in flight (the most): the first, and a second caller's, settled alone.
     let spawn = |key: &'static str| {
         let l = l.clone();
