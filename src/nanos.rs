@@ -1,13 +1,14 @@
-//! [`Nanos`]: a wait in whole nanoseconds, 96 bits wide, as a [`Rejection`](crate::Rejection)
-//! holds its RetryAfter.
+//! [`Nanos`]: a wait in whole nanoseconds, 96 bits wide, as the limiters compute and the queue
+//! timers use it; a [`Rejection`](crate::Rejection) keeps 64 bits of it
+//! ([`saturating_u64`](Nanos::saturating_u64): exact to 584 years, then `Duration::MAX`).
 //!
 //! Why not a `Duration`: a `Duration` is seconds and nanoseconds, so making one from a count of
 //! nanoseconds divides by 10^9. On a 64-bit CPU that is a multiply-and-shift sequence on every
 //! denial; on a 32-bit MCU it is a call into a 64-bit division routine, or, past 2^64 ns, the
 //! arithmetic that splits the count in halves — together a third of a firmware `try_acquire`'s
-//! code. A denial now stores the count as it computed it, and the division happens only if
-//! someone asks [`Rejection::retry_after`](crate::Rejection::retry_after) (a proxy that only
-//! counts or drops denials never pays it).
+//! code. A denial stores the count as it computed it, and the division happens only if someone
+//! asks [`Rejection::retry_after`](crate::Rejection::retry_after) (a proxy that only counts or
+//! drops denials never pays it).
 //!
 //! 96 bits hold every `Duration` exactly (`Duration::MAX` is just under 2^95 ns), so the
 //! conversion back is exact both ways; counts past `Duration::MAX` saturate there, as
