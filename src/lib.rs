@@ -100,6 +100,7 @@ mod reciprocal;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod sliding_window;
+mod state_cell;
 mod stats;
 mod ticks;
 mod token_bucket;

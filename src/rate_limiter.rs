@@ -7,9 +7,11 @@
 //!
 //! What a core provides (inherent methods, same names and signatures in both): the counted
 //! `try_acquire_counted`, `peek`, the uncounted `take`, and for the queue `take_locked`,
-//! `take_for_waiter`, `clear_waiters`, `give_back`, `has_waiters`, `wait_for`,
-//! `wait_behind_waiters`; for the rest `available`, `statistics`, `idle_duration`, `close`,
-//! `is_closed`, `limit`, `period`, `catch_up`; and the fields `counters`, `queue`, `clock`.
+//! `take_for_waiter`, `give_back`, `wait_for`, `wait_behind_waiters`; for the rest
+//! `available`, `statistics`, `idle_duration`, `limit`, `period`, `catch_up`; and the fields
+//! `counters`, `queue`, `clock`. `close`, `is_closed`, `has_waiters` and `clear_waiters` come
+//! from [`CellCore`](crate::state_cell::CellCore) for a core whose state is one word (the
+//! sliding log's are inherent).
 
 /// Implements the queued rate limiter's traits and waiting methods for `$ty<C>` (see the
 /// module docs). `$opts` is the text of options for the examples of the `acquire` methods:
@@ -18,6 +20,11 @@ macro_rules! rate_limiter {
     // The `NoQueue` form: `Limiter`, `Peek` and `Replenishing`, the same decisions with nothing
     // to serve or wait in.
     (unqueued $ty:ident $(<const $n:ident>)?) => {
+        // The cores whose state is one word answer `close`, `is_closed`, `has_waiters` and
+        // `clear_waiters` through this trait; the sliding log's methods are its own.
+        #[allow(unused_imports)]
+        use $crate::state_cell::CellCore as _;
+
         /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
         /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
         /// map.)
@@ -68,6 +75,11 @@ macro_rules! rate_limiter {
         }
     };
     ($ty:ident $(<const $n:ident>)?, $opts:literal) => {
+        // The cores whose state is one word answer `close`, `is_closed`, `has_waiters` and
+        // `clear_waiters` through this trait; the sliding log's methods are its own.
+        #[allow(unused_imports)]
+        use $crate::state_cell::CellCore as _;
+
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued
             /// waiters are served when their permits come, each as of the instant they came:

@@ -13,131 +13,22 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::stats::Counters;
-#[cfg(not(tollgate_cs_cells))]
-use crate::sync::AtomicU128;
 use crate::sync::AtomicU64;
 use crate::ticks::Ticker;
 use crate::wait::WaitQueue;
 
 use state::{Bucket, Denied, Refill};
 
+crate::state_cell::flagged!(Bucket);
+crate::state_cell::refusal!(Denied);
+crate::state_cell::two_layouts!(Bucket);
+
 /// The bucket's atomic state word: the native 64-bit layout when every reachable state fits in
-/// it ([`Bucket::narrow_shift`]), else 128 bits. Both hold the same [`Bucket`]; every update
-/// goes through [`cas::transition`]. (On targets without native 64-bit atomics, see the other
-/// `StateWord` below.)
-#[cfg(not(tollgate_cs_cells))]
-#[derive(Debug)]
-enum StateWord {
-    /// The 64-bit layout, with a token field of `shift` bits.
-    Narrow { word: AtomicU64, shift: u32 },
-    /// The 128-bit layout.
-    Wide(AtomicU128),
-}
-
-#[cfg(not(tollgate_cs_cells))]
-impl StateWord {
-    crate::sync::const_unless_loom! {
-        fn new(b: Bucket, shift: Option<u32>) -> Self {
-            match shift {
-                Some(shift) => StateWord::Narrow {
-                    word: AtomicU64::new(b.pack64(shift)),
-                    shift,
-                },
-                None => StateWord::Wide(AtomicU128::new(b.pack())),
-            }
-        }
-    }
-
-    /// The largest token limit the layout holds.
-    fn max_limit(&self) -> u32 {
-        match self {
-            StateWord::Narrow { shift, .. } => {
-                u32::try_from((1u64 << shift) - 1).unwrap_or(u32::MAX)
-            }
-            StateWord::Wide(_) => u32::MAX,
-        }
-    }
-
-    /// The 64-bit word and its token field's width, for the quick path.
-    #[inline(always)]
-    fn narrow(&self) -> Option<(&AtomicU64, u32)> {
-        match self {
-            StateWord::Narrow { word, shift } => Some((word, *shift)),
-            StateWord::Wide(_) => None,
-        }
-    }
-
-    #[inline]
-    fn load(&self) -> Bucket {
-        match self {
-            StateWord::Narrow { word, shift } => Bucket::unpack64(cas::Word::load(word), *shift),
-            StateWord::Wide(word) => Bucket::unpack(cas::Word::load(word)),
-        }
-    }
-
-    /// [`cas::transition`] over the unpacked state: `decide` returns the new state (nothing is
-    /// written when it equals the current one) or an error (nothing is written). Returns the
-    /// state the decision was made on.
-    #[inline(always)]
-    fn transition<T, E>(
-        &self,
-        mut decide: impl FnMut(Bucket) -> Result<(Bucket, T), E>,
-    ) -> Result<(Bucket, T), E> {
-        match self {
-            StateWord::Narrow { word, shift } => {
-                let shift = *shift;
-                cas::transition(word, |w| {
-                    decide(Bucket::unpack64(w, shift)).map(|(b, t)| (b.pack64(shift), t))
-                })
-                .map(|(w, t)| (Bucket::unpack64(w, shift), t))
-            }
-            StateWord::Wide(word) => cas::transition(word, |w| {
-                decide(Bucket::unpack(w)).map(|(b, t)| (b.pack(), t))
-            })
-            .map(|(w, t)| (Bucket::unpack(w), t)),
-        }
-    }
-}
-
-/// The bucket's state on targets without native 64-bit atomics (32-bit MCUs): the [`Bucket`]
-/// itself, unpacked, behind a critical section ([`CsAtomic`](crate::sync::CsAtomic)). A
-/// packed word would be no cheaper there (a 64-bit "atomic" is a critical section too) and its
-/// packing, its 128-bit layout and the quick path would only add code: this is what keeps a
-/// firmware `try_acquire` small. Every limit fits; updates still go through [`cas::transition`].
-#[cfg(tollgate_cs_cells)]
-#[derive(Debug)]
-struct StateWord(crate::sync::CsAtomic<Bucket>);
-
-#[cfg(tollgate_cs_cells)]
-impl StateWord {
-    const fn new(b: Bucket, _shift: Option<u32>) -> Self {
-        Self(crate::sync::CsAtomic::new(b))
-    }
-
-    fn max_limit(&self) -> u32 {
-        u32::MAX
-    }
-
-    /// No 64-bit word: no quick path.
-    #[inline(always)]
-    fn narrow(&self) -> Option<(&AtomicU64, u32)> {
-        None
-    }
-
-    #[inline]
-    fn load(&self) -> Bucket {
-        cas::Word::load(&self.0)
-    }
-
-    #[inline(always)]
-    fn transition<T, E>(
-        &self,
-        decide: impl FnMut(Bucket) -> Result<(Bucket, T), E>,
-    ) -> Result<(Bucket, T), E> {
-        cas::transition(&self.0, decide)
-    }
-}
+/// it ([`Bucket::narrow_shift`], a token field of `shift` bits), else 128 bits; the [`Bucket`]
+/// itself on 32-bit MCUs (see [`Packed`]).
+type StateWord = Packed<Bucket>;
 
 /// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: both
 /// fields in one word, so that a decision reads a consistent pair with one load.
@@ -197,9 +88,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             origin: crate::clock::Instant,
         ) -> Self {
             Self {
-                word: StateWord::new(
+                word: packed!(
                     Bucket::full(refill.limit),
-                    Bucket::narrow_shift(refill.limit, period_ns),
+                    Bucket::narrow_shift(refill.limit, period_ns)
                 ),
                 ticker: Ticker::new(origin, period_ns),
                 refill: RefillCell::new(refill),
@@ -223,7 +114,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// The largest token limit the state word's layout holds (the 64-bit word's token field,
     /// sized at creation with every bit the ticks leave free).
     pub(crate) fn max_limit(&self) -> u32 {
-        self.word.max_limit()
+        self.word.max_field()
     }
 
     /// Refuses, with [`OptionsError::LimitTooLarge`], a limit the state word does not hold.
@@ -495,13 +386,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         self.word
-            .transition(|b| match b.try_take(k, n, r, true) {
-                Ok(next) => Ok((next, Some(k))),
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted { .. }) if flag_if_short => Ok((b.with_waiters(true), None)),
-                Err(Denied::Exhausted { .. }) => Ok((b, None)),
-            })
-            .map(|(_, taken)| taken)
+            .take_queued(flag_if_short, |b| b.try_take(k, n, r, true).map(|b| (b, k)))
     }
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the first tick
@@ -510,13 +395,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
-        self.word
-            .transition(|b| match b.take_when_fits(k, n, r) {
-                Ok((next, at)) => Ok((next, Some(at))),
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted { .. }) => Ok((b, None)),
-            })
-            .map(|(_, taken)| taken)
+        self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
     }
 
     /// The exact wait from now until a request of `n` tokens is granted behind the waiters
@@ -532,21 +411,12 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             .to_duration()
     }
 
-    pub(crate) fn clear_waiters(&self) {
-        let _ = self
-            .word
-            .transition(|b| Ok::<_, Infallible>((b.with_waiters(false), ())));
-    }
-
     /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
     /// serving afterwards.
     pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
-        let Ok((before, ())) = self
-            .word
-            .transition(|b| Ok::<_, Infallible>((b.give_back(k, n, r), ())));
-        before.waiters
+        self.word.update(|b| b.give_back(k, n, r)).waiters
     }
 
     /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
@@ -594,22 +464,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         (full_at <= k.max(b.tick) && !b.waiters).then(|| self.ticker.since_start_of(now, full_at))
     }
 
-    /// Marks the word closed (the caller then drains the queue).
-    pub(crate) fn close(&self) {
-        let _ = self
-            .word
-            .transition(|b| Ok::<_, Infallible>((b.close(), ())));
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.word.load().closed
-    }
-
-    /// Whether the queue flag is set (anyone waits).
-    pub(crate) fn has_waiters(&self) -> bool {
-        self.word.load().waiters
-    }
-
     pub(crate) fn period(&self) -> Duration {
         Duration::from_nanos(self.ticker.period_ns())
     }
@@ -621,6 +475,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let _ = self
             .word
             .transition(|b| Ok::<_, Infallible>((b.at(k, r), ())));
+    }
+}
+
+impl<C, Q> CellCore for BucketCore<C, Q> {
+    type Cell = StateWord;
+    fn cell(&self) -> &StateWord {
+        &self.word
     }
 }
 
@@ -775,8 +636,8 @@ mod tests {
         ] {
             let r = Refill { limit, per_tick };
             let shift = Bucket::narrow_shift(limit, period).expect("fits");
-            let narrow = StateWord::new(Bucket::full(limit), Some(shift));
-            let wide = StateWord::new(Bucket::full(limit), None);
+            let narrow: StateWord = packed!(Bucket::full(limit), Some(shift));
+            let wide: StateWord = packed!(Bucket::full(limit), None);
             let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
             let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(limit);
             for step in 0..2_000u64 {

@@ -3,7 +3,6 @@
 
 pub(crate) mod state;
 
-use core::convert::Infallible;
 use core::time::Duration;
 
 use crate::cas;
@@ -12,6 +11,7 @@ use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{NoQueue, QueueKind};
+use crate::state_cell::{CellCore, Single, StateCell};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
@@ -19,11 +19,15 @@ use crate::wait::WaitQueue;
 
 use state::{Denied, Gcra, Params, MAX_SPAN};
 
+crate::state_cell::flagged!(Gcra);
+crate::state_cell::refusal!(Denied);
+crate::state_cell::one_layout!(Gcra, u64);
+
 /// The lock-free core shared by [`GcraLimiter`], [`LeakyBucketMeter`](crate::LeakyBucketMeter)
 /// and [`LeakyBucketShaper`](crate::LeakyBucketShaper).
 #[derive(Debug)]
 pub(crate) struct GcraCore<C, Q = WaitQueue> {
-    word: AtomicU64,
+    word: Single<AtomicU64, Gcra>,
     /// Nanosecond ticks from creation.
     ticker: Ticker,
     params: ParamsCell,
@@ -166,7 +170,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
     #[inline]
     fn attempt(&self, now: u64, n: u32, p: Params, barge: bool) -> Result<(), (Denied, u64)> {
-        cas::transition(&self.word, |w| {
+        cas::transition(self.word.raw(), |w| {
             Gcra::unpack(w)
                 .try_take(now, n, p, barge)
                 .map(|g| (g.pack(), ()))
@@ -219,9 +223,9 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// wait in nanoseconds.
     #[inline(always)]
     fn decide_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), u64>> {
-        let w = cas::Word::load(&self.word);
+        let w = cas::Word::load(self.word.raw());
         match Gcra::quick(w, now, n, p)? {
-            Ok(next) => cas::swap_once(&self.word, w, next).then_some(Ok(())),
+            Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(())),
             Err(wait) => {
                 if !self.queue.barging() && self.queue.queued_permits() != 0 {
                     return None;
@@ -326,7 +330,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let now = self.now();
-        let w = self.word.load(Ordering::Acquire);
+        let w = cas::Word::load(self.word.raw());
         Gcra::unpack(w)
             .try_take(now, n, p, self.queue.barging())
             .map(|_| ())
@@ -341,16 +345,9 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     ) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         let p = self.params.get();
-        cas::transition(&self.word, |w| {
-            let g = Gcra::unpack(w);
-            match g.try_take(now, n, p, true) {
-                Ok(next) => Ok((next.pack(), Some(now))),
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted) if flag_if_short => Ok((g.with_waiters(true).pack(), None)),
-                Err(Denied::Exhausted) => Ok((w, None)),
-            }
+        self.word.take_queued(flag_if_short, |g| {
+            g.try_take(now, n, p, true).map(|g| (g, now))
         })
-        .map(|(_, taken)| taken)
     }
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
@@ -358,14 +355,8 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let now = self.now();
         let p = self.params.get();
-        cas::transition(&self.word, |w| {
-            match Gcra::unpack(w).take_when_fits(now, n, p) {
-                Ok((next, at)) => Ok((next.pack(), Some(at))),
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted) => Ok((w, None)),
-            }
-        })
-        .map(|(_, taken)| taken)
+        self.word
+            .take_queued(false, |g| g.take_when_fits(now, n, p))
     }
 
     /// How long until a request of `n` permits behind the waiters `ahead` would be admitted by
@@ -377,57 +368,33 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         n: u32,
     ) -> Duration {
         let ahead = ahead.fold(0u64, |t, a| t.saturating_add(u64::from(a)));
-        let g = Gcra::unpack(self.word.load(Ordering::Acquire));
+        let g = self.word.load();
         let p = self.params.get();
         duration_from_nanos_u128(g.wait(self.now(), u64::from(n.max(1)), ahead, p))
-    }
-
-    pub(crate) fn clear_waiters(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Gcra::unpack(w).with_waiters(false).pack(), ()))
-        });
     }
 
     /// Returns `n` permits a waiter was granted but never received; whether anyone waits.
     pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let now = self.now();
         let p = self.params.get();
-        let Ok((before, ())) = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Gcra::unpack(w).give_back(now, n, p).pack(), ()))
-        });
-        Gcra::unpack(before).waiters
+        self.word.update(|g| g.give_back(now, n, p)).waiters
     }
 
     /// How long until a request of `total` permits would be admitted by time alone.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
-        let g = Gcra::unpack(self.word.load(Ordering::Acquire));
+        let g = self.word.load();
         duration_from_nanos_u128(g.wait(self.now(), total, 0, self.params.get()))
     }
 
     pub(crate) fn available(&self) -> u64 {
-        Gcra::unpack(self.word.load(Ordering::Acquire)).available(self.now(), self.params.get())
+        self.word.load().available(self.now(), self.params.get())
     }
 
     /// Full since the theoretical arrival time; `None` while anything is outstanding.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
         let now = self.now();
-        let g = Gcra::unpack(self.word.load(Ordering::Acquire));
+        let g = self.word.load();
         g.full_since(now).map(|t| Duration::from_nanos(now - t))
-    }
-
-    pub(crate) fn close(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Gcra::unpack(w).close().pack(), ()))
-        });
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        Gcra::unpack(self.word.load(Ordering::Acquire)).closed
-    }
-
-    /// Whether the queue flag is set (anyone waits).
-    pub(crate) fn has_waiters(&self) -> bool {
-        Gcra::unpack(self.word.load(Ordering::Acquire)).waiters
     }
 
     /// The emission interval: one permit comes back every this long.
@@ -439,6 +406,13 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// counterpart caps its tokens at the limit).
     #[inline]
     pub(crate) fn catch_up(&self) {}
+}
+
+impl<C, Q> CellCore for GcraCore<C, Q> {
+    type Cell = Single<AtomicU64, Gcra>;
+    fn cell(&self) -> &Self::Cell {
+        &self.word
+    }
 }
 
 impl<C: Clock> GcraCore<C, WaitQueue> {
@@ -748,7 +722,7 @@ impl<C: Clock, Q> GcraCore<C, Q> {
         /// ([`Instant::ZERO`](crate::Instant::ZERO) for a constant).
         pub(crate) fn at(params: Params, queue: Q, clock: C, origin: crate::Instant) -> Self {
             Self {
-                word: AtomicU64::new(Gcra::FRESH.pack()),
+                word: Single::new(AtomicU64::new(Gcra::FRESH.pack())),
                 ticker: Ticker::new(origin, 1),
                 params: ParamsCell::new(params),
                 counters: Counters::new(),

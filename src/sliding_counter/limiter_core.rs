@@ -2,7 +2,6 @@
 //! counts and the queue, answering the methods [`rate_limiter!`](crate::rate_limiter::rate_limiter)
 //! wires into every capability (the same names as `BucketCore` and `GcraCore`).
 
-use core::convert::Infallible;
 use core::time::Duration;
 
 use crate::cas;
@@ -11,17 +10,22 @@ use crate::core_common::WindowLimit;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::state_cell::{CellCore, Single, StateCell};
 use crate::stats::Counters;
-use crate::sync::{AtomicU128, Ordering};
+use crate::sync::AtomicU128;
 use crate::ticks::{duration_from_nanos_u128, Ticker};
 use crate::wait::WaitQueue;
 
 use super::state::{Counter, Denied, Shape};
 
+crate::state_cell::flagged!(Counter);
+crate::state_cell::refusal!(Denied);
+crate::state_cell::one_layout!(Counter, u128);
+
 /// The core of a [`SlidingCounterLimiter`](crate::SlidingCounterLimiter).
 #[derive(Debug)]
 pub(crate) struct CounterCore<C, Q = WaitQueue> {
-    word: AtomicU128,
+    word: Single<AtomicU128, Counter>,
     ticker: Ticker,
     /// Permits per window (changed by `reconfigure`) and the window.
     limits: WindowLimit,
@@ -41,7 +45,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             clock: C,
         ) -> Self {
             Self {
-                word: AtomicU128::new(Counter::FRESH.pack()),
+                word: Single::new(AtomicU128::new(Counter::FRESH.pack())),
                 ticker: Ticker::new(origin, window),
                 limits: WindowLimit::new(limit, window),
                 counters: Counters::new(),
@@ -75,7 +79,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     }
 
     fn load(&self) -> Counter {
-        Counter::unpack(self.word.load(Ordering::Acquire))
+        self.word.load()
     }
 
     /// One lock-free attempt; the state it decided on, on denial.
@@ -87,13 +91,13 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         s: Shape,
         barge: bool,
     ) -> Result<(), (Denied, Counter)> {
-        cas::transition(&self.word, |w| {
-            let c = Counter::unpack(w);
-            c.try_take(k, into, n, s, barge)
-                .map(|next| (next.pack(), ()))
-                .map_err(|d| (d, c))
-        })
-        .map(|_| ())
+        self.word
+            .transition(|c| {
+                c.try_take(k, into, n, s, barge)
+                    .map(|next| (next, ()))
+                    .map_err(|d| (d, c))
+            })
+            .map(|_| ())
     }
 
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry;
@@ -147,14 +151,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         if n == 0 {
             return None;
         }
-        let w = cas::Word::load(&self.word);
+        let w = cas::Word::load(self.word.raw());
         let c = Counter::unpack(w);
         if c.closed || c.waiters {
             return None;
         }
         let into = self.ticker.offset_in_own(e, c.tick)?;
         match c.try_take(c.tick, into, n, s, false) {
-            Ok(next) => cas::swap_once(&self.word, w, next.pack()).then_some(Ok(())),
+            Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(())),
             Err(_) => Some(Err(Nanos::from_u128(c.wait(c.tick, into, n, s).max(1)))),
         }
     }
@@ -241,16 +245,10 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     ) -> Result<Option<u64>, &'static Reason> {
         let (k, into) = self.now();
         let s = self.shape();
-        cas::transition(&self.word, |w| {
-            let c = Counter::unpack(w);
-            match c.try_take(k, into, n, s, true) {
-                Ok(next) => Ok((next.pack(), Some(next.tick))),
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted) if flag_if_short => Ok((c.with_waiters(true).pack(), None)),
-                Err(Denied::Exhausted) => Ok((w, None)),
-            }
+        self.word.take_queued(flag_if_short, |c| {
+            c.try_take(k, into, n, s, true)
+                .map(|next| (next, next.tick))
         })
-        .map(|(_, taken)| taken)
     }
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the window they
@@ -258,14 +256,8 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let (k, into) = self.now();
         let s = self.shape();
-        cas::transition(&self.word, |w| {
-            match Counter::unpack(w).take_when_fits(k, into, n, s) {
-                Ok((next, at)) => Ok((next.pack(), Some(at))),
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted) => Ok((w, None)),
-            }
-        })
-        .map(|(_, taken)| taken)
+        self.word
+            .take_queued(false, |c| c.take_when_fits(k, into, n, s))
     }
 
     /// How long until a request of `n` permits behind the waiters `ahead` would be granted by
@@ -280,20 +272,11 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         duration_from_nanos_u128(self.load().wait_behind(k, into, requests, self.shape()))
     }
 
-    pub(crate) fn clear_waiters(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Counter::unpack(w).with_waiters(false).pack(), ()))
-        });
-    }
-
     /// Returns `n` permits granted in window `stamp` to a waiter that never received them;
     /// whether anyone waits.
     pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
         let (k, _) = self.now();
-        let Ok((before, ())) = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Counter::unpack(w).give_back(k, stamp, n).pack(), ()))
-        });
-        Counter::unpack(before).waiters
+        self.word.update(|c| c.give_back(k, stamp, n)).waiters
     }
 
     /// How long until time alone lets `total` permits be granted.
@@ -318,21 +301,6 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             .then(|| self.ticker.since_start_of(now, free_from))
     }
 
-    pub(crate) fn close(&self) {
-        let _ = cas::transition(&self.word, |w| {
-            Ok::<_, Infallible>((Counter::unpack(w).close().pack(), ()))
-        });
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.load().closed
-    }
-
-    /// Whether the queue flag is set (anyone waits).
-    pub(crate) fn has_waiters(&self) -> bool {
-        self.load().waiters
-    }
-
     /// The window: the weights change continuously, the counts roll at each window boundary.
     pub(crate) fn period(&self) -> Duration {
         self.limits.window()
@@ -341,4 +309,11 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// Nothing to bring up to date: the estimate is computed from the clock.
     #[inline]
     pub(crate) fn catch_up(&self) {}
+}
+
+impl<C, Q> CellCore for CounterCore<C, Q> {
+    type Cell = Single<AtomicU128, Counter>;
+    fn cell(&self) -> &Self::Cell {
+        &self.word
+    }
 }

@@ -3,15 +3,16 @@
 //! [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into every capability (the same
 //! names as the other rate cores').
 
-use core::convert::Infallible;
 use core::time::Duration;
 
+#[cfg(not(tollgate_cs_cells))]
 use crate::cas;
 use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::reciprocal::Reciprocal;
+use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
 use crate::ticks::Ticker;
@@ -32,96 +33,14 @@ fn empty_ring<const N: usize>() -> [AtomicU128; N] {
     core::array::from_fn(|_| AtomicU128::new(0))
 }
 
+crate::state_cell::flagged!(Header);
+crate::state_cell::refusal!(Denied);
+crate::state_cell::two_layouts!(Header);
+
 /// The header's atomic word: the 64-bit layout when the configuration fits it
-/// ([`Header::narrow_width`]), else 128 bits. Both hold the same [`Header`]; every update goes
-/// through [`cas::transition`].
-#[derive(Debug)]
-pub(super) enum HeaderWord {
-    /// The 64-bit layout, with `cur` and `prev` of `width` bits.
-    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // never built there (see `NarrowWord`)
-    Narrow { word: NarrowWord, width: u32 },
-    /// The 128-bit layout.
-    Wide(AtomicU128),
-}
-
-/// The 64-bit header's word.
-#[cfg(not(tollgate_cs_cells))]
-pub(super) type NarrowWord = AtomicU64;
-
-/// No 64-bit header on targets without native 64-bit atomics (32-bit MCUs): both words would be
-/// critical sections there, so the 64-bit layout would only add its code. The variant holding
-/// this type cannot exist, and its code compiles away.
-#[cfg(tollgate_cs_cells)]
-#[derive(Debug)]
-pub(super) enum NarrowWord {}
-
-#[cfg(tollgate_cs_cells)]
-impl cas::Word for NarrowWord {
-    type Value = u64;
-    fn load(&self) -> u64 {
-        match *self {}
-    }
-    fn cas(&self, _: u64, _: u64) -> Result<u64, u64> {
-        match *self {}
-    }
-}
-
-impl HeaderWord {
-    crate::sync::const_unless_loom! {
-        pub(super) fn new(h: Header, width: Option<u32>) -> Self {
-            #[cfg(tollgate_cs_cells)]
-            let width: Option<u32> = {
-                let _ = width;
-                None
-            };
-            match width {
-                #[cfg(not(tollgate_cs_cells))]
-                Some(width) => HeaderWord::Narrow {
-                    word: AtomicU64::new(h.pack64(width)),
-                    width,
-                },
-                _ => HeaderWord::Wide(AtomicU128::new(h.pack())),
-            }
-        }
-    }
-
-    /// The largest limit the layout holds (a `reconfigure` may not raise it further).
-    pub(super) fn max_limit(&self) -> u32 {
-        match self {
-            HeaderWord::Narrow { width, .. } => (1u32 << width) - 1,
-            HeaderWord::Wide(_) => u32::MAX,
-        }
-    }
-
-    #[inline]
-    pub(super) fn load(&self) -> Header {
-        match self {
-            HeaderWord::Narrow { word, width } => Header::unpack64(cas::Word::load(word), *width),
-            HeaderWord::Wide(word) => Header::unpack(cas::Word::load(word)),
-        }
-    }
-
-    /// [`cas::transition`] over the unpacked header; returns the header decided on.
-    #[inline(always)]
-    pub(super) fn transition<T, E>(
-        &self,
-        mut decide: impl FnMut(Header) -> Result<(Header, T), E>,
-    ) -> Result<(Header, T), E> {
-        match self {
-            HeaderWord::Narrow { word, width } => {
-                let width = *width;
-                cas::transition(word, |w| {
-                    decide(Header::unpack64(w, width)).map(|(h, t)| (h.pack64(width), t))
-                })
-                .map(|(w, t)| (Header::unpack64(w, width), t))
-            }
-            HeaderWord::Wide(word) => cas::transition(word, |w| {
-                decide(Header::unpack(w)).map(|(h, t)| (h.pack(), t))
-            })
-            .map(|(w, t)| (Header::unpack(w), t)),
-        }
-    }
-}
+/// ([`Header::narrow_width`], `cur` and `prev` of `width` bits), else 128 bits; the [`Header`]
+/// itself on 32-bit MCUs (see [`Packed`]).
+pub(super) type HeaderWord = Packed<Header>;
 
 /// The core of a [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) with a ring of `N`
 /// segments.
@@ -153,9 +72,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             clock: C,
         ) -> Self {
             Self {
-                header: HeaderWord::new(
+                header: packed!(
                     Header::EMPTY,
-                    Header::narrow_width(options.permit_limit, segment),
+                    Header::narrow_width(options.permit_limit, segment)
                 ),
                 ring: empty_ring(),
                 ticker: Ticker::new(origin, segment),
@@ -352,6 +271,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             return None;
         }
         match &self.header {
+            #[cfg(not(tollgate_cs_cells))]
             HeaderWord::Narrow { word, width } => {
                 let w = cas::Word::load(word);
                 let (tick, used) = Header::plain64(w, *width)?;
@@ -360,11 +280,18 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                     Header::prev64(w, *width) == 0
                 })
             }
-            HeaderWord::Wide(word) => {
+            #[cfg(not(tollgate_cs_cells))]
+            HeaderWord::Wide(word, _) => {
                 let w = cas::Word::load(word);
                 let (tick, used) = Header::plain(w)?;
                 let grant = || cas::swap_once(word, w, w + u128::from(n));
                 self.quick(e, n, s, tick, used, grant, || Header::unpack(w).prev == 0)
+            }
+            // No quick path on 32-bit MCUs (the state is unpacked there): the general one.
+            #[cfg(tollgate_cs_cells)]
+            HeaderWord::Whole(_) => {
+                let _ = (e, s);
+                None
             }
         }
     }
@@ -561,17 +488,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     ) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
-        self.header
-            .transition(|h| match h.try_take(k, n, s, true, |j| self.frozen(j)) {
-                Ok(next) => {
-                    self.leave(h, next);
-                    Ok((next, Some(next.tick)))
-                }
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted { .. }) if flag_if_short => Ok((h.with_waiters(true), None)),
-                Err(Denied::Exhausted { .. }) => Ok((h, None)),
-            })
-            .map(|(_, taken)| taken)
+        self.header.take_queued(flag_if_short, |h| {
+            let next = h.try_take(k, n, s, true, |j| self.frozen(j))?;
+            self.leave(h, next);
+            Ok::<_, Denied>((next, next.tick))
+        })
     }
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the segment
@@ -580,16 +501,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
-        self.header
-            .transition(|h| match h.take_when_fits(k, n, s, |j| self.frozen(j)) {
-                Ok((next, at)) => {
-                    self.leave(h, next);
-                    Ok((next, Some(at)))
-                }
-                Err(Denied::Closed) => Err(&Reason::Closed),
-                Err(Denied::Exhausted { .. }) => Ok((h, None)),
-            })
-            .map(|(_, taken)| taken)
+        self.header.take_queued(false, |h| {
+            let (next, at) = h.take_when_fits(k, n, s, |j| self.frozen(j))?;
+            self.leave(h, next);
+            Ok::<_, Denied>((next, at))
+        })
     }
 
     /// How long until a request of `n` permits behind the waiters `ahead` would be granted by
@@ -605,24 +521,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         self.wait_behind(k, into, h, requests).to_duration()
     }
 
-    pub(crate) fn clear_waiters(&self) {
-        let _ = self
-            .header
-            .transition(|h| Ok::<_, Infallible>((h.with_waiters(false), ())));
-    }
-
     /// Returns `n` permits granted in segment `stamp` to a waiter that never received them;
     /// whether anyone waits.
     pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
-        let Ok((before, ())) = self
-            .header
-            .transition(|h| Ok::<_, Infallible>((h.give_back(stamp, n), ())));
-        before.waiters
-    }
-
-    /// Whether the queue flag is set (anyone waits).
-    pub(crate) fn has_waiters(&self) -> bool {
-        self.header.load().waiters
+        self.header.update(|h| h.give_back(stamp, n)).waiters
     }
 
     /// How long until time alone lets the window grant `total` permits.
@@ -645,16 +547,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         };
         (free_from <= k.max(h.tick) && !h.waiters)
             .then(|| self.ticker.since_start_of(now, free_from))
-    }
-
-    pub(crate) fn close(&self) {
-        let _ = self
-            .header
-            .transition(|h| Ok::<_, Infallible>((h.close(), ())));
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.header.load().closed
     }
 
     /// What `try_acquire` would answer now, writing nothing and serving nobody.
@@ -687,20 +579,27 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     pub(crate) fn catch_up(&self) {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
-        let _ = self.header.transition(|h| {
+        self.header.update(|h| {
             let next = h.at(k, s, |j| self.frozen(j));
             self.leave(h, next);
-            Ok::<_, Infallible>((next, ()))
+            next
         });
     }
 
     /// The largest limit the header's layout holds (a `reconfigure` may not raise it further).
     pub(crate) fn max_limit(&self) -> u32 {
-        self.header.max_limit()
+        self.header.max_field()
     }
 
     /// Changes the limit with no queue to serve.
     pub(crate) fn set_limit(&self, limit: u32) {
         self.limit.store(u64::from(limit), Ordering::Release);
+    }
+}
+
+impl<C, const N: usize, Q> CellCore for WindowCore<C, N, Q> {
+    type Cell = HeaderWord;
+    fn cell(&self) -> &HeaderWord {
+        &self.header
     }
 }

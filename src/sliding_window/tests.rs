@@ -4,6 +4,7 @@ use super::limiter_core::HeaderWord;
 use super::state::{Denied, Header, Shape};
 use super::*;
 use crate::nanos::Nanos;
+use crate::state_cell::{packed, StateCell};
 use crate::wait::Source;
 use crate::ManualClock;
 use crate::{Lease, Limiter, Replenishing};
@@ -31,9 +32,9 @@ fn both_header_layouts_follow_the_same_transitions() {
             Header::narrow_width(limit + 1, segment_ns).is_some(),
             limit + 1 < 1 << width
         );
-        let narrow = HeaderWord::new(Header::EMPTY, Some(width));
-        let wide = HeaderWord::new(Header::EMPTY, None);
-        assert_eq!(narrow.max_limit(), (1 << width) - 1);
+        let narrow: HeaderWord = packed!(Header::EMPTY, Some(width));
+        let wide: HeaderWord = packed!(Header::EMPTY, None);
+        assert_eq!(narrow.max_field(), (1 << width) - 1);
         let s = Shape { limit, segments };
         let max_tick = (crate::ticks::HORIZON_NS - 1) / segment_ns;
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(limit);
