@@ -20,7 +20,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{LimitedBody, RateLimit, RateLimitLayer, ResponseFuture};
+use super::{LimitedBody, RateLimit, RateLimitLayer, ResponseFuture, WrappedService};
 
 /// A [`RateLimitLayer`] whose responses carry axum's [`Body`](axum::body::Body):
 /// [`RateLimitLayer::for_axum`]. Same decisions, headers and permits; for an axum `Router`
@@ -136,9 +136,7 @@ impl<S> fmt::Debug for AxumRateLimit<S> {
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for AxumRateLimit<S>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: 'static,
+    S: WrappedService<ReqB, Body = ResB>,
     ReqB: Send + 'static,
     ResB: http_body::Body<Data = Bytes> + Send + 'static,
     ResB::Error: Into<axum::BoxError>,

@@ -117,7 +117,7 @@ pub use policy::{
     PolicyQuota, RequestView, SharedClock, NO_KEY,
 };
 pub use reject::{Rejected, PARTITIONS_FULL_RETRY_AFTER, UNKNOWN_POLICY, UPSTREAM_PAUSE};
-pub use service::{RateLimit, ResponseFuture};
+pub use service::{RateLimit, ResponseFuture, WrappedService};
 
 #[cfg(test)]
 mod tests {

@@ -227,11 +227,43 @@ impl Shared {
     }
 }
 
+/// The services [`RateLimit`] wraps: an HTTP service answering a `Request<ReqB>` with a
+/// `Response<Self::Body>`, cloned into each admitted request's future and sent across threads
+/// with it. Implemented for every service that is; it only names these bounds once (for
+/// [`RateLimit`] and [`AxumRateLimit`](super::AxumRateLimit)).
+///
+/// ```
+/// use tollgate::http::WrappedService;
+///
+/// fn wraps<S: WrappedService<String, Body = String>>(_: &S) {}
+/// let echo = tower::service_fn(|req: http::Request<String>| async move {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(req.into_body()))
+/// });
+/// wraps(&echo);
+/// ```
+pub trait WrappedService<ReqB>:
+    Service<Request<ReqB>, Response = Response<Self::Body>, Future: Send + 'static, Error: 'static>
+    + Clone
+    + Send
+    + 'static
+{
+    /// The body of the service's responses.
+    type Body;
+}
+
+impl<S, ReqB, ResB> WrappedService<ReqB> for S
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>, Future: Send + 'static, Error: 'static>
+        + Clone
+        + Send
+        + 'static,
+{
+    type Body = ResB;
+}
+
 impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: 'static,
+    S: WrappedService<ReqB, Body = ResB>,
     ReqB: Send + 'static,
     ResB: Send + 'static,
 {
@@ -334,9 +366,7 @@ impl<S> RateLimit<S> {
         mut admitted: Admitted,
     ) -> ResponseFuture<S::Future, ResB, S::Error>
     where
-        S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: 'static,
+        S: WrappedService<ReqB, Body = ResB>,
         ReqB: Send + 'static,
         ResB: Send + 'static,
     {
