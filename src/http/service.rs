@@ -230,7 +230,7 @@ impl Shared {
 /// The services [`RateLimit`] wraps: an HTTP service answering a `Request<ReqB>` with a
 /// `Response<Self::Body>`, cloned into each admitted request's future and sent across threads
 /// with it. Implemented for every service that is; it only names these bounds once (for
-/// [`RateLimit`] and [`AxumRateLimit`](super::AxumRateLimit)).
+/// [`RateLimit`] and, with the `axum` feature, `AxumRateLimit`).
 ///
 /// ```
 /// use tollgate::http::WrappedService;
