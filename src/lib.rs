@@ -94,6 +94,7 @@ mod options;
 pub mod partition;
 pub mod per;
 mod queue_kind;
+mod quick_path;
 mod quota;
 mod rate_limiter;
 mod reciprocal;

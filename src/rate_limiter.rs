@@ -21,9 +21,12 @@ macro_rules! rate_limiter {
     // to serve or wait in.
     (unqueued $ty:ident $(<const $n:ident>)?) => {
         // The cores whose state is one word answer `close`, `is_closed`, `has_waiters` and
-        // `clear_waiters` through this trait; the sliding log's methods are its own.
+        // `clear_waiters` through `CellCore`, and those with a quick path decide through
+        // `QuickPath`; the sliding log's methods are its own.
         #[allow(unused_imports)]
         use $crate::state_cell::CellCore as _;
+        #[allow(unused_imports)]
+        use $crate::quick_path::QuickPath as _;
 
         /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
         /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
@@ -76,9 +79,12 @@ macro_rules! rate_limiter {
     };
     ($ty:ident $(<const $n:ident>)?, $opts:literal) => {
         // The cores whose state is one word answer `close`, `is_closed`, `has_waiters` and
-        // `clear_waiters` through this trait; the sliding log's methods are its own.
+        // `clear_waiters` through `CellCore`, and those with a quick path decide through
+        // `QuickPath`; the sliding log's methods are its own.
         #[allow(unused_imports)]
         use $crate::state_cell::CellCore as _;
+        #[allow(unused_imports)]
+        use $crate::quick_path::QuickPath as _;
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued

@@ -142,6 +142,8 @@ pub(crate) trait CellCore {
 }
 
 /// A state with two packed layouts: 64 bits with a field `width` chosen at creation, and 128.
+/// (Unused on 32-bit MCUs, where [`Packed`] keeps the state unpacked.)
+#[cfg_attr(tollgate_cs_cells, allow(dead_code))]
 pub(crate) trait TwoLayouts: Flagged {
     fn pack64(self, width: u32) -> u64;
     fn unpack64(w: u64, width: u32) -> Self;

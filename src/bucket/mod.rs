@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::quick_path::QuickPath;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::stats::Counters;
 use crate::sync::AtomicU64;
@@ -147,40 +148,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             .map(|_| ())
     }
 
-    /// Takes `n` tokens now without waiting (uncounted), or says why not and when to retry.
-    /// A newcomer held back by an oldest-first queue first serves the queue (time may have
-    /// brought its tokens) and tries once more.
-    #[inline(always)]
-    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.take_as(n, || (), serve)
-    }
-
-    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
-    /// is built where the decision is made, not converted from `Ok(())` afterwards. (The
-    /// conversion moved the rejection between two layouts of the `Result`, in pieces a CPU
-    /// cannot forward from the stores that wrote them: a stall on every denial.)
-    #[inline(always)]
-    pub(crate) fn take_as<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        let r = self.refill();
-        if n > r.limit {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let e = self.ticker.elapsed(self.clock.now());
-        if let Some(quick) = self.take_quick(e, n, r) {
-            return quick.map(|()| granted());
-        }
-        self.take_slow(e, n, r, serve).map(|()| granted())
-    }
-
-    /// [`take`](Self::take) past the quick path: the general transition, the queue, the
-    /// 128-bit word. Out of line, so that the quick path saves no registers for it.
+    /// [`QuickPath::take_slow`]: the general transition, the queue, the 128-bit word.
     #[inline(never)]
-    fn take_slow(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
         // Nobody takes past waiters before they are served: those whose tokens came before
         // now are granted first, as of when they fit (then a newest-first queue lets the
         // newcomer barge past the rest).
@@ -203,22 +173,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         }
     }
 
-    /// The common decision in a handful of instructions: a 64-bit word with no flag set,
-    /// read in its own tick, grants `n > 0` with one compare-and-swap of `w - n`, or refuses
-    /// with the wait for the missing tokens (no queue to walk, no refill due before the next
-    /// tick). Exactly what the general path decides on the same word and instant
-    /// ([`Bucket::plain64`]); `None` sends everything else (another tick, a flag, a probe, the
-    /// 128-bit word, a lost race) to it.
-    #[inline(always)]
-    fn take_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Rejection>> {
-        let (word, shift) = self.word.narrow()?;
-        self.decide_quick_on(word, shift, e, n, r)
-            .map(|d| d.map_err(|wait| Rejection::after(&Reason::Exhausted, wait)))
-    }
-
-    /// [`take_quick`](Self::take_quick) as small values, on the 64-bit `word` with a token field
-    /// of `shift` bits: `Ok` granted, `Err(wait)` refused with that wait; `None` for the general
-    /// path (which also computes a wait of 2^64 ns or more).
+    /// The common decision in a handful of instructions ([`QuickPath::decide_quick`]), on the
+    /// 64-bit `word` with a token field of `shift` bits: a word with no flag set, read in its
+    /// own tick, grants `n` with one compare-and-swap of `w - n`, or refuses with the wait for
+    /// the missing tokens (no queue to walk, no refill due before the next tick). Exactly what
+    /// the general path decides on the same word and instant ([`Bucket::plain64`]); `None`
+    /// sends everything else (another tick, a flag, a lost race, a wait of 2^64 ns or more) to
+    /// it.
     #[inline(always)]
     fn decide_quick_on(
         &self,
@@ -232,82 +193,22 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.ticker.offset_in_own(e, tick)?;
         if tokens >= n {
-            // Tokens above the limit (it was lowered) are dropped by the general path first;
-            // `n <= tokens <= limit`, so the request is within the limit; a probe (`n == 0`)
-            // goes to the general path.
-            return (n != 0 && tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
+            // Tokens above the limit (it was lowered) are dropped by the general path first.
+            return (tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
                 .then_some(Ok(()));
         }
-        // Refused (`n > tokens`, so `n >= 1`); over the limit, refused for that instead.
-        if n > r.limit {
-            return None;
-        }
+        // Refused: `tokens < n <= limit` (the caller's gate).
         let ticks = Bucket {
             tokens,
             ..Bucket::full(r.limit)
         }
-        .ticks_to_take(r, n);
+        .ticks_to_take_within(r, n);
         // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
         let ns = u64::from(ticks).checked_mul(self.ticker.period_ns())?;
         Some(Err(Nanos::from_u64(ns - into)))
     }
 
-    /// The whole `try_acquire` of a limiter on this core, counted: the quick decision and its
-    /// count inline, with everything else (the general path, a count that needs its slow path)
-    /// in tail calls, so that the quick path saves no registers.
-    #[inline(always)]
-    pub(crate) fn try_acquire_counted<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        // Only the 64-bit word has a quick path. On 32-bit MCUs there is none: the general path
-        // inline, no second function (code size).
-        if cfg!(tollgate_cs_cells) {
-            return self.counters.count(self.take_as(n, granted, serve));
-        }
-        // One reading of the refill and of the clock for the whole decision, the general path's
-        // included.
-        let r = self.refill();
-        let e = self.ticker.elapsed(self.clock.now());
-        if let Some((word, shift)) = self.word.narrow() {
-            match self.decide_quick_on(word, shift, e, n, r) {
-                Some(Ok(())) => {
-                    return self.counters.count_granted(granted());
-                }
-                Some(Err(wait)) => {
-                    return self
-                        .counters
-                        .count_rejected(Rejection::after(&Reason::Exhausted, wait));
-                }
-                None => {}
-            }
-        }
-        self.try_acquire_general(e, n, r, granted, serve)
-    }
-
-    /// `try_acquire` past the quick path (which this does not repeat), counted: a request
-    /// over the limit refused, else the general transition at `e` ns after creation, with the
-    /// refill `r`.
-    #[inline(never)]
-    fn try_acquire_general<T>(
-        &self,
-        e: u64,
-        n: u32,
-        r: Refill,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        let taken = if n > r.limit {
-            Err(Rejection::new(&Reason::ExceedsLimit))
-        } else {
-            self.take_slow(e, n, r, serve).map(|()| granted())
-        };
-        self.counters.count(taken)
-    }
-
-    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    /// What [`QuickPath::take`] would answer now, writing nothing and serving nobody.
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         let r = self.refill();
         if n > r.limit {
@@ -475,6 +376,36 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let _ = self
             .word
             .transition(|b| Ok::<_, Infallible>((b.at(k, r), ())));
+    }
+}
+
+impl<C: Clock, Q: QueueKind> QuickPath for BucketCore<C, Q> {
+    type Config = Refill;
+    #[inline(always)]
+    fn config(&self) -> Refill {
+        self.refill()
+    }
+    #[inline(always)]
+    fn most(r: Refill) -> u32 {
+        r.limit
+    }
+    #[inline(always)]
+    fn elapsed(&self) -> u64 {
+        self.ticker.elapsed(self.clock.now())
+    }
+    #[inline(always)]
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// Only the 64-bit word has a quick path.
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Nanos>> {
+        let (word, shift) = self.word.narrow()?;
+        self.decide_quick_on(word, shift, e, n, r)
+    }
+    #[inline(always)]
+    fn take_slow(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.general(e, n, r, serve)
     }
 }
 

@@ -286,7 +286,13 @@ impl Bucket {
     /// over at least one per tick).
     #[inline]
     pub const fn ticks_to_take(self, r: Refill, n: u32) -> u32 {
-        let n = if n > r.limit { r.limit } else { n };
+        self.ticks_to_take_within(r, if n > r.limit { r.limit } else { n })
+    }
+
+    /// [`ticks_to_take`](Self::ticks_to_take) of a request `n <= limit`, as the caller knows
+    /// (the quick path's: no clamp).
+    #[inline]
+    pub const fn ticks_to_take_within(self, r: Refill, n: u32) -> u32 {
         if self.tokens >= n {
             0
         } else {

@@ -11,6 +11,7 @@ use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{NoQueue, QueueKind};
+use crate::quick_path::QuickPath;
 use crate::state_cell::{CellCore, Single, StateCell};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
@@ -179,50 +180,13 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         .map(|_| ())
     }
 
-    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
-    #[inline]
-    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.take_as(n, || (), serve)
-    }
-
-    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
-    /// is built on the quick path itself, not converted from `Ok(())` afterwards.
+    /// The common decision in a handful of instructions ([`QuickPath::decide_quick`]): a word
+    /// with no flag set grants `n` permits with one compare-and-swap of the pushed `tat`, or
+    /// refuses with the exact wait (in nanoseconds) when no one is queued ahead
+    /// ([`Gcra::quick`]: what the general path decides on the same word and instant). `None`
+    /// sends everything else (a flag, a queue to wait behind, a lost race) to the general path.
     #[inline(always)]
-    pub(crate) fn take_as<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        // `1 <= n <= burst` in one comparison: a probe or an oversized request goes the general
-        // way. The quick path decides on this reading of the parameters; the general path
-        // reads them again (they may be reconfigured meanwhile) and decides on that reading.
-        let p = self.params.get();
-        if n.wrapping_sub(1) < p.burst {
-            let now = self.now();
-            if let Some(quick) = self.take_quick(now, n, p) {
-                return quick.map(|()| granted());
-            }
-            return self.take_slow(now, n, granted, serve);
-        }
-        self.take_slow(self.now(), n, granted, serve)
-    }
-
-    /// The common decision in a handful of instructions: a word with no flag set grants `n > 0`
-    /// permits with one compare-and-swap of the pushed `tat`, or refuses with the exact wait
-    /// when no one is queued ahead ([`Gcra::quick`]: what the general path decides on the same
-    /// word and instant). `None` sends everything else (a flag, a probe, a queue to wait
-    /// behind, a lost race) to [`take_slow`](Self::take_slow).
-    #[inline(always)]
-    fn take_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Rejection>> {
-        self.decide_quick(now, n, p)
-            .map(|d| d.map_err(|wait| Rejection::after(&Reason::Exhausted, Nanos::from_u64(wait))))
-    }
-
-    /// [`take_quick`](Self::take_quick) as small values: `Err(wait)` for a refusal with that
-    /// wait in nanoseconds.
-    #[inline(always)]
-    fn decide_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), u64>> {
+    fn quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), u64>> {
         let w = cas::Word::load(self.word.raw());
         match Gcra::quick(w, now, n, p)? {
             Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(())),
@@ -235,56 +199,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         }
     }
 
-    /// The whole `try_acquire`, counted: the quick decision and its count inline, everything
-    /// else (the general path, a count that needs its slow path) in tail calls, so that the
-    /// quick path saves no registers.
-    #[inline(always)]
-    pub(crate) fn try_acquire_counted<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        // One clock reading for the whole decision, the general path's included.
-        let now = self.now();
-        let p = self.params.get();
-        if n.wrapping_sub(1) < p.burst {
-            match self.decide_quick(now, n, p) {
-                Some(Ok(())) => return self.counters.count_granted(granted()),
-                Some(Err(wait)) => {
-                    return self.counters.count_rejected(Rejection::after(
-                        &Reason::Exhausted,
-                        Nanos::from_u64(wait),
-                    ))
-                }
-                None => {}
-            }
-        }
-        self.try_acquire_general(now, n, granted, serve)
-    }
-
-    /// `try_acquire` past the quick path, counted: the general transition at `now`.
+    /// [`QuickPath::take_slow`]: the general transition and the queue, on the parameters read
+    /// again (they may have been reconfigured since the quick path's reading).
     #[inline(never)]
-    fn try_acquire_general<T>(
-        &self,
-        now: u64,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        self.counters.count(self.take_slow(now, n, granted, serve))
-    }
-
-    /// [`take`](Self::take) past the quick path: the general transition and the queue. Out of
-    /// line, so that the quick path saves no registers for it.
-    #[inline(never)]
-    fn take_slow<T>(
-        &self,
-        now: u64,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
+    fn general(&self, now: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
         let p = self.params.get();
         if n > p.burst {
             return Err(Rejection::new(&Reason::ExceedsLimit));
@@ -299,10 +217,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
                 result = self.attempt(now, n, p, self.queue.barging());
             }
         }
-        match result {
-            Ok(()) => Ok(granted()),
-            Err((d, w)) => Err(self.rejection(d, w, now, n, p)),
-        }
+        result.map_err(|(d, w)| self.rejection(d, w, now, n, p))
     }
 
     /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one
@@ -323,7 +238,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         }
     }
 
-    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    /// What [`QuickPath::take`] would answer now, writing nothing and serving nobody.
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         let p = self.params.get();
         if n > p.burst {
@@ -406,6 +321,40 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// counterpart caps its tokens at the limit).
     #[inline]
     pub(crate) fn catch_up(&self) {}
+}
+
+impl<C: Clock, Q: QueueKind> QuickPath for GcraCore<C, Q> {
+    type Config = Params;
+    #[inline(always)]
+    fn config(&self) -> Params {
+        self.params.get()
+    }
+    #[inline(always)]
+    fn most(p: Params) -> u32 {
+        p.burst
+    }
+    #[inline(always)]
+    fn elapsed(&self) -> u64 {
+        self.now()
+    }
+    #[inline(always)]
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    #[inline(always)]
+    fn decide_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Nanos>> {
+        self.quick(now, n, p).map(|d| d.map_err(Nanos::from_u64))
+    }
+    #[inline(always)]
+    fn take_slow(
+        &self,
+        now: u64,
+        n: u32,
+        _: Params,
+        serve: impl FnOnce(),
+    ) -> Result<(), Rejection> {
+        self.general(now, n, serve)
+    }
 }
 
 impl<C, Q> CellCore for GcraCore<C, Q> {

@@ -10,6 +10,7 @@ use crate::core_common::WindowLimit;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::quick_path::QuickPath;
 use crate::state_cell::{CellCore, Single, StateCell};
 use crate::stats::Counters;
 use crate::sync::AtomicU128;
@@ -100,57 +101,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             .map(|_| ())
     }
 
-    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry;
-    /// `serve` serves the queue when waiters hold a newcomer back.
-    #[inline]
-    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let s = self.shape();
-        if n > s.limit {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let e = self.ticker.elapsed(self.clock.now());
-        match self.decide_quick(e, n, s) {
-            Some(Ok(())) => Ok(()),
-            Some(Err(wait)) => Err(Rejection::after(&Reason::Exhausted, wait)),
-            None => self.take_slow(e, n, s, serve),
-        }
-    }
-
-    /// The whole `try_acquire`, counted: the quick decision and its count inline, the rest
-    /// (the general transition, the queue) out of line. The clock is read once.
-    #[inline(always)]
-    pub(crate) fn try_acquire_counted<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        let s = self.shape();
-        if n > s.limit {
-            return self
-                .counters
-                .count(Err(Rejection::new(&Reason::ExceedsLimit)));
-        }
-        let e = self.ticker.elapsed(self.clock.now());
-        match self.decide_quick(e, n, s) {
-            Some(Ok(())) => self.counters.count_granted(granted()),
-            Some(Err(wait)) => self
-                .counters
-                .count_rejected(Rejection::after(&Reason::Exhausted, wait)),
-            None => self.try_acquire_general(e, n, s, granted, serve),
-        }
-    }
-
-    /// The common decision: a word with no flag set, still in its own window (`e` located from
-    /// the word's window without a division), grants `1 <= n` permits that fit with one
+    /// The common decision ([`QuickPath::decide_quick`]): a word with no flag set, still in its
+    /// own window (`e` located from the word's window without a division), grants `n` permits
+    /// that fit with one
     /// compare-and-swap, or refuses with the exact wait (no queue to wait behind: the flag is
     /// clear). `None` sends everything else (a flag, a probe, a new window, a lost race) to the
     /// general path, which decides the same on the same word and instant.
     #[inline(always)]
-    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
-        if n == 0 {
-            return None;
-        }
+    fn quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
         let w = cas::Word::load(self.word.raw());
         let c = Counter::unpack(w);
         if c.closed || c.waiters {
@@ -163,24 +121,10 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         }
     }
 
-    /// `try_acquire` past the quick path, counted.
+    /// [`QuickPath::take_slow`]: the general transition at `e` ns after creation, and the
+    /// queue.
     #[inline(never)]
-    fn try_acquire_general<T>(
-        &self,
-        e: u64,
-        n: u32,
-        s: Shape,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        let taken = self.take_slow(e, n, s, serve).map(|()| granted());
-        self.counters.count(taken)
-    }
-
-    /// [`take`](Self::take) past the quick path: the general transition at `e` ns after
-    /// creation, and the queue.
-    #[inline(never)]
-    fn take_slow(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
         let at = self.ticker.locate(e, self.load().tick);
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted in the window they fit in (then a newest-first queue lets the
@@ -223,7 +167,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         }
     }
 
-    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    /// What [`QuickPath::take`] would answer now, writing nothing and serving nobody.
     pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
         let s = self.shape();
         if n > s.limit {
@@ -309,6 +253,34 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// Nothing to bring up to date: the estimate is computed from the clock.
     #[inline]
     pub(crate) fn catch_up(&self) {}
+}
+
+impl<C: Clock, Q: QueueKind> QuickPath for CounterCore<C, Q> {
+    type Config = Shape;
+    #[inline(always)]
+    fn config(&self) -> Shape {
+        self.shape()
+    }
+    #[inline(always)]
+    fn most(s: Shape) -> u32 {
+        s.limit
+    }
+    #[inline(always)]
+    fn elapsed(&self) -> u64 {
+        self.ticker.elapsed(self.clock.now())
+    }
+    #[inline(always)]
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+        self.quick(e, n, s)
+    }
+    #[inline(always)]
+    fn take_slow(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.general(e, n, s, serve)
+    }
 }
 
 impl<C, Q> CellCore for CounterCore<C, Q> {

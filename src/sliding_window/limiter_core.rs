@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::quick_path::QuickPath;
 use crate::reciprocal::Reciprocal;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::stats::Counters;
@@ -185,91 +186,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             .map(|_| ())
     }
 
-    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
+    /// [`QuickPath::decide_quick`] at `e` on the header as read (see [`quick`](Self::quick)).
     #[inline(always)]
-    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.take_as(n, || (), serve)
-    }
-
-    /// [`take`](Self::take), handing back `granted()` on success, built where the decision is
-    /// made (see the token bucket's `take_as`: converting `Ok(())` afterwards moved the rejection
-    /// between two layouts of the `Result`, a store-forwarding stall on every denial).
-    #[inline(always)]
-    fn take_as<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        // One reading of the limit for the whole decision (it may be reconfigured meanwhile).
-        let s = self.shape();
-        if n > s.limit {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let e = self.ticker.elapsed(self.clock.now());
-        match self.decide_quick(e, n, s) {
-            Some(Ok(())) => Ok(granted()),
-            Some(Err(wait)) => Err(Rejection::after(&Reason::Exhausted, wait)),
-            None => self.take_slow(e, n, s, granted, serve),
-        }
-    }
-
-    /// The whole `try_acquire`, counted: the quick decision and its count inline, everything
-    /// else (the general path, a count that needs its slow path) in tail calls, so that the
-    /// quick path saves no registers.
-    #[inline(always)]
-    pub(crate) fn try_acquire_counted<T>(
-        &self,
-        n: u32,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the quick path
-        // (code size).
-        if cfg!(tollgate_cs_cells) {
-            return self.counters.count(self.take_as(n, granted, serve));
-        }
-        // One reading of the limit and of the clock for the whole decision, the general path's
-        // included.
-        let s = self.shape();
-        if n > s.limit {
-            return self.try_acquire_general(None, n, s, granted, serve);
-        }
-        let e = self.ticker.elapsed(self.clock.now());
-        match self.decide_quick(e, n, s) {
-            Some(Ok(())) => self.counters.count_granted(granted()),
-            Some(Err(wait)) => self
-                .counters
-                .count_rejected(Rejection::after(&Reason::Exhausted, wait)),
-            None => self.try_acquire_general(Some(e), n, s, granted, serve),
-        }
-    }
-
-    /// `try_acquire` past the quick path (which this does not repeat), counted: the general
-    /// transition at `e` ns after creation; `None` for a request over the limit.
-    #[inline(never)]
-    fn try_acquire_general<T>(
-        &self,
-        e: Option<u64>,
-        n: u32,
-        s: Shape,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
-        let taken = match e {
-            None => Err(Rejection::new(&Reason::ExceedsLimit)),
-            Some(e) => self.take_slow(e, n, s, granted, serve),
-        };
-        self.counters.count(taken)
-    }
-
-    /// The quick decision at `e` on the header as read (see [`quick`](Self::quick)): `Ok`
-    /// granted, `Err(wait)` refused with that wait, `None` for the general path.
-    #[inline(always)]
-    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
-        if n == 0 {
-            return None;
-        }
+    fn decide_quick_on(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
         match &self.header {
             #[cfg(not(tollgate_cs_cells))]
             HeaderWord::Narrow { word, width } => {
@@ -290,7 +209,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             // No quick path on 32-bit MCUs (the state is unpacked there): the general one.
             #[cfg(tollgate_cs_cells)]
             HeaderWord::Whole(_) => {
-                let _ = (e, s);
+                let _ = (e, n, s);
                 None
             }
         }
@@ -303,6 +222,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// race, a denial that needs the ring, a wait of 2^64 ns or more) to the general path.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
+    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // no quick path there
     fn quick(
         &self,
         e: u64,
@@ -328,18 +248,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         None
     }
 
-    /// [`take`](Self::take) past the quick path: the general transition (a slide, a denial and
-    /// its RetryAfter, the queue, a lost race). Out of line, so that the quick path saves no
-    /// registers for it.
+    /// [`QuickPath::take_slow`]: the general transition (a slide, a denial and its RetryAfter,
+    /// the queue, a lost race).
     #[inline(never)]
-    fn take_slow<T>(
-        &self,
-        e: u64,
-        n: u32,
-        s: Shape,
-        granted: impl FnOnce() -> T,
-        serve: impl FnOnce(),
-    ) -> Result<T, Rejection> {
+    fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
         let barge = self.queue.barging();
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted where they fit (then a newest-first queue lets the newcomer
@@ -352,7 +264,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             }
         }
         match result {
-            Ok(()) => Ok(granted()),
+            Ok(()) => Ok(()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
             Err((Denied::Exhausted { .. }, h, (k, into))) => {
                 let wait = self.retry_after(k, into, h, n, barge);
@@ -594,6 +506,34 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Changes the limit with no queue to serve.
     pub(crate) fn set_limit(&self, limit: u32) {
         self.limit.store(u64::from(limit), Ordering::Release);
+    }
+}
+
+impl<C: Clock, const N: usize, Q: QueueKind> QuickPath for WindowCore<C, N, Q> {
+    type Config = Shape;
+    #[inline(always)]
+    fn config(&self) -> Shape {
+        self.shape()
+    }
+    #[inline(always)]
+    fn most(s: Shape) -> u32 {
+        s.limit
+    }
+    #[inline(always)]
+    fn elapsed(&self) -> u64 {
+        self.ticker.elapsed(self.clock.now())
+    }
+    #[inline(always)]
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    #[inline(always)]
+    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+        self.decide_quick_on(e, n, s)
+    }
+    #[inline(always)]
+    fn take_slow(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.general(e, n, s, serve)
     }
 }
 

@@ -1,10 +1,8 @@
 //! Unit tests of the sliding window's limiter: both header layouts, the quick denial, the
 //! RetryAfter snapshots.
-use super::limiter_core::HeaderWord;
-use super::state::{Denied, Header, Shape};
 use super::*;
 use crate::nanos::Nanos;
-use crate::state_cell::{packed, StateCell};
+use crate::state_cell::StateCell;
 use crate::wait::Source;
 use crate::ManualClock;
 use crate::{Lease, Limiter, Replenishing};
@@ -20,6 +18,9 @@ fn at(clock: &ManualClock, ns: u64) {
 #[test]
 #[cfg(not(tollgate_cs_cells))] // only the 128-bit header there
 fn both_header_layouts_follow_the_same_transitions() {
+    use super::limiter_core::HeaderWord;
+    use super::state::{Denied, Header, Shape};
+    use crate::state_cell::packed;
     let sec = 1_000_000_000u64;
     for (limit, segment_ns, segments) in [
         (1u32, 1_000u64, 4u64),

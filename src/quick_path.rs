@@ -1,0 +1,129 @@
+//! The shape of every lock-free rate core's decision, written once: read the configuration and
+//! the clock once, let the core's quick path decide the common case in a handful of
+//! instructions, count the answer inline, and send everything else (a probe, a request over the
+//! limit, a flag, another tick, a lost race) to the core's general path, out of line.
+//!
+//! A core supplies the pieces ([`QuickPath::decide_quick`] and [`QuickPath::take_slow`] are
+//! its algorithm); [`try_acquire_counted`](QuickPath::try_acquire_counted) and
+//! [`take_as`](QuickPath::take_as) are what the limiter front calls.
+
+use crate::lease::{Reason, Rejection};
+use crate::nanos::Nanos;
+use crate::stats::Counters;
+
+/// A rate core with a quick path (token bucket and fixed window, GCRA and the leaky buckets,
+/// the sliding window and the sliding counter).
+pub(crate) trait QuickPath {
+    /// What a decision reads once besides the clock: the refill, the parameters, the shape.
+    type Config: Copy;
+
+    fn config(&self) -> Self::Config;
+
+    /// The largest request that can ever succeed under `c`.
+    fn most(c: Self::Config) -> u32;
+
+    /// Now, in the core's nanoseconds since creation.
+    fn elapsed(&self) -> u64;
+
+    fn counters(&self) -> &Counters;
+
+    /// The common decision of `1 <= n <= most` permits at `e`: `Ok` granted, `Err(wait)`
+    /// refused with that wait, `None` for [`take_slow`](Self::take_slow), which decides the
+    /// same on the same state and instant.
+    fn decide_quick(&self, e: u64, n: u32, c: Self::Config) -> Option<Result<(), Nanos>>;
+
+    /// The general decision of `n <= most` permits at `e` (uncounted): the whole transition,
+    /// the queue, the exact RetryAfter. `serve` serves the queue when waiters hold a newcomer
+    /// back. Out of line in every core, so that the quick path saves no registers for it.
+    fn take_slow(
+        &self,
+        e: u64,
+        n: u32,
+        c: Self::Config,
+        serve: impl FnOnce(),
+    ) -> Result<(), Rejection>;
+
+    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
+    #[inline(always)]
+    fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+        self.take_as(n, || (), serve)
+    }
+
+    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
+    /// is built where the decision is made, not converted from `Ok(())` afterwards. (The
+    /// conversion moved the rejection between two layouts of the `Result`, in pieces a CPU
+    /// cannot forward from the stores that wrote them: a stall on every denial.)
+    #[inline(always)]
+    fn take_as<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let c = self.config();
+        if n > Self::most(c) {
+            return Err(Rejection::new(&Reason::ExceedsLimit));
+        }
+        let e = self.elapsed();
+        if n != 0 {
+            match self.decide_quick(e, n, c) {
+                Some(Ok(())) => return Ok(granted()),
+                Some(Err(wait)) => return Err(Rejection::after(&Reason::Exhausted, wait)),
+                None => {}
+            }
+        }
+        self.take_slow(e, n, c, serve).map(|()| granted())
+    }
+
+    /// The whole `try_acquire`, counted: one reading of the clock for the whole decision, the
+    /// quick decision and its count inline, everything else in a tail call. `1 <= n <= most`
+    /// is one comparison.
+    #[inline(always)]
+    fn try_acquire_counted<T>(
+        &self,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the decision
+        // (code size).
+        if cfg!(tollgate_cs_cells) {
+            return self.counters().count(self.take_as(n, granted, serve));
+        }
+        let e = self.elapsed();
+        let c = self.config();
+        if n.wrapping_sub(1) < Self::most(c) {
+            match self.decide_quick(e, n, c) {
+                Some(Ok(())) => return self.counters().count_granted(granted()),
+                Some(Err(wait)) => {
+                    return self
+                        .counters()
+                        .count_rejected(Rejection::after(&Reason::Exhausted, wait))
+                }
+                None => {}
+            }
+        }
+        self.try_acquire_general(e, n, granted, serve)
+    }
+
+    /// `try_acquire` past the quick path (which this does not repeat), counted, on the
+    /// configuration read again: passing the quick path's reading along would keep it in
+    /// memory across the quick path (a configuration of more than two words goes by
+    /// reference), which costs every quick decision its stores.
+    #[inline(never)]
+    fn try_acquire_general<T>(
+        &self,
+        e: u64,
+        n: u32,
+        granted: impl FnOnce() -> T,
+        serve: impl FnOnce(),
+    ) -> Result<T, Rejection> {
+        let c = self.config();
+        let taken = if n > Self::most(c) {
+            Err(Rejection::new(&Reason::ExceedsLimit))
+        } else {
+            self.take_slow(e, n, c, serve).map(|()| granted())
+        };
+        self.counters().count(taken)
+    }
+}
