@@ -449,6 +449,17 @@ impl LoomTally {
 mod tests {
     use super::*;
 
+    /// Held by the tests that spawn threads by the hundred (which may take every cell for a
+    /// while) and by those that need the calling thread to own a cell (a thread that finds none
+    /// counts in the shared pair, and gives no tally an id): otherwise they are flaky when the
+    /// test harness runs them at once.
+    fn cells_to_myself() -> std::sync::MutexGuard<'static, ()> {
+        static CELLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        CELLS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// `threads` threads each bump `t` `each` times: thread `i`'s bump `j` counts a failure
     /// when `i + j` is a multiple of `fail_every`, a success otherwise.
     fn bump_from_threads(t: &Tally, threads: usize, each: usize, fail_every: usize) {
@@ -465,6 +476,7 @@ mod tests {
 
     #[test]
     fn a_compact_tally_counts_exactly_and_allocates_nothing() {
+        let _cells = cells_to_myself();
         let t = Tally::new();
         t.make_compact();
         bump_from_threads(&t, 8, 500, 5);
@@ -486,6 +498,7 @@ mod tests {
 
     #[test]
     fn switching_between_tallies_counts_each_exactly() {
+        let _cells = cells_to_myself();
         // Every count misses the cache (the other tally was last): the walk counts, and
         // re-caches.
         let (a, b) = (Tally::new(), Tally::new());
@@ -546,6 +559,7 @@ mod tests {
 
     #[test]
     fn counts_from_many_threads_are_exact() {
+        let _cells = cells_to_myself();
         let t = Tally::new();
         bump_from_threads(&t, 100, 1_000, 4);
         assert_eq!(t.totals(), (75_000, 25_000));
@@ -553,6 +567,7 @@ mod tests {
 
     #[test]
     fn more_threads_than_cells_share_one_exactly() {
+        let _cells = cells_to_myself();
         // 300 threads alive at once: at least 44 of them count in the shared cell.
         let t = Tally::new();
         let barrier = std::sync::Barrier::new(300);
