@@ -35,6 +35,16 @@ macro_rules! rate_limiter_front {
 }
 pub(crate) use rate_limiter_front;
 
+/// A window limiter's constants as one decision reads them: the sliding counter's and the
+/// sliding log's `Shape`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowShape {
+    /// Permits per window, at least 1 (for the sliding log, at most its ring's `N`).
+    pub limit: u32,
+    /// The window in nanoseconds, at least 1.
+    pub window: u64,
+}
+
 /// A rolling window's limit, which `reconfigure` changes while decisions read it (only ever a
 /// `u32`), and its length in nanoseconds, fixed at creation: what the sliding counter's and the
 /// sliding log's cores read their window's shape from.
@@ -60,6 +70,15 @@ impl WindowLimit {
     pub(crate) fn limit(&self) -> u32 {
         // Only ever stored from a `u32`.
         self.limit.load(crate::sync::Ordering::Acquire) as u32
+    }
+
+    /// The shape now: one reading of the limit.
+    #[inline(always)]
+    pub(crate) fn shape(&self) -> WindowShape {
+        WindowShape {
+            limit: self.limit(),
+            window: self.window,
+        }
     }
 
     /// The window.

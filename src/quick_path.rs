@@ -65,14 +65,18 @@ pub(crate) trait QuickPath {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let e = self.elapsed();
-        if n != 0 {
-            match self.decide_quick(e, n, c) {
-                Some(Ok(())) => return Ok(granted()),
-                Some(Err(wait)) => return Err(Rejection::after(&Reason::Exhausted, wait)),
-                None => {}
-            }
+        // A probe (`n == 0`) goes the general way.
+        let quick = if n == 0 {
+            None
+        } else {
+            self.decide_quick(e, n, c)
+        };
+        match quick {
+            Some(quick) => quick
+                .map(|()| granted())
+                .map_err(|wait| Rejection::after(&Reason::Exhausted, wait)),
+            None => self.take_slow(e, n, c, serve).map(|()| granted()),
         }
-        self.take_slow(e, n, c, serve).map(|()| granted())
     }
 
     /// The whole `try_acquire`, counted: one reading of the clock for the whole decision, the
@@ -127,3 +131,40 @@ pub(crate) trait QuickPath {
         self.counters().count(taken)
     }
 }
+
+/// [`QuickPath`] for a core with the fields `ticker`, `clock` and `counters`, from the names of
+/// its own methods: `$read` the configuration (of type `$config`, whose field `$most` is the
+/// largest request), `$quick` the quick decision and `$general` the general path, with the
+/// signatures of [`QuickPath::decide_quick`] and [`QuickPath::take_slow`].
+macro_rules! quick_path {
+    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident }) => {
+        impl<$($gen)*> $crate::quick_path::QuickPath for $core {
+            type Config = $config;
+            #[inline(always)]
+            fn config(&self) -> $config {
+                self.$read()
+            }
+            #[inline(always)]
+            fn most(c: $config) -> u32 {
+                c.$most
+            }
+            #[inline(always)]
+            fn elapsed(&self) -> u64 {
+                self.ticker.elapsed($crate::clock::Clock::now(&self.clock))
+            }
+            #[inline(always)]
+            fn counters(&self) -> &$crate::stats::Counters {
+                &self.counters
+            }
+            #[inline(always)]
+            fn decide_quick(&self, e: u64, n: u32, c: $config) -> Option<Result<(), $crate::nanos::Nanos>> {
+                self.$quick(e, n, c)
+            }
+            #[inline(always)]
+            fn take_slow(&self, e: u64, n: u32, c: $config, serve: impl FnOnce()) -> Result<(), $crate::Rejection> {
+                self.$general(e, n, c, serve)
+            }
+        }
+    };
+}
+pub(crate) use quick_path;

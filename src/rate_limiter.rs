@@ -222,10 +222,10 @@ macro_rules! rate_limiter {
             fn take_now(&self, n: u32) -> Result<(), $crate::Rejection> {
                 self.core.take(n, || self.core.queue.serve(self))
             }
-            fn take_locked(&self, n: u32, flag: bool) -> Result<Option<u64>, &'static $crate::Reason> {
+            fn take_locked(&self, n: u32, flag: bool) -> $crate::wait::LockedTake {
                 self.core.take_locked(n, flag)
             }
-            fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static $crate::Reason> {
+            fn take_for_waiter(&self, n: u32) -> $crate::wait::LockedTake {
                 self.core.take_for_waiter(n)
             }
             fn wait_behind(

@@ -15,6 +15,7 @@ use crate::lease::Reason;
 #[cfg(not(tollgate_cs_cells))]
 use crate::sync::AtomicU128;
 use crate::sync::AtomicU64;
+use crate::wait::LockedTake;
 
 /// The two flags every rate limiter's state carries.
 pub(crate) trait Flagged: Copy {
@@ -103,7 +104,7 @@ pub(crate) trait StateCell {
         &self,
         flag_if_short: bool,
         mut take: impl FnMut(Self::State) -> Result<(Self::State, u64), D>,
-    ) -> Result<Option<u64>, &'static Reason> {
+    ) -> LockedTake {
         self.transition(|s| match take(s) {
             Ok((next, stamp)) => Ok((next, Some(stamp))),
             Err(d) if d.is_closed() => Err(&Reason::Closed),

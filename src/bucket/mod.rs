@@ -13,12 +13,11 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
-use crate::quick_path::QuickPath;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::stats::Counters;
 use crate::sync::AtomicU64;
 use crate::ticks::Ticker;
-use crate::wait::WaitQueue;
+use crate::wait::{LockedTake, WaitQueue};
 
 use state::{Bucket, Denied, Refill};
 
@@ -181,6 +180,14 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// sends everything else (another tick, a flag, a lost race, a wait of 2^64 ns or more) to
     /// it.
     #[inline(always)]
+    fn quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Nanos>> {
+        // Only the 64-bit word has a quick path.
+        let (word, shift) = self.word.narrow()?;
+        self.decide_quick_on(word, shift, e, n, r)
+    }
+
+    /// [`quick`](Self::quick) on the 64-bit `word` with a token field of `shift` bits.
+    #[inline(always)]
     fn decide_quick_on(
         &self,
         word: &AtomicU64,
@@ -279,11 +286,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(
-        &self,
-        n: u32,
-        flag_if_short: bool,
-    ) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         self.word
@@ -293,7 +296,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the first tick
     /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
     /// the grant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
         let (k, _) = self.ticker.tick(self.clock.now());
         let r = self.refill();
         self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
@@ -379,34 +382,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 }
 
-impl<C: Clock, Q: QueueKind> QuickPath for BucketCore<C, Q> {
-    type Config = Refill;
-    #[inline(always)]
-    fn config(&self) -> Refill {
-        self.refill()
-    }
-    #[inline(always)]
-    fn most(r: Refill) -> u32 {
-        r.limit
-    }
-    #[inline(always)]
-    fn elapsed(&self) -> u64 {
-        self.ticker.elapsed(self.clock.now())
-    }
-    #[inline(always)]
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-    /// Only the 64-bit word has a quick path.
-    #[inline(always)]
-    fn decide_quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Nanos>> {
-        let (word, shift) = self.word.narrow()?;
-        self.decide_quick_on(word, shift, e, n, r)
-    }
-    #[inline(always)]
-    fn take_slow(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.general(e, n, r, serve)
-    }
+crate::quick_path::quick_path! {
+    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general }
 }
 
 impl<C, Q> CellCore for BucketCore<C, Q> {

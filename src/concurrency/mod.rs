@@ -61,7 +61,7 @@ use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 use crate::sync::{AtomicUsize, Ordering};
-use crate::wait::{self, Acquire, Source, WaitQueue};
+use crate::wait::{self, Acquire, LockedTake, Source, WaitQueue};
 
 use stamp::Stamp;
 use state::{Denied, State};
@@ -491,7 +491,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
         self.take(n)
     }
     #[inline]
-    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         cas::transition(&self.word, |w| {
             let s = State::unpack(w);
             match s.try_take(n, true) {
@@ -514,7 +514,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
             Ok::<_, Infallible>((next.pack(), ()))
         });
     }
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
         self.take_locked(n, false) // no time to replay: permits come only from releases
     }
     fn give_back(&self, n: u32, _stamp: u64) {

@@ -11,12 +11,11 @@ use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{NoQueue, QueueKind};
-use crate::quick_path::QuickPath;
 use crate::state_cell::{CellCore, Single, StateCell};
 use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
-use crate::wait::WaitQueue;
+use crate::wait::{LockedTake, WaitQueue};
 
 use state::{Denied, Gcra, Params, MAX_SPAN};
 
@@ -186,7 +185,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// ([`Gcra::quick`]: what the general path decides on the same word and instant). `None`
     /// sends everything else (a flag, a queue to wait behind, a lost race) to the general path.
     #[inline(always)]
-    fn quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), u64>> {
+    fn quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Nanos>> {
         let w = cas::Word::load(self.word.raw());
         match Gcra::quick(w, now, n, p)? {
             Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(())),
@@ -194,7 +193,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
                 if !self.queue.barging() && self.queue.queued_permits() != 0 {
                     return None;
                 }
-                Some(Err(wait))
+                Some(Err(Nanos::from_u64(wait)))
             }
         }
     }
@@ -202,7 +201,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// [`QuickPath::take_slow`]: the general transition and the queue, on the parameters read
     /// again (they may have been reconfigured since the quick path's reading).
     #[inline(never)]
-    fn general(&self, now: u64, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, now: u64, n: u32, _: Params, serve: impl FnOnce()) -> Result<(), Rejection> {
         let p = self.params.get();
         if n > p.burst {
             return Err(Rejection::new(&Reason::ExceedsLimit));
@@ -253,11 +252,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(
-        &self,
-        n: u32,
-        flag_if_short: bool,
-    ) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let now = self.now();
         let p = self.params.get();
         self.word.take_queued(flag_if_short, |g| {
@@ -267,7 +262,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they fit ([`Gcra::take_when_fits`]), or finds them short. The stamp is that instant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
         let now = self.now();
         let p = self.params.get();
         self.word
@@ -323,38 +318,8 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     pub(crate) fn catch_up(&self) {}
 }
 
-impl<C: Clock, Q: QueueKind> QuickPath for GcraCore<C, Q> {
-    type Config = Params;
-    #[inline(always)]
-    fn config(&self) -> Params {
-        self.params.get()
-    }
-    #[inline(always)]
-    fn most(p: Params) -> u32 {
-        p.burst
-    }
-    #[inline(always)]
-    fn elapsed(&self) -> u64 {
-        self.now()
-    }
-    #[inline(always)]
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-    #[inline(always)]
-    fn decide_quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Nanos>> {
-        self.quick(now, n, p).map(|d| d.map_err(Nanos::from_u64))
-    }
-    #[inline(always)]
-    fn take_slow(
-        &self,
-        now: u64,
-        n: u32,
-        _: Params,
-        serve: impl FnOnce(),
-    ) -> Result<(), Rejection> {
-        self.general(now, n, serve)
-    }
+crate::quick_path::quick_path! {
+    impl[C: Clock, Q: QueueKind] GcraCore<C, Q> { params: Params, burst, quick, general }
 }
 
 impl<C, Q> CellCore for GcraCore<C, Q> {

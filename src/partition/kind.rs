@@ -4,13 +4,13 @@
 use core::time::Duration;
 
 use crate::clock::{Clock, Instant};
-use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
+use crate::lease::{Lease, Rejection, Release, Statistics};
 use crate::limiter::{Limiter, Replenishing};
 use crate::noop::NoopLimiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::stats::Counters;
 use crate::sync::{AtomicU64, Ordering};
-use crate::wait::{self, Source, WaitQueue};
+use crate::wait::{self, LockedTake, Source, WaitQueue};
 use crate::{
     ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, GcraLimiter,
     GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions,
@@ -529,10 +529,10 @@ impl<C: Clock + Sync> Source for PartitionLimiter<C> {
     fn take_now(&self, n: u32) -> Result<(), Rejection> {
         each!(self, l => l.take_now(n))
     }
-    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         each!(self, l => l.take_locked(n, flag_if_short))
     }
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
         each!(self, l => Source::take_for_waiter(l, n))
     }
     fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
@@ -670,11 +670,11 @@ impl<C: Clock> Source for NoLimitPartition<C> {
         self.touch();
         Ok(())
     }
-    fn take_locked(&self, _n: u32, _flag_if_short: bool) -> Result<Option<u64>, &'static Reason> {
+    fn take_locked(&self, _n: u32, _flag_if_short: bool) -> LockedTake {
         self.touch();
         Ok(Some(0))
     }
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
         self.take_locked(n, false)
     }
     fn wait_behind(&self, _ahead: &mut dyn Iterator<Item = u32>, _n: u32) -> Option<Duration> {

@@ -10,12 +10,11 @@ use crate::core_common::WindowLimit;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
-use crate::quick_path::QuickPath;
 use crate::state_cell::{CellCore, Single, StateCell};
 use crate::stats::Counters;
 use crate::sync::AtomicU128;
 use crate::ticks::{duration_from_nanos_u128, Ticker};
-use crate::wait::WaitQueue;
+use crate::wait::{LockedTake, WaitQueue};
 
 use super::state::{Counter, Denied, Shape};
 
@@ -59,10 +58,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// The window's shape now: one reading of the limit for a whole decision.
     #[inline(always)]
     fn shape(&self) -> Shape {
-        Shape {
-            limit: self.limits.limit(),
-            window: self.limits.window,
-        }
+        self.limits.shape()
     }
 
     pub(crate) fn limit(&self) -> u32 {
@@ -182,11 +178,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(
-        &self,
-        n: u32,
-        flag_if_short: bool,
-    ) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let (k, into) = self.now();
         let s = self.shape();
         self.word.take_queued(flag_if_short, |c| {
@@ -197,7 +189,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the window they
     /// first fit in ([`Counter::take_when_fits`]), or finds them short. The stamp is that window.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
         let (k, into) = self.now();
         let s = self.shape();
         self.word
@@ -255,32 +247,8 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     pub(crate) fn catch_up(&self) {}
 }
 
-impl<C: Clock, Q: QueueKind> QuickPath for CounterCore<C, Q> {
-    type Config = Shape;
-    #[inline(always)]
-    fn config(&self) -> Shape {
-        self.shape()
-    }
-    #[inline(always)]
-    fn most(s: Shape) -> u32 {
-        s.limit
-    }
-    #[inline(always)]
-    fn elapsed(&self) -> u64 {
-        self.ticker.elapsed(self.clock.now())
-    }
-    #[inline(always)]
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-    #[inline(always)]
-    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
-        self.quick(e, n, s)
-    }
-    #[inline(always)]
-    fn take_slow(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.general(e, n, s, serve)
-    }
+crate::quick_path::quick_path! {
+    impl[C: Clock, Q: QueueKind] CounterCore<C, Q> { shape: Shape, limit, quick, general }
 }
 
 impl<C, Q> CellCore for CounterCore<C, Q> {

@@ -23,14 +23,8 @@
 //! it fits at `j`'s last nanosecond, and only three windows can differ: the state's own, the
 //! next, and any later one (where both counts have rolled away).
 
-/// The limiter's constants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
-    /// Permits per window, at least 1.
-    pub limit: u32,
-    /// The window in nanoseconds, at least 1.
-    pub window: u64,
-}
+/// The limiter's constants (shared with the other window limiter).
+pub use crate::core_common::WindowShape as Shape;
 
 /// The unpacked state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::queue_kind::QueueKind;
 use crate::stats::Counters;
 use crate::sync::{AtomicBool, Ordering};
 use crate::ticks::{duration_from_nanos_u128, Ticker};
-use crate::wait::{Lock, WaitQueue};
+use crate::wait::{Lock, LockedTake, WaitQueue};
 
 use super::state::{Denied, Log, Shape};
 
@@ -58,10 +58,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     /// The window's shape (read under the log's lock for a decision).
     #[inline]
     fn shape(&self) -> Shape {
-        Shape {
-            limit: self.limits.limit(),
-            window: self.limits.window,
-        }
+        self.limits.shape()
     }
 
     pub(crate) fn limit(&self) -> u32 {
@@ -158,11 +155,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the entry's
     /// time), or finds them short, setting the flag when `flag_if_short`.
-    pub(crate) fn take_locked(
-        &self,
-        n: u32,
-        flag_if_short: bool,
-    ) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let now = self.now();
         self.log.with(|log| {
             if self.is_closed() {
@@ -180,7 +173,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they first fit ([`Log::take_when_fits`]), or finds them short. The stamp is that instant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
         let now = self.now();
         self.log.with(|log| {
             if self.is_closed() {

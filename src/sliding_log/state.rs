@@ -5,14 +5,8 @@
 //! exceed `limit ≤ N` never needs more than `N` entries: the ring cannot overflow. An entry counts
 //! while its age is below the window (`now - t < window`).
 
-/// The limiter's constants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
-    /// Permits per rolling window, at least 1 and at most the ring's `N`.
-    pub limit: u32,
-    /// The window in nanoseconds, at least 1.
-    pub window: u64,
-}
+/// The limiter's constants (shared with the other window limiter).
+pub use crate::core_common::WindowShape as Shape;
 
 /// One admitted request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,13 +11,12 @@ use crate::clock::Clock;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
-use crate::quick_path::QuickPath;
 use crate::reciprocal::Reciprocal;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
 use crate::ticks::Ticker;
-use crate::wait::WaitQueue;
+use crate::wait::{LockedTake, WaitQueue};
 
 use super::state::{Denied, Header, Shape, TICK_MAX};
 use super::SlidingWindowOptions;
@@ -393,11 +392,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(
-        &self,
-        n: u32,
-        flag_if_short: bool,
-    ) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
         self.header.take_queued(flag_if_short, |h| {
@@ -410,7 +405,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the segment
     /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
     /// segment.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason> {
+    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
         let (k, _) = self.ticker.tick(self.clock.now());
         let s = self.shape();
         self.header.take_queued(false, |h| {
@@ -509,32 +504,8 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     }
 }
 
-impl<C: Clock, const N: usize, Q: QueueKind> QuickPath for WindowCore<C, N, Q> {
-    type Config = Shape;
-    #[inline(always)]
-    fn config(&self) -> Shape {
-        self.shape()
-    }
-    #[inline(always)]
-    fn most(s: Shape) -> u32 {
-        s.limit
-    }
-    #[inline(always)]
-    fn elapsed(&self) -> u64 {
-        self.ticker.elapsed(self.clock.now())
-    }
-    #[inline(always)]
-    fn counters(&self) -> &Counters {
-        &self.counters
-    }
-    #[inline(always)]
-    fn decide_quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
-        self.decide_quick_on(e, n, s)
-    }
-    #[inline(always)]
-    fn take_slow(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.general(e, n, s, serve)
-    }
+crate::quick_path::quick_path! {
+    impl[C: Clock, const N: usize, Q: QueueKind] WindowCore<C, N, Q> { shape: Shape, limit, decide_quick_on, general }
 }
 
 impl<C, const N: usize, Q> CellCore for WindowCore<C, N, Q> {

@@ -52,6 +52,10 @@ use crate::options::QueueOrder;
 use crate::stats::Counters;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
+/// What a take under the queue lock answers: `Ok(Some(stamp))` taken (the stamp says when, in
+/// the limiter's own units), `Ok(None)` short, `Err` refused for good (closed).
+pub(crate) type LockedTake = Result<Option<u64>, &'static Reason>;
+
 /// The limiter's side of the protocol: pure transitions of its state word, driven by CAS.
 ///
 /// Sealed: implemented by the nine built-in limiters (and `PartitionLimiter`, which forwards) only.
@@ -89,7 +93,7 @@ pub trait Source: private::Sealed {
     /// Under the queue lock: takes `n` ignoring the queue flag (`Ok(Some(stamp))`), or finds them
     /// short (`Ok(None)`), setting the flag in the same CAS when `flag_if_short`. `Err` if closed.
     #[doc(hidden)]
-    fn take_locked(&self, n: u32, flag_if_short: bool) -> Result<Option<u64>, &'static Reason>;
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake;
     /// Under the queue lock, for the waiter at the serving end: takes its `n` permits as of
     /// the instant they fit, at or before now (`Ok(Some(stamp))`), or finds them short
     /// (`Ok(None)`); `Err` if closed. Granting each waiter at the instant it fit, with the
@@ -101,7 +105,7 @@ pub trait Source: private::Sealed {
     /// No default (nor for the rest of the protocol): a wrapper that forwards to a limiter
     /// inside must forward every part, and the compiler says so.
     #[doc(hidden)]
-    fn take_for_waiter(&self, n: u32) -> Result<Option<u64>, &'static Reason>;
+    fn take_for_waiter(&self, n: u32) -> LockedTake;
     /// How long until a request of `n` permits could be granted by time alone behind the
     /// waiters `ahead` (their requests in the order they are served), if ever: exact where the
     /// limiter can walk them one by one.
