@@ -35,6 +35,30 @@ macro_rules! rate_limiter_front {
 }
 pub(crate) use rate_limiter_front;
 
+/// What every rate core holds besides its state and its configuration: its time in its own
+/// unit, its statistics, its queue (or `NoQueue`) and its clock.
+#[derive(Debug)]
+pub(crate) struct RateBase<C, Q> {
+    pub(crate) ticker: crate::ticks::Ticker,
+    pub(crate) counters: crate::stats::Counters,
+    pub(crate) queue: Q,
+    pub(crate) clock: C,
+}
+
+impl<C, Q> RateBase<C, Q> {
+    crate::sync::const_unless_loom! {
+        /// Time in units of `unit` ns counted from `origin`, nothing counted yet.
+        pub(crate) fn new(origin: crate::Instant, unit: u64, queue: Q, clock: C) -> Self {
+            Self {
+                ticker: crate::ticks::Ticker::new(origin, unit),
+                counters: crate::stats::Counters::new(),
+                queue,
+                clock,
+            }
+        }
+    }
+}
+
 /// A window limiter's constants as one decision reads them: the sliding counter's and the
 /// sliding log's `Shape`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,7 +179,7 @@ macro_rules! sliding_limiter {
             $(#[$reconfigure])*
             pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
                 let limit = self.checked(&options)?;
-                let queue = &self.core.queue;
+                let queue = &self.core.base.queue;
                 queue.reconfigure(self, options.queue_limit, limit, || {
                     self.core.set_limit(limit)
                 });

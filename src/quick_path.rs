@@ -43,6 +43,19 @@ pub(crate) trait QuickPath {
         serve: impl FnOnce(),
     ) -> Result<(), Rejection>;
 
+    /// What the general decision of `n <= most` permits at `e` would answer, writing nothing
+    /// and serving nobody.
+    fn judge(&self, e: u64, n: u32, c: Self::Config) -> Result<(), Rejection>;
+
+    /// What [`take`](Self::take) would answer now, writing nothing and serving nobody.
+    fn peek(&self, n: u32) -> Result<(), Rejection> {
+        let c = self.config();
+        if n > Self::most(c) {
+            return Err(Rejection::new(&Reason::ExceedsLimit));
+        }
+        self.judge(self.elapsed(), n, c)
+    }
+
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
     #[inline(always)]
     fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
@@ -134,10 +147,11 @@ pub(crate) trait QuickPath {
 
 /// [`QuickPath`] for a core with the fields `ticker`, `clock` and `counters`, from the names of
 /// its own methods: `$read` the configuration (of type `$config`, whose field `$most` is the
-/// largest request), `$quick` the quick decision and `$general` the general path, with the
-/// signatures of [`QuickPath::decide_quick`] and [`QuickPath::take_slow`].
+/// largest request), `$quick` the quick decision, `$general` the general path and `$judge` its
+/// answer without a write, with the signatures of [`QuickPath::decide_quick`],
+/// [`QuickPath::take_slow`] and [`QuickPath::judge`].
 macro_rules! quick_path {
-    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident }) => {
+    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident, $judge:ident }) => {
         impl<$($gen)*> $crate::quick_path::QuickPath for $core {
             type Config = $config;
             #[inline(always)]
@@ -150,11 +164,11 @@ macro_rules! quick_path {
             }
             #[inline(always)]
             fn elapsed(&self) -> u64 {
-                self.ticker.elapsed($crate::clock::Clock::now(&self.clock))
+                self.base.ticker.elapsed($crate::clock::Clock::now(&self.base.clock))
             }
             #[inline(always)]
             fn counters(&self) -> &$crate::stats::Counters {
-                &self.counters
+                &self.base.counters
             }
             #[inline(always)]
             fn decide_quick(&self, e: u64, n: u32, c: $config) -> Option<Result<(), $crate::nanos::Nanos>> {
@@ -163,6 +177,9 @@ macro_rules! quick_path {
             #[inline(always)]
             fn take_slow(&self, e: u64, n: u32, c: $config, serve: impl FnOnce()) -> Result<(), $crate::Rejection> {
                 self.$general(e, n, c, serve)
+            }
+            fn judge(&self, e: u64, n: u32, c: $config) -> Result<(), $crate::Rejection> {
+                self.$judge(e, n, c)
             }
         }
     };

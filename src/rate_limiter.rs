@@ -52,7 +52,7 @@ macro_rules! rate_limiter {
                 self.core.available()
             }
             fn statistics(&self) -> $crate::Statistics {
-                self.core.counters.statistics(self.core.available(), 0)
+                self.core.base.counters.statistics(self.core.available(), 0)
             }
             fn idle_duration(&self) -> Option<::core::time::Duration> {
                 self.core.idle_duration()
@@ -163,22 +163,22 @@ macro_rules! rate_limiter {
                 self.core.try_acquire_counted(
                     permits,
                     || $crate::Lease::unreleased(permits),
-                    || self.core.queue.serve(self),
+                    || self.core.base.queue.serve(self),
                 )
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()
             }
             fn statistics(&self) -> $crate::Statistics {
-                let queued = self.core.queue.queued_permits();
-                self.core.counters.statistics(self.core.available(), queued)
+                let queued = self.core.base.queue.queued_permits();
+                self.core.base.counters.statistics(self.core.available(), queued)
             }
             fn idle_duration(&self) -> Option<::core::time::Duration> {
                 self.core.idle_duration()
             }
             fn close(&self) {
                 self.core.close();
-                self.core.queue.close(self);
+                self.core.base.queue.close(self);
             }
             fn is_closed(&self) -> bool {
                 self.core.is_closed()
@@ -194,7 +194,7 @@ macro_rules! rate_limiter {
             fn replenish(&self) -> u64 {
                 // Served first: bringing the word up to date caps the refills at the limit,
                 // which would lose those that came after a waiter fit.
-                self.core.queue.serve(self);
+                self.core.base.queue.serve(self);
                 self.core.catch_up();
                 self.core.available()
             }
@@ -203,7 +203,7 @@ macro_rules! rate_limiter {
             }
             #[cfg(feature = "std")]
             fn attach_driver(&self, handle: $crate::wait::DriverHandle) {
-                self.core.queue.attach(handle);
+                self.core.base.queue.attach(handle);
             }
         }
 
@@ -211,16 +211,16 @@ macro_rules! rate_limiter {
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::wait::Source for $ty<C $(, $n)?> {
             fn queue(&self) -> &$crate::wait::WaitQueue {
-                &self.core.queue
+                &self.core.base.queue
             }
             fn counters(&self) -> &$crate::stats::Counters {
-                &self.core.counters
+                &self.core.base.counters
             }
             fn limit(&self) -> u32 {
                 self.core.limit()
             }
             fn take_now(&self, n: u32) -> Result<(), $crate::Rejection> {
-                self.core.take(n, || self.core.queue.serve(self))
+                self.core.take(n, || self.core.base.queue.serve(self))
             }
             fn take_locked(&self, n: u32, flag: bool) -> $crate::wait::LockedTake {
                 self.core.take_locked(n, flag)
@@ -242,10 +242,10 @@ macro_rules! rate_limiter {
                 // The waiters whose permits came before now are granted first, as of then:
                 // giving back brings the word up to date.
                 if self.core.has_waiters() {
-                    self.core.queue.serve(self);
+                    self.core.base.queue.serve(self);
                 }
                 if self.core.give_back(n, stamp) {
-                    self.core.queue.serve(self);
+                    self.core.base.queue.serve(self);
                 }
             }
             fn wait_for_permits(&self, total: u64) -> Option<::core::time::Duration> {
@@ -255,7 +255,7 @@ macro_rules! rate_limiter {
                 $crate::Lease::unreleased(n)
             }
             fn timed(&self) -> bool {
-                $crate::clock::Clock::advances_by_itself(&self.core.clock)
+                $crate::clock::Clock::advances_by_itself(&self.core.base.clock)
             }
             fn served_on_return(&self) -> bool {
                 false // time brings permits

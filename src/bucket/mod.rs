@@ -10,13 +10,12 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
+use crate::core_common::RateBase;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
-use crate::stats::Counters;
 use crate::sync::AtomicU64;
-use crate::ticks::Ticker;
 use crate::wait::{LockedTake, WaitQueue};
 
 use state::{Bucket, Denied, Refill};
@@ -65,11 +64,8 @@ impl RefillCell {
 #[derive(Debug)]
 pub(crate) struct BucketCore<C, Q = WaitQueue> {
     word: StateWord,
-    ticker: Ticker,
+    pub(crate) base: RateBase<C, Q>,
     refill: RefillCell,
-    pub(crate) counters: Counters,
-    pub(crate) queue: Q,
-    pub(crate) clock: C,
 }
 
 impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
@@ -92,11 +88,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
                     Bucket::full(refill.limit),
                     Bucket::narrow_shift(refill.limit, period_ns)
                 ),
-                ticker: Ticker::new(origin, period_ns),
+                base: RateBase::new(origin, period_ns, queue, clock),
                 refill: RefillCell::new(refill),
-                counters: Counters::new(),
-                queue,
-                clock,
             }
         }
     }
@@ -139,7 +132,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     ) -> Result<(), (Denied, Bucket, (u64, u64))> {
         self.word
             .transition(|b| {
-                let (k, into) = self.ticker.locate(e, b.tick);
+                let (k, into) = self.base.ticker.locate(e, b.tick);
                 b.try_take(k, n, r, barge)
                     .map(|next| (next, ()))
                     .map_err(|d| (d, b, (k, into)))
@@ -158,7 +151,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         if let Err((Denied::Exhausted { .. }, b, _)) = result {
             if Q::QUEUED && b.waiters {
                 serve();
-                result = self.attempt(e, n, r, self.queue.barging());
+                result = self.attempt(e, n, r, self.base.queue.barging());
             }
         }
         match result {
@@ -198,7 +191,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     ) -> Option<Result<(), Nanos>> {
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
-        let into = self.ticker.offset_in_own(e, tick)?;
+        let into = self.base.ticker.offset_in_own(e, tick)?;
         if tokens >= n {
             // Tokens above the limit (it was lowered) are dropped by the general path first.
             return (tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
@@ -211,20 +204,15 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         }
         .ticks_to_take_within(r, n);
         // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
-        let ns = u64::from(ticks).checked_mul(self.ticker.period_ns())?;
+        let ns = u64::from(ticks).checked_mul(self.base.ticker.period_ns())?;
         Some(Err(Nanos::from_u64(ns - into)))
     }
 
-    /// What [`QuickPath::take`] would answer now, writing nothing and serving nobody.
-    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
-        let r = self.refill();
-        if n > r.limit {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let e = self.ticker.elapsed(self.clock.now());
+    /// [`QuickPath::judge`].
+    fn judge(&self, e: u64, n: u32, r: Refill) -> Result<(), Rejection> {
         let b = self.word.load();
-        let (k, into) = self.ticker.locate(e, b.tick);
-        match b.try_take(k, n, r, self.queue.barging()) {
+        let (k, into) = self.base.ticker.locate(e, b.tick);
+        match b.try_take(k, n, r, self.base.queue.barging()) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(&Reason::Closed)),
             Err(Denied::Exhausted { missing }) => Err(Rejection::after(
@@ -233,7 +221,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             )),
         }
     }
-
     /// The exact wait before `n` tokens can be taken, seen from `into` ns into tick `k` by a
     /// newcomer denied on the word `b` for lack of `missing` tokens: behind an oldest-first
     /// queue, each waiter ahead is served in turn (walked under the queue lock, with the word as
@@ -245,7 +232,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// ticks of refill that bring it, from there: no second refill computation.
     #[inline]
     fn retry_after(&self, k: u64, into: u64, b: Bucket, n: u32, missing: u64, r: Refill) -> Nanos {
-        if b.waiters && !self.queue.barging() {
+        if b.waiters && !self.base.queue.barging() {
             self.retry_after_queued(k, into, n)
         } else {
             let base = k.max(b.tick);
@@ -253,7 +240,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             let missing = u32::try_from(missing).unwrap_or(u32::MAX);
             let ticks = Bucket { tokens: 0, ..b }.ticks_to_take(r, missing);
             // A rejection keeps 64 bits: no 96-bit product (firmware code size).
-            self.ticker.wait_one_u64(k, into, base, ticks)
+            self.base.ticker.wait_one_u64(k, into, base, ticks)
         }
     }
 
@@ -262,7 +249,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     #[cold]
     #[inline(never)]
     fn retry_after_queued(&self, k: u64, into: u64, n: u32) -> Nanos {
-        self.queue.with_requests(|ahead| {
+        self.base.queue.with_requests(|ahead| {
             let b = self.word.load();
             self.wait_behind(k, into, b, ahead.chain(core::iter::once(n.max(1))))
         })
@@ -281,13 +268,14 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let base = k.max(b.tick);
         let r = self.refill();
         let ticks = b.at(base, r).ticks_to_serve(r, requests);
-        self.ticker
+        self.base
+            .ticker
             .wait_until(k, into, base, base.saturating_add(ticks))
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let r = self.refill();
         self.word
             .take_queued(flag_if_short, |b| b.try_take(k, n, r, true).map(|b| (b, k)))
@@ -297,7 +285,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
     /// the grant.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let r = self.refill();
         self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
     }
@@ -309,7 +297,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         ahead: &mut dyn Iterator<Item = u32>,
         n: u32,
     ) -> Duration {
-        let (k, into) = self.ticker.tick(self.clock.now());
+        let (k, into) = self.base.ticker.tick(self.base.clock.now());
         let requests = ahead.chain(core::iter::once(n.max(1)));
         self.wait_behind(k, into, self.word.load(), requests)
             .to_duration()
@@ -318,7 +306,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
     /// serving afterwards.
     pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let r = self.refill();
         self.word.update(|b| b.give_back(k, n, r)).waiters
     }
@@ -332,7 +320,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// [`wait_for`](Self::wait_for) in nanoseconds.
     fn wait_for_nanos(&self, total: u64) -> Nanos {
-        let (k, into) = self.ticker.tick(self.clock.now());
+        let (k, into) = self.base.ticker.tick(self.base.clock.now());
         let b = self.word.load();
         if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill().limit)) {
             if u64::from(n) == total {
@@ -343,14 +331,15 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let b = b.at(base, self.refill());
         let missing = total.saturating_sub(u64::from(b.tokens));
         let ticks = Bucket::ticks_to_gain(missing, self.refill());
-        self.ticker
+        self.base
+            .ticker
             .wait_until(k, into, base, base.saturating_add(ticks))
     }
 
     fn now_state(&self) -> Bucket {
-        let e = self.ticker.elapsed(self.clock.now());
+        let e = self.base.ticker.elapsed(self.base.clock.now());
         let b = self.word.load();
-        b.at(self.ticker.locate(e, b.tick).0, self.refill())
+        b.at(self.base.ticker.locate(e, b.tick).0, self.refill())
     }
 
     pub(crate) fn available(&self) -> u64 {
@@ -360,21 +349,22 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// Full since the start of the tick it filled at; `None` while not full or while anyone
     /// waits.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.clock.now();
+        let now = self.base.clock.now();
         let b = self.word.load();
         let full_at = b.full_at(self.refill());
         // A clock behind the bucket's own tick is no time passing: judge at the later of the two.
-        let (k, _) = self.ticker.tick(now);
-        (full_at <= k.max(b.tick) && !b.waiters).then(|| self.ticker.since_start_of(now, full_at))
+        let (k, _) = self.base.ticker.tick(now);
+        (full_at <= k.max(b.tick) && !b.waiters)
+            .then(|| self.base.ticker.since_start_of(now, full_at))
     }
 
     pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.ticker.period_ns())
+        Duration::from_nanos(self.base.ticker.period_ns())
     }
 
     /// Writes the state as of now (if time has added anything).
     pub(crate) fn catch_up(&self) {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let r = self.refill();
         let _ = self
             .word
@@ -383,7 +373,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general }
+    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general, judge }
 }
 
 impl<C, Q> CellCore for BucketCore<C, Q> {
@@ -412,11 +402,13 @@ impl<C: Clock> BucketCore<C, WaitQueue> {
         // The old refill governs the time before the change: the waiters whose tokens came
         // meanwhile are granted as of then, and the word is brought up to now at the old rate,
         // so that the new one counts only from the change.
-        self.queue.serve(src);
-        self.queue.reconfigure(src, queue_limit, refill.limit, || {
-            self.catch_up();
-            self.refill.set(refill);
-        });
+        self.base.queue.serve(src);
+        self.base
+            .queue
+            .reconfigure(src, queue_limit, refill.limit, || {
+                self.catch_up();
+                self.refill.set(refill);
+            });
         Ok(())
     }
 }
@@ -485,8 +477,8 @@ macro_rules! bucket_limiter {
                     token_limit: r.limit,
                     tokens_per_period: r.per_tick,
                     replenishment_period: self.core.period(),
-                    queue_limit: self.core.queue.queue_limit(),
-                    queue_order: self.core.queue.order(),
+                    queue_limit: self.core.base.queue.queue_limit(),
+                    queue_order: self.core.base.queue.order(),
                 })
             }
 

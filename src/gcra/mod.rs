@@ -7,14 +7,14 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
+use crate::core_common::RateBase;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{NoQueue, QueueKind};
 use crate::state_cell::{CellCore, Single, StateCell};
-use crate::stats::Counters;
 use crate::sync::{fence, AtomicU64, Ordering};
-use crate::ticks::{duration_from_nanos_u128, nanos_of, Ticker};
+use crate::ticks::{duration_from_nanos_u128, nanos_of};
 use crate::wait::{LockedTake, WaitQueue};
 
 use state::{Denied, Gcra, Params, MAX_SPAN};
@@ -29,11 +29,8 @@ crate::state_cell::one_layout!(Gcra, u64);
 pub(crate) struct GcraCore<C, Q = WaitQueue> {
     word: Single<AtomicU64, Gcra>,
     /// Nanosecond ticks from creation.
-    ticker: Ticker,
+    pub(crate) base: RateBase<C, Q>,
     params: ParamsCell,
-    pub(crate) counters: Counters,
-    pub(crate) queue: Q,
-    pub(crate) clock: C,
 }
 
 /// The interval and burst every decision reads, which [`GcraCore::reconfigure`] changes while
@@ -164,7 +161,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 
     #[inline]
     fn now(&self) -> u64 {
-        self.ticker.elapsed(self.clock.now())
+        self.base.ticker.elapsed(self.base.clock.now())
     }
 
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
@@ -190,7 +187,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         match Gcra::quick(w, now, n, p)? {
             Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(())),
             Err(wait) => {
-                if !self.queue.barging() && self.queue.queued_permits() != 0 {
+                if !self.base.queue.barging() && self.base.queue.queued_permits() != 0 {
                     return None;
                 }
                 Some(Err(Nanos::from_u64(wait)))
@@ -213,7 +210,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         if let Err((Denied::Exhausted, w)) = result {
             if Gcra::unpack(w).waiters {
                 serve();
-                result = self.attempt(now, n, p, self.queue.barging());
+                result = self.attempt(now, n, p, self.base.queue.barging());
             }
         }
         result.map_err(|(d, w)| self.rejection(d, w, now, n, p))
@@ -226,10 +223,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         match d {
             Denied::Closed => Rejection::new(&Reason::Closed),
             Denied::Exhausted => {
-                let ahead = if self.queue.barging() {
+                let ahead = if self.base.queue.barging() {
                     0
                 } else {
-                    self.queue.queued_permits()
+                    self.base.queue.queued_permits()
                 };
                 let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, p);
                 Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
@@ -237,20 +234,14 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         }
     }
 
-    /// What [`QuickPath::take`] would answer now, writing nothing and serving nobody.
-    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
-        let p = self.params.get();
-        if n > p.burst {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let now = self.now();
+    /// [`QuickPath::judge`].
+    fn judge(&self, now: u64, n: u32, p: Params) -> Result<(), Rejection> {
         let w = cas::Word::load(self.word.raw());
         Gcra::unpack(w)
-            .try_take(now, n, p, self.queue.barging())
+            .try_take(now, n, p, self.base.queue.barging())
             .map(|_| ())
             .map_err(|d| self.rejection(d, w, now, n, p))
     }
-
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let now = self.now();
@@ -319,7 +310,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] GcraCore<C, Q> { params: Params, burst, quick, general }
+    impl[C: Clock, Q: QueueKind] GcraCore<C, Q> { params: Params, burst, quick, general, judge }
 }
 
 impl<C, Q> CellCore for GcraCore<C, Q> {
@@ -347,10 +338,12 @@ impl<C: Clock> GcraCore<C, WaitQueue> {
         queue_limit: u32,
         then: impl FnOnce(),
     ) {
-        self.queue.reconfigure(src, queue_limit, params.burst, || {
-            self.params.set(params);
-            then();
-        });
+        self.base
+            .queue
+            .reconfigure(src, queue_limit, params.burst, || {
+                self.params.set(params);
+                then();
+            });
     }
 }
 
@@ -404,8 +397,8 @@ macro_rules! gcra_limiter {
                 $options {
                     interval: core::time::Duration::from_nanos(p.interval),
                     $burst: p.burst,
-                    queue_limit: self.core.queue.queue_limit(),
-                    queue_order: self.core.queue.order(),
+                    queue_limit: self.core.base.queue.queue_limit(),
+                    queue_order: self.core.base.queue.order(),
                 }
             }
 
@@ -637,11 +630,8 @@ impl<C: Clock, Q> GcraCore<C, Q> {
         pub(crate) fn at(params: Params, queue: Q, clock: C, origin: crate::Instant) -> Self {
             Self {
                 word: Single::new(AtomicU64::new(Gcra::FRESH.pack())),
-                ticker: Ticker::new(origin, 1),
+                base: RateBase::new(origin, 1, queue, clock),
                 params: ParamsCell::new(params),
-                counters: Counters::new(),
-                queue,
-                clock,
             }
         }
     }

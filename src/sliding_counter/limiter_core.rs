@@ -6,14 +6,13 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::Clock;
-use crate::core_common::WindowLimit;
+use crate::core_common::{RateBase, WindowLimit};
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::state_cell::{CellCore, Single, StateCell};
-use crate::stats::Counters;
 use crate::sync::AtomicU128;
-use crate::ticks::{duration_from_nanos_u128, Ticker};
+use crate::ticks::duration_from_nanos_u128;
 use crate::wait::{LockedTake, WaitQueue};
 
 use super::state::{Counter, Denied, Shape};
@@ -26,12 +25,9 @@ crate::state_cell::one_layout!(Counter, u128);
 #[derive(Debug)]
 pub(crate) struct CounterCore<C, Q = WaitQueue> {
     word: Single<AtomicU128, Counter>,
-    ticker: Ticker,
+    pub(crate) base: RateBase<C, Q>,
     /// Permits per window (changed by `reconfigure`) and the window.
     limits: WindowLimit,
-    pub(crate) counters: Counters,
-    pub(crate) queue: Q,
-    pub(crate) clock: C,
 }
 
 impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
@@ -46,11 +42,8 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         ) -> Self {
             Self {
                 word: Single::new(AtomicU128::new(Counter::FRESH.pack())),
-                ticker: Ticker::new(origin, window),
+                base: RateBase::new(origin, window, queue, clock),
                 limits: WindowLimit::new(limit, window),
-                counters: Counters::new(),
-                queue,
-                clock,
             }
         }
     }
@@ -72,7 +65,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     #[inline]
     fn now(&self) -> (u64, u64) {
-        self.ticker.tick(self.clock.now())
+        self.base.ticker.tick(self.base.clock.now())
     }
 
     fn load(&self) -> Counter {
@@ -110,7 +103,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         if c.closed || c.waiters {
             return None;
         }
-        let into = self.ticker.offset_in_own(e, c.tick)?;
+        let into = self.base.ticker.offset_in_own(e, c.tick)?;
         match c.try_take(c.tick, into, n, s, false) {
             Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(())),
             Err(_) => Some(Err(Nanos::from_u128(c.wait(c.tick, into, n, s).max(1)))),
@@ -121,7 +114,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// queue.
     #[inline(never)]
     fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let at = self.ticker.locate(e, self.load().tick);
+        let at = self.base.ticker.locate(e, self.load().tick);
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted in the window they fit in (then a newest-first queue lets the
         // newcomer barge past the rest).
@@ -129,7 +122,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         if let Err((Denied::Exhausted, c)) = result {
             if c.waiters {
                 serve();
-                result = self.attempt(at, n, s, self.queue.barging());
+                result = self.attempt(at, n, s, self.base.queue.barging());
             }
         }
         result.map_err(|(d, c)| self.rejection(d, c, at, n, s))
@@ -151,8 +144,8 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             Denied::Closed => Rejection::new(&Reason::Closed),
             Denied::Exhausted => {
                 let newcomer = core::iter::once(n.max(1));
-                let wait = if c.waiters && !self.queue.barging() {
-                    self.queue.with_requests(|ahead| {
+                let wait = if c.waiters && !self.base.queue.barging() {
+                    self.base.queue.with_requests(|ahead| {
                         self.load().wait_behind(k, into, ahead.chain(newcomer), s)
                     })
                 } else {
@@ -163,19 +156,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         }
     }
 
-    /// What [`QuickPath::take`] would answer now, writing nothing and serving nobody.
-    pub(crate) fn peek(&self, n: u32) -> Result<(), Rejection> {
-        let s = self.shape();
-        if n > s.limit {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let at = self.now();
+    /// [`QuickPath::judge`].
+    fn judge(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
         let c = self.load();
-        c.try_take(at.0, at.1, n, s, self.queue.barging())
+        let at = self.base.ticker.locate(e, c.tick);
+        c.try_take(at.0, at.1, n, s, self.base.queue.barging())
             .map(|_| ())
             .map_err(|d| self.rejection(d, c, at, n, s))
     }
-
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
@@ -229,12 +217,12 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// Idle from the start of the first window in which the estimate is zero, with no one
     /// waiting.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.clock.now();
-        let (k, _) = self.ticker.tick(now);
+        let now = self.base.clock.now();
+        let (k, _) = self.base.ticker.tick(now);
         let c = self.load();
         let free_from = c.free_from();
         (free_from <= k.max(c.tick) && !c.waiters)
-            .then(|| self.ticker.since_start_of(now, free_from))
+            .then(|| self.base.ticker.since_start_of(now, free_from))
     }
 
     /// The window: the weights change continuously, the counts roll at each window boundary.
@@ -248,7 +236,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] CounterCore<C, Q> { shape: Shape, limit, quick, general }
+    impl[C: Clock, Q: QueueKind] CounterCore<C, Q> { shape: Shape, limit, quick, general, judge }
 }
 
 impl<C, Q> CellCore for CounterCore<C, Q> {

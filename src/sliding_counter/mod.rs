@@ -146,7 +146,7 @@ impl<C: Clock, Q: QueueKind> SlidingCounterLimiter<C, Q> {
     /// assert_eq!(c.options().permit_limit, 2);
     /// ```
     pub fn options(&self) -> SlidingCounterOptions {
-        let q = &self.core.queue;
+        let q = &self.core.base.queue;
         SlidingCounterOptions::new(self.core.limit(), self.core.period())
             .with_queue(q.queue_limit(), q.order())
     }

@@ -9,13 +9,12 @@
 use core::time::Duration;
 
 use crate::clock::Clock;
-use crate::core_common::WindowLimit;
+use crate::core_common::{RateBase, WindowLimit};
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
-use crate::stats::Counters;
 use crate::sync::{AtomicBool, Ordering};
-use crate::ticks::{duration_from_nanos_u128, Ticker};
+use crate::ticks::duration_from_nanos_u128;
 use crate::wait::{Lock, LockedTake, WaitQueue};
 
 use super::state::{Denied, Log, Shape};
@@ -24,13 +23,10 @@ use super::state::{Denied, Log, Shape};
 pub(crate) struct LogCore<C, const N: usize, Q = WaitQueue> {
     log: Lock<Log<N>>,
     closed: AtomicBool,
-    ticker: Ticker,
+    pub(crate) base: RateBase<C, Q>,
     /// Permits per window (changed by `reconfigure` and read by every decision under the log's
     /// lock) and the window.
     limits: WindowLimit,
-    pub(crate) counters: Counters,
-    pub(crate) queue: Q,
-    pub(crate) clock: C,
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
@@ -46,11 +42,8 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
             Self {
                 log: Lock::new(Log::new()),
                 closed: AtomicBool::new(false),
-                ticker: Ticker::new(origin, 1),
+                base: RateBase::new(origin, 1, queue, clock),
                 limits: WindowLimit::new(limit, window),
-                counters: Counters::new(),
-                queue,
-                clock,
             }
         }
     }
@@ -71,7 +64,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     }
 
     fn now(&self) -> u64 {
-        self.ticker.elapsed(self.clock.now())
+        self.base.ticker.elapsed(self.base.clock.now())
     }
 
     /// One attempt under the log's lock, where `closed` is checked (so nothing is admitted
@@ -98,7 +91,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         let mut result = self.attempt(now, n, false);
         if let Err(Some((_, true))) = result {
             serve();
-            result = self.attempt(now, n, self.queue.barging());
+            result = self.attempt(now, n, self.base.queue.barging());
         }
         result.map_err(|refused| self.rejection(refused, now, n))
     }
@@ -111,7 +104,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         granted: impl FnOnce() -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
-        self.counters.count(self.take(n, serve).map(|()| granted()))
+        self.base
+            .counters
+            .count(self.take(n, serve).map(|()| granted()))
     }
 
     /// The rejection of `n` permits at `now` (`None`: closed): the exact wait, behind each
@@ -121,9 +116,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         let Some((wait, waiters)) = refused else {
             return Rejection::new(&Reason::Closed);
         };
-        let wait = if waiters && !self.queue.barging() {
+        let wait = if waiters && !self.base.queue.barging() {
             let newcomer = core::iter::once(n.max(1));
-            self.queue.with_requests(|ahead| {
+            self.base.queue.with_requests(|ahead| {
                 self.log
                     .with(|log| log.wait_behind(now, ahead.chain(newcomer), self.shape()))
             })
@@ -140,7 +135,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
         let now = self.now();
-        let barge = self.queue.barging();
+        let barge = self.base.queue.barging();
         self.log
             .with(|log| {
                 if self.is_closed() {

@@ -171,7 +171,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingLogLimiter<C, N, Q> {
     /// assert_eq!(log.options().permit_limit, 4);
     /// ```
     pub fn options(&self) -> SlidingLogOptions {
-        let q = &self.core.queue;
+        let q = &self.core.base.queue;
         SlidingLogOptions::new(self.core.limit(), self.core.period())
             .with_queue(q.queue_limit(), q.order())
     }

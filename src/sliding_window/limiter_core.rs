@@ -8,14 +8,13 @@ use core::time::Duration;
 #[cfg(not(tollgate_cs_cells))]
 use crate::cas;
 use crate::clock::Clock;
+use crate::core_common::RateBase;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
 use crate::reciprocal::Reciprocal;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
-use crate::stats::Counters;
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
-use crate::ticks::Ticker;
 use crate::wait::{LockedTake, WaitQueue};
 
 use super::state::{Denied, Header, Shape, TICK_MAX};
@@ -48,16 +47,13 @@ pub(super) type HeaderWord = Packed<Header>;
 pub(crate) struct WindowCore<C, const N: usize, Q = WaitQueue> {
     pub(super) header: HeaderWord,
     ring: [AtomicU128; N],
-    ticker: Ticker,
+    pub(crate) base: RateBase<C, Q>,
     /// Segments per window (fixed at creation).
     segments: u64,
     /// Its reciprocal: a segment's slot in the ring without a division.
     by_segments: Reciprocal,
     /// Permits per window (changed by `reconfigure`).
     limit: AtomicU64,
-    pub(crate) counters: Counters,
-    pub(crate) queue: Q,
-    pub(crate) clock: C,
 }
 
 impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
@@ -77,13 +73,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                     Header::narrow_width(options.permit_limit, segment)
                 ),
                 ring: empty_ring(),
-                ticker: Ticker::new(origin, segment),
+                base: RateBase::new(origin, segment, queue, clock),
                 segments: options.segments_per_window as u64,
                 by_segments: Reciprocal::of(options.segments_per_window as u64),
                 limit: AtomicU64::new(options.permit_limit as u64),
-                counters: Counters::new(),
-                queue,
-                clock,
             }
         }
     }
@@ -175,7 +168,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     ) -> Result<(), (Denied, Header, (u64, u64))> {
         self.header
             .transition(|h| {
-                let (k, into) = self.ticker.locate(e, h.tick);
+                let (k, into) = self.base.ticker.locate(e, h.tick);
                 let next = h
                     .try_take(k, n, s, barge, |j| self.frozen(j))
                     .map_err(|d| (d, h, (k, into)))?;
@@ -233,7 +226,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         prev_is_zero: impl FnOnce() -> bool,
     ) -> Option<Result<(), Nanos>> {
         // The header's tick is one the ticker computed (`locate`, `tick`).
-        let into = self.ticker.offset_in_own(e, tick)?;
+        let into = self.base.ticker.offset_in_own(e, tick)?;
         if used + u64::from(n) <= u64::from(s.limit) {
             return grant().then_some(Ok(()));
         }
@@ -241,7 +234,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             // Every counted permit is in the current segment: they all come back together when
             // it leaves the window, `segments` segments after it began, and then `n <= limit`
             // fits. No ring to read: exactly the general path's answer (`retry_after`).
-            let ns = s.segments.checked_mul(self.ticker.period_ns())?;
+            let ns = s.segments.checked_mul(self.base.ticker.period_ns())?;
             return Some(Err(Nanos::from_u64(ns - into)));
         }
         None
@@ -251,7 +244,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// the queue, a lost race).
     #[inline(never)]
     fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let barge = self.queue.barging();
+        let barge = self.base.queue.barging();
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted where they fit (then a newest-first queue lets the newcomer
         // barge past the rest).
@@ -279,7 +272,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     pub(super) fn retry_after(&self, k: u64, into: u64, h: Header, n: u32, barge: bool) -> Nanos {
         let newcomer = core::iter::once(n.max(1));
         if h.waiters && !barge {
-            self.queue.with_requests(|ahead| {
+            self.base.queue.with_requests(|ahead| {
                 let h = self.header.load();
                 self.wait_behind(k, into, h, ahead.chain(newcomer))
             })
@@ -291,7 +284,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// How long until time alone lets the window grant `total` permits (in requests of at most
     /// the limit, each counted in the segment it is granted in). Zero if they are free now.
     fn wait_for_nanos(&self, total: u64) -> Nanos {
-        let (k, into) = self.ticker.tick(self.clock.now());
+        let (k, into) = self.base.ticker.tick(self.base.clock.now());
         let h = self.header.load();
         let limit = self.limit();
         // Whole windows for all but the last `limit` (a bounded walk for any `total`).
@@ -300,8 +293,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         let first = if whole > 0 { Some(limit) } else { None };
         let wait = self.wait_behind(k, into, h, first.into_iter().chain(core::iter::once(last)));
         let windows = whole.saturating_sub(1);
-        let extra =
-            u128::from(windows) * u128::from(self.segments) * u128::from(self.ticker.period_ns());
+        let extra = u128::from(windows)
+            * u128::from(self.segments)
+            * u128::from(self.base.ticker.period_ns());
         wait.saturating_add(Nanos::from_u128(extra))
     }
 
@@ -336,6 +330,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                 }
                 let slides = Header::slides_to_serve(self.shape(), window, requests);
                 return self
+                    .base
                     .ticker
                     .wait_until(k, into, base, base.saturating_add(slides));
             }
@@ -347,7 +342,8 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         window.fill(0);
         window[segments as usize - 1] = u64::from(self.limit());
         let slides = Header::slides_to_serve(self.shape(), window, requests);
-        self.ticker
+        self.base
+            .ticker
             .wait_until(k, into, base, base.saturating_add(slides))
     }
 
@@ -372,7 +368,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     }
 
     fn now_header(&self) -> (Header, Header, u64) {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let h = self.header.load();
         (h, h.at(k, self.shape(), |j| self.frozen(j)), k)
     }
@@ -393,7 +389,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let s = self.shape();
         self.header.take_queued(flag_if_short, |h| {
             let next = h.try_take(k, n, s, true, |j| self.frozen(j))?;
@@ -406,7 +402,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
     /// segment.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let s = self.shape();
         self.header.take_queued(false, |h| {
             let (next, at) = h.take_when_fits(k, n, s, |j| self.frozen(j))?;
@@ -422,7 +418,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         ahead: &mut dyn Iterator<Item = u32>,
         n: u32,
     ) -> Duration {
-        let (k, into) = self.ticker.tick(self.clock.now());
+        let (k, into) = self.base.ticker.tick(self.base.clock.now());
         let h = self.header.load();
         let requests = ahead.chain(core::iter::once(n.max(1)));
         self.wait_behind(k, into, h, requests).to_duration()
@@ -445,46 +441,40 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
 
     /// Idle since the last segment with permits taken left the window (since creation if none).
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.clock.now();
-        let (k, _) = self.ticker.tick(now);
+        let now = self.base.clock.now();
+        let (k, _) = self.base.ticker.tick(now);
         let h = self.header.load();
         let free_from = match self.last_used_segment(h) {
             Some(j) => j.saturating_add(self.segments),
             None => 0,
         };
         (free_from <= k.max(h.tick) && !h.waiters)
-            .then(|| self.ticker.since_start_of(now, free_from))
+            .then(|| self.base.ticker.since_start_of(now, free_from))
     }
 
-    /// What `try_acquire` would answer now, writing nothing and serving nobody.
-    pub(crate) fn peek(&self, permits: u32) -> Result<(), Rejection> {
-        let s = self.shape();
-        if permits > s.limit {
-            return Err(Rejection::new(&Reason::ExceedsLimit));
-        }
-        let e = self.ticker.elapsed(self.clock.now());
+    /// [`QuickPath::judge`].
+    fn judge(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
         let h = self.header.load();
-        let (k, into) = self.ticker.locate(e, h.tick);
-        let barge = self.queue.barging();
-        match h.try_take(k, permits, s, barge, |j| self.frozen(j)) {
+        let (k, into) = self.base.ticker.locate(e, h.tick);
+        let barge = self.base.queue.barging();
+        match h.try_take(k, n, s, barge, |j| self.frozen(j)) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(&Reason::Closed)),
             Err(Denied::Exhausted { .. }) => Err(Rejection::after(
                 &Reason::Exhausted,
-                self.retry_after(k, into, h, permits, barge).at_least_1ns(),
+                self.retry_after(k, into, h, n, barge).at_least_1ns(),
             )),
         }
     }
-
     /// The segment length: permits come back a segment at a time.
     pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.ticker.period_ns())
+        Duration::from_nanos(self.base.ticker.period_ns())
     }
 
     /// Brings the header to the current segment (freezing the segments it leaves); the caller
     /// served the queue first, so that waiters that fit before now are counted where they fit.
     pub(crate) fn catch_up(&self) {
-        let (k, _) = self.ticker.tick(self.clock.now());
+        let (k, _) = self.base.ticker.tick(self.base.clock.now());
         let s = self.shape();
         self.header.update(|h| {
             let next = h.at(k, s, |j| self.frozen(j));
@@ -505,7 +495,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, const N: usize, Q: QueueKind] WindowCore<C, N, Q> { shape: Shape, limit, decide_quick_on, general }
+    impl[C: Clock, const N: usize, Q: QueueKind] WindowCore<C, N, Q> { shape: Shape, limit, decide_quick_on, general, judge }
 }
 
 impl<C, const N: usize, Q> CellCore for WindowCore<C, N, Q> {

@@ -178,7 +178,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> SlidingWindowLimiter<C, N, Q> {
     pub fn options(&self) -> SlidingWindowOptions {
         SlidingWindowOptions {
             permit_limit: self.core.limit(),
-            queue_limit: self.core.queue.queue_limit(),
+            queue_limit: self.core.base.queue.queue_limit(),
             ..self.options
         }
     }
