@@ -69,24 +69,27 @@ pub(crate) enum Kind {
 }
 
 /// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
-/// stands, before the constants are ([`render`]).
+/// stands, in this order (a snippet may hold the markers of those after it), before the
+/// constants are ([`render`]).
 const SNIPPETS: [(&str, &str); 5] = [
+    // The clock, then every key's value in one `MGET` (a string, or false: absent or not a
+    // string). In a batch, `seen`, the value this run wrote under a key (a key repeated in the
+    // run reads its own write), and `msc`, the TTLs formatted so far (a run's keys mostly share
+    // one); a lone decision makes neither table.
+    (
+        "@@READ@@",
+        r"@@CLOCK@@
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, msc
+if #KEYS > 1 then seen, msc = {}, {} end
+local find, sub = string.find, string.sub",
+    ),
     // The time, as integer microseconds since the Unix epoch, and the reply's two first words.
     (
         "@@CLOCK@@",
         r"local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local out, fmt = {t[1], t[2]}, string.format",
-    ),
-    // Every key's value in one `MGET` (a string, or false: absent or not a string). In a batch,
-    // `seen`, the value this run wrote under a key (a key repeated in the run reads its own
-    // write), and `msc`, the TTLs formatted so far (a run's keys mostly share one); a lone
-    // decision makes neither table.
-    (
-        "@@READ@@",
-        r"local vals = redis.call('MGET', unpack(KEYS))
-local seen, msc
-if #KEYS > 1 then seen, msc = {}, {} end",
     ),
     // The loop's head: `key`, `n` (the permits asked), `v` (the key's value); the script
     // decides, writes its reply to `out[i + 2]` (`ERR` for a value it cannot read) and, on a
@@ -222,10 +225,8 @@ end
 /// reset and RetryAfter from the tokens alone.
 pub(crate) const BUCKET: &str = r#"
 local ERR = 'e'
-@@CLOCK@@
 @@READ@@
 local k = (now - now % @P@) / @P@
-local find, sub = string.find, string.sub
 @@EACH@@
   local owed, tick = 0, k
   if v then
@@ -272,14 +273,13 @@ local find, sub = string.find, string.sub
 /// Constants: `L` (the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING: &str = r#"
 local ERR = '-1 0 0 0'
-@@CLOCK@@
 @@READ@@
 local k = (now - now % @SEG@) / @SEG@
 -- c[j] holds segment lo + j (j = 1..segs); segments at or before lo have left the window.
 local lo = k - @SEGS@
-local find, sub = string.find, string.sub
+-- One table of counts and one of the written words for the whole run.
+local c, parts = {}, {}
 @@EACH@@
-  local c = {}
   for j = 1, @SEGS@ do c[j] = 0 end
   local ok = true
   if v then
@@ -327,14 +327,17 @@ local find, sub = string.find, string.sub
       out[i + 2] = fmt('1 %d 0 %d', free, empty)
     else
       c[@SEGS@] = c[@SEGS@] + n
-      local parts = {fmt('%d', k)}
-      local first = 1
+      parts[1] = fmt('%d', k)
+      local first, w = 1, 1
       while c[first] == 0 do first = first + 1 end
-      for j = @SEGS@, first, -1 do parts[#parts + 1] = c[j] end
+      for j = @SEGS@, first, -1 do
+        w = w + 1
+        parts[w] = c[j]
+      end
       local reset = (k + @SEGS@) * @SEG@ - now
       ms = reset + 999
       ms = (ms - ms % 1000) / 1000
-      val = table.concat(parts, ' ')
+      val = table.concat(parts, ' ', 1, w)
       out[i + 2] = fmt('1 %d 0 %d', free - n, reset)
     end
   end
@@ -351,7 +354,6 @@ local find, sub = string.find, string.sub
 /// Constants: `CAP` (`burst × T`, µs), `EM` (the emission interval `T`, µs).
 pub(crate) const GCRA: &str = r#"
 local ERR = 'e'
-@@CLOCK@@
 @@READ@@
 @@EACH@@
   local debt = 0
@@ -392,11 +394,10 @@ local ERR = 'e'
 /// Constants: `L` (the limit), `W` (the window, µs), `LW` (`L × W`).
 pub(crate) const COUNTER: &str = r#"
 local ERR = '-1 0 0 0'
-@@CLOCK@@
 @@READ@@
 local into0 = now % @W@
 local k0 = (now - into0) / @W@
-local floor, find, sub = math.floor, string.find, string.sub
+local floor = math.floor
 @@EACH@@
   local cur, prev, tick = 0, 0, k0
   if v then
@@ -471,3 +472,25 @@ local floor, find, sub = math.floor, string.find, string.sub
   end
 @@STORE@@
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_marker_is_spliced_and_every_constant_written_in() {
+        let scripts: [(&str, &[&str]); 5] = [
+            (FIXED, &["L", "W"]),
+            (BUCKET, &["L", "PER", "P"]),
+            (SLIDING, &["L", "SEGS", "SEG"]),
+            (GCRA, &["CAP", "EM"]),
+            (COUNTER, &["LW", "L", "W"]),
+        ];
+        for (template, names) in scripts {
+            let constants: Vec<(&str, u64)> = names.iter().map(|&n| (n, 7)).collect();
+            let source = render(template, &constants);
+            assert!(!source.contains('@'), "{source}");
+            assert!(source.contains("redis.call('TIME')"), "{source}");
+        }
+    }
+}
