@@ -1198,6 +1198,15 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
                 assert_eq!(d.outcome.unwrap_err().reason(), REDIS_KEY_ERROR);
             }
         }
+        // A probe (0 permits) writes nothing, and still finds the foreign data.
+        for bad in ["list", "text"] {
+            let d = l.decide(bad, 0).await;
+            assert_eq!(
+                d.decided_by,
+                DecidedBy::KeyError,
+                "{algorithm:?} {bad} probe: {d:?}"
+            );
+        }
         let d = l.decide("good", 1).await;
         assert_eq!(d.decided_by, DecidedBy::Redis, "{algorithm:?}: {d:?}");
         assert!(d.allowed());
@@ -1208,7 +1217,7 @@ async fn a_key_holding_foreign_data_never_opens_the_breaker_for_the_others() {
             (0, 0, 0),
             "{s:?}"
         );
-        assert_eq!(s.key_errors, 10);
+        assert_eq!(s.key_errors, 12);
         // The foreign data is left as it was.
         let kind: String = ::redis::cmd("TYPE")
             .arg(&window_keys(&mut conn, &l, "list").await[0])

@@ -62,22 +62,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 /// How [`RedisLimiter::builder`] is configured further.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let builder: RedisLimiterBuilder<_> = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
 ///     .timeout(Duration::from_millis(20))
@@ -120,22 +105,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// policy and counts as a failure for the circuit breaker.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
     ///     .timeout(Duration::from_millis(20)) // a request waits at most 20 ms for Redis
@@ -152,22 +122,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// The circuit breaker (default: open after 3 consecutive failures, for 1 s).
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
@@ -202,22 +157,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// than `size × machines`.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::FixedWindowOptions;
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// use tollgate::SlidingCounterOptions;
     /// let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(10_000, Duration::from_secs(60)));
@@ -260,22 +200,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// on hot partitions only. `0` is taken as `1`.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
@@ -301,21 +226,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// Zero sends a queued decision at once (no settling).
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{FixedWindowOptions};
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
     ///     .batch_size(BATCH_SIZE)
@@ -357,22 +268,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// Checks everything and makes the limiter.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build();
     /// assert!(limiter.is_ok());
@@ -432,6 +328,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
 
 /// Whether `C` is the cluster connection (feature `redis-cluster`): batches then group by
 /// hash slot.
+#[cfg_attr(
+    not(feature = "redis-cluster"),
+    allow(clippy::extra_unused_type_parameters)
+)]
 fn is_cluster<C: 'static>() -> bool {
     #[cfg(feature = "redis-cluster")]
     {

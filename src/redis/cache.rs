@@ -72,10 +72,7 @@ impl DenialCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(ms: u64) -> Instant {
-        Instant::from_nanos(ms * 1_000_000)
-    }
+    use crate::redis::tests::at;
 
     #[test]
     fn covers_larger_requests_until_retry_after() {

@@ -17,22 +17,7 @@ use crate::lease::{Reason, Rejection};
 /// Who made a [`RedisDecision`].
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -67,22 +52,7 @@ pub enum DecidedBy {
 /// A decision with everything the scripts return (for headers such as `RateLimit`).
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(10, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::fallback(1.0)).build().unwrap();
@@ -113,22 +83,7 @@ impl RedisDecision {
     /// Whether the request was granted.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
@@ -138,6 +93,23 @@ impl RedisDecision {
     /// ```
     pub const fn allowed(&self) -> bool {
         self.outcome.is_ok()
+    }
+
+    /// A decision made without Redis's answer (no reset, no server time).
+    pub(super) const fn local(
+        permits: u32,
+        outcome: Result<(), Rejection>,
+        remaining: u64,
+        decided_by: DecidedBy,
+    ) -> Self {
+        Self {
+            permits,
+            outcome,
+            remaining,
+            reset: Duration::ZERO,
+            server_time_us: None,
+            decided_by,
+        }
     }
 }
 
@@ -202,13 +174,8 @@ impl CallError {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     pub(super) async fn decide_uncounted(&self, partition: &str, permits: u32) -> RedisDecision {
         let inner = &*self.inner;
-        let client = |r: &'static Reason, decided_by| RedisDecision {
-            permits,
-            outcome: Err(Rejection::new(r)),
-            remaining: 0,
-            reset: Duration::ZERO,
-            server_time_us: None,
-            decided_by,
+        let client = |r: &'static Reason, decided_by| {
+            RedisDecision::local(permits, Err(Rejection::new(r)), 0, decided_by)
         };
         if inner.closed.load(Ordering::Acquire) {
             return client(&Reason::Closed, DecidedBy::Client);
@@ -221,14 +188,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         if let Some(leases) = &inner.leases {
             let local = |outcome, remaining| {
                 bump(&inner.counts.leased);
-                RedisDecision {
-                    permits,
-                    outcome,
-                    remaining,
-                    reset: Duration::ZERO,
-                    server_time_us: None,
-                    decided_by: DecidedBy::Lease,
-                }
+                RedisDecision::local(permits, outcome, remaining, DecidedBy::Lease)
             };
             match leases.take(&key, permits, now) {
                 Local::Granted { left } => return local(Ok(()), left),
@@ -241,14 +201,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         if let Some(cache) = &inner.cache {
             if let Some(left) = cache.get(&key, permits, now) {
                 bump(&inner.counts.cached);
-                return RedisDecision {
+                return RedisDecision::local(
                     permits,
-                    outcome: Err(Rejection::with_retry_after(&Reason::Exhausted, left)),
-                    remaining: 0,
-                    reset: Duration::ZERO,
-                    server_time_us: None,
-                    decided_by: DecidedBy::CachedDenial,
-                };
+                    Err(Rejection::with_retry_after(&Reason::Exhausted, left)),
+                    0,
+                    DecidedBy::CachedDenial,
+                );
             }
         }
         let skip = match inner.breaker.admit(now) {

@@ -14,22 +14,7 @@ use crate::partition::{Partition, PartitionConfig, PartitionKind, PartitionLimit
 /// What a [`RedisLimiter`] does when Redis cannot decide: chosen at construction, no default.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// // A login limit must hold even when Redis is down: fail closed.
@@ -64,22 +49,7 @@ impl FailurePolicy {
     /// A local fallback holding `share` of the quota, for up to 100,000 partitions.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// // 4 per minute over 2 replicas: each keeps 2 per minute while Redis is down.
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(4, Duration::from_secs(60)));
@@ -123,22 +93,7 @@ impl fmt::Debug for FailurePolicy {
 /// The reason of a [`FailurePolicy::FailClosed`] rejection.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
@@ -177,22 +132,7 @@ pub const REDIS_KEY_ERROR: Reason = Reason::Custom("rate-limit key unreadable");
 /// Which failure policy a limiter was built with.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed)
@@ -234,22 +174,7 @@ impl Health {
     /// The failure policy deciding (some) requests now, or `None` when Redis decides them all.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen)
@@ -299,13 +224,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             (Some(local), DecidedBy::Fallback) => local.statistics(partition).available_permits,
             _ => 0,
         };
-        RedisDecision {
-            permits,
-            outcome,
-            remaining,
-            reset: Duration::ZERO,
-            server_time_us: None,
-            decided_by,
-        }
+        RedisDecision::local(permits, outcome, remaining, decided_by)
     }
 }

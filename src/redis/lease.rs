@@ -182,10 +182,7 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(ms: u64) -> Instant {
-        Instant::from_nanos(ms * 1_000_000)
-    }
+    use crate::redis::tests::at;
 
     #[test]
     fn a_lease_serves_until_it_ends_and_keeps_what_is_left() {

@@ -16,22 +16,7 @@ use crate::limiter::Limiter;
 /// cache and the counters.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -69,22 +54,7 @@ impl<C> fmt::Debug for RedisLimiter<C> {
 /// local one (whose permits go back, for a concurrency limiter).
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -105,22 +75,7 @@ impl ChainedLease<'_> {
     /// The permits held.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -135,22 +90,7 @@ impl ChainedLease<'_> {
     /// The local limiter's lease.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -173,22 +113,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// epoch) under `key:k`, which expires when the window ends.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api:v2", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// // `redis-cli --scan --pattern 'api:v2:{user-7}:fw60000000:*'` finds user-7's window.
@@ -242,22 +167,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// costs no round trip.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -305,22 +215,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Which policy decides requests now.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::fallback(0.25))
@@ -344,22 +239,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// opening.)
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed)
@@ -380,22 +260,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// decision Redis made (any partition), `queued_permits` is always 0.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
@@ -416,22 +281,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Every counter, for observability.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailClosed).build().unwrap();
@@ -461,22 +311,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// The algorithm and its options.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// match limiter.algorithm() {
@@ -491,22 +326,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// The most permits one request may take.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// let burst = Algorithm::TokenBucket(TokenBucketOptions::new(20, 5, Duration::from_secs(1)));
     /// let limiter = RedisLimiter::builder(Down, "api", burst, FailurePolicy::FailOpen).build().unwrap();
@@ -522,22 +342,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Other clients of the same keys are not affected.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
@@ -553,22 +358,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// Whether [`close`](Self::close) was called.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();
     /// assert!(!limiter.is_closed());

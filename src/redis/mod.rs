@@ -148,6 +148,8 @@ mod breaker;
 mod builder;
 mod cache;
 mod decision;
+#[doc(hidden)]
+pub mod doc_support;
 mod failure;
 #[cfg(feature = "http")]
 mod http_policy;
@@ -235,12 +237,24 @@ mod tests {
         FixedWindowOptions, GcraOptions, OptionsError, SlidingWindowOptions, TokenBucketOptions,
     };
 
+    /// `ms` milliseconds after the clock's origin: the instants of the unit tests.
+    pub(crate) fn at(ms: u64) -> crate::clock::Instant {
+        crate::clock::Instant::from_nanos(ms * 1_000_000)
+    }
+
     /// The error a server's reply `line` (without the leading `-`) makes.
     fn reply(line: &str) -> RedisError {
         let bytes = format!("-{line}\r\n");
         match ::redis::parse_redis_value(bytes.as_bytes()) {
             Ok(::redis::Value::ServerError(e)) => e.into(),
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// Asserts that every reply line in `lines` is an error of `kind`.
+    fn each_is(lines: &[&str], kind: CallError) {
+        for line in lines {
+            assert_eq!(CallError::of(&reply(line)), kind, "{line}");
         }
     }
 
@@ -252,9 +266,7 @@ mod tests {
             "ERR user_script:12: attempt to compare nil with number script: 8f0e, on @user_script:12.",
             "ERR Error running script (call to f_8f0e): @user_script:9: WRONGTYPE Operation against a key holding the wrong kind of value",
         ];
-        for line in key {
-            assert_eq!(CallError::of(&reply(line)), CallError::Key, "{line}");
-        }
+        each_is(&key, CallError::Key);
         let server = [
             "LOADING Redis is loading the dataset in memory",
             "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
@@ -269,9 +281,7 @@ mod tests {
             "NOPERM this user has no permissions to run the 'evalsha' command",
             "SOMETHINGNEW an error code this crate does not know",
         ];
-        for line in server {
-            assert_eq!(CallError::of(&reply(line)), CallError::Server, "{line}");
-        }
+        each_is(&server, CallError::Server);
         let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(CallError::of(&io), CallError::Server);
         assert_eq!(

@@ -16,22 +16,7 @@ use crate::{
 /// The most segments a Redis sliding window may have (each decision reads them all).
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// use tollgate::{OptionsError, SlidingWindowOptions};
 /// let fine = SlidingWindowOptions::new(100, Duration::from_secs(60), MAX_SEGMENTS + 1);
 /// let err = RedisLimiter::builder(Down, "api", Algorithm::SlidingWindow(fine), FailurePolicy::FailOpen).build();
@@ -49,22 +34,7 @@ pub const MAX_SEGMENTS: u32 = 1024;
 /// options are refused with [`RedisConfigError::SpanTooLong`].
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// // A bucket of u32::MAX tokens, one a day: 11.7 million years to refill.
 /// let slow = TokenBucketOptions::new(u32::MAX, 1, Duration::from_secs(86_400));
 /// let err = RedisLimiter::builder(Down, "api", Algorithm::TokenBucket(slow), FailurePolicy::FailOpen).build();
@@ -85,22 +55,7 @@ pub(super) const MAX_COUNTER_PRODUCT: u128 = 1 << 52;
 /// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// let algorithms = [
 ///     Algorithm::TokenBucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))),
 ///     Algorithm::FixedWindow(FixedWindowOptions::new(1_000, Duration::from_secs(3600))),
@@ -124,22 +79,7 @@ pub enum Algorithm {
     /// [`GcraOptions`] as the local limiter; the interval in whole microseconds, no queue).
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # use tollgate::GcraOptions;
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// // redis-cell's `CL.THROTTLE key 14 30 60`: bursts of 15, 30 per minute.
     /// let gcra = GcraOptions::per_minute(30).with_burst(15);
     /// let limiter = RedisLimiter::builder(Down, "api", Algorithm::Gcra(gcra), FailurePolicy::FailClosed).build().unwrap();
@@ -157,21 +97,7 @@ pub enum Algorithm {
     /// ([`RedisConfigError::LimitTimesWindowTooLarge`]).
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// use tollgate::SlidingCounterOptions;
     /// let counter = Algorithm::SlidingCounter(SlidingCounterOptions::per_minute(100));
     /// let limiter = RedisLimiter::builder(Down, "api", counter, FailurePolicy::FailClosed).build().unwrap();
@@ -186,21 +112,7 @@ pub enum Algorithm {
     /// microseconds), so it admits exactly what the local meter admits. No queue.
     ///
     /// ```
-    /// # use core::time::Duration;
-    /// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-    /// # use tollgate::redis::*;
-    /// # /// A Redis that is down: every call fails at once.
-    /// # #[derive(Clone)]
-    /// # struct Down;
-    /// # impl ConnectionLike for Down {
-    /// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-    /// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-    /// #     }
-    /// #     fn get_db(&self) -> i64 { 0 }
-    /// # }
+    /// # use tollgate::redis::doc_support::*;
     /// use tollgate::LeakyBucketOptions;
     /// // Holds 10, leaks 2 a second: one unit every 500 ms.
     /// let meter = Algorithm::LeakyMeter(LeakyBucketOptions::new(10, 2, Duration::from_secs(1)));
@@ -217,22 +129,7 @@ pub enum Algorithm {
 /// Why a [`RedisLimiter`] could not be built.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// use tollgate::QueueOrder;
 /// let queued = TokenBucketOptions::new(10, 1, Duration::from_secs(1)).with_queue(5, QueueOrder::OldestFirst);
@@ -347,6 +244,20 @@ impl Plan {
             shape,
         }
     }
+
+    /// GCRA's plan (also the leaky meter's): `burst` cells of `t` µs each, keys named
+    /// `<tag><t>`.
+    fn gcra(burst: u32, t: u64, tag: &str) -> Self {
+        let cap = u64::from(burst) * t;
+        Self::new(
+            Kind::Gcra,
+            scripts::GCRA,
+            &[("CAP", cap), ("EM", t)],
+            [cap, t, 0],
+            burst,
+            format!("{tag}{t}"),
+        )
+    }
 }
 
 /// `Ok(())` if `span_us` (a u128 product of the options) is at most [`MAX_SPAN`].
@@ -430,15 +341,7 @@ impl Algorithm {
                 within_span(u128::from(o.burst) * u128::from(t))?;
                 // Within the Redis span (2^50 µs), the local rules (2^61 ns) hold too.
                 o.validate()?;
-                let cap = u64::from(o.burst) * t;
-                Ok(Plan::new(
-                    Kind::Gcra,
-                    scripts::GCRA,
-                    &[("CAP", cap), ("EM", t)],
-                    [cap, t, 0],
-                    o.burst,
-                    format!("gcra{t}"),
-                ))
+                Ok(Plan::gcra(o.burst, t, "gcra"))
             }
             Algorithm::SlidingCounter(o) => {
                 if o.queue_limit != 0 {
@@ -478,15 +381,7 @@ impl Algorithm {
                 within_span(u128::from(o.capacity) * u128::from(t))?;
                 // Within the Redis span (2^50 µs), the local rules hold too.
                 o.validate()?;
-                let cap = u64::from(o.capacity) * t;
-                Ok(Plan::new(
-                    Kind::Gcra,
-                    scripts::GCRA,
-                    &[("CAP", cap), ("EM", t)],
-                    [cap, t, 0],
-                    o.capacity,
-                    format!("lm{t}"),
-                ))
+                Ok(Plan::gcra(o.capacity, t, "lm"))
             }
         }
     }

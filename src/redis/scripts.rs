@@ -13,6 +13,13 @@
 //!   (`SET ... PX`, or for the fixed window an `INCRBY` on the window's own key, expired when
 //!   the window ends): after the TTL the key's absence means the same as its content would (a
 //!   full bucket, an empty window);
+//! - except the fixed window, reads every key of the run with one `MGET` (one `redis.call` for
+//!   the whole batch instead of a `GET` per key), decides the run's pairs in order on the state
+//!   in Lua (a key repeated in the run is read once, the second decision sees the first's
+//!   grant), and writes each changed key once, its last state, with one `SET ... PX`; a key
+//!   `MGET` found absent is written with `NX` (or, unchanged, checked with `EXISTS`), so that a
+//!   value of another type there, which `MGET` reads as absent, is left as it is and that key's
+//!   decisions are its errors (as a `GET` would have failed with `WRONGTYPE`);
 //! - formats with `%d` every number that may reach 10^14 (Lua's own number-to-string conversion,
 //!   `%.14g`, would switch to exponent notation there), and parses state with plain
 //!   `string.find` and `tonumber` (no patterns);
@@ -25,7 +32,7 @@
 //!   the decision, remaining, RetryAfter and reset (see [`Kind`]), or `e`
 //!   for a key the script cannot read (a value of another type, content it did not write): that
 //!   key's error, not the others' and not the server's. The same key twice in a batch is decided
-//!   twice, in order: the second sees the first's write.
+//!   twice, in order: the second sees the first's grant.
 //!
 //! Lua numbers are doubles: every quantity here is an integer below 2^53 — the builder bounds
 //! every span (time to refill an empty bucket, window, burst × interval) by
@@ -61,9 +68,82 @@ pub(crate) enum Kind {
     Full,
 }
 
-/// `template` with each `(name, value)` placeholder `@name@` replaced by the integer.
+/// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
+/// stands, in this order (a snippet may hold the markers of those after it), before the
+/// constants are ([`render`]).
+const SNIPPETS: [(&str, &str); 5] = [
+    // The clock, then every key's value in one `MGET` (a string, or false: absent or not a
+    // string). In a batch, `seen`, the value this run wrote under a key (a key repeated in the
+    // run reads its own write), and `msc`, the TTLs formatted so far (a run's keys mostly share
+    // one); a lone decision makes neither table.
+    (
+        "@@READ@@",
+        r"@@CLOCK@@
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, msc
+if #KEYS > 1 then seen, msc = {}, {} end
+local find, sub = string.find, string.sub",
+    ),
+    // The time, as integer microseconds since the Unix epoch, and the reply's two first words.
+    (
+        "@@CLOCK@@",
+        r"local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local out, fmt = {t[1], t[2]}, string.format",
+    ),
+    // The loop's head: `key`, `n` (the permits asked), `v` (the key's value); the script
+    // decides, writes its reply to `out[i + 2]` (`ERR` for a value it cannot read) and, on a
+    // grant, sets `val` (the new value) and `ms` (its TTL) for `@@STORE@@`.
+    (
+        "@@EACH@@",
+        r"for i = 1, #KEYS do
+  local key, a = KEYS[i], ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
+  local v = seen and seen[key] or vals[i]
+  local val, ms",
+    ),
+    // One `SET ... PX` per grant (the TTL formatted with `%d`: Redis would format a Lua number
+    // with `%.17g`). A key `MGET` found no string under is written only if absent (`NX`) or,
+    // unchanged, checked absent (`EXISTS`): a value of another type there (`MGET` reads it as
+    // absent) is left as it is, and the decision is that key's error.
+    (
+        "@@STORE@@",
+        r"  if val then
+    local m = msc and msc[ms]
+    if not m then
+      m = fmt('%d', ms)
+      if msc then msc[ms] = m end
+    end
+    if v then
+      redis.call('SET', key, val, 'PX', m)
+      if seen then seen[key] = val end
+    elseif redis.call('SET', key, val, 'PX', m, 'NX') then
+      if seen then seen[key] = val end
+    else
+      out[i + 2] = ERR
+    end
+  elseif not v and redis.call('EXISTS', key) == 1 then
+    out[i + 2] = ERR
+  end
+end
+@@REPLY@@",
+    ),
+    // The reply: one concatenation for a lone decision, `table.concat` for a batch.
+    (
+        "@@REPLY@@",
+        r"if #KEYS == 1 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
+return table.concat(out, ' ')",
+    ),
+];
+
+/// `template` with its snippets spliced in and each `(name, value)` placeholder `@name@`
+/// replaced by the integer.
 pub(crate) fn render(template: &str, constants: &[(&str, u64)]) -> String {
     let mut s = template.to_owned();
+    for (marker, snippet) in SNIPPETS {
+        s = s.replace(marker, snippet);
+    }
     for (name, value) in constants {
         s = s.replace(&format!("@{name}@"), &value.to_string());
     }
@@ -80,60 +160,59 @@ pub(crate) fn render(template: &str, constants: &[(&str, u64)]) -> String {
 /// Constants: `L` (the limit), `W` (the window, µs). A negative count `-m` asks for *up to* `m`
 /// (a lease): it takes what is there, from 1 to `m`.
 pub(crate) const FIXED: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@CLOCK@@
 local into = now % @W@
-local sfx = ':' .. string.format('%d', (now - into) / @W@)
+local sfx = ':' .. fmt('%d', (now - into) / @W@)
 local ms = @W@ - into + 999
 ms = (ms - ms % 1000) / 1000
-local out, o = {t[1], t[2]}, 2
 for i = 1, #KEYS do
   local key, a = KEYS[i] .. sfx, ARGV[i]
   local n = 1
   if a ~= '1' then n = tonumber(a) end
+  local r
   if n > 0 then
     local c = redis.pcall('INCRBY', key, a)
     if type(c) ~= 'number' then
-      o = o + 1; out[o] = 'e'
+      r = 'e'
     elseif c > @L@ then
       redis.call('DECRBY', key, a)
-      o = o + 1; out[o] = (n - c - 1)
+      r = fmt('%d', n - c - 1)
     else
       if c == n then redis.call('PEXPIRE', key, ms) end
-      o = o + 1; out[o] = c
+      r = fmt('%d', c)
     end
   elseif n == 0 then
     local v = redis.pcall('GET', key)
     local c = 0
     if v then c = tonumber(v) end
     if not c then
-      o = o + 1; out[o] = 'e'
+      r = 'e'
     elseif c < @L@ then
-      o = o + 1; out[o] = c
+      r = fmt('%d', c)
     else
-      o = o + 1; out[o] = (-c - 1)
+      r = fmt('%d', -c - 1)
     end
   else
     local m = -n
     local c = redis.pcall('INCRBY', key, m)
     if type(c) ~= 'number' then
-      o = o + 1; out[o] = 'e 0'
+      r = 'e 0'
     else
       local before = c - m
       if before >= @L@ then
         redis.call('DECRBY', key, m)
-        o = o + 1; out[o] = (-before - 1) .. ' 0'
+        r = fmt('%d 0', -before - 1)
       else
         local take = @L@ - before
         if take >= m then take = m else redis.call('DECRBY', key, m - take) end
         if before == 0 then redis.call('PEXPIRE', key, ms) end
-        o = o + 1; out[o] = (before + take) .. ' ' .. take
+        r = fmt('%d %d', before + take, take)
       end
     end
   end
+  out[i + 2] = r
 end
-if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
-return table.concat(out, ' ')
+@@REPLY@@
 "#;
 
 /// Token bucket: the state machine of the local `bucket::state::Bucket`, over a string
@@ -145,19 +224,13 @@ return table.concat(out, ' ')
 /// refill, a bucket that still owes tokens is at the current period, so the client derives the
 /// reset and RetryAfter from the tokens alone.
 pub(crate) const BUCKET: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+local ERR = 'e'
+@@READ@@
 local k = (now - now % @P@) / @P@
-local find, sub = string.find, string.sub
-local out, o = {t[1], t[2]}, 2
-for i = 1, #KEYS do
-  local a = ARGV[i]
-  local n = 1
-  if a ~= '1' then n = tonumber(a) end
-  local v = redis.pcall('GET', KEYS[i])
+@@EACH@@
   local owed, tick = 0, k
   if v then
-    local sp = type(v) == 'string' and find(v, ' ', 1, true)
+    local sp = find(v, ' ', 1, true)
     if sp then
       owed = tonumber(sub(v, 1, sp - 1))
       tick = tonumber(sub(v, sp + 1))
@@ -170,28 +243,26 @@ for i = 1, #KEYS do
     end
   end
   if not owed then
-    o = o + 1; out[o] = 'e'
+    out[i + 2] = ERR
   else
     if k > tick and owed > 0 then
       if (k - tick) * @PER@ >= owed then owed = 0 else owed = owed - (k - tick) * @PER@ end
     end
     local tokens = @L@ - owed
     if tokens < n or tokens == 0 then
-      o = o + 1; out[o] = (-tokens - 1)
+      out[i + 2] = fmt('%d', -tokens - 1)
     elseif n == 0 then
-      o = o + 1; out[o] = tokens
+      out[i + 2] = fmt('%d', tokens)
     else
       owed = owed + n
-      local ms = owed + @PER@ - 1
+      ms = owed + @PER@ - 1
       ms = ((k + (ms - ms % @PER@) / @PER@) * @P@ - now + 999)
       ms = (ms - ms % 1000) / 1000
-      redis.call('SET', KEYS[i], string.format('%d %d', owed, k), 'PX', ms)
-      o = o + 1; out[o] = (tokens - n)
+      val = fmt('%d %d', owed, k)
+      out[i + 2] = fmt('%d', tokens - n)
     end
   end
-end
-if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
-return table.concat(out, ' ')
+@@STORE@@
 "#;
 
 /// Sliding window: one string `"<last> <c_last> <c_last-1> ..."`: the newest segment written
@@ -201,23 +272,18 @@ return table.concat(out, ' ')
 ///
 /// Constants: `L` (the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+local ERR = '-1 0 0 0'
+@@READ@@
 local k = (now - now % @SEG@) / @SEG@
 -- c[j] holds segment lo + j (j = 1..segs); segments at or before lo have left the window.
 local lo = k - @SEGS@
-local find, sub, fmt = string.find, string.sub, string.format
-local out, o = {t[1], t[2]}, 2
-for i = 1, #KEYS do
-  local a = ARGV[i]
-  local n = 1
-  if a ~= '1' then n = tonumber(a) end
-  local v = redis.pcall('GET', KEYS[i])
-  local c = {}
+-- One table of counts and one of the written words for the whole run.
+local c, parts = {}, {}
+@@EACH@@
   for j = 1, @SEGS@ do c[j] = 0 end
   local ok = true
   if v then
-    local p = type(v) == 'string' and find(v, ' ', 1, true)
+    local p = find(v, ' ', 1, true)
     local s = p and tonumber(sub(v, 1, p - 1))
     if not s then ok = false end
     while ok and p do
@@ -235,7 +301,7 @@ for i = 1, #KEYS do
     end
   end
   if not ok then
-    o = o + 1; out[o] = '-1 0 0 0'
+    out[i + 2] = ERR
   else
     local used, last = 0, 0
     for j = 1, @SEGS@ do
@@ -256,25 +322,26 @@ for i = 1, #KEYS do
         freed = freed + c[m]
         if freed >= missing then retry = (k + m) * @SEG@ - now break end
       end
-      o = o + 1; out[o] = fmt('0 %d %d %d', free, retry, empty)
+      out[i + 2] = fmt('0 %d %d %d', free, retry, empty)
     elseif n == 0 then
-      o = o + 1; out[o] = fmt('1 %d 0 %d', free, empty)
+      out[i + 2] = fmt('1 %d 0 %d', free, empty)
     else
       c[@SEGS@] = c[@SEGS@] + n
-      local parts = {fmt('%d', k)}
-      local first = 1
+      parts[1] = fmt('%d', k)
+      local first, w = 1, 1
       while c[first] == 0 do first = first + 1 end
-      for j = @SEGS@, first, -1 do parts[#parts + 1] = c[j] end
+      for j = @SEGS@, first, -1 do
+        w = w + 1
+        parts[w] = c[j]
+      end
       local reset = (k + @SEGS@) * @SEG@ - now
-      local ms = reset + 999
+      ms = reset + 999
       ms = (ms - ms % 1000) / 1000
-      redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', ms)
-      o = o + 1; out[o] = fmt('1 %d 0 %d', free - n, reset)
+      val = table.concat(parts, ' ', 1, w)
+      out[i + 2] = fmt('1 %d 0 %d', free - n, reset)
     end
   end
-end
-if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
-return table.concat(out, ' ')
+@@STORE@@
 "#;
 
 /// GCRA (the generic cell rate algorithm of redis-cell and redis_rate) in integer microseconds,
@@ -286,15 +353,9 @@ return table.concat(out, ' ')
 ///
 /// Constants: `CAP` (`burst × T`, µs), `EM` (the emission interval `T`, µs).
 pub(crate) const GCRA: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local fmt = string.format
-local out, o = {t[1], t[2]}, 2
-for i = 1, #KEYS do
-  local a = ARGV[i]
-  local n = 1
-  if a ~= '1' then n = tonumber(a) end
-  local v = redis.pcall('GET', KEYS[i])
+local ERR = 'e'
+@@READ@@
+@@EACH@@
   local debt = 0
   if v then
     debt = tonumber(v)
@@ -304,24 +365,23 @@ for i = 1, #KEYS do
     end
   end
   if not debt then
-    o = o + 1; out[o] = 'e'
+    out[i + 2] = ERR
   else
     local want = n
     if want == 0 then want = 1 end
     if debt + want * @EM@ > @CAP@ then
-      o = o + 1; out[o] = fmt('%d', -debt - 1)
+      out[i + 2] = fmt('%d', -debt - 1)
     elseif n == 0 then
-      o = o + 1; out[o] = fmt('%d', debt)
+      out[i + 2] = fmt('%d', debt)
     else
       debt = debt + n * @EM@
-      local ms = debt + 999
-      redis.call('SET', KEYS[i], fmt('%d', now + debt), 'PX', (ms - ms % 1000) / 1000)
-      o = o + 1; out[o] = fmt('%d', debt)
+      ms = debt + 999
+      ms = (ms - ms % 1000) / 1000
+      val = fmt('%d', now + debt)
+      out[i + 2] = fmt('%d', debt)
     end
   end
-end
-if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
-return table.concat(out, ' ')
+@@STORE@@
 "#;
 
 /// The sliding-window counter (article 001's estimate, as the local
@@ -333,27 +393,22 @@ return table.concat(out, ' ')
 ///
 /// Constants: `L` (the limit), `W` (the window, µs), `LW` (`L × W`).
 pub(crate) const COUNTER: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+local ERR = '-1 0 0 0'
+@@READ@@
 local into0 = now % @W@
 local k0 = (now - into0) / @W@
-local floor, find, sub, fmt = math.floor, string.find, string.sub, string.format
-local out, o = {t[1], t[2]}, 2
-for i = 1, #KEYS do
-  local a = ARGV[i]
-  local n = 1
-  if a ~= '1' then n = tonumber(a) end
-  local v = redis.pcall('GET', KEYS[i])
+local floor = math.floor
+@@EACH@@
   local cur, prev, tick = 0, 0, k0
   if v then
-    local a = type(v) == 'string' and find(v, ' ', 1, true)
-    local b = a and find(v, ' ', a + 1, true)
-    if b then
-      cur = tonumber(sub(v, 1, a - 1))
-      prev = tonumber(sub(v, a + 1, b - 1))
-      tick = tonumber(sub(v, b + 1))
+    local p = find(v, ' ', 1, true)
+    local q = p and find(v, ' ', p + 1, true)
+    if q then
+      cur = tonumber(sub(v, 1, p - 1))
+      prev = tonumber(sub(v, p + 1, q - 1))
+      tick = tonumber(sub(v, q + 1))
     end
-    if not (b and cur and prev and tick) or cur < 0 or prev < 0 then
+    if not (q and cur and prev and tick) or cur < 0 or prev < 0 then
       cur = nil
     else
       if cur > @L@ then cur = @L@ end
@@ -361,7 +416,7 @@ for i = 1, #KEYS do
     end
   end
   if cur == nil then
-    o = o + 1; out[o] = '-1 0 0 0'
+    out[i + 2] = ERR
   else
     -- A clock behind the state's window acts at that window's start (never more lenient).
     local k, into, behind = k0, into0, 0
@@ -405,17 +460,37 @@ for i = 1, #KEYS do
         if room >= @W@ then room = 0 else room = @W@ - room end
         wait = @W@ - into + room
       end
-      o = o + 1; out[o] = fmt('0 %d %d %d', remaining, behind + wait, reset)
+      out[i + 2] = fmt('0 %d %d %d', remaining, behind + wait, reset)
     else
       if n > 0 then
-        local ms = reset + 999
+        ms = reset + 999
         ms = (ms - ms % 1000) / 1000
-        redis.call('SET', KEYS[i], fmt('%d %d %d', cur, prev, k), 'PX', ms)
+        val = fmt('%d %d %d', cur, prev, k)
       end
-      o = o + 1; out[o] = fmt('1 %d 0 %d', remaining, reset)
+      out[i + 2] = fmt('1 %d 0 %d', remaining, reset)
     end
   end
-end
-if o == 3 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
-return table.concat(out, ' ')
+@@STORE@@
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_marker_is_spliced_and_every_constant_written_in() {
+        let scripts: [(&str, &[&str]); 5] = [
+            (FIXED, &["L", "W"]),
+            (BUCKET, &["L", "PER", "P"]),
+            (SLIDING, &["L", "SEGS", "SEG"]),
+            (GCRA, &["CAP", "EM"]),
+            (COUNTER, &["LW", "L", "W"]),
+        ];
+        for (template, names) in scripts {
+            let constants: Vec<(&str, u64)> = names.iter().map(|&n| (n, 7)).collect();
+            let source = render(template, &constants);
+            assert!(!source.contains('@'), "{source}");
+            assert!(source.contains("redis.call('TIME')"), "{source}");
+        }
+    }
+}

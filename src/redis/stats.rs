@@ -10,22 +10,7 @@ use crate::lease::Statistics;
 /// Counters beyond [`Statistics`], for observability.
 ///
 /// ```
-/// # use core::time::Duration;
-/// # use ::redis::{aio::ConnectionLike, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, Value};
-/// # use tollgate::redis::*;
-/// # use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, FixedWindowOptions, GcraOptions, Limiter, Reason, TokenBucketOptions};
-/// # /// A Redis that is down: every call fails at once.
-/// # #[derive(Clone)]
-/// # struct Down;
-/// # impl ConnectionLike for Down {
-/// #     fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn req_packed_commands<'a>(&'a mut self, _: &'a Pipeline, _: usize, _: usize) -> RedisFuture<'a, Vec<Value>> {
-/// #         Box::pin(async { Err(RedisError::from((ErrorKind::Io, "connection refused"))) })
-/// #     }
-/// #     fn get_db(&self) -> i64 { 0 }
-/// # }
+/// # use tollgate::redis::doc_support::*;
 /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 /// # let per_minute = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
 /// let limiter = RedisLimiter::builder(Down, "api", per_minute, FailurePolicy::FailOpen).build().unwrap();

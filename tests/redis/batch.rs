@@ -346,6 +346,63 @@ async fn a_caller_cancelled_after_it_was_handed_a_run_hands_it_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cancelled_mid_settle_strands_no_decision() {
+    let (l, in_flight) = slow_window().await;
+    // The leader: the first decision, alone, polled here (not spawned) so that it can be dropped.
+    let mut leader = Box::pin(l.decide("k", 1));
+    assert!(!poll_once(&mut leader).await);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // A second run alongside (the most in flight), then two decisions queue behind them (no
+    // settler: no room for a run).
+    let second = {
+        let l = l.clone();
+        tokio::spawn(async move { l.decide("k", 1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(in_flight.0.load(Ordering::SeqCst), 2);
+    let mut queued = [Box::pin(l.decide("k", 1)), Box::pin(l.decide("k", 1))];
+    for q in &mut queued {
+        assert!(!poll_once(q).await);
+    }
+    // Poll the leader until the poll in which its command returns: with decisions queued and no
+    // settler, it settles the queue before it returns its answer, so that poll ends pending,
+    // mid-settle (yielding to the runtime).
+    let started = std::time::Instant::now();
+    loop {
+        let before = in_flight.0.load(Ordering::SeqCst);
+        let ready = poll_once(&mut leader).await;
+        assert!(!ready, "the leader returned without settling the queue");
+        if in_flight.0.load(Ordering::SeqCst) < before {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the leader's run never returned"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(leader);
+    for q in queued {
+        let d = tokio::time::timeout(Duration::from_secs(2), q)
+            .await
+            .expect("a queued decision was stranded by its cancelled leader");
+        assert_eq!(
+            (d.decided_by, d.allowed()),
+            (DecidedBy::Redis, true),
+            "{d:?}"
+        );
+    }
+    assert!(second.await.unwrap().allowed());
+    // Counts exact: the cancelled leader's permit was taken once (its run went), the others
+    // once each: 4 of 10, so the fifth leaves 5.
+    let d = l.decide("k", 1).await;
+    assert_eq!((d.allowed(), d.remaining), (true, 5), "{d:?}");
+    let s = l.redis_statistics();
+    // Runs: the leader's, the second, the two queued as one, the fifth.
+    assert_eq!((s.script_runs, s.errors), (4, 0), "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_decisions_stay_exact_across_machines() {
     // Batching on in every "machine": the window admits exactly its limit.
     let window = Duration::from_secs(3_600);
