@@ -59,6 +59,20 @@ impl<C, Q> RateBase<C, Q> {
     }
 }
 
+impl<C: crate::clock::Clock, Q> RateBase<C, Q> {
+    /// Now, in nanoseconds since the core's origin (one clock reading).
+    #[inline(always)]
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.ticker.elapsed(self.clock.now())
+    }
+
+    /// Now, as the tick it falls in and the nanoseconds into that tick (one clock reading).
+    #[inline(always)]
+    pub(crate) fn tick(&self) -> (u64, u64) {
+        self.ticker.tick(self.clock.now())
+    }
+}
+
 /// A window limiter's constants as one decision reads them: the sliding counter's and the
 /// sliding log's `Shape`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -164,7 +164,7 @@ macro_rules! quick_path {
             }
             #[inline(always)]
             fn elapsed(&self) -> u64 {
-                self.base.ticker.elapsed($crate::clock::Clock::now(&self.base.clock))
+                self.base.elapsed()
             }
             #[inline(always)]
             fn counters(&self) -> &$crate::stats::Counters {

@@ -166,29 +166,15 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// The common decision in a handful of instructions ([`QuickPath::decide_quick`]), on the
-    /// 64-bit `word` with a token field of `shift` bits: a word with no flag set, read in its
+    /// 64-bit word (the only layout with a quick path): a word with no flag set, read in its
     /// own tick, grants `n` with one compare-and-swap of `w - n`, or refuses with the wait for
     /// the missing tokens (no queue to walk, no refill due before the next tick). Exactly what
     /// the general path decides on the same word and instant ([`Bucket::plain64`]); `None`
-    /// sends everything else (another tick, a flag, a lost race, a wait of 2^64 ns or more) to
-    /// it.
+    /// sends everything else (the 128-bit word, another tick, a flag, a lost race, a wait of
+    /// 2^64 ns or more) to it.
     #[inline(always)]
     fn quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Nanos>> {
-        // Only the 64-bit word has a quick path.
         let (word, shift) = self.word.narrow()?;
-        self.decide_quick_on(word, shift, e, n, r)
-    }
-
-    /// [`quick`](Self::quick) on the 64-bit `word` with a token field of `shift` bits.
-    #[inline(always)]
-    fn decide_quick_on(
-        &self,
-        word: &AtomicU64,
-        shift: u32,
-        e: u64,
-        n: u32,
-        r: Refill,
-    ) -> Option<Result<(), Nanos>> {
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.base.ticker.offset_in_own(e, tick)?;
@@ -275,7 +261,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let r = self.refill();
         self.word
             .take_queued(flag_if_short, |b| b.try_take(k, n, r, true).map(|b| (b, k)))
@@ -285,7 +271,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
     /// the grant.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let r = self.refill();
         self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
     }
@@ -297,7 +283,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         ahead: &mut dyn Iterator<Item = u32>,
         n: u32,
     ) -> Duration {
-        let (k, into) = self.base.ticker.tick(self.base.clock.now());
+        let (k, into) = self.base.tick();
         let requests = ahead.chain(core::iter::once(n.max(1)));
         self.wait_behind(k, into, self.word.load(), requests)
             .to_duration()
@@ -306,7 +292,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
     /// serving afterwards.
     pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let r = self.refill();
         self.word.update(|b| b.give_back(k, n, r)).waiters
     }
@@ -320,7 +306,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// [`wait_for`](Self::wait_for) in nanoseconds.
     fn wait_for_nanos(&self, total: u64) -> Nanos {
-        let (k, into) = self.base.ticker.tick(self.base.clock.now());
+        let (k, into) = self.base.tick();
         let b = self.word.load();
         if let Ok(n) = u32::try_from(total).map(|n| n.min(self.refill().limit)) {
             if u64::from(n) == total {
@@ -337,7 +323,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     fn now_state(&self) -> Bucket {
-        let e = self.base.ticker.elapsed(self.base.clock.now());
+        let e = self.base.elapsed();
         let b = self.word.load();
         b.at(self.base.ticker.locate(e, b.tick).0, self.refill())
     }
@@ -364,7 +350,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// Writes the state as of now (if time has added anything).
     pub(crate) fn catch_up(&self) {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let r = self.refill();
         let _ = self
             .word

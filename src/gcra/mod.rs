@@ -159,11 +159,6 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         self.params.get()
     }
 
-    #[inline]
-    fn now(&self) -> u64 {
-        self.base.ticker.elapsed(self.base.clock.now())
-    }
-
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
     #[inline]
     fn attempt(&self, now: u64, n: u32, p: Params, barge: bool) -> Result<(), (Denied, u64)> {
@@ -244,7 +239,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let now = self.now();
+        let now = self.base.elapsed();
         let p = self.params.get();
         self.word.take_queued(flag_if_short, |g| {
             g.try_take(now, n, p, true).map(|g| (g, now))
@@ -254,7 +249,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they fit ([`Gcra::take_when_fits`]), or finds them short. The stamp is that instant.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let now = self.now();
+        let now = self.base.elapsed();
         let p = self.params.get();
         self.word
             .take_queued(false, |g| g.take_when_fits(now, n, p))
@@ -271,12 +266,12 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         let ahead = ahead.fold(0u64, |t, a| t.saturating_add(u64::from(a)));
         let g = self.word.load();
         let p = self.params.get();
-        duration_from_nanos_u128(g.wait(self.now(), u64::from(n.max(1)), ahead, p))
+        duration_from_nanos_u128(g.wait(self.base.elapsed(), u64::from(n.max(1)), ahead, p))
     }
 
     /// Returns `n` permits a waiter was granted but never received; whether anyone waits.
     pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
-        let now = self.now();
+        let now = self.base.elapsed();
         let p = self.params.get();
         self.word.update(|g| g.give_back(now, n, p)).waiters
     }
@@ -284,16 +279,18 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// How long until a request of `total` permits would be admitted by time alone.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
         let g = self.word.load();
-        duration_from_nanos_u128(g.wait(self.now(), total, 0, self.params.get()))
+        duration_from_nanos_u128(g.wait(self.base.elapsed(), total, 0, self.params.get()))
     }
 
     pub(crate) fn available(&self) -> u64 {
-        self.word.load().available(self.now(), self.params.get())
+        self.word
+            .load()
+            .available(self.base.elapsed(), self.params.get())
     }
 
     /// Full since the theoretical arrival time; `None` while anything is outstanding.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.now();
+        let now = self.base.elapsed();
         let g = self.word.load();
         g.full_since(now).map(|t| Duration::from_nanos(now - t))
     }

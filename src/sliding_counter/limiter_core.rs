@@ -63,11 +63,6 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         self.limits.set(limit);
     }
 
-    #[inline]
-    fn now(&self) -> (u64, u64) {
-        self.base.ticker.tick(self.base.clock.now())
-    }
-
     fn load(&self) -> Counter {
         self.word.load()
     }
@@ -167,7 +162,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, into) = self.now();
+        let (k, into) = self.base.tick();
         let s = self.shape();
         self.word.take_queued(flag_if_short, |c| {
             c.try_take(k, into, n, s, true)
@@ -178,7 +173,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the window they
     /// first fit in ([`Counter::take_when_fits`]), or finds them short. The stamp is that window.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, into) = self.now();
+        let (k, into) = self.base.tick();
         let s = self.shape();
         self.word
             .take_queued(false, |c| c.take_when_fits(k, into, n, s))
@@ -191,7 +186,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         ahead: &mut dyn Iterator<Item = u32>,
         n: u32,
     ) -> Duration {
-        let (k, into) = self.now();
+        let (k, into) = self.base.tick();
         let requests = ahead.chain(core::iter::once(n.max(1)));
         duration_from_nanos_u128(self.load().wait_behind(k, into, requests, self.shape()))
     }
@@ -199,18 +194,18 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// Returns `n` permits granted in window `stamp` to a waiter that never received them;
     /// whether anyone waits.
     pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
-        let (k, _) = self.now();
+        let (k, _) = self.base.tick();
         self.word.update(|c| c.give_back(k, stamp, n)).waiters
     }
 
     /// How long until time alone lets `total` permits be granted.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
-        let (k, into) = self.now();
+        let (k, into) = self.base.tick();
         duration_from_nanos_u128(self.load().wait_for(k, into, total, self.shape()))
     }
 
     pub(crate) fn available(&self) -> u64 {
-        let (k, into) = self.now();
+        let (k, into) = self.base.tick();
         self.load().available(k, into, self.shape())
     }
 

@@ -63,10 +63,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         self.log.with(|_| self.limits.set(limit));
     }
 
-    fn now(&self) -> u64 {
-        self.base.ticker.elapsed(self.base.clock.now())
-    }
-
     /// One attempt under the log's lock, where `closed` is checked (so nothing is admitted
     /// after `close` returns): on a refusal, `None` if closed, else the wait and whether
     /// waiters hold newcomers back.
@@ -87,7 +83,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         if n > self.limit() {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
-        let now = self.now();
+        let now = self.base.elapsed();
         let mut result = self.attempt(now, n, false);
         if let Err(Some((_, true))) = result {
             serve();
@@ -134,7 +130,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         if n > self.limit() {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
-        let now = self.now();
+        let now = self.base.elapsed();
         let barge = self.base.queue.barging();
         self.log
             .with(|log| {
@@ -151,7 +147,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the entry's
     /// time), or finds them short, setting the flag when `flag_if_short`.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let now = self.now();
+        let now = self.base.elapsed();
         self.log.with(|log| {
             if self.is_closed() {
                 return Err(&Reason::Closed);
@@ -169,7 +165,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they first fit ([`Log::take_when_fits`]), or finds them short. The stamp is that instant.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let now = self.now();
+        let now = self.base.elapsed();
         self.log.with(|log| {
             if self.is_closed() {
                 return Err(&Reason::Closed);
@@ -185,7 +181,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         ahead: &mut dyn Iterator<Item = u32>,
         n: u32,
     ) -> Duration {
-        let now = self.now();
+        let now = self.base.elapsed();
         let requests = ahead.chain(core::iter::once(n.max(1)));
         let wait = self
             .log
@@ -208,13 +204,13 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// How long until time alone lets `total` permits be admitted.
     pub(crate) fn wait_for(&self, total: u64) -> Duration {
-        let now = self.now();
+        let now = self.base.elapsed();
         let wait = self.log.with(|log| log.wait_for(now, total, self.shape()));
         duration_from_nanos_u128(wait)
     }
 
     pub(crate) fn available(&self) -> u64 {
-        let now = self.now();
+        let now = self.base.elapsed();
         self.log.with(|log| {
             let s = self.shape();
             u64::from(s.limit).saturating_sub(log.used_at(now, s))
@@ -224,7 +220,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     /// Idle since the newest entry left the window (since creation if none was ever taken),
     /// with no one waiting.
     pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.now();
+        let now = self.base.elapsed();
         let since = self.log.with(|log| {
             if log.waiters {
                 None

@@ -284,7 +284,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// How long until time alone lets the window grant `total` permits (in requests of at most
     /// the limit, each counted in the segment it is granted in). Zero if they are free now.
     fn wait_for_nanos(&self, total: u64) -> Nanos {
-        let (k, into) = self.base.ticker.tick(self.base.clock.now());
+        let (k, into) = self.base.tick();
         let h = self.header.load();
         let limit = self.limit();
         // Whole windows for all but the last `limit` (a bounded walk for any `total`).
@@ -368,7 +368,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     }
 
     fn now_header(&self) -> (Header, Header, u64) {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let h = self.header.load();
         (h, h.at(k, self.shape(), |j| self.frozen(j)), k)
     }
@@ -389,7 +389,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
     pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let s = self.shape();
         self.header.take_queued(flag_if_short, |h| {
             let next = h.try_take(k, n, s, true, |j| self.frozen(j))?;
@@ -402,7 +402,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
     /// segment.
     pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let s = self.shape();
         self.header.take_queued(false, |h| {
             let (next, at) = h.take_when_fits(k, n, s, |j| self.frozen(j))?;
@@ -418,7 +418,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         ahead: &mut dyn Iterator<Item = u32>,
         n: u32,
     ) -> Duration {
-        let (k, into) = self.base.ticker.tick(self.base.clock.now());
+        let (k, into) = self.base.tick();
         let h = self.header.load();
         let requests = ahead.chain(core::iter::once(n.max(1)));
         self.wait_behind(k, into, h, requests).to_duration()
@@ -474,7 +474,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Brings the header to the current segment (freezing the segments it leaves); the caller
     /// served the queue first, so that waiters that fit before now are counted where they fit.
     pub(crate) fn catch_up(&self) {
-        let (k, _) = self.base.ticker.tick(self.base.clock.now());
+        let (k, _) = self.base.tick();
         let s = self.shape();
         self.header.update(|h| {
             let next = h.at(k, s, |j| self.frozen(j));

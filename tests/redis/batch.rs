@@ -132,6 +132,19 @@ async fn poll_once<F: core::future::Future + Unpin>(f: &mut F) -> bool {
     .await
 }
 
+/// A decision of `permits` on `key` sent from a task of its own, given 20 ms to be in flight
+/// (the slow connection holds it there) before the caller goes on.
+async fn put_in_flight(
+    l: &RedisLimiter<Slow>,
+    key: &str,
+    permits: u32,
+) -> tokio::task::JoinHandle<RedisDecision> {
+    let (l, key) = (l.clone(), key.to_owned());
+    let run = tokio::spawn(async move { l.decide(&key, permits).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    run
+}
+
 /// Decides `first` alone, and `rest` while it is in flight (they queue together, in order, and
 /// the queue settles into one run); returns the decisions in the order asked.
 async fn first_then_batch(
@@ -139,12 +152,7 @@ async fn first_then_batch(
     first: (&str, u32),
     rest: &[(&str, u32)],
 ) -> Vec<RedisDecision> {
-    let lead = {
-        let l = l.clone();
-        let key = first.0.to_owned();
-        tokio::spawn(async move { l.decide(&key, first.1).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let lead = put_in_flight(l, first.0, first.1).await;
     let queued = join_in_order(
         rest.iter()
             .map(|&(key, permits)| {
@@ -269,11 +277,7 @@ async fn a_settled_queue_goes_alongside_the_run_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
     let (l, _) = slow_window().await;
-    let first = {
-        let l = l.clone();
-        tokio::spawn(async move { l.decide("a", 1).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let first = put_in_flight(&l, "a", 1).await;
     // The settler queues and yields; another decision queues behind it; the settler is
     // cancelled mid-settle: the other still goes, alongside the first run.
     let mut settler = Box::pin(l.decide("a", 1));
@@ -291,11 +295,7 @@ async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
     );
     assert!(first.await.unwrap().allowed());
     // A settler cancelled alone: the batcher is idle after, and the next decision goes alone.
-    let first = {
-        let l = l.clone();
-        tokio::spawn(async move { l.decide("a", 1).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let first = put_in_flight(&l, "a", 1).await;
     let mut settler = Box::pin(l.decide("a", 1));
     assert!(!poll_once(&mut settler).await);
     drop(settler);
@@ -314,15 +314,10 @@ async fn a_settler_cancelled_mid_settle_leaves_nothing_stuck() {
 async fn a_caller_cancelled_after_it_was_handed_a_run_hands_it_back() {
     let (l, in_flight) = slow_window().await;
     // Two runs in flight (the most): the first, and a second caller's, settled alone.
-    let spawn = |key: &'static str| {
-        let l = l.clone();
-        tokio::spawn(async move { l.decide(key, 1).await })
-    };
-    let runs = [spawn("a"), {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        spawn("b")
-    }];
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let runs = [
+        put_in_flight(&l, "a", 1).await,
+        put_in_flight(&l, "b", 1).await,
+    ];
     assert_eq!(in_flight.0.load(Ordering::SeqCst), 2);
     // Two queue behind them (no settler: no room for a run); when a run returns, the first
     // queued is handed the queue to lead, but it is never polled again: it is cancelled.
@@ -354,11 +349,7 @@ async fn a_leader_cancelled_mid_settle_strands_no_decision() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     // A second run alongside (the most in flight), then two decisions queue behind them (no
     // settler: no room for a run).
-    let second = {
-        let l = l.clone();
-        tokio::spawn(async move { l.decide("k", 1).await })
-    };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = put_in_flight(&l, "k", 1).await;
     assert_eq!(in_flight.0.load(Ordering::SeqCst), 2);
     let mut queued = [Box::pin(l.decide("k", 1)), Box::pin(l.decide("k", 1))];
     for q in &mut queued {
