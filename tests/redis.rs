@@ -490,8 +490,9 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
         let _ = l.acquire("p", 5).await.unwrap();
         let key = stored_key(&mut conn, &l, "p").await;
         let ttl: i64 = conn.pttl(&key).await.unwrap();
+        // The expiry is rounded up to a whole second of Unix time (the fixed window's is not).
         assert!(
-            ttl > 0 && ttl <= max_ttl_ms as i64,
+            ttl > 0 && ttl <= max_ttl_ms as i64 + 1_000,
             "{algorithm:?}: PTTL {ttl}"
         );
         // A denial writes nothing and keeps the TTL.
@@ -499,10 +500,85 @@ async fn every_write_sets_a_ttl_and_idle_keys_vanish() {
         let ttl: i64 = conn.pttl(&key).await.unwrap();
         assert!(ttl > 0, "{algorithm:?}: PTTL {ttl} after a denial");
         // Idle: the key is gone once its TTL has passed, and the limiter is fresh again.
-        tokio::time::sleep(Duration::from_millis(max_ttl_ms + 50)).await;
+        tokio::time::sleep(Duration::from_millis(ttl as u64 + 50)).await;
         let exists: bool = conn.exists(&key).await.unwrap();
         assert!(!exists, "{algorithm:?}: key still there");
         assert!(l.acquire("p", 5).await.is_ok());
+    }
+}
+
+/// The instant (µs) until which a key's state means more than its absence, read from the state
+/// the script wrote: GCRA's `tat`; when the token bucket is full again; the end of the window of
+/// the sliding window's newest segment; the end of the sliding counter's next window.
+fn state_need_us(algorithm: &Algorithm, state: &str) -> u64 {
+    let n: Vec<u64> = state.split(' ').map(|x| x.parse().unwrap()).collect();
+    match *algorithm {
+        Algorithm::Gcra(_) => n[0],
+        Algorithm::TokenBucket(o) => {
+            let per = u64::from(o.tokens_per_period);
+            (n[1] + n[0].div_ceil(per)) * o.replenishment_period.as_micros() as u64
+        }
+        Algorithm::SlidingWindow(o) => {
+            let seg = o.window.as_micros() as u64 / u64::from(o.segments_per_window);
+            (n[0] + u64::from(o.segments_per_window)) * seg
+        }
+        Algorithm::SlidingCounter(o) => (n[2] + 2) * o.window.as_micros() as u64,
+        _ => unreachable!(),
+    }
+}
+
+/// A grant rewrites the key's TTL only when the new state outlives the key's expiry, which is
+/// then rounded up to a whole second of Unix time (`PXAT`); otherwise it keeps it (`KEEPTTL`).
+/// After every grant the expiry covers the state and is less than a second beyond it, and a
+/// burst of grants moves it about once a second, not once a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_keeps_the_ttl_while_the_expiry_covers_its_state() {
+    let mut conn = manager(&url()).await;
+    let ms = Duration::from_millis;
+    let cases = [
+        Algorithm::Gcra(GcraOptions::with_period(ms(40)).with_burst(200)),
+        Algorithm::TokenBucket(TokenBucketOptions::new(200, 1, ms(40))),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(200, ms(400), 4)),
+        Algorithm::SlidingCounter(SlidingCounterOptions::new(200, ms(300))),
+    ];
+    for algorithm in cases {
+        let l = limiter(
+            conn.clone(),
+            "keepttl",
+            algorithm,
+            FailurePolicy::FailClosed,
+        );
+        let key = l.key("p");
+        let (mut expiries, mut needs) = (Vec::new(), Vec::new());
+        for i in 0..60 {
+            let d = l.decide("p", 1).await;
+            assert!(d.allowed(), "{algorithm:?}, grant {i}: {d:?}");
+            let state: String = conn.get(&key).await.unwrap();
+            let at_ms: i64 = ::redis::cmd("PEXPIRETIME")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(at_ms > 0 && at_ms % 1_000 == 0, "{algorithm:?}: {at_ms}");
+            let at = at_ms as u64 * 1_000;
+            let need = state_need_us(&algorithm, &state);
+            assert!(
+                need <= at && at - need < 1_000_000,
+                "{algorithm:?}, grant {i}: state {state:?}, expiry {at} µs"
+            );
+            if expiries.last() != Some(&at) {
+                expiries.push(at);
+            }
+            needs.push(need);
+            tokio::time::sleep(ms(10)).await;
+        }
+        // The expiry moved with the whole seconds the state's need crossed (a few over the
+        // run: 2.4 s of debt for GCRA and the bucket), not with each of the 60 grants.
+        let crossed = (needs[59] - needs[0]) / 1_000_000;
+        assert!(
+            expiries.len() as u64 <= crossed + 2 && expiries.len() < 30,
+            "{algorithm:?}: {expiries:?}"
+        );
     }
 }
 
@@ -1087,7 +1163,7 @@ async fn changing_the_time_configuration_on_a_live_prefix_never_locks_a_key() {
         let longest = span(&old).max(span(&new)).as_millis() as i64;
         for (k, t) in pttls(&mut conn, &p).await {
             assert!(
-                t > 0 && t <= longest,
+                t > 0 && t <= longest + 1_000,
                 "{old:?} -> {new:?}: {k} has PTTL {t} ms"
             );
         }
@@ -1285,7 +1361,7 @@ async fn token_bucket_spans_that_do_not_fit_are_refused_and_ttls_are_exact() {
     let t: i64 = conn.pttl(l.key("k")).await.unwrap();
     let span_ms = (period * u32::MAX).as_millis() as i64;
     assert!(
-        t > span_ms - 60_000 && t <= span_ms + 1,
+        t > span_ms - 60_000 && t <= span_ms + 1_000,
         "PTTL {t}, span {span_ms}"
     );
     // Empty: 2 permits take 2 periods (a period may have begun since the take: 1 came back).
@@ -1335,7 +1411,7 @@ async fn gcra_options_are_bounded_so_the_script_stays_exact() {
             assert!(ra <= Duration::from_micros(t), "{ra:?}");
             let pttl: i64 = conn.pttl(l.key(&key)).await.unwrap();
             assert!(
-                pttl > 0 && pttl <= (u64::from(burst) * t / 1_000 + 1) as i64,
+                pttl > 0 && pttl <= (u64::from(burst) * t / 1_000 + 1_000) as i64,
                 "{pttl}"
             );
         }

@@ -183,14 +183,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         if permits > inner.plan.limit {
             return client(&Reason::ExceedsLimit, DecidedBy::Client);
         }
-        let key = self.key(partition);
         let now = StdClock.now();
         if let Some(leases) = &inner.leases {
+            // The table is the limiter's own: the partition names the key.
             let local = |outcome, remaining| {
-                bump(&inner.counts.leased);
                 RedisDecision::local(permits, outcome, remaining, DecidedBy::Lease)
             };
-            match leases.take(&key, permits, now) {
+            match leases.take(partition, permits, now) {
                 Local::Granted { left } => return local(Ok(()), left),
                 Local::Spent(d) => {
                     return local(Err(Rejection::with_retry_after(&Reason::Exhausted, d)), 0)
@@ -198,6 +197,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 Local::Ask => {}
             }
         }
+        let key = self.key(partition);
         if let Some(cache) = &inner.cache {
             if let Some(left) = cache.get(&key, permits, now) {
                 bump(&inner.counts.cached);
@@ -220,7 +220,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         let answer = match (&inner.leases, &inner.batcher) {
             (Some(leases), _) => {
                 bump(&inner.counts.runs);
-                self.call_lease(leases, &key, permits, now).await
+                self.call_lease(leases, &key, partition, permits, now).await
             }
             (None, Some(b)) => self.call_batched(b, &key, permits).await,
             (None, None) => {
@@ -317,12 +317,13 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// A lease of up to the lease size (at least `permits`) of `key`'s window: this request's
-    /// permits from it, the rest into the local slot until the window ends, as measured from
-    /// `sent` (before the call: the server read its clock after).
+    /// permits from it, the rest into `partition`'s local slot until the window ends, as
+    /// measured from `sent` (before the call: the server read its clock after).
     async fn call_lease(
         &self,
         leases: &Leases,
         key: &str,
+        partition: &str,
         permits: u32,
         sent: crate::clock::Instant,
     ) -> Result<RedisDecision, CallError> {
@@ -340,7 +341,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         match d.outcome {
             Ok(()) if d.permits >= permits => {
                 let extra = u64::from(d.permits - permits);
-                leases.put(key, extra, false, until(d.reset), StdClock.now());
+                leases.put(partition, extra, false, until(d.reset), StdClock.now());
                 Ok(RedisDecision {
                     permits,
                     remaining: d.remaining + extra,
@@ -351,7 +352,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 // Fewer left in the window than this request needs: they wait in the slot for
                 // smaller requests, and this one waits for the next window.
                 leases.put(
-                    key,
+                    partition,
                     u64::from(d.permits),
                     false,
                     until(d.reset),
@@ -369,7 +370,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             }
             Err(r) => {
                 let ra = r.retry_after().unwrap_or(Duration::ZERO);
-                leases.put(key, 0, true, until(ra), StdClock.now());
+                leases.put(partition, 0, true, until(ra), StdClock.now());
                 Ok(RedisDecision { permits, ..d })
             }
         }
@@ -396,7 +397,8 @@ fn read_reply(
     let now = sec.checked_mul(1_000_000)?.checked_add(usec)?;
     let width = match plan.kind {
         Kind::Fixed if upto => 2,
-        Kind::Fixed | Kind::Bucket | Kind::Gcra => 1,
+        Kind::Fixed | Kind::Gcra => 1,
+        Kind::Bucket => 2,
         Kind::Full => 4,
     };
     let mut out = Vec::with_capacity(entries.len());
@@ -453,21 +455,23 @@ fn decode(
             (c0.saturating_sub(v), if granted { 0 } else { left }, reset)
         }
         Kind::Bucket => {
-            // [limit, tokens per period, period]: v is the tokens left (granted) or there
-            // (refused); what the bucket still owes is as of the current period k.
+            // [limit, tokens per period, period]: v is the tokens missing from full after the
+            // grant (granted) or the tokens there (refused), as of the current period k.
             let k = now128 / c2;
             let at = |periods: u128| (k + periods) * c2 - now128;
-            let owed = c0.saturating_sub(v);
+            let tokens = if granted { c0.saturating_sub(v) } else { v };
+            let owed = c0.saturating_sub(tokens);
             let reset = if owed > 0 { at(owed.div_ceil(c1)) } else { 0 };
             let retry = if granted {
                 0
             } else {
-                at(want.saturating_sub(v).div_ceil(c1))
+                at(want.saturating_sub(tokens).div_ceil(c1))
             };
-            (v, retry, reset)
+            (tokens, retry, reset)
         }
         Kind::Gcra => {
-            // [burst × T, T]: v is the debt `tat - now`.
+            // [burst × T, T]: v is `tat` (granted) or the debt `tat - now` (refused).
+            let v = if granted { v.saturating_sub(now128) } else { v };
             let remaining = c0.saturating_sub(v) / c1;
             let retry = if granted {
                 0

@@ -15,7 +15,8 @@
 //! are refused to the other machines meanwhile), and a key whose slot another key takes over
 //! (the table is direct-mapped, [`SLOTS`] slots) loses its lease's remaining permits.
 //!
-//! **The table.** Each slot holds a key's 64-bit fingerprint (a keyed SipHash), the lease's end
+//! **The table.** Each slot holds a key's 64-bit fingerprint (a keyed SipHash of its partition:
+//! the table is one limiter's, so a local decision builds no key), the lease's end
 //! (with a "spent" bit), and one word packing a version and the permits left. A lookup reads
 //! the word, checks the fingerprint and the end, and takes its permits with one
 //! compare-and-swap on the word: it succeeds only if no writer replaced the slot since the

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use ::redis::aio::ConnectionLike;
 
-use super::stats::bump;
 use super::{Algorithm, Circuit, Health, Inner, RedisDecision, RedisStatistics};
 #[cfg(doc)]
 use crate::lease::Reason;
@@ -107,7 +106,8 @@ impl ChainedLease<'_> {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// The Redis key of `partition`: `prefix:{partition}:shape`, where the shape names the
     /// algorithm and its time parameters, not its limit (see
-    /// [changing the configuration](super#changing-the-configuration)): `tb<period µs>`,
+    /// [changing the configuration](super#changing-the-configuration)):
+    /// `tb<period µs>x<tokens per period>`,
     /// `fw<window µs>`, `swr<window µs>x<segments>`, `sc<window µs>`, `gcra<interval µs>` or
     /// `lm<interval µs>`. A fixed window keeps the count of window `k` (windows since the Unix
     /// epoch) under `key:k`, which expires when the window ends.
@@ -208,7 +208,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     pub async fn decide(&self, partition: &str, permits: u32) -> RedisDecision {
         let d = self.decide_uncounted(partition, permits).await;
         let c = &self.inner.counts;
-        bump(if d.allowed() { &c.ok } else { &c.failed });
+        let counts = if d.decided_by == super::DecidedBy::Lease {
+            &c.leased
+        } else {
+            &c.decided
+        };
+        counts.tally(!d.allowed());
         d
     }
 
@@ -270,11 +275,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// ```
     pub fn statistics(&self) -> Statistics {
         let c = &self.inner.counts;
+        let (total_successful, total_failed) = c.totals();
         Statistics {
             available_permits: c.remaining.load(Ordering::Relaxed),
             queued_permits: 0,
-            total_successful: c.ok.load(Ordering::Relaxed),
-            total_failed: c.failed.load(Ordering::Relaxed),
+            total_successful,
+            total_failed,
         }
     }
 
@@ -293,12 +299,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     pub fn redis_statistics(&self) -> RedisStatistics {
         let c = &self.inner.counts;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (total_successful, total_failed) = c.totals();
+        let (leased_ok, leased_failed) = c.leased.totals();
         RedisStatistics {
-            total_successful: l(&c.ok),
-            total_failed: l(&c.failed),
+            total_successful,
+            total_failed,
             calls: l(&c.calls),
             script_runs: l(&c.runs),
-            leased: l(&c.leased),
+            leased: leased_ok + leased_failed,
             errors: l(&c.errors),
             timeouts: l(&c.timeouts),
             key_errors: l(&c.key_errors),

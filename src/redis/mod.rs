@@ -6,16 +6,18 @@
 //! A [`RedisLimiter`] decides each request with one Lua script (`EVALSHA`, and `EVAL` with the
 //! script's source after `NOSCRIPT`, e.g. after a restart or `SCRIPT FLUSH`). The script reads
 //! the time from Redis `TIME` (integer microseconds), so machines whose clocks disagree still
-//! agree on every decision, and returns a few integers from which the client derives allowed, remaining, RetryAfter and reset. Each
-//! key's state is one short string, read once and written once with its TTL (`GET`, then
-//! `SET ... PX` if the request is granted: three commands per decision, `TIME` included); a
-//! fixed window keeps each window's count under a key of its own, `key:<window index>`, taken
+//! agree on every decision, and returns a few integers from which the client derives allowed,
+//! remaining, RetryAfter and reset. Each key's state is one short string, read once and written
+//! once with its expiry (`MGET`, then `SET` if the request is granted: three commands per
+//! decision, `TIME` included; the expiry is rewritten only when the new state outlives it,
+//! about once a second on a busy key, else kept with `KEEPTTL`); a fixed window keeps each window's count under a key of its own, `key:<window index>`, taken
 //! with one `INCRBY` (two commands per grant, `TIME` included, as a hand-written window plus
 //! `TIME`). Each configuration runs a script of its own, its constants written in.
 //! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
 //! cluster the key lives on the slot of its partition; the shape names the algorithm and its
-//! time parameters (see [below](#changing-the-configuration)) — and every write sets a TTL, at
-//! most the limiter's span ([`MAX_SPAN`] at most), so an idle key vanishes once its absence
+//! time parameters (see [below](#changing-the-configuration)) — and every key has a TTL, at
+//! most the limiter's span ([`MAX_SPAN`] at most) plus a second (an expiry is rounded up to a
+//! whole second of Unix time), so an idle key vanishes less than a second after its absence
 //! means the same as its content.
 //!
 //! ```no_run
@@ -115,22 +117,26 @@
 //! ## Changing the configuration
 //! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
 //! key's shape names what gives the counts their meaning — the algorithm and its time
-//! parameters: `tb<period µs>` (token bucket), `fw<window µs>` (fixed window),
+//! parameters: `tb<period µs>x<tokens per period>` (token bucket: its rate), `fw<window µs>`
+//! (fixed window),
 //! `swr<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding counter),
 //! `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
-//! - **Changing the algorithm, period, window, segments or emission interval starts fresh
-//!   counts**: the new configuration uses new keys, and the old keys expire on their own TTL
-//!   (at most the old span). While both configurations run, each counts its own requests.
-//! - **Changing only the limit keeps the counts in flight**: `token_limit`, `tokens_per_period`,
-//!   `permit_limit` or `burst` keep the key. A fixed window keeps the permits taken in the current
+//! - **Changing the algorithm, period, tokens per period, window, segments or emission
+//!   interval starts fresh counts**: the new configuration uses new keys, and the old keys expire on their own TTL
+//!   (at most the old span, and a second). While both configurations run, each counts its own
+//!   requests.
+//! - **Changing only the limit keeps the counts in flight**: `token_limit`, `permit_limit` or
+//!   `burst` keep the key. A fixed window keeps the permits taken in the current
 //!   window (lowering the limit below them refuses until the next window; raising it frees the
 //!   difference at once); a token bucket keeps the tokens missing from full (capped at the new
 //!   limit); a sliding window keeps its segments' counts (requests wait until enough of them
 //!   leave the window); GCRA and the leaky meter keep their debt, capped at the new
 //!   `burst × interval`; the sliding counter keeps its two counts, capped at the new limit.
 //!
-//! No configuration change ever locks a key: every TTL and RetryAfter stays within what the
-//! configuration deciding can mean (its span).
+//! No configuration change ever locks a key: every RetryAfter stays within what the
+//! configuration deciding can mean (its span), and every TTL within the longest span of the
+//! configurations that wrote the key, and a second (a grant keeps an expiry that already covers
+//! its state, even one set under a longer span).
 //!
 //! ## Chains and partitions
 //! The partition *is* the key: `acquire("user-7", 1)` limits `user-7` on every machine. To shed
@@ -210,17 +216,29 @@ struct Inner<C> {
 
 #[derive(Debug, Default)]
 struct Counts {
-    ok: AtomicU64,
-    failed: AtomicU64,
+    /// Granted and refused, but for the decisions of [`leased`](Self::leased). Per-thread
+    /// cells (as a local limiter's), so that counting is no contended write.
+    decided: crate::stats::Counters,
+    /// Granted and refused from a lease: the hot path, counted apart so that a thread deciding
+    /// from its lease keeps counting in one cached cell.
+    leased: crate::stats::Counters,
     calls: AtomicU64,
     runs: AtomicU64,
-    leased: AtomicU64,
     errors: AtomicU64,
     timeouts: AtomicU64,
     key_errors: AtomicU64,
     by_policy: AtomicU64,
     cached: AtomicU64,
     remaining: AtomicU64,
+}
+
+impl Counts {
+    /// (granted, refused) so far, by anyone.
+    fn totals(&self) -> (u64, u64) {
+        let (ok, failed) = self.decided.totals();
+        let (leased_ok, leased_failed) = self.leased.totals();
+        (ok + leased_ok, failed + leased_failed)
+    }
 }
 
 #[cfg(test)]
@@ -396,7 +414,11 @@ mod tests {
         assert_eq!(shape(fw(10)), "fw60000000");
         assert_eq!(shape(fw(10)), shape(fw(20)));
         let tb = |n, per, p| Algorithm::TokenBucket(TokenBucketOptions::new(n, per, p));
-        assert_eq!(shape(tb(10, 1, s(1))), shape(tb(20, 5, s(1))));
+        // The bucket's rate (period and tokens per period) is its time shape: every writer of
+        // a key computes alike when the bucket is full again, which its expiry covers.
+        assert_eq!(shape(tb(10, 5, s(1))), shape(tb(20, 5, s(1))));
+        assert_eq!(shape(tb(10, 5, s(1))), "tb1000000x5");
+        assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 5, s(1))));
         assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 1, s(2))));
         let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));
         assert_eq!(shape(sw(10, s(60), 6)), "swr60000000x6");

@@ -286,7 +286,7 @@ impl Algorithm {
                     &[("L", l), ("PER", per), ("P", p)],
                     [l, per, p],
                     o.token_limit,
-                    format!("tb{p}"),
+                    format!("tb{p}x{per}"),
                 ))
             }
             Algorithm::FixedWindow(o) => {

@@ -9,14 +9,21 @@
 //! - reads the time once, from `redis.call('TIME')`, as integer microseconds since the Unix
 //!   epoch (about 1.8e15, exact in a Lua double, which is exact below 2^53);
 //! - counts periods, windows and segments from the Unix epoch, so every client agrees on them;
-//! - keeps each key's state in one short string, written with its TTL in the same command
-//!   (`SET ... PX`, or for the fixed window an `INCRBY` on the window's own key, expired when
-//!   the window ends): after the TTL the key's absence means the same as its content would (a
-//!   full bucket, an empty window);
+//! - keeps each key's state in one short string, written with its expiry in the same command,
+//!   or for the fixed window an `INCRBY` on the window's own key, expired when the window ends:
+//!   after the expiry the key's absence means the same as its content would (a full bucket, an
+//!   empty window). The expiry is the instant the state stops mattering rounded up to a whole
+//!   second of Unix time (`SET ... PXAT`), and a grant whose new state the key's expiry already
+//!   covers keeps it (`SET ... KEEPTTL`: 7.4k instructions inside a script, `PX` 11.6k): the
+//!   expiry moves about once a second on a busy key, not with each grant, and an idle key lives
+//!   less than a second beyond its state's meaning. Each state tells how far its key's expiry
+//!   reaches, as every writer of the key computes it alike: GCRA's `tat`, when the token bucket
+//!   is full again, the end of the window of the sliding window's newest segment, the end of
+//!   the sliding counter's next window (the expiry was set to cover them);
 //! - except the fixed window, reads every key of the run with one `MGET` (one `redis.call` for
 //!   the whole batch instead of a `GET` per key), decides the run's pairs in order on the state
 //!   in Lua (a key repeated in the run is read once, the second decision sees the first's
-//!   grant), and writes each changed key once, its last state, with one `SET ... PX`; a key
+//!   grant), and writes each grant's key with one `SET`; a key
 //!   `MGET` found absent is written with `NX` (or, unchanged, checked with `EXISTS`), so that a
 //!   value of another type there, which `MGET` reads as absent, is left as it is and that key's
 //!   decisions are its errors (as a `GET` would have failed with `WRONGTYPE`);
@@ -57,12 +64,15 @@ pub(crate) enum Kind {
     /// integer: the permits taken. The rest follows from the window (the reset and RetryAfter
     /// are the window's end).
     Fixed,
-    /// One integer `x`: `x >= 0` granted, the tokens left; `x < 0` refused, `-x - 1` tokens
-    /// were there. The deficit (limit − tokens) is as of the current period, whence the reset
-    /// and RetryAfter.
+    /// Two integers `x tick`: `x >= 0` granted, the tokens missing from full after the grant
+    /// (a probe: as it stands), with the period `tick`: the state written, so the script
+    /// formats one string per grant; `x < 0` refused, `-x - 1` tokens were there (`tick` 0).
+    /// The deficit is as of the current period, whence the reset and RetryAfter.
     Bucket,
-    /// One integer `x`: `x >= 0` granted, the debt `tat - now` after the grant; `x < 0`
-    /// refused, the debt was `-x - 1`.
+    /// One integer `x`: `x >= 0` granted, the theoretical arrival time `tat` (µs since the
+    /// epoch) after the grant (a probe: as it stands, at least `now`), which is also the state
+    /// written, so the script formats one number per grant; `x < 0` refused, the debt
+    /// `tat - now` was `-x - 1`.
     Gcra,
     /// Four integers: `code remaining retry_after_us reset_us` (`code` 1 granted, 0 refused).
     Full,
@@ -71,7 +81,7 @@ pub(crate) enum Kind {
 /// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
 /// stands, in this order (a snippet may hold the markers of those after it), before the
 /// constants are ([`render`]).
-const SNIPPETS: [(&str, &str); 5] = [
+const SNIPPETS: [(&str, &str); 6] = [
     // The clock, then every key's value in one `MGET` (a string, or false: absent or not a
     // string). In a batch, `seen`, the value this run wrote under a key (a key repeated in the
     // run reads its own write), and `msc`, the TTLs formatted so far (a run's keys mostly share
@@ -93,7 +103,7 @@ local out, fmt = {t[1], t[2]}, string.format",
     ),
     // The loop's head: `key`, `n` (the permits asked), `v` (the key's value); the script
     // decides, writes its reply to `out[i + 2]` (`ERR` for a value it cannot read) and, on a
-    // grant, sets `val` (the new value) and `ms` (its TTL) for `@@STORE@@`.
+    // grant, sets `val` (the new value), and `keep` or `exp` (see `@@EXPIRY@@`) for `@@STORE@@`.
     (
         "@@EACH@@",
         r"for i = 1, #KEYS do
@@ -101,27 +111,51 @@ local out, fmt = {t[1], t[2]}, string.format",
   local n = 1
   if a ~= '1' then n = tonumber(a) end
   local v = seen and seen[key] or vals[i]
-  local val, ms",
+  local val, keep, exp",
     ),
-    // One `SET ... PX` per grant (the TTL formatted with `%d`: Redis would format a Lua number
-    // with `%.17g`). A key `MGET` found no string under is written only if absent (`NX`) or,
-    // unchanged, checked absent (`EXISTS`): a value of another type there (`MGET` reads it as
-    // absent) is left as it is, and the decision is that key's error.
+    // The expiry of a grant's write. The script sets `need` (the instant, µs, until which the
+    // new state means more than the key's absence would) and `old` (the instant up to which
+    // the key's current expiry is known to reach, rounded up below to a whole second, as
+    // every expiry is; `nil` for a key without one). The TTL is kept if it covers `need`
+    // (`keep`), else the new expiry `exp` is `need` rounded up to a whole second of Unix time.
+    (
+        "@@EXPIRY@@",
+        r"      if old then
+        old = old + 999999
+        old = old - old % 1000000
+        keep = need <= old
+      end
+      if not keep then
+        exp = need + 999999
+        exp = exp - exp % 1000000
+      end",
+    ),
+    // One `SET` per grant: `KEEPTTL` when the key's expiry already covers the new state, else
+    // `PXAT` at the new expiry (in ms, formatted with `%d`: Redis would format a Lua number
+    // with `%.17g`; a run's keys mostly share one, formatted once). A key `MGET` found no
+    // string under is written only if absent (`NX`) or, unchanged, checked absent (`EXISTS`):
+    // a value of another type there (`MGET` reads it as absent) is left as it is, and the
+    // decision is that key's error.
     (
         "@@STORE@@",
         r"  if val then
-    local m = msc and msc[ms]
-    if not m then
-      m = fmt('%d', ms)
-      if msc then msc[ms] = m end
-    end
-    if v then
-      redis.call('SET', key, val, 'PX', m)
-      if seen then seen[key] = val end
-    elseif redis.call('SET', key, val, 'PX', m, 'NX') then
+    if keep then
+      redis.call('SET', key, val, 'KEEPTTL')
       if seen then seen[key] = val end
     else
-      out[i + 2] = ERR
+      local m = msc and msc[exp]
+      if not m then
+        m = fmt('%d', exp / 1000)
+        if msc then msc[exp] = m end
+      end
+      if v then
+        redis.call('SET', key, val, 'PXAT', m)
+        if seen then seen[key] = val end
+      elseif redis.call('SET', key, val, 'PXAT', m, 'NX') then
+        if seen then seen[key] = val end
+      else
+        out[i + 2] = ERR
+      end
     end
   elseif not v and redis.call('EXISTS', key) == 1 then
     out[i + 2] = ERR
@@ -218,17 +252,19 @@ end
 /// Token bucket: the state machine of the local `bucket::state::Bucket`, over a string
 /// `"<owed> <tick>"`: the tokens missing from a full bucket as of tick `tick` (periods since the
 /// epoch). A deficit rather than the tokens, so that an absent key (a full bucket) and a key
-/// written under another limit mean the same under every limit.
+/// written under another limit mean the same under every limit. The instant the bucket is full
+/// again, which the key's expiry covers, depends on the tokens per period too: they are in the
+/// key's name with the period, so that every writer of a key computes it alike.
 ///
 /// Constants: `L` (the limit), `PER` (tokens per period), `P` (the period, µs). After the
 /// refill, a bucket that still owes tokens is at the current period, so the client derives the
 /// reset and RetryAfter from the tokens alone.
 pub(crate) const BUCKET: &str = r#"
-local ERR = 'e'
+local ERR = 'e 0'
 @@READ@@
 local k = (now - now % @P@) / @P@
 @@EACH@@
-  local owed, tick = 0, k
+  local owed, tick, old = 0, k
   if v then
     local sp = find(v, ' ', 1, true)
     if sp then
@@ -238,6 +274,9 @@ local k = (now - now % @P@) / @P@
     if not (sp and owed and tick) or owed < 0 then
       owed = nil
     else
+      -- When the bucket the key holds is full again: its expiry covers that.
+      old = owed + @PER@ - 1
+      old = (tick + (old - old % @PER@) / @PER@) * @P@
       if owed > @L@ then owed = @L@ end
       if tick > k then tick = k end
     end
@@ -250,16 +289,16 @@ local k = (now - now % @P@) / @P@
     end
     local tokens = @L@ - owed
     if tokens < n or tokens == 0 then
-      out[i + 2] = fmt('%d', -tokens - 1)
+      out[i + 2] = fmt('%d 0', -tokens - 1)
     elseif n == 0 then
-      out[i + 2] = fmt('%d', tokens)
+      out[i + 2] = fmt('%d %d', owed, k)
     else
       owed = owed + n
-      ms = owed + @PER@ - 1
-      ms = ((k + (ms - ms % @PER@) / @PER@) * @P@ - now + 999)
-      ms = (ms - ms % 1000) / 1000
+      local need = owed + @PER@ - 1
+      need = (k + (need - need % @PER@) / @PER@) * @P@
+@@EXPIRY@@
       val = fmt('%d %d', owed, k)
-      out[i + 2] = fmt('%d', tokens - n)
+      out[i + 2] = val
     end
   end
 @@STORE@@
@@ -281,11 +320,11 @@ local lo = k - @SEGS@
 local c, parts = {}, {}
 @@EACH@@
   for j = 1, @SEGS@ do c[j] = 0 end
-  local ok = true
+  local ok, old = true
   if v then
     local p = find(v, ' ', 1, true)
     local s = p and tonumber(sub(v, 1, p - 1))
-    if not s then ok = false end
+    if s then old = (s + @SEGS@) * @SEG@ else ok = false end
     while ok and p do
       local q = find(v, ' ', p + 1, true)
       local cnt
@@ -334,9 +373,9 @@ local c, parts = {}, {}
         w = w + 1
         parts[w] = c[j]
       end
-      local reset = (k + @SEGS@) * @SEG@ - now
-      ms = reset + 999
-      ms = (ms - ms % 1000) / 1000
+      local need = (k + @SEGS@) * @SEG@
+@@EXPIRY@@
+      local reset = need - now
       val = table.concat(parts, ' ', 1, w)
       out[i + 2] = fmt('1 %d 0 %d', free - n, reset)
     end
@@ -356,9 +395,10 @@ pub(crate) const GCRA: &str = r#"
 local ERR = 'e'
 @@READ@@
 @@EACH@@
-  local debt = 0
+  local debt, old = 0
   if v then
     debt = tonumber(v)
+    old = debt
     if debt then
       debt = debt - now
       if debt < 0 then debt = 0 elseif debt > @CAP@ then debt = @CAP@ end
@@ -372,13 +412,13 @@ local ERR = 'e'
     if debt + want * @EM@ > @CAP@ then
       out[i + 2] = fmt('%d', -debt - 1)
     elseif n == 0 then
-      out[i + 2] = fmt('%d', debt)
+      out[i + 2] = fmt('%d', now + debt)
     else
       debt = debt + n * @EM@
-      ms = debt + 999
-      ms = (ms - ms % 1000) / 1000
-      val = fmt('%d', now + debt)
-      out[i + 2] = fmt('%d', debt)
+      local need = now + debt
+@@EXPIRY@@
+      val = fmt('%d', need)
+      out[i + 2] = val
     end
   end
 @@STORE@@
@@ -399,7 +439,7 @@ local into0 = now % @W@
 local k0 = (now - into0) / @W@
 local floor = math.floor
 @@EACH@@
-  local cur, prev, tick = 0, 0, k0
+  local cur, prev, tick, old = 0, 0, k0
   if v then
     local p = find(v, ' ', 1, true)
     local q = p and find(v, ' ', p + 1, true)
@@ -413,6 +453,7 @@ local floor = math.floor
     else
       if cur > @L@ then cur = @L@ end
       if prev > @L@ then prev = @L@ end
+      old = (tick + 2) * @W@
     end
   end
   if cur == nil then
@@ -463,8 +504,8 @@ local floor = math.floor
       out[i + 2] = fmt('0 %d %d %d', remaining, behind + wait, reset)
     else
       if n > 0 then
-        ms = reset + 999
-        ms = (ms - ms % 1000) / 1000
+        local need = (k + 2) * @W@
+@@EXPIRY@@
         val = fmt('%d %d %d', cur, prev, k)
       end
       out[i + 2] = fmt('1 %d 0 %d', remaining, reset)

@@ -148,6 +148,14 @@ impl Counters {
         self.count(result)
     }
 
+    /// Counts a request, granted or `refused`, with no event (a decision made elsewhere, e.g.
+    /// by Redis, whose rejection is not this crate's to trace).
+    #[cfg(feature = "redis")]
+    #[inline]
+    pub(crate) fn tally(&self, refused: bool) {
+        self.inner.bump(usize::from(refused));
+    }
+
     /// Counts a granted request (a wait's, or a limiter's that has no `try_acquire` of its
     /// own). With the `tracing` feature, also a `TRACE` event.
     #[inline]
