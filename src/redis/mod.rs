@@ -10,9 +10,11 @@
 //! remaining, RetryAfter and reset. Each key's state is one short string, read once and written
 //! once with its expiry (`MGET`, then `SET` if the request is granted: three commands per
 //! decision, `TIME` included; the expiry is rewritten only when the new state outlives it,
-//! about once a second on a busy key, else kept with `KEEPTTL`); a fixed window keeps each window's count under a key of its own, `key:<window index>`, taken
-//! with one `INCRBY` (two commands per grant, `TIME` included, as a hand-written window plus
-//! `TIME`). Each configuration runs a script of its own, its constants written in.
+//! about once a second on a busy key, else kept with `KEEPTTL`); a fixed window keeps each
+//! window's count under a key of its own, `key:<window index>`, taken with one `INCRBY` (two
+//! commands per grant, `TIME` included, as a hand-written window plus `TIME`), and the sliding
+//! counter does the same, reading the previous window's key with the current one's. Each
+//! configuration runs a script of its own, its constants written in.
 //! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
 //! cluster the key lives on the slot of its partition; the shape names the algorithm and its
 //! time parameters (see [below](#changing-the-configuration)) — and every key has a TTL, at

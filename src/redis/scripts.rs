@@ -425,93 +425,101 @@ local ERR = 'e'
 "#;
 
 /// The sliding-window counter (article 001's estimate, as the local
-/// `sliding_counter::state::Counter`): one string `"<cur> <prev> <tick>"`, the permits taken in
-/// window `tick` (windows since the epoch) and in the window before it. `into` µs into window
-/// `k`, `n` permits are granted if `prev · (W - into) + (cur + n) · W ≤ limit · W`, compared
-/// exactly: every product is at most `limit · W ≤ 2^52` (the builder's bound; counts are clamped
-/// to the limit), so no double rounds.
+/// `sliding_counter::state::Counter`): the permits taken in window `k` (windows since the
+/// epoch) are an integer under the key `KEYS[i]:k`, as the fixed window keeps them, read with the
+/// window before it (`KEYS[i]:k-1`) in one `MGET` for the whole run, taken with one `INCRBY` on
+/// a grant and expired when window `k + 1` ends (`PEXPIRE` when the key is new): the two
+/// counts are never parsed from a string of several or written back formatted. `into` µs into
+/// window `k`, `n` permits are granted if `prev · (W - into) + (cur + n) · W ≤ limit · W`,
+/// compared exactly: every product is at most `limit · W ≤ 2^52` (the builder's bound; counts
+/// are clamped to the limit), so no double rounds. A window's key is read only in that window
+/// and the next, so a count of another limit (the key names the window, not the limit) is
+/// clamped to this one, and one that a server clock stepped back wrote ahead is not read.
+/// `MGET` reads a key of another type as absent: the current window's is then that key's
+/// error (`INCRBY` fails, or a probe checks it with `EXISTS`); the previous window's counts as
+/// empty.
 ///
 /// Constants: `L` (the limit), `W` (the window, µs), `LW` (`L × W`).
 pub(crate) const COUNTER: &str = r#"
 local ERR = '-1 0 0 0'
-@@READ@@
-local into0 = now % @W@
-local k0 = (now - into0) / @W@
+@@CLOCK@@
+local into = now % @W@
+local k = (now - into) / @W@
+local sp, sc = ':' .. fmt('%d', k - 1), ':' .. fmt('%d', k)
+local ms = (k + 2) * @W@ - now + 999
+ms = fmt('%d', (ms - ms % 1000) / 1000)
+local names = {}
+for i = 1, #KEYS do
+  names[2 * i - 1] = KEYS[i] .. sp
+  names[2 * i] = KEYS[i] .. sc
+end
+local vals = redis.call('MGET', unpack(names))
+local seen
+if #KEYS > 1 then seen = {} end
 local floor = math.floor
-@@EACH@@
-  local cur, prev, tick, old = 0, 0, k0
-  if v then
-    local p = find(v, ' ', 1, true)
-    local q = p and find(v, ' ', p + 1, true)
-    if q then
-      cur = tonumber(sub(v, 1, p - 1))
-      prev = tonumber(sub(v, p + 1, q - 1))
-      tick = tonumber(sub(v, q + 1))
-    end
-    if not (q and cur and prev and tick) or cur < 0 or prev < 0 then
-      cur = nil
-    else
-      if cur > @L@ then cur = @L@ end
-      if prev > @L@ then prev = @L@ end
-      old = (tick + 2) * @W@
-    end
-  end
-  if cur == nil then
-    out[i + 2] = ERR
+for i = 1, #KEYS do
+  local key, a = names[2 * i], ARGV[i]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
+  local p, c = vals[2 * i - 1], seen and seen[key] or vals[2 * i]
+  local prev, cur = 0, 0
+  if p then prev = tonumber(p) end
+  if c then cur = tonumber(c) end
+  local r
+  if not (prev and cur) or prev < 0 or cur < 0 then
+    r = ERR
+  elseif not c and n == 0 and redis.call('EXISTS', key) == 1 then
+    r = ERR
   else
-    -- A clock behind the state's window acts at that window's start (never more lenient).
-    local k, into, behind = k0, into0, 0
-    if k < tick then
-      behind = (tick - k) * @W@ - into0
-      k = tick
-      into = 0
-    end
-    if k == tick + 1 then
-      prev = cur
-      cur = 0
-    elseif k > tick + 1 then
-      prev = 0
-      cur = 0
-    end
+    if cur > @L@ then cur = @L@ end
+    if prev > @L@ then prev = @L@ end
     local want = n
     if want == 0 then want = 1 end
     local fits = cur + want <= @L@ and prev * (@W@ - into) <= (@L@ - cur - want) * @W@
-    if fits and n > 0 then cur = cur + n end
-    local used = prev * (@W@ - into) + cur * @W@
-    local remaining = 0
-    if used < @LW@ then remaining = floor((@LW@ - used) / @W@) end
-    local reset = 0
-    if cur > 0 then
-      reset = (k + 2) * @W@ - now
-    elseif prev > 0 then
-      reset = (k + 1) * @W@ - now
-    end
-    if not fits then
-      -- The first offset x into a window with (W - x) <= room, for room = floor(R·W / count).
-      local wait
-      if cur + want <= @L@ then
-        local room = floor((@L@ - cur - want) * @W@ / prev)
-        if room >= @W@ then wait = 0 else wait = @W@ - room end
-        wait = wait - into
-        if wait < 0 then wait = 0 end
-      elseif cur == 0 then
-        wait = @W@ - into
+    if fits and n > 0 then
+      local t = redis.pcall('INCRBY', key, a)
+      if type(t) ~= 'number' then
+        r = ERR
       else
-        local room = floor((@L@ - want) * @W@ / cur)
-        if room >= @W@ then room = 0 else room = @W@ - room end
-        wait = @W@ - into + room
+        if t == n then redis.call('PEXPIRE', key, ms) end
+        if seen then seen[key] = t end
+        cur = cur + n
       end
-      out[i + 2] = fmt('0 %d %d %d', remaining, behind + wait, reset)
-    else
-      if n > 0 then
-        local need = (k + 2) * @W@
-@@EXPIRY@@
-        val = fmt('%d %d %d', cur, prev, k)
+    end
+    if not r then
+      local used = prev * (@W@ - into) + cur * @W@
+      local remaining = 0
+      if used < @LW@ then remaining = floor((@LW@ - used) / @W@) end
+      local reset = 0
+      if cur > 0 then
+        reset = (k + 2) * @W@ - now
+      elseif prev > 0 then
+        reset = (k + 1) * @W@ - now
       end
-      out[i + 2] = fmt('1 %d 0 %d', remaining, reset)
+      if fits then
+        r = fmt('1 %d 0 %d', remaining, reset)
+      else
+        -- The first offset x into a window with (W - x) <= room, for room = floor(R·W / count).
+        local wait
+        if cur + want <= @L@ then
+          local room = floor((@L@ - cur - want) * @W@ / prev)
+          if room >= @W@ then wait = 0 else wait = @W@ - room end
+          wait = wait - into
+          if wait < 0 then wait = 0 end
+        elseif cur == 0 then
+          wait = @W@ - into
+        else
+          local room = floor((@L@ - want) * @W@ / cur)
+          if room >= @W@ then room = 0 else room = @W@ - room end
+          wait = @W@ - into + room
+        end
+        r = fmt('0 %d %d %d', remaining, wait, reset)
+      end
     end
   end
-@@STORE@@
+  out[i + 2] = r
+end
+@@REPLY@@
 "#;
 
 #[cfg(test)]
