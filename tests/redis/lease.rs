@@ -45,6 +45,10 @@ async fn a_lease_serves_its_window_locally_then_refuses_locally() {
     assert!(ra <= Duration::from_secs(3_600), "{ra:?}");
     let s = l.redis_statistics();
     assert_eq!((s.script_runs, s.leased), (4, 5), "{s:?}");
+    // Granted and refused count every decision, leased or not (counted apart).
+    assert_eq!((s.total_successful, s.total_failed), (6, 3), "{s:?}");
+    let local = l.statistics();
+    assert_eq!((local.total_successful, local.total_failed), (6, 3));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
