@@ -10,23 +10,25 @@
 //!   epoch (about 1.8e15, exact in a Lua double, which is exact below 2^53);
 //! - counts periods, windows and segments from the Unix epoch, so every client agrees on them;
 //! - keeps each key's state in one short string, written with its expiry in the same command,
-//!   or for the fixed window an `INCRBY` on the window's own key, expired when the window ends:
-//!   after the expiry the key's absence means the same as its content would (a full bucket, an
+//!   or for the fixed window and the sliding counter a count per window under the window's own
+//!   key, taken with `INCRBY` and expired when the window stops counting: after the expiry the key's absence means the same as its content would (a full bucket, an
 //!   empty window). The expiry is the instant the state stops mattering rounded up to a whole
 //!   second of Unix time (`SET ... PXAT`), and a grant whose new state the key's expiry already
 //!   covers keeps it (`SET ... KEEPTTL`: 7.4k instructions inside a script, `PX` 11.6k): the
 //!   expiry moves about once a second on a busy key, not with each grant, and an idle key lives
 //!   less than a second beyond its state's meaning. Each state tells how far its key's expiry
 //!   reaches, as every writer of the key computes it alike: GCRA's `tat`, when the token bucket
-//!   is full again, the end of the window of the sliding window's newest segment, the end of
-//!   the sliding counter's next window (the expiry was set to cover them);
-//! - except the fixed window, reads every key of the run with one `MGET` (one `redis.call` for
+//!   is full again, the end of the window of the sliding window's newest segment (the expiry
+//!   was set to cover them);
+//! - reads every key of the run with one `MGET` (one `redis.call` for
 //!   the whole batch instead of a `GET` per key), decides the run's pairs in order on the state
 //!   in Lua (a key repeated in the run is read once, the second decision sees the first's
-//!   grant), and writes each grant's key with one `SET`; a key
-//!   `MGET` found absent is written with `NX` (or, unchanged, checked with `EXISTS`), so that a
-//!   value of another type there, which `MGET` reads as absent, is left as it is and that key's
-//!   decisions are its errors (as a `GET` would have failed with `WRONGTYPE`);
+//!   grant), and writes each grant's key with one `SET`; a key `MGET` found absent is written
+//!   with `NX` (or, unchanged, checked with `EXISTS`), so that a value of another type there,
+//!   which `MGET` reads as absent, is left as it is and that key's decisions are its errors (as
+//!   a `GET` would have failed with `WRONGTYPE`) — except the fixed window, which reads nothing
+//!   (its `INCRBY` returns the count), and the sliding counter, whose `MGET` reads both windows'
+//!   counts and whose `INCRBY` fails on a value of another type;
 //! - formats with `%d` every number that may reach 10^14 (Lua's own number-to-string conversion,
 //!   `%.14g`, would switch to exponent notation there), and parses state with plain
 //!   `string.find` and `tonumber` (no patterns);
@@ -54,7 +56,8 @@
 //! its period, window, segments or interval, not its limit), so each script reads state written
 //! under another limit: the bucket keeps its deficit (capped at the limit), the fixed window its
 //! count, the sliding window its counts, GCRA its debt (capped at the burst), the sliding counter
-//! its two counts (capped at the limit).
+//! its two windows' counts (capped at the limit). The token bucket's key names its tokens per
+//! period too (its rate), so that all its writers agree on when it is full again.
 
 /// What a script's reply holds per key (after `sec usec`), and so how the client reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
