@@ -284,6 +284,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     ) -> Result<Vec<Result<RedisDecision, CallError>>, CallError> {
         let inner = &*self.inner;
         let plan = &inner.plan;
+        // A run whose keys repeat says so with one more argument: only then does the script
+        // keep what it wrote under each key (a repeated key must read the run's own write).
+        let repeats = entries
+            .iter()
+            .enumerate()
+            .any(|(i, (key, _))| entries[..i].iter().any(|(k, _)| k == key));
         let command = |name: &str, script: &str| {
             let mut c = ::redis::cmd(name);
             c.arg(script).arg(entries.len());
@@ -293,6 +299,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             for (_, permits) in entries {
                 let p = i64::from(*permits);
                 c.arg(if upto { -p } else { p });
+            }
+            if repeats {
+                c.arg("r");
             }
             c
         };

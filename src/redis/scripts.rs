@@ -33,7 +33,8 @@
 //!   `%.14g`, would switch to exponent notation there), and parses state with plain
 //!   `string.find` and `tonumber` (no patterns);
 //! - takes `ARGV[i]`, the permits asked of `KEYS[i]` (0 is a probe: granted if one permit is
-//!   free, writes nothing; `"1"`, the usual count, is recognised without `tonumber`);
+//!   free, writes nothing; `"1"`, the usual count, is recognised without `tonumber`), and after
+//!   them `r` if a key repeats in the run (see `@@SEEN@@`);
 //! - returns one bulk string (cheaper for Redis to build than an array, whose conversion from a
 //!   Lua table costs more than the script's arithmetic): the seconds and microseconds of `TIME`
 //!   as Redis gave them (no formatting; one concatenation for a lone decision, `table.concat`
@@ -84,18 +85,24 @@ pub(crate) enum Kind {
 /// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
 /// stands, in this order (a snippet may hold the markers of those after it), before the
 /// constants are ([`render`]).
-const SNIPPETS: [(&str, &str); 6] = [
+const SNIPPETS: [(&str, &str); 7] = [
     // The clock, then every key's value in one `MGET` (a string, or false: absent or not a
-    // string). In a batch, `seen`, the value this run wrote under a key (a key repeated in the
-    // run reads its own write), and `msc`, the TTLs formatted so far (a run's keys mostly share
-    // one); a lone decision makes neither table.
+    // string), then `seen` (the value this run wrote under a key) if a key repeats in the run,
+    // which the client says with one more argument: a repeated key reads the run's own write.
     (
         "@@READ@@",
         r"@@CLOCK@@
 local vals = redis.call('MGET', unpack(KEYS))
-local seen, msc
-if #KEYS > 1 then seen, msc = {}, {} end
+@@SEEN@@
 local find, sub = string.find, string.sub",
+    ),
+    // The table of the values a run wrote, made only if the client says that a key repeats in
+    // the run (an argument after the permits): a run of distinct keys, the usual batch, spares
+    // its allocation and an insertion per grant.
+    (
+        "@@SEEN@@",
+        r"local seen
+if ARGV[#KEYS + 1] then seen = {} end",
     ),
     // The time, as integer microseconds since the Unix epoch, and the reply's two first words.
     (
@@ -135,7 +142,7 @@ local out, fmt = {t[1], t[2]}, string.format",
     ),
     // One `SET` per grant: `KEEPTTL` when the key's expiry already covers the new state, else
     // `PXAT` at the new expiry (in ms, formatted with `%d`: Redis would format a Lua number
-    // with `%.17g`; a run's keys mostly share one, formatted once). A key `MGET` found no
+    // with `%.17g`). A key `MGET` found no
     // string under is written only if absent (`NX`) or, unchanged, checked absent (`EXISTS`):
     // a value of another type there (`MGET` reads it as absent) is left as it is, and the
     // decision is that key's error.
@@ -146,11 +153,7 @@ local out, fmt = {t[1], t[2]}, string.format",
       redis.call('SET', key, val, 'KEEPTTL')
       if seen then seen[key] = val end
     else
-      local m = msc and msc[exp]
-      if not m then
-        m = fmt('%d', exp / 1000)
-        if msc then msc[exp] = m end
-      end
+      local m = fmt('%d', exp / 1000)
       if v then
         redis.call('SET', key, val, 'PXAT', m)
         if seen then seen[key] = val end
@@ -457,8 +460,7 @@ for i = 1, #KEYS do
   names[2 * i] = KEYS[i] .. sc
 end
 local vals = redis.call('MGET', unpack(names))
-local seen
-if #KEYS > 1 then seen = {} end
+@@SEEN@@
 local floor = math.floor
 for i = 1, #KEYS do
   local key, a = names[2 * i], ARGV[i]
