@@ -108,7 +108,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// algorithm and its time parameters, not its limit (see
     /// [changing the configuration](super#changing-the-configuration)):
     /// `tb<period µs>x<tokens per period>`,
-    /// `fw<window µs>`, `swr<window µs>x<segments>`, `sc<window µs>`, `gcra<interval µs>` or
+    /// `fw<window µs>`, `swt<window µs>x<segments>`, `sc<window µs>`, `gcra<interval µs>` or
     /// `lm<interval µs>`. A fixed window keeps the count of window `k` (windows since the Unix
     /// epoch) under `key:k`, which expires when the window ends; a sliding counter too, expired
     /// when the next window ends (it is read in both).

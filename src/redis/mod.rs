@@ -121,7 +121,7 @@
 //! key's shape names what gives the counts their meaning — the algorithm and its time
 //! parameters: `tb<period µs>x<tokens per period>` (token bucket: its rate), `fw<window µs>`
 //! (fixed window),
-//! `swr<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding counter),
+//! `swt<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding counter),
 //! `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
 //! - **Changing the algorithm, period, tokens per period, window, segments or emission
 //!   interval starts fresh counts**: the new configuration uses new keys, and the old keys expire on their own TTL
@@ -423,7 +423,7 @@ mod tests {
         assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 5, s(1))));
         assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 1, s(2))));
         let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));
-        assert_eq!(shape(sw(10, s(60), 6)), "swr60000000x6");
+        assert_eq!(shape(sw(10, s(60), 6)), "swt60000000x6");
         assert_ne!(shape(sw(10, s(60), 6)), shape(sw(10, s(60), 60)));
         let gcra = |b, t| Algorithm::Gcra(GcraOptions::with_period(t).with_burst(b));
         assert_eq!(shape(gcra(5, s(2))), shape(gcra(50, s(2))));

@@ -327,7 +327,7 @@ impl Algorithm {
                     ],
                     [0; 3],
                     o.permit_limit,
-                    format!("swr{w}x{n}"),
+                    format!("swt{w}x{n}"),
                 ))
             }
             Algorithm::Gcra(o) => {

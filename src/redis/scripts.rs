@@ -317,10 +317,17 @@ local k = (now - now % @P@) / @P@
 @@STORE@@
 "#;
 
-/// Sliding window: one string `"<last> <c_last> <c_last-1> ..."`: the newest segment written
-/// (segments since the epoch) and the permits taken in it and in the segments before it, newest
-/// first, down to the oldest that still holds permits. A segment's permits count until segment
-/// `index + segments` begins — the local `sliding_window::state::Header` rule.
+/// Sliding window: one string `"<last> <total> <c_last> <c_last-1> ..."`: the newest segment
+/// written (segments since the epoch), the sum of the counts that follow, and the permits taken
+/// in that segment and in the segments before it, newest first, down to the oldest that still
+/// holds permits. A segment's permits count until segment `index + segments` begins — the local
+/// `sliding_window::state::Header` rule.
+///
+/// A grant in the segment the state was last written in (the common case on a busy key) reads
+/// three numbers: every count listed is then in the window, so `total` is what the window
+/// holds, and the grant rewrites the total and the newest count, leaving the rest of the string
+/// as it was (and the key's expiry: the window's end has not moved). Any other decision (a new
+/// segment, a refusal, a probe) reads every count.
 ///
 /// Constants: `L` (the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING: &str = r#"
@@ -331,15 +338,38 @@ local k = (now - now % @SEG@) / @SEG@
 local lo = k - @SEGS@
 -- One table of counts and one of the written words for the whole run.
 local c, parts = {}, {}
+local reset = (k + @SEGS@) * @SEG@ - now
 @@EACH@@
-  for j = 1, @SEGS@ do c[j] = 0 end
-  local ok, old = true
+  local ok, old, s, total, p, q = true
   if v then
-    local p = find(v, ' ', 1, true)
-    local s = p and tonumber(sub(v, 1, p - 1))
-    if s then old = (s + @SEGS@) * @SEG@ else ok = false end
-    while ok and p do
-      local q = find(v, ' ', p + 1, true)
+    p = find(v, ' ', 1, true)
+    q = p and find(v, ' ', p + 1, true)
+    if q then
+      s = tonumber(sub(v, 1, p - 1))
+      total = tonumber(sub(v, p + 1, q - 1))
+    end
+    if s and total and total >= 0 then old = (s + @SEGS@) * @SEG@ else ok = false end
+  end
+  local e, cur
+  if ok and v and s == k and n > 0 and total + n <= @L@ then
+    e = find(v, ' ', q + 1, true)
+    if e then cur = tonumber(sub(v, q + 1, e - 1)) else cur = tonumber(sub(v, q + 1)) end
+    if not cur or cur < 0 then ok = false end
+  end
+  if not ok then
+    out[i + 2] = ERR
+  elseif cur then
+    -- The newest segment is the current one: one count and the total change.
+    local need = old
+@@EXPIRY@@
+    val = sub(v, 1, p) .. fmt('%d %d', total + n, cur + n)
+    if e then val = val .. sub(v, e) end
+    out[i + 2] = fmt('1 %d 0 %d', @L@ - total - n, reset)
+  else
+    for j = 1, @SEGS@ do c[j] = 0 end
+    p = q
+    while v and p do
+      q = find(v, ' ', p + 1, true)
       local cnt
       if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
       if not cnt or cnt < 0 then ok = false break end
@@ -351,46 +381,45 @@ local c, parts = {}, {}
       s = s - 1
       p = q
     end
-  end
-  if not ok then
-    out[i + 2] = ERR
-  else
-    local used, last = 0, 0
-    for j = 1, @SEGS@ do
-      if c[j] > 0 then used = used + c[j]; last = j end
-    end
-    local empty = 0
-    if last > 0 then empty = (lo + last + @SEGS@) * @SEG@ - now end
-    local free = @L@ - used
-    if free < 0 then free = 0 end
-    local want = n
-    if want == 0 then want = 1 end
-    if free < want then
-      -- Counts taken under a higher limit may exceed this one: they all have to leave.
-      local missing = used + want - @L@
-      local retry = empty
-      local freed = 0
-      for m = 1, @SEGS@ do
-        freed = freed + c[m]
-        if freed >= missing then retry = (k + m) * @SEG@ - now break end
-      end
-      out[i + 2] = fmt('0 %d %d %d', free, retry, empty)
-    elseif n == 0 then
-      out[i + 2] = fmt('1 %d 0 %d', free, empty)
+    if not ok then
+      out[i + 2] = ERR
     else
-      c[@SEGS@] = c[@SEGS@] + n
-      parts[1] = fmt('%d', k)
-      local first, w = 1, 1
-      while c[first] == 0 do first = first + 1 end
-      for j = @SEGS@, first, -1 do
-        w = w + 1
-        parts[w] = c[j]
+      local used, last = 0, 0
+      for j = 1, @SEGS@ do
+        if c[j] > 0 then used = used + c[j]; last = j end
       end
-      local need = (k + @SEGS@) * @SEG@
+      local empty = 0
+      if last > 0 then empty = (lo + last + @SEGS@) * @SEG@ - now end
+      local free = @L@ - used
+      if free < 0 then free = 0 end
+      local want = n
+      if want == 0 then want = 1 end
+      if free < want then
+        -- Counts taken under a higher limit may exceed this one: they all have to leave.
+        local missing = used + want - @L@
+        local retry = empty
+        local freed = 0
+        for m = 1, @SEGS@ do
+          freed = freed + c[m]
+          if freed >= missing then retry = (k + m) * @SEG@ - now break end
+        end
+        out[i + 2] = fmt('0 %d %d %d', free, retry, empty)
+      elseif n == 0 then
+        out[i + 2] = fmt('1 %d 0 %d', free, empty)
+      else
+        c[@SEGS@] = c[@SEGS@] + n
+        parts[1] = fmt('%d %d', k, used + n)
+        local first, w = 1, 1
+        while c[first] == 0 do first = first + 1 end
+        for j = @SEGS@, first, -1 do
+          w = w + 1
+          parts[w] = c[j]
+        end
+        local need = (k + @SEGS@) * @SEG@
 @@EXPIRY@@
-      local reset = need - now
-      val = table.concat(parts, ' ', 1, w)
-      out[i + 2] = fmt('1 %d 0 %d', free - n, reset)
+        val = table.concat(parts, ' ', 1, w)
+        out[i + 2] = fmt('1 %d 0 %d', free - n, reset)
+      end
     end
   end
 @@STORE@@
