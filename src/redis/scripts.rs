@@ -276,13 +276,16 @@ pub(crate) const BUCKET: &str = r#"
 local ERR = 'e 0'
 @@READ@@
 local k = (now - now % @P@) / @P@
+-- A state written this period names it as `ks` does: compared as strings, not parsed.
+local ks = fmt('%d', k)
 @@EACH@@
   local owed, tick, old = 0, k
   if v then
     local sp = find(v, ' ', 1, true)
     if sp then
       owed = tonumber(sub(v, 1, sp - 1))
-      tick = tonumber(sub(v, sp + 1))
+      local ts = sub(v, sp + 1)
+      if ts ~= ks then tick = tonumber(ts) end
     end
     if not (sp and owed and tick) or owed < 0 then
       owed = nil
@@ -310,7 +313,7 @@ local k = (now - now % @P@) / @P@
       local need = owed + @PER@ - 1
       need = (k + (need - need % @PER@) / @PER@) * @P@
 @@EXPIRY@@
-      val = fmt('%d %d', owed, k)
+      val = fmt('%d %s', owed, ks)
       out[i + 2] = val
     end
   end
