@@ -87,8 +87,8 @@ async fn stored_key(conn: &mut ConnectionManager, l: &RedisLimiter, partition: &
     keys.pop().unwrap_or(base)
 }
 
-/// The keys where a fixed window or a sliding counter keeps `partition`'s count in the current window
-/// and the next two (`key:<window index>`); the key itself for the other algorithms.
+/// The keys where a fixed window or a sliding counter keeps `partition`'s count in the current
+/// window and the next two (`key:<window index>`); the key itself for the other algorithms.
 async fn window_keys(
     conn: &mut ConnectionManager,
     l: &RedisLimiter,

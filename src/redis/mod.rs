@@ -10,7 +10,8 @@
 //! remaining, RetryAfter and reset. Each key's state is one short string, read once and written
 //! once with its expiry (`MGET`, then `SET` if the request is granted: three commands per
 //! decision, `TIME` included; the expiry is rewritten only when the new state outlives it,
-//! about once a second on a busy key, else kept with `KEEPTTL`); a fixed window keeps each
+//! about once a second on a busy key, else kept: `SETRANGE` in place for a value as long as
+//! the old, `SET ... KEEPTTL` for another); a fixed window keeps each
 //! window's count under a key of its own, `key:<window index>`, taken with one `INCRBY` (two
 //! commands per grant, `TIME` included, as a hand-written window plus `TIME`), and the sliding
 //! counter does the same, reading the previous window's key with the current one's. Each
@@ -120,13 +121,12 @@
 //! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
 //! key's shape names what gives the counts their meaning — the algorithm and its time
 //! parameters: `tb<period µs>x<tokens per period>` (token bucket: its rate), `fw<window µs>`
-//! (fixed window),
-//! `swt<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding counter),
-//! `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
+//! (fixed window), `swt<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding
+//! counter), `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
 //! - **Changing the algorithm, period, tokens per period, window, segments or emission
-//!   interval starts fresh counts**: the new configuration uses new keys, and the old keys expire on their own TTL
-//!   (at most the old span, and a second). While both configurations run, each counts its own
-//!   requests.
+//!   interval starts fresh counts**: the new configuration uses new keys, and the old keys
+//!   expire on their own TTL (at most the old span, and a second). While both configurations
+//!   run, each counts its own requests.
 //! - **Changing only the limit keeps the counts in flight**: `token_limit`, `permit_limit` or
 //!   `burst` keep the key. A fixed window keeps the permits taken in the current
 //!   window (lowering the limit below them refuses until the next window; raising it frees the

@@ -11,13 +11,14 @@
 //! - counts periods, windows and segments from the Unix epoch, so every client agrees on them;
 //! - keeps each key's state in one short string, written with its expiry in the same command,
 //!   or for the fixed window and the sliding counter a count per window under the window's own
-//!   key, taken with `INCRBY` and expired when the window stops counting: after the expiry the key's absence means the same as its content would (a full bucket, an
-//!   empty window). The expiry is the instant the state stops mattering rounded up to a whole
-//!   second of Unix time (`SET ... PXAT`), and a grant whose new state the key's expiry already
-//!   covers keeps it (`SETRANGE key 0` for a value as long as the old, else `SET ... KEEPTTL`:
-//!   7.4k instructions inside a script, `PX` 11.6k): the
-//!   expiry moves about once a second on a busy key, not with each grant, and an idle key lives
-//!   less than a second beyond its state's meaning. Each state tells how far its key's expiry
+//!   key, taken with `INCRBY` and expired when the window stops counting: after the expiry the
+//!   key's absence means the same as its content would (a full bucket, an empty window). The
+//!   expiry is the instant the state stops mattering rounded up to a whole second of Unix time
+//!   (`SET ... PXAT`), and a grant whose new state the key's expiry already covers keeps it
+//!   (`SETRANGE key 0` for a value as long as the old, else `SET ... KEEPTTL`; inside a script
+//!   `SET ... KEEPTTL` is 7.4k instructions, `SET ... PX` 11.6k): the expiry moves about once a
+//!   second on a busy key, not with each grant, and an idle key lives less than a second beyond
+//!   its state's meaning. Each state tells how far its key's expiry
 //!   reaches, as every writer of the key computes it alike: GCRA's `tat`, when the token bucket
 //!   is full again, the end of the window of the sliding window's newest segment (the expiry
 //!   was set to cover them);
