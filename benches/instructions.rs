@@ -35,8 +35,8 @@ use portable_atomic::AtomicU128;
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
     GcraLimiter, GcraOptions, KeyedLimiter, Limiter, ManualClock, NoQueue, PartitionConfig,
-    SlidingCounterLimiter, SlidingCounterOptions, SlidingWindowLimiter, SlidingWindowOptions,
-    TokenBucketLimiter, TokenBucketOptions,
+    Replenishing, SlidingCounterLimiter, SlidingCounterOptions, SlidingWindowLimiter,
+    SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
 };
 
 const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -86,6 +86,30 @@ fn token_bucket_setup(allowed: bool) -> &'static TokenBucketLimiter<&'static Man
     };
     let c = clock();
     warm(TokenBucketLimiter::with_clock(opts, c).unwrap(), c, allowed)
+}
+
+/// A bucket of 100 tokens, 10 a millisecond, half taken, then a millisecond later (setup of
+/// the `replenish` rows; one call made so the count is a steady-state call's).
+fn replenish_setup() -> &'static TokenBucketLimiter<&'static ManualClock> {
+    let c = clock();
+    let opts = TokenBucketOptions::new(100, 10, Duration::from_millis(1));
+    let l = leak(TokenBucketLimiter::with_clock(opts, c).unwrap());
+    replenish_warm(l, c)
+}
+
+fn replenish_no_queue_setup() -> &'static TokenBucketLimiter<&'static ManualClock, NoQueue> {
+    let c = clock();
+    let opts = TokenBucketOptions::new(100, 10, Duration::from_millis(1));
+    let l = leak(TokenBucketLimiter::without_queue(opts, c).unwrap());
+    replenish_warm(l, c)
+}
+
+fn replenish_warm<L: Limiter + Replenishing>(l: &'static L, c: &ManualClock) -> &'static L {
+    age(c);
+    l.try_acquire(50).unwrap().forget();
+    l.replenish();
+    c.advance(Duration::from_millis(1));
+    l
 }
 
 fn fixed_window_setup(allowed: bool) -> &'static FixedWindowLimiter<&'static ManualClock> {
@@ -401,6 +425,21 @@ fn sliding_window(l: &'static SlidingWindowLimiter<&'static ManualClock>) {
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
+// `replenish()` with nobody waiting, as a timer interrupt calls it on every tick: a queued
+// token bucket (the queue it checks is empty) and a queueless one. The setup leaves the bucket
+// part-empty, so the call has tokens to add.
+#[library_benchmark]
+#[bench::queued(setup = replenish_setup)]
+fn token_bucket_replenish(l: &'static TokenBucketLimiter<&'static ManualClock>) {
+    black_box(l.replenish());
+}
+
+#[library_benchmark]
+#[bench::no_queue(setup = replenish_no_queue_setup)]
+fn token_bucket_replenish_no_queue(l: &'static TokenBucketLimiter<&'static ManualClock, NoQueue>) {
+    black_box(l.replenish());
+}
+
 // Acquire, then drop the lease (release); denied: the acquire alone.
 #[library_benchmark]
 #[bench::acquire_release(args = ("full"), setup = concurrency_setup)]
@@ -474,7 +513,7 @@ library_benchmark_group!(
 library_benchmark_group!(
     name = limiters;
     benchmarks = token_bucket, fixed_window, gcra, sliding_counter, sliding_window, concurrency,
-        concurrency_no_queue
+        concurrency_no_queue, token_bucket_replenish, token_bucket_replenish_no_queue
 );
 
 library_benchmark_group!(

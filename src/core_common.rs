@@ -38,6 +38,7 @@ pub(crate) use rate_limiter_front;
 /// What every rate core holds besides its state and its configuration: its time in its own
 /// unit, its statistics, its queue (or `NoQueue`) and its clock.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct RateBase<C, Q> {
     pub(crate) ticker: crate::ticks::Ticker,
     pub(crate) counters: crate::stats::Counters,

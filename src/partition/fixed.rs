@@ -779,7 +779,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// assert!(!limiter.remove(&8)); // never seen
     /// ```
     pub fn remove(&self, key: &K) -> bool {
-        self.store.table.with(|t| t.map.remove(key).is_some())
+        self.store.table.with(|t| t.map.swap_remove(key).is_some())
     }
 
     table_accessors! {

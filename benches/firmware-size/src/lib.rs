@@ -1,0 +1,42 @@
+//! What every program here shares: the run-time inputs and outputs the compiler cannot see
+//! through, the clock (a `static` counter, one unit a microsecond), and a panic handler that
+//! only loops, so an image holds what the program itself reaches.
+#![no_std]
+
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+pub use tollgate;
+use cortex_m as _; // its single-core critical section (interrupts masked)
+use tollgate::{Clock, Instant};
+
+/// The permits each call asks for: a count the compiler cannot see (set by a debugger, say).
+pub static N: AtomicU32 = AtomicU32::new(1);
+/// Where each answer goes.
+pub static OUT: AtomicU32 = AtomicU32::new(0);
+/// Microseconds, advanced by the main loop (a timer interrupt, in a real program).
+pub static TICKS: AtomicU32 = AtomicU32::new(0);
+
+/// The clock: [`TICKS`] microseconds.
+#[derive(Clone, Copy)]
+pub struct Tick;
+
+impl Clock for Tick {
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::from(TICKS.load(Relaxed)) * 1_000)
+    }
+}
+
+/// The loop every program runs around its call: read the count, store the answer, tick.
+#[inline(always)]
+pub fn run(mut decide: impl FnMut(u32) -> bool) -> ! {
+    loop {
+        let n = N.load(Relaxed);
+        OUT.store(decide(n) as u32, Relaxed);
+        TICKS.fetch_add(1, Relaxed);
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
