@@ -37,6 +37,12 @@ pub(crate) use rate_limiter_front;
 
 /// What every rate core holds besides its state and its configuration: its time in its own
 /// unit, its statistics, its queue (or `NoQueue`) and its clock.
+///
+/// Laid out in declaration order (`repr(C)`): with the compiler's order, the counters (zero at
+/// creation) sat right after the state's padding, and building a limiter at run time on a
+/// 32-bit MCU copied the two with a `memcpy` call, which linked compiler_builtins' 730-byte
+/// `memcpy` into every firmware image (`benches/firmware-size`: the token bucket program 1,688
+/// B, 924 B in this order).
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct RateBase<C, Q> {

@@ -51,6 +51,11 @@
 //! | `redis-cluster` | no | the Redis limiter on a Redis Cluster |
 //! | `critical-section` | no | kept for compatibility: without `std` the wait queues always use `critical-section` (interrupt-safe); this also takes atomic CAS from it on targets without CAS (automatic where there is no CAS at all) |
 //! | `tracing` | no | an event (target `tollgate`) per rejection at `DEBUG`, with fields `reason` and `retry_after_ns`, and per wait queued / granted at `TRACE`: a proxy can leave `DEBUG` on and see each refused request, no event per granted one; `no_std` |
+//! | `http` | no | `tollgate::http`: a tower layer of rate and concurrency policies (per key, global, per route), `RateLimit` headers, `Retry-After`; tower and `http` only |
+//! | `axum` | no | `http`, with axum's `ConnectInfo` client addresses and router integration |
+//! | `serde` | no | `Serialize` / `Deserialize` for every limiter's options and `QueueOrder`, durations written for people (`"1m30s"`); `no_std` |
+//! | `metrics` | no | `Registry::export_metrics`: every registered limiter's statistics into the `metrics` facade (any exporter); `std` |
+//! | `embassy-time` | no | `EmbassyClock`, and rate-limiter waiters woken by embassy's timer queue: `acquire(n).await` on firmware with nothing to spawn; `no_std` |
 //! | `defmt` | no | `defmt::Format` for [`Reason`], [`Rejection`] (RetryAfter as nanoseconds), [`OptionsError`], [`Statistics`], [`QueueOrder`]; `no_std` |
 //!
 //! Without default features the crate is `no_std` without a heap and builds for

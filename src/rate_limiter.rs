@@ -1,11 +1,12 @@
 //! The one wiring of a rate limiter: [`rate_limiter!`] implements `Limiter`, `Peek`,
 //! `Replenishing`, the waiting `Source` and the `acquire` / `acquire_blocking` methods for a
 //! limiter type whose `core` field is a rate core — [`BucketCore`](crate::bucket::BucketCore)
-//! (token bucket, fixed window) or [`GcraCore`](crate::gcra::GcraCore) (GCRA, leaky meter,
-//! leaky shaper). Both cores answer the same methods, so every capability below is written once
-//! for all five limiters.
+//! (token bucket, fixed window), [`GcraCore`](crate::gcra::GcraCore) (GCRA, leaky meter,
+//! leaky shaper), or the cores of the sliding window, the sliding counter and the sliding log.
+//! Every core answers the same methods, so every capability below is written once for all
+//! eight rate limiters.
 //!
-//! What a core provides (inherent methods, same names and signatures in both): the counted
+//! What a core provides (inherent methods, same names and signatures in each): the counted
 //! `try_acquire_counted`, `peek`, the uncounted `take`, and for the queue `take_locked`,
 //! `take_for_waiter`, `give_back`, `wait_for`, `wait_behind_waiters`; for the rest
 //! `available`, `statistics`, `idle_duration`, `limit`, `period`, `catch_up`; and the fields

@@ -83,7 +83,9 @@ crate::bucket::bucket_limiter! {
     /// and a bucket of 10 that gains 2 a minute behaves as the .NET documentation describes. (For a
     /// smooth rate, use a short period: 1 token every 100 ms rather than 10 every second.)
     ///
-    /// The admission state is one 128-bit word (tokens, tick, flags) updated by one compare-and-swap.
+    /// The admission state is one atomic word (tokens, tick, flags) updated by one
+    /// compare-and-swap: 64 bits when every state the options can reach fits in it, else 128;
+    /// on 32-bit MCUs, the unpacked state behind a critical section.
     ///
     /// ```
     /// use core::time::Duration;

@@ -1,7 +1,7 @@
 //! The intrusive doubly linked list of waiters.
 //!
 //! A [`Waiter`] node lives inside its pinned `Acquire` future: queueing allocates nothing. The
-//! list links nodes by raw pointer. Soundness rests on three rules, each kept by this module and
+//! list links nodes by raw pointer. Soundness rests on four rules, each kept by this module and
 //! `super::future`:
 //!
 //! 1. **Only the lock holder touches a node's mutable part.** Every field a list operation
