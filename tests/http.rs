@@ -319,6 +319,52 @@ async fn futures_statuses(c: &HttpClient, addr: SocketAddr, forged: &[&str]) -> 
 }
 
 #[tokio::test]
+async fn a_per_ip_policy_on_a_server_without_connect_info_says_so_on_the_first_request() {
+    // `axum::serve(listener, app)`: no `ConnectInfo`, so no request carries a peer address.
+    let per_ip = fixed(2, 60).partition_by(KeyBy::CLIENT_IP);
+    let limits = RateLimiting::builder().global(per_ip).build().unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(limits.layer());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let c = client();
+    let first = fetch(&c, addr, "/").await;
+    assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let body = std::str::from_utf8(&first.body).unwrap();
+    assert!(
+        body.contains("into_make_service_with_connect_info"),
+        "{body}"
+    );
+    assert_eq!(
+        fetch(&c, addr, "/").await.status,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+
+    // Served with its connections' addresses, the same layer limits each client.
+    let per_ip = fixed(2, 60).partition_by(KeyBy::CLIENT_IP);
+    let limits = RateLimiting::builder().global(per_ip).build().unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(limits.layer());
+    let addr = serve(app).await;
+    let statuses = [
+        fetch(&c, addr, "/").await.status,
+        fetch(&c, addr, "/").await.status,
+        fetch(&c, addr, "/").await.status,
+    ];
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_request_without_a_key_gets_the_configured_outcome() {
     let clock = Arc::new(ManualClock::new());
     let by_key = |missing| {

@@ -114,7 +114,7 @@ pub use headers::{
 pub use layer::{RateLimitLayer, RateLimiting};
 pub use policy::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
-    PolicyQuota, RequestView, SharedClock, NO_KEY,
+    PolicyQuota, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
 };
 pub use reject::{Rejected, PARTITIONS_FULL_RETRY_AFTER, UNKNOWN_POLICY, UPSTREAM_PAUSE};
 pub use service::{RateLimit, ResponseFuture, WrappedService};

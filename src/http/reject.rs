@@ -5,7 +5,9 @@ use http::header::RETRY_AFTER;
 use http::{Response, StatusCode};
 
 use super::layer::Shared;
-use super::{ceil_secs, Denial, LimitedBody, RequestView, RATELIMIT, X_RATELIMIT_LIMIT};
+use super::{
+    ceil_secs, Denial, LimitedBody, RequestView, NO_PEER_ADDRESS, RATELIMIT, X_RATELIMIT_LIMIT,
+};
 #[cfg(doc)]
 use super::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
 use crate::lease::{Reason, Rejection};
@@ -109,7 +111,14 @@ impl Shared {
                 request: *view,
             }),
             None => {
-                let mut r = Response::new(self.body.clone());
+                // A misconfiguration says what to fix (`MissingKey::Auto`).
+                let body = match d.rejection.reason() {
+                    Reason::Custom(phrase) if d.rejection.reason() == NO_PEER_ADDRESS => {
+                        Bytes::from_static(phrase.as_bytes())
+                    }
+                    _ => self.body.clone(),
+                };
+                let mut r = Response::new(body);
                 *r.status_mut() = status;
                 r
             }

@@ -16,7 +16,7 @@ use super::layer::Shared;
 use super::policy;
 use super::{
     retry_after, Decision, Denial, Grant, Key, LimitedBody, MissingKey, Permit, RequestView,
-    NO_KEY, UPSTREAM_PAUSE,
+    NO_KEY, NO_PEER_ADDRESS, UPSTREAM_PAUSE,
 };
 use crate::lease::{Reason, Rejection};
 use crate::quota::QuotaState;
@@ -48,6 +48,14 @@ impl Shared {
                     })
                 }
                 MissingKey::Shared => Key::MISSING,
+                MissingKey::Auto if p.policy.key.lacks_peer(view) => {
+                    log_missing_peer_once(&p.name);
+                    return Step::Denied(Denial {
+                        rejection: Rejection::new(&NO_PEER_ADDRESS),
+                        quota: None,
+                    });
+                }
+                MissingKey::Auto => Key::MISSING,
             },
         };
         if p.policy.pause_on_429 {
@@ -557,4 +565,18 @@ impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
             State::Waiting { .. } => "ResponseFuture::Waiting",
         })
     }
+}
+
+/// Says once per process that a client-IP policy saw a request with no peer address
+/// ([`MissingKey::Auto`]): the server was started without `ConnectInfo`.
+#[cold]
+fn log_missing_peer_once(policy: &str) {
+    static LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    #[cfg(feature = "tracing")]
+    tracing::error!(target: "tollgate", policy, "{}", NO_PEER_ADDRESS.phrase());
+    #[cfg(not(feature = "tracing"))]
+    std::eprintln!("tollgate: policy {policy:?}: {}", NO_PEER_ADDRESS.phrase());
 }

@@ -357,6 +357,12 @@ impl KeyBy {
         KeyBy::Header(name)
     }
 
+    /// Whether this key comes from the connection (the peer address) and `req` has none: the
+    /// server was started without its connections' addresses ([`MissingKey::Auto`]).
+    pub(crate) fn lacks_peer(&self, req: &RequestView<'_>) -> bool {
+        matches!(self, KeyBy::ClientIp { .. }) && ClientIp::peer_socket(req.extensions).is_none()
+    }
+
     pub(crate) fn extract(&self, req: &RequestView<'_>, ip: &ClientIp) -> Option<Key> {
         match self {
             KeyBy::Global => Some(Key::GLOBAL),
@@ -416,6 +422,8 @@ impl core::fmt::Debug for KeyBy {
 /// assert_eq!(policy(MissingKey::Reject), [429, 429, 429]);
 /// assert_eq!(policy(MissingKey::Allow), [200, 200, 200]);
 /// assert_eq!(policy(MissingKey::Shared), [200, 200, 429]); // one partition for all of them
+/// // The default: no peer address is the server's mistake (no `ConnectInfo`), said at once.
+/// assert_eq!(policy(MissingKey::Auto), [500, 500, 500]);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MissingKey {
@@ -423,10 +431,26 @@ pub enum MissingKey {
     Reject,
     /// Admitted without limit.
     Allow,
-    /// Limited by one partition shared by every keyless request (the default).
-    #[default]
+    /// Limited by one partition shared by every keyless request.
     Shared,
+    /// The default: a key that the request itself lacks (a header, your function's `None`) is
+    /// [`Shared`](Self::Shared); a [`KeyBy::ClientIp`] key on a request with **no peer address
+    /// at all** is the server's misconfiguration — axum started with `axum::serve(listener,
+    /// app)` instead of `app.into_make_service_with_connect_info::<SocketAddr>()` — and would
+    /// silently put every client in one bucket: such a request gets `500 Internal Server
+    /// Error` with [`NO_PEER_ADDRESS`] (its phrase as the body, unless a rejection hook writes
+    /// its own), and the first one is logged (with feature `tracing`, an error event; else one
+    /// line on standard error), so the mistake shows on the first request, not under load.
+    #[default]
+    Auto,
 }
+
+/// The [`Reason`] of a request refused, under [`MissingKey::Auto`], because a client-IP policy
+/// found no peer address: the server does not hand the layer its connections' addresses.
+pub const NO_PEER_ADDRESS: Reason = Reason::Custom(
+    "no peer address for a per-client-IP limit: serve the app with \
+     `into_make_service_with_connect_info::<SocketAddr>()` (axum's ConnectInfo)",
+);
 
 /// The [`Reason`] of a request rejected for having no key under [`MissingKey::Reject`].
 ///

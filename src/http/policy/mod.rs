@@ -21,7 +21,7 @@ use crate::{
 };
 pub(crate) use builtin::{after_wait, Rate};
 use builtin::{Keyed, Queue, Single};
-pub use key::{Key, KeyBy, MissingKey, RequestView, NO_KEY};
+pub use key::{Key, KeyBy, MissingKey, RequestView, NO_KEY, NO_PEER_ADDRESS};
 pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter, PolicyQuota};
 
 /// The clock every built-in policy reads: shared, swappable (a `ManualClock` in tests).
@@ -93,7 +93,7 @@ impl Policy {
         Self {
             source,
             key: KeyBy::Global,
-            missing: MissingKey::Shared,
+            missing: MissingKey::Auto,
             partitions: PartitionConfig::default(),
             queue: None,
             status: http::StatusCode::TOO_MANY_REQUESTS,
@@ -411,7 +411,7 @@ impl Policy {
         Self { key, ..self }
     }
 
-    /// What a request without a key gets (default [`MissingKey::Shared`]).
+    /// What a request without a key gets (default [`MissingKey::Auto`]).
     ///
     /// ```
     /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -622,6 +622,10 @@ impl Policy {
     }
 
     pub(crate) fn status_for(&self, reason: Reason) -> http::StatusCode {
+        if reason == NO_PEER_ADDRESS {
+            // The server's misconfiguration, not the client's rate (`MissingKey::Auto`).
+            return http::StatusCode::INTERNAL_SERVER_ERROR;
+        }
         match (reason, self.unavailable_status) {
             (
                 Reason::Closed | Reason::QueueFull | Reason::Evicted | Reason::PartitionsFull,
