@@ -73,8 +73,7 @@ macro_rules! rate_limiter {
                 self.core.period()
             }
             fn replenish(&self) -> u64 {
-                self.core.catch_up();
-                self.core.available()
+                self.core.replenished()
             }
         }
     };
@@ -194,10 +193,15 @@ macro_rules! rate_limiter {
             }
             fn replenish(&self) -> u64 {
                 // Served first: bringing the word up to date caps the refills at the limit,
-                // which would lose those that came after a waiter fit.
-                self.core.base.queue.serve(self);
-                self.core.catch_up();
-                self.core.available()
+                // which would lose those that came after a waiter fit. With nobody waiting
+                // (the waiters flag is set, under the queue lock, before a waiter is linked)
+                // there is nobody to serve and no lock to take: a waiter that links itself
+                // after this reading is served by the next call, which `next_service` names
+                // (as `give_back` does).
+                if self.core.has_waiters() {
+                    self.core.base.queue.serve(self);
+                }
+                self.core.replenished()
             }
             fn next_service(&self) -> Option<::core::time::Duration> {
                 $crate::wait::next_service(self)

@@ -348,13 +348,28 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         Duration::from_nanos(self.base.ticker.period_ns())
     }
 
+    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
+    /// writes the state as of now, and answers its tokens from the same transition (one clock
+    /// reading, one refill computation).
+    #[inline]
+    pub(crate) fn replenished(&self) -> u64 {
+        u64::from(self.catch_up_tokens())
+    }
+
     /// Writes the state as of now (if time has added anything).
     pub(crate) fn catch_up(&self) {
+        self.catch_up_tokens();
+    }
+
+    /// [`catch_up`](Self::catch_up), answering the tokens of the state as of now.
+    fn catch_up_tokens(&self) -> u32 {
         let (k, _) = self.base.tick();
         let r = self.refill();
-        let _ = self
-            .word
-            .transition(|b| Ok::<_, Infallible>((b.at(k, r), ())));
+        let Ok((_, tokens)) = self.word.transition(|b| {
+            let now = b.at(k, r);
+            Ok::<_, Infallible>((now, now.tokens))
+        });
+        tokens
     }
 }
 

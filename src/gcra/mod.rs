@@ -300,10 +300,12 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         Duration::from_nanos(self.params.get().interval)
     }
 
-    /// Nothing to bring up to date: the arrival time needs no refill written (the bucket's
-    /// counterpart caps its tokens at the limit).
+    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
+    /// the permits available now. Nothing to write: the state is computed from elapsed time.
     #[inline]
-    pub(crate) fn catch_up(&self) {}
+    pub(crate) fn replenished(&self) -> u64 {
+        self.available()
+    }
 }
 
 crate::quick_path::quick_path! {

@@ -225,9 +225,12 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         self.limits.window()
     }
 
-    /// Nothing to bring up to date: the estimate is computed from the clock.
+    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
+    /// the permits available now. Nothing to write: the state is computed from elapsed time.
     #[inline]
-    pub(crate) fn catch_up(&self) {}
+    pub(crate) fn replenished(&self) -> u64 {
+        self.available()
+    }
 }
 
 crate::quick_path::quick_path! {

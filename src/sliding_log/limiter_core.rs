@@ -250,6 +250,13 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         self.limits.window()
     }
 
+    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
+    /// brings the state up to date, then the permits available now.
+    pub(crate) fn replenished(&self) -> u64 {
+        self.catch_up();
+        self.available()
+    }
+
     /// Drops the entries that can never count again (those that left the window by the newest
     /// entry's time). It dates nothing: only an admission does, so a clock stepped back
     /// afterwards sees the log as the last admission left it.

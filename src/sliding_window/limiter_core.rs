@@ -471,6 +471,13 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         Duration::from_nanos(self.base.ticker.period_ns())
     }
 
+    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
+    /// brings the state up to date, then the permits available now.
+    pub(crate) fn replenished(&self) -> u64 {
+        self.catch_up();
+        self.available()
+    }
+
     /// Brings the header to the current segment (freezing the segments it leaves); the caller
     /// served the queue first, so that waiters that fit before now are counted where they fit.
     pub(crate) fn catch_up(&self) {
