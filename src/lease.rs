@@ -16,71 +16,6 @@ pub trait Release {
     fn release(&self, permits: u32);
 }
 
-/// What both leases, [`Lease`] and [`OwnedLease`], do with their `permits` and their
-/// `releaser` (an `Option` of what gives the permits back): their constructors, accessors,
-/// `forget`, `Drop` and `Debug`. The doc comments of `unreleased` and `forget`, and the
-/// attributes of `drop`, are each lease's own.
-macro_rules! lease_methods {
-    (
-        impl$(<$lt:lifetime>)? $lease:ident$(<$lt2:lifetime>)?, releaser: $releaser:ty;
-        $(#[$unreleased_doc:meta])* fn unreleased;
-        $(#[$forget_doc:meta])* fn forget;
-        $(#[$drop_attr:meta])* fn drop;
-    ) => {
-        impl$(<$lt>)? $lease$(<$lt2>)? {
-            /// A lease whose permits go back to `releaser` when it is dropped.
-            pub fn releasing(permits: u32, releaser: $releaser) -> Self {
-                Self {
-                    permits,
-                    releaser: Some(releaser),
-                }
-            }
-
-            $(#[$unreleased_doc])*
-            pub const fn unreleased(permits: u32) -> Self {
-                Self {
-                    permits,
-                    releaser: None,
-                }
-            }
-
-            /// The number of permits this lease holds.
-            pub const fn permits(&self) -> u32 {
-                self.permits
-            }
-
-            /// Whether dropping this lease returns permits to a limiter.
-            pub const fn returns_permits(&self) -> bool {
-                self.releaser.is_some()
-            }
-
-            $(#[$forget_doc])*
-            pub fn forget(mut self) -> u32 {
-                self.releaser = None;
-                self.permits
-            }
-        }
-
-        impl$(<$lt>)? Drop for $lease$(<$lt2>)? {
-            $(#[$drop_attr])*
-            fn drop(&mut self) {
-                if let Some(r) = self.releaser.take() {
-                    r.release(self.permits);
-                }
-            }
-        }
-
-        impl$(<$lt>)? fmt::Debug for $lease$(<$lt2>)? {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($lease))
-                    .field("permits", &self.permits)
-                    .field("returns_permits", &self.returns_permits())
-                    .finish()
-            }
-        }
-    };
-}
-
 /// Permits held: returned on drop to the limiter that granted them, exactly once.
 ///
 /// Rate-limiter leases (token bucket, fixed and sliding window) return nothing: their permits
@@ -99,18 +34,71 @@ macro_rules! lease_methods {
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct Lease<'a> {
     permits: u32,
-    releaser: Option<&'a (dyn Release + Sync)>,
+    /// What gives the permits back: never null — [`NOTHING`] for a lease that returns nothing —
+    /// so that a `Result<Lease, Rejection>` keeps its tag in this reference's niche and is
+    /// three words, not four.
+    releaser: &'a (dyn Release + Sync),
 }
 
-lease_methods! {
-    impl<'a> Lease<'a>, releaser: &'a (dyn Release + Sync);
+/// The releaser of a lease that returns nothing (a one-byte static, so that its address is
+/// its own).
+struct Nothing(#[allow(dead_code)] u8);
+
+impl Release for Nothing {
+    fn release(&self, _: u32) {}
+}
+
+static NOTHING: Nothing = Nothing(0);
+
+impl<'a> Lease<'a> {
+    /// A lease whose permits go back to `releaser` when it is dropped.
+    pub fn releasing(permits: u32, releaser: &'a (dyn Release + Sync)) -> Self {
+        Self { permits, releaser }
+    }
+
     /// A lease that returns nothing when dropped (rate limiters, no-op limiters).
-    fn unreleased;
+    pub const fn unreleased(permits: u32) -> Self {
+        Self {
+            permits,
+            releaser: &NOTHING,
+        }
+    }
+
+    /// The number of permits this lease holds.
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Whether dropping this lease returns permits to a limiter.
+    #[inline(always)]
+    pub fn returns_permits(&self) -> bool {
+        !core::ptr::addr_eq(self.releaser, &NOTHING)
+    }
+
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
     /// by that many until [`Release::release`] gives them back). Returns the permit count.
-    fn forget;
+    pub fn forget(mut self) -> u32 {
+        self.releaser = &NOTHING;
+        self.permits
+    }
+}
+
+impl Drop for Lease<'_> {
     #[inline]
-    fn drop;
+    fn drop(&mut self) {
+        if self.returns_permits() {
+            self.releaser.release(self.permits);
+        }
+    }
+}
+
+impl fmt::Debug for Lease<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("permits", &self.permits)
+            .field("returns_permits", &self.returns_permits())
+            .finish()
+    }
 }
 
 /// A lease that owns a reference-counted handle to its limiter, so it can move across tasks and
@@ -124,10 +112,33 @@ pub struct OwnedLease {
 }
 
 #[cfg(feature = "alloc")]
-lease_methods! {
-    impl OwnedLease, releaser: alloc::sync::Arc<dyn Release + Send + Sync>;
+impl OwnedLease {
+    /// A lease whose permits go back to `releaser` when it is dropped.
+    pub fn releasing(permits: u32, releaser: alloc::sync::Arc<dyn Release + Send + Sync>) -> Self {
+        Self {
+            permits,
+            releaser: Some(releaser),
+        }
+    }
+
     /// A lease that returns nothing when dropped.
-    fn unreleased;
+    pub const fn unreleased(permits: u32) -> Self {
+        Self {
+            permits,
+            releaser: None,
+        }
+    }
+
+    /// The number of permits this lease holds.
+    pub const fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Whether dropping this lease returns permits to a limiter.
+    pub const fn returns_permits(&self) -> bool {
+        self.releaser.is_some()
+    }
+
     /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
     /// were used up for good. Returns how many there were.
     ///
@@ -140,8 +151,29 @@ lease_methods! {
     /// assert_eq!(lease.forget(), 1);
     /// assert_eq!(limiter.available_permits(), 1); // never given back
     /// ```
-    fn forget;
-    fn drop;
+    pub fn forget(mut self) -> u32 {
+        self.releaser = None;
+        self.permits
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Drop for OwnedLease {
+    fn drop(&mut self) {
+        if let Some(r) = self.releaser.take() {
+            r.release(self.permits);
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl fmt::Debug for OwnedLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedLease")
+            .field("permits", &self.permits)
+            .field("returns_permits", &self.returns_permits())
+            .finish()
+    }
 }
 
 /// Why a request was not granted.
@@ -379,8 +411,15 @@ mod tests {
     #[test]
     fn a_rejection_is_two_words() {
         assert_eq!(size_of::<Rejection>(), 16);
-        assert!(size_of::<Result<Lease<'_>, Rejection>>() <= 4 * size_of::<usize>().max(8));
+        // A lease's releaser is never null, so the `Result` keeps its tag in that reference:
+        // three words on a 64-bit target (four while a lease's releaser was an `Option`).
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(size_of::<Result<Lease<'_>, Rejection>>(), 24);
     }
+
+    // The same on a 32-bit MCU: 16 bytes (was 24), checked where it is built for one.
+    #[cfg(target_pointer_width = "32")]
+    const _: () = assert!(size_of::<Result<Lease<'_>, Rejection>>() <= 16);
 
     #[test]
     fn an_unreleased_lease_returns_nothing_and_a_forgotten_one_neither() {

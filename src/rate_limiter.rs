@@ -193,14 +193,12 @@ macro_rules! rate_limiter {
             }
             fn replenish(&self) -> u64 {
                 // Served first: bringing the word up to date caps the refills at the limit,
-                // which would lose those that came after a waiter fit. With nobody waiting
-                // (the waiters flag is set, under the queue lock, before a waiter is linked)
-                // there is nobody to serve and no lock to take: a waiter that links itself
-                // after this reading is served by the next call, which `next_service` names
-                // (as `give_back` does).
-                if self.core.has_waiters() {
-                    self.core.base.queue.serve(self);
-                }
+                // which would lose those that came after a waiter fit. Always under the queue
+                // lock, even when the waiters flag reads clear: a waiter deciding under the lock
+                // on a clock reading from before this call's may not have set the flag yet, and
+                // only the lock makes this call serve it once it has (the loom model
+                // `waiter_served_by_time` finds the stranded waiter otherwise).
+                self.core.base.queue.serve(self);
                 self.core.replenished()
             }
             fn next_service(&self) -> Option<::core::time::Duration> {

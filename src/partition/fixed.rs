@@ -668,10 +668,10 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     where
         K: Clone,
     {
-        let result = self.decide(key, permits);
-        self.counters
-            .count(result)
-            .map(|()| Lease::unreleased(permits))
+        match self.decide(key, permits) {
+            Ok(()) => self.counters.count_granted(Lease::unreleased(permits)),
+            Err(r) => self.counters.count_rejected(r),
+        }
     }
 
     fn decide(&self, key: &K, permits: u32) -> Result<(), Rejection>

@@ -492,10 +492,12 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// ```
     #[inline]
     pub fn try_acquire(&self, key: &K, permits: u32) -> Result<Lease<'static>, Rejection> {
-        let result = self.decide(self.fingerprint(key), permits);
-        self.tally
-            .count(result)
-            .map(|()| Lease::unreleased(permits))
+        // The lease is built where the grant is counted (a `map` afterwards moved the result
+        // between two layouts).
+        match self.decide(self.fingerprint(key), permits) {
+            Ok(()) => self.tally.count_granted(Lease::unreleased(permits)),
+            Err(r) => self.tally.count_rejected(r),
+        }
     }
 
     /// `key`'s available tokens (the limit, if the key is not stored), and the limiter's totals:
