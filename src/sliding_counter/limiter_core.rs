@@ -101,7 +101,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         let into = self.base.ticker.offset_in_own(e, c.tick)?;
         match c.try_take(c.tick, into, n, s, false) {
             Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(())),
-            Err(_) => Some(Err(Nanos::from_u128(c.wait(c.tick, into, n, s).max(1)))),
+            Err(_) => Some(Err(Nanos::from_u128(c.wait_in_own(into, n, s).max(1)))),
         }
     }
 

@@ -204,9 +204,16 @@ impl Counter {
 
     const fn wait_from(self, k: u64, into: u64, n: u32, s: Shape) -> u128 {
         let (k, into) = self.when(k, into);
-        let now = self.at(k);
+        let into = if into > s.window { s.window } else { into };
+        self.at(k).wait_in_own(into, n, s)
+    }
+
+    /// [`wait`](Self::wait) seen from `into <= window` ns into this state's own window (the
+    /// quick path's denial: no slide to compute, no reading behind the state).
+    #[inline]
+    pub const fn wait_in_own(self, into: u64, n: u32, s: Shape) -> u128 {
+        let now = self;
         let w = s.window;
-        let into = if into > w { w } else { into };
         let cap = s.limit as u128 * w as u128;
         let need = (now.cur as u128 + n as u128) * w as u128;
         if need <= cap {
