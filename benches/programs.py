@@ -30,8 +30,8 @@ PROGRAMS = {
     "gcra_static": (1024, 1912, False),
     "leaky_meter": (1024, 1980, False),
     "leaky_meter_static": (1024, 1912, False),
-    "sliding_counter": (1024, 5080, False),
-    "sliding_counter_static": (1024, 5004, False),
+    "sliding_counter": (1024, 5056, False),
+    "sliding_counter_static": (1024, 4980, False),
     "concurrency": (512, 496, False),
     "concurrency_static": (512, 428, False),
 }
