@@ -197,6 +197,27 @@ pub mod prelude {
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The examples of the documents under `docs/`, run as doc tests as the README's are.
+#[cfg(doctest)]
+pub mod docs_doctests {
+    #[doc = include_str!("../docs/limiters.md")]
+    pub struct Limiters;
+    #[doc = include_str!("../docs/features.md")]
+    pub struct Features;
+    #[doc = include_str!("../docs/dotnet.md")]
+    pub struct DotNet;
+    #[doc = include_str!("../docs/firmware.md")]
+    pub struct Firmware;
+    #[doc = include_str!("../docs/redis.md")]
+    pub struct Redis;
+    #[doc = include_str!("../docs/http.md")]
+    pub struct Http;
+    #[doc = include_str!("../docs/design.md")]
+    pub struct Design;
+    #[doc = include_str!("../docs/performance.md")]
+    pub struct Performance;
+}
+
 /// What the loom models reach inside the crate (built with `--cfg loom` only).
 #[cfg(all(loom, feature = "std"))]
 #[doc(hidden)]
