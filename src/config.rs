@@ -31,13 +31,16 @@
 //!
 //! ```
 //! use core::time::Duration;
-//! use tollgate::{GcraOptions, SlidingLogOptions};
+//! use tollgate::{GcraOptions, QueueOrder, SlidingLogOptions};
 //!
+//! // Queue fields left out are no queue, as the file says (not the waiting default of the
+//! // quota-style constructors).
+//! let no_queue = (0, QueueOrder::OldestFirst);
 //! let gcra: GcraOptions = serde_json::from_str(r#"{ "interval": "20ms", "burst": 50 }"#).unwrap();
-//! assert_eq!(gcra, GcraOptions::per_second(50));
+//! assert_eq!(gcra, GcraOptions::per_second(50).with_queue(no_queue.0, no_queue.1));
 //! let logins: SlidingLogOptions =
 //!     serde_json::from_str(r#"{ "permit_limit": 5, "window": "1min" }"#).unwrap();
-//! assert_eq!(logins, SlidingLogOptions::per_minute(5));
+//! assert_eq!(logins, SlidingLogOptions::per_minute(5).with_queue(no_queue.0, no_queue.1));
 //! ```
 
 use core::fmt;
@@ -426,9 +429,13 @@ mod tests {
         // Durations as people write them; queue fields left out; unknown fields refused.
         let gcra: GcraOptions =
             serde_json::from_str(r#"{"interval": "0.5s", "burst": 4}"#).unwrap();
+        // (Left out, the queue is none, as written in the file: not the quota-style
+        // constructors' waiting default.)
         assert_eq!(
             gcra,
-            GcraOptions::with_period(Duration::from_millis(500)).with_burst(4)
+            GcraOptions::with_period(Duration::from_millis(500))
+                .with_burst(4)
+                .with_queue(0, QueueOrder::OldestFirst)
         );
         let err = serde_json::from_str::<SlidingLogOptions>(
             r#"{"permit_limit": 5, "window": "1m", "capacity": 8}"#,

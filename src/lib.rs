@@ -142,7 +142,7 @@ pub use lease::{Lease, Reason, Rejection, Release, Statistics};
 pub use limiter::AcquireOwned;
 pub use limiter::{AcquireAsync, Limiter, Peek, Replenishing};
 pub use noop::NoopLimiter;
-pub use options::{OptionsError, QueueOrder};
+pub use options::{OptionsError, QueueOrder, UNBOUNDED_QUEUE};
 pub use partition::{
     Factory, FixedKeyedLimiter, FixedLease, FixedPartitioned, NoLimitPartition, Partition,
     PartitionConfig, PartitionKind, PartitionLimiter, PartitionedAcquireAsync, PartitionedLimiter,

@@ -468,6 +468,12 @@ pub trait AcquireAsync: Limiter {
 
     /// Waits for `permits`: resolves to a lease once they are granted, or to a rejection.
     ///
+    /// It waits only as far as the options' queue limit lets it: the quota-style constructors
+    /// (`per_second`, `per_minute`, `per`, `with_period`, …) wait without a practical bound
+    /// ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)); the .NET-shaped `new` keeps .NET's queue
+    /// limit of **0**, and then a request that cannot be granted at once is refused at once
+    /// with [`Reason::QueueFull`](crate::Reason::QueueFull) — give it a queue with `with_queue`.
+    ///
     /// ```
     /// use core::future::Future;
     /// use core::task::{Context, Poll, Waker};

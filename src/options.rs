@@ -2,6 +2,24 @@
 
 use core::fmt;
 
+/// The queue limit of the quota-style constructors (`per_second`, `per_minute`, `per_hour`,
+/// `per`, `with_period`): `u32::MAX` permits, in practice unbounded, oldest first, so that
+/// `acquire(n).await` waits, as a Rust user reads it (tokio's `Semaphore::acquire`, governor's
+/// `until_ready`). A queue here costs no memory (a waiter's node lives in its future): the bound
+/// is the number of futures you create. The .NET-shaped `new` constructors keep .NET's queue
+/// limit of 0 (an `acquire` that cannot be granted at once is refused with
+/// [`Reason::QueueFull`](crate::Reason::QueueFull)); `with_queue` sets either. A limiter built
+/// without a queue ([`NoQueue`](crate::NoQueue)) accepts this default and ignores it.
+///
+/// ```
+/// use tollgate::{QueueOrder, TokenBucketOptions, UNBOUNDED_QUEUE};
+///
+/// let opts = TokenBucketOptions::per_second(10);
+/// assert_eq!((opts.queue_limit, opts.queue_order), (UNBOUNDED_QUEUE, QueueOrder::OldestFirst));
+/// assert_eq!(TokenBucketOptions::new(10, 1, core::time::Duration::from_millis(100)).queue_limit, 0);
+/// ```
+pub const UNBOUNDED_QUEUE: u32 = u32::MAX;
+
 /// Why a limiter's options were refused. Every limiter validates its options once, at
 /// construction; a limiter that exists has valid options.
 ///
@@ -322,11 +340,12 @@ macro_rules! limit_per_window {
                     "use tollgate::", stringify!($ty), ";\n",
                     "\n",
                     "let day = Duration::from_secs(86_400);\n",
-                    "assert_eq!(", stringify!($ty), "::per(day, 10), ", stringify!($ty), "::new(10, day));\n",
+                    "let waiting = (tollgate::UNBOUNDED_QUEUE, tollgate::QueueOrder::OldestFirst);\n",
+                    "assert_eq!(", stringify!($ty), "::per(day, 10), ", stringify!($ty), "::new(10, day).with_queue(waiting.0, waiting.1));\n",
                     "```",
                 )]
                 pub const fn per(period: ::core::time::Duration, n: u32) -> Self {
-                    Self::new(n, period)
+                    Self::new(n, period).with_queue($crate::options::UNBOUNDED_QUEUE, $crate::QueueOrder::OldestFirst)
                 }
             )?
         }

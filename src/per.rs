@@ -19,15 +19,24 @@
 //! is not a whole number of nanoseconds per token, the interval is rounded **up**, so the rate is
 //! never above `n` per `period` (it is below by less than one nanosecond per token).
 //!
+//! **They wait.** Unlike the .NET-shaped `new` (queue limit 0, as in .NET), the quota-style
+//! constructors give the options an unbounded queue, oldest first
+//! ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)): `acquire(n).await` waits for its permits, as a
+//! Rust user reads it. A waiter costs no memory of the limiter's (its node lives in its future),
+//! so the bound is the number of futures you create; set one with `with_queue`. A limiter built
+//! without a queue (`without_queue`, `at_epoch_without_queue`) accepts this default and ignores
+//! it; the HTTP layer waits only where a policy asks to (`Policy::queue`).
+//!
 //! A zero `n` or `period` is not a panic: it gives options whose validation fails at
 //! construction with the matching [`OptionsError`](crate::OptionsError).
 
 use core::time::Duration;
 
 use crate::fixed_window::FixedWindowOptions;
+use crate::options::UNBOUNDED_QUEUE;
 use crate::sliding_window::SlidingWindowOptions;
 use crate::token_bucket::TokenBucketOptions;
-use crate::{GcraOptions, ShaperOptions, SlidingCounterOptions, SlidingLogOptions};
+use crate::{GcraOptions, QueueOrder, ShaperOptions, SlidingCounterOptions, SlidingLogOptions};
 
 /// Segments of a sliding window built by the quota-style constructors (within the default ring
 /// capacity of 16).
@@ -78,7 +87,7 @@ impl TokenBucketOptions {
     /// assert_eq!(bucket.available_permits(), 1);
     /// ```
     pub const fn per(period: Duration, n: u32) -> Self {
-        Self::new(n, 1, interval(period, n))
+        Self::new(n, 1, interval(period, n)).with_queue(UNBOUNDED_QUEUE, QueueOrder::OldestFirst)
     }
 
     /// The same rate with a bucket of `burst` tokens: how many may be taken at once after an
@@ -103,20 +112,22 @@ impl TokenBucketOptions {
 }
 
 impl FixedWindowOptions {
-    /// `n` permits per window of `period` (the same as [`new`](Self::new): a fixed window
-    /// renews its permits at once at each boundary).
+    /// `n` permits per window of `period` (the window of [`new`](Self::new): a fixed window
+    /// renews its permits at once at each boundary), waiting by default
+    /// ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)).
     ///
     /// ```
     /// use core::time::Duration;
-    /// use tollgate::FixedWindowOptions;
+    /// use tollgate::{FixedWindowOptions, QueueOrder, UNBOUNDED_QUEUE};
     ///
     /// assert_eq!(
     ///     FixedWindowOptions::per(Duration::from_secs(10), 5),
     ///     FixedWindowOptions::new(5, Duration::from_secs(10))
+    ///         .with_queue(UNBOUNDED_QUEUE, QueueOrder::OldestFirst)
     /// );
     /// ```
     pub const fn per(period: Duration, n: u32) -> Self {
-        Self::new(n, period)
+        Self::new(n, period).with_queue(UNBOUNDED_QUEUE, QueueOrder::OldestFirst)
     }
 }
 
@@ -127,13 +138,14 @@ impl SlidingWindowOptions {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use tollgate::{per::DEFAULT_SEGMENTS, SlidingWindowOptions};
+    /// use tollgate::{per::DEFAULT_SEGMENTS, QueueOrder, SlidingWindowOptions, UNBOUNDED_QUEUE};
     ///
     /// let opts = SlidingWindowOptions::per(Duration::from_secs(60), 100);
-    /// assert_eq!(opts, SlidingWindowOptions::new(100, Duration::from_secs(60), DEFAULT_SEGMENTS));
+    /// let new = SlidingWindowOptions::new(100, Duration::from_secs(60), DEFAULT_SEGMENTS);
+    /// assert_eq!(opts, new.with_queue(UNBOUNDED_QUEUE, QueueOrder::OldestFirst));
     /// ```
     pub const fn per(period: Duration, n: u32) -> Self {
-        Self::new(n, period, DEFAULT_SEGMENTS)
+        Self::new(n, period, DEFAULT_SEGMENTS).with_queue(UNBOUNDED_QUEUE, QueueOrder::OldestFirst)
     }
 }
 

@@ -186,7 +186,9 @@ pub(crate) fn unchanged<Q: QueueKind>(
 impl NoQueue {
     /// No queue for options with this queue limit: refused unless it is 0.
     pub(crate) const fn checked(queue_limit: u32) -> Result<Self, OptionsError> {
-        if queue_limit == 0 {
+        // 0, or the quota constructors' waiting default, which a limiter without a queue has
+        // nothing to apply to.
+        if queue_limit == 0 || queue_limit == crate::options::UNBOUNDED_QUEUE {
             Ok(NoQueue)
         } else {
             Err(OptionsError::NoWaitQueue)

@@ -93,7 +93,10 @@ fn clock(start: Start, step: u64) -> (ManualClock, u64) {
 fn run_gcra(burst: Count, interval: Period, start: Start, ops: &[Op]) {
     let (burst, interval) = (burst.resolve(1), interval.ns());
     let (clock, origin) = clock(start, interval);
-    let opts = GcraOptions::with_period(Duration::from_nanos(interval)).with_burst(burst);
+    // No queue, as the model has none (`with_period` waits by default).
+    let opts = GcraOptions::with_period(Duration::from_nanos(interval))
+        .with_burst(burst)
+        .with_queue(0, tollgate::QueueOrder::OldestFirst);
     let lib = GcraLimiter::with_clock(opts, &clock);
     let Some((lib, ())) = accepted("gcra", lib, gcra_rules(interval, burst)) else {
         return;

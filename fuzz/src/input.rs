@@ -753,7 +753,7 @@ pub enum Shape {
         /// Window.
         window: WindowLen,
     },
-    /// `GcraOptions::with_period(interval).with_burst(burst)`.
+    /// `GcraOptions::with_period(interval).with_burst(burst)`, no queue.
     Gcra {
         /// Burst.
         burst: Count,

@@ -479,7 +479,7 @@ impl GcraOptions {
         Self {
             interval: interval_of(period, n),
             burst: n,
-            queue_limit: 0,
+            queue_limit: crate::options::UNBOUNDED_QUEUE,
             queue_order: QueueOrder::OldestFirst,
         }
     }
@@ -496,7 +496,7 @@ impl GcraOptions {
         Self {
             interval,
             burst: 1,
-            queue_limit: 0,
+            queue_limit: crate::options::UNBOUNDED_QUEUE,
             queue_order: QueueOrder::OldestFirst,
         }
     }

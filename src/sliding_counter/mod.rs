@@ -16,11 +16,13 @@ crate::options::limit_per_window! {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use tollgate::SlidingCounterOptions;
+    /// use tollgate::{QueueOrder, SlidingCounterOptions, UNBOUNDED_QUEUE};
     ///
+    /// // The quota-style constructors wait by default; `new` keeps .NET's queue limit of 0.
     /// assert_eq!(
     ///     SlidingCounterOptions::per_minute(10),
     ///     SlidingCounterOptions::new(10, Duration::from_secs(60))
+    ///         .with_queue(UNBOUNDED_QUEUE, QueueOrder::OldestFirst)
     /// );
     /// ```
     pub struct SlidingCounterOptions {

@@ -15,11 +15,12 @@ crate::options::limit_per_window! {
     ///
     /// ```
     /// use core::time::Duration;
-    /// use tollgate::SlidingLogOptions;
+    /// use tollgate::{QueueOrder, SlidingLogOptions, UNBOUNDED_QUEUE};
     ///
     /// // Article 002's "max 5 failed login attempts per minute".
     /// let logins = SlidingLogOptions::per_minute(5);
-    /// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)));
+    /// let waiting = (UNBOUNDED_QUEUE, QueueOrder::OldestFirst); // the quota-style default
+    /// assert_eq!(logins, SlidingLogOptions::new(5, Duration::from_secs(60)).with_queue(waiting.0, waiting.1));
     /// ```
     pub struct SlidingLogOptions {
         /// Permits per rolling window, exactly. At least 1, at most the limiter's ring capacity `N`.
