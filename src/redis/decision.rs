@@ -406,7 +406,7 @@ fn read_reply(
     let now = sec.checked_mul(1_000_000)?.checked_add(usec)?;
     let width = match plan.kind {
         Kind::Fixed if upto => 2,
-        Kind::Fixed | Kind::Gcra => 1,
+        Kind::Fixed | Kind::Gcra | Kind::BucketOne => 1,
         Kind::Bucket => 2,
         Kind::Full => 4,
     };
@@ -463,11 +463,17 @@ fn decode(
             let reset = if v > 0 { left } else { 0 };
             (c0.saturating_sub(v), if granted { 0 } else { left }, reset)
         }
-        Kind::Bucket => {
+        Kind::Bucket | Kind::BucketOne => {
             // [limit, tokens per period, period]: v is the tokens missing from full after the
-            // grant (granted) or the tokens there (refused), as of the current period k.
+            // grant (granted; one number: the bucket's "full at", k × tokens per period + the
+            // tokens missing) or the tokens there (refused), as of the current period k.
             let k = now128 / c2;
             let at = |periods: u128| (k + periods) * c2 - now128;
+            let v = if granted && plan.kind == Kind::BucketOne {
+                v.saturating_sub(k * c1)
+            } else {
+                v
+            };
             let tokens = if granted { c0.saturating_sub(v) } else { v };
             let owed = c0.saturating_sub(tokens);
             let reset = if owed > 0 { at(owed.div_ceil(c1)) } else { 0 };

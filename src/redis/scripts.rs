@@ -75,6 +75,12 @@ pub(crate) enum Kind {
     /// formats one string per grant; `x < 0` refused, `-x - 1` tokens were there (`tick` 0).
     /// The deficit is as of the current period, whence the reset and RetryAfter.
     Bucket,
+    /// One integer `x`: `x >= 0` granted, the bucket's "full at" `f = k × tokens per period +
+    /// owed` after the grant (a probe: as it stands, at least `k × tokens per period`), the
+    /// state written, so the script formats one number per grant; `x < 0` refused, `-x - 1`
+    /// tokens were there. The deficit as of the current period `k` is `f - k × tokens per
+    /// period`, whence the tokens, the reset and RetryAfter.
+    BucketOne,
     /// One integer `x`: `x >= 0` granted, the theoretical arrival time `tat` (µs since the
     /// epoch) after the grant (a probe: as it stands, at least `now`), which is also the state
     /// written, so the script formats one number per grant; `x < 0` refused, the debt
@@ -315,6 +321,61 @@ local ks = fmt('%d', k)
       need = (k + (need - need % @PER@) / @PER@) * @P@
 @@EXPIRY@@
       val = fmt('%d %s', owed, ks)
+      out[i + 2] = val
+    end
+  end
+@@STORE@@
+"#;
+
+/// Token bucket, one number: the state machine of [`BUCKET`] over one integer, the bucket's
+/// "full at" in token units, `f = tick × PER + owed` (GCRA's `tat`, counted in tokens instead
+/// of µs): at period `k` the bucket owes `f - k × PER` tokens (none if that is negative, at
+/// most the limit), and a grant of `n` writes `k × PER + owed + n`. One `tonumber` and one
+/// `string.format` per grant, where the two-number state parses and compares two; the bucket is
+/// full again at period `ceil(f / PER)`, which the key's expiry covers.
+///
+/// Exact while `k × PER` plus the limit stays below 2^53: the builder takes this form for a
+/// bucket whose `KMAX` (the last period for which it holds) is past
+/// [`ONE_NUMBER_HORIZON_US`](super::options::ONE_NUMBER_HORIZON_US) (the year 2112), i.e.
+/// below about 2 tokens per µs, and the script refuses a run past `KMAX` (a `TOLLGATE` error:
+/// every key's error) rather than round. Faster buckets keep [`BUCKET`]. The key's shape
+/// (`tbf...`) is not the two-number form's (`tb...`): the two are never read as each other.
+///
+/// Constants: `L` (the limit), `PER` (tokens per period), `P` (the period, µs), `KMAX`.
+pub(crate) const BUCKET_ONE: &str = r#"
+local ERR = 'e'
+@@READ@@
+local k = (now - now % @P@) / @P@
+if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
+local base = k * @PER@
+@@EACH@@
+  local f, old = base
+  if v then
+    f = tonumber(v)
+    if f and f == f then
+      -- When the bucket the key holds is full again: its expiry covers that.
+      old = f + @PER@ - 1
+      old = (old - old % @PER@) / @PER@ * @P@
+      if f < base then f = base elseif f > base + @L@ then f = base + @L@ end
+    else
+      -- Not a number (`tonumber` reads "nan" as one): content this script did not write.
+      f = nil
+    end
+  end
+  if not f then
+    out[i + 2] = ERR
+  else
+    local tokens = @L@ - (f - base)
+    if tokens < n or tokens == 0 then
+      out[i + 2] = fmt('%d', -tokens - 1)
+    elseif n == 0 then
+      out[i + 2] = fmt('%d', f)
+    else
+      f = f + n
+      local need = f + @PER@ - 1
+      need = (need - need % @PER@) / @PER@ * @P@
+@@EXPIRY@@
+      val = fmt('%d', f)
       out[i + 2] = val
     end
   end
@@ -573,9 +634,10 @@ mod tests {
 
     #[test]
     fn every_marker_is_spliced_and_every_constant_written_in() {
-        let scripts: [(&str, &[&str]); 5] = [
+        let scripts: [(&str, &[&str]); 6] = [
             (FIXED, &["L", "W"]),
             (BUCKET, &["L", "PER", "P"]),
+            (BUCKET_ONE, &["L", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
             (GCRA, &["CAP", "EM"]),
             (COUNTER, &["LW", "L", "W"]),
