@@ -407,7 +407,7 @@ fn read_reply(
     let width = match plan.kind {
         Kind::Fixed if upto => 2,
         Kind::Fixed | Kind::Gcra | Kind::BucketOne => 1,
-        Kind::Bucket => 2,
+        Kind::Bucket | Kind::Counter => 2,
         Kind::Full => 4,
     };
     let mut out = Vec::with_capacity(entries.len());
@@ -445,11 +445,16 @@ fn decode(
     let [c0, c1, c2] = plan.consts.map(|c| u128::from(c.max(1)));
     let now128 = u128::from(now);
     let want = u128::from(permits.max(1));
-    // -x - 1 for a refusal's count, x for a grant's.
-    let (granted, v) = if x[0] >= 0 {
-        (true, x[0].unsigned_abs())
+    // -x - 1 for a refusal's count, x for a grant's (the sliding counter's second integer).
+    let signed = if plan.kind == Kind::Counter {
+        x[1]
     } else {
-        (false, x[0].unsigned_abs() - 1)
+        x[0]
+    };
+    let (granted, v) = if signed >= 0 {
+        (true, signed.unsigned_abs())
+    } else {
+        (false, signed.unsigned_abs() - 1)
     };
     let v = u128::from(v);
     let mut permits = permits;
@@ -494,6 +499,43 @@ fn decode(
                 (v + want * c1).saturating_sub(c0)
             };
             (remaining, retry, v)
+        }
+        Kind::Counter => {
+            // [limit, window]: x[0] the previous window's count, v the current one's (after
+            // the grant, or as the refusal found it), both at most the limit; the script's
+            // comparison `prev · (W - into) + (cur + n) · W ≤ limit · W`, as the local counter.
+            let (l, w) = (c0, c1);
+            let into = now128 % w;
+            let k = now128 / w;
+            let prev = u128::from(x[0].unsigned_abs()).min(l);
+            let cur = v.min(l);
+            let used = prev * (w - into) + cur * w;
+            let remaining = (l * w).saturating_sub(used) / w;
+            let reset = if cur > 0 {
+                (k + 2) * w - now128
+            } else if prev > 0 {
+                (k + 1) * w - now128
+            } else {
+                0
+            };
+            let retry = if granted {
+                0
+            } else if cur + want <= l {
+                // The first offset x into a window with (W - x) · prev ≤ room · prev, for
+                // room = floor((limit - cur - want) · W / prev): prev > 0 here (the request
+                // would fit otherwise).
+                let room = (l - cur - want) * w / prev.max(1);
+                let wait = if room >= w { 0 } else { w - room };
+                wait.saturating_sub(into)
+            } else if cur == 0 {
+                w - into
+            } else {
+                // This window's count must leave: the next window, then its weight decays.
+                let room = (l.saturating_sub(want)) * w / cur;
+                let room = if room >= w { 0 } else { w - room };
+                w - into + room
+            };
+            (remaining, retry, reset)
         }
         Kind::Full => {
             let u = |i: usize| u128::from(x[i].unsigned_abs());

@@ -14,7 +14,7 @@
 //! the old, `SET ... KEEPTTL` for another); a fixed window keeps each
 //! window's count under a key of its own, `key:<window index>`, taken with one `INCRBY` (two
 //! commands per grant, `TIME` included, as a hand-written window plus `TIME`), and the sliding
-//! counter does the same, reading the previous window's key with the current one's. Each
+//! counter does the same, reading the previous window's count (one `MGET` per run). Each
 //! configuration runs a script of its own, its constants written in.
 //! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
 //! cluster the key lives on the slot of its partition; the shape names the algorithm and its

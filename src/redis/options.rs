@@ -241,8 +241,8 @@ pub(super) struct Plan {
     /// The script (for its SHA1).
     pub(super) script: Script,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
-    /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA); unused for
-    /// the others.
+    /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
+    /// window µs, 0]` (sliding counter); unused for the sliding window.
     pub(super) consts: [u64; 3],
     pub(super) limit: u32,
     /// The key's suffix naming the algorithm and its time parameters (not its limit).
@@ -409,10 +409,10 @@ impl Algorithm {
                 }
                 let l = u64::from(o.permit_limit);
                 Ok(Plan::new(
-                    Kind::Full,
+                    Kind::Counter,
                     scripts::COUNTER,
-                    &[("LW", l * w), ("L", l), ("W", w)],
-                    [0; 3],
+                    &[("L", l), ("W", w)],
+                    [l, w, 0],
                     o.permit_limit,
                     format!("sc{w}"),
                 ))

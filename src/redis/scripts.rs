@@ -29,8 +29,8 @@
 //!   with `NX` (or, unchanged, checked with `EXISTS`), so that a value of another type there,
 //!   which `MGET` reads as absent, is left as it is and that key's decisions are its errors (as
 //!   a `GET` would have failed with `WRONGTYPE`) — except the fixed window, which reads nothing
-//!   (its `INCRBY` returns the count), and the sliding counter, whose `MGET` reads both windows'
-//!   counts and whose `INCRBY` fails on a value of another type;
+//!   (its `INCRBY` returns the count), and the sliding counter, whose `MGET` reads the previous
+//!   windows' counts and whose `INCRBY` (or a probe's `GET`) fails on a value of another type;
 //! - formats with `%d` every number that may reach 10^14 (Lua's own number-to-string conversion,
 //!   `%.14g`, would switch to exponent notation there), and parses state with plain
 //!   `string.find` and `tonumber` (no patterns);
@@ -88,6 +88,11 @@ pub(crate) enum Kind {
     Gcra,
     /// Four integers: `code remaining retry_after_us reset_us` (`code` 1 granted, 0 refused).
     Full,
+    /// Two integers `prev x` (the sliding counter): `prev` the previous window's count (at most
+    /// the limit); `x >= 0` granted, the current window's count after the grant (a probe: as it
+    /// stands), `x < 0` refused, the count was `-x - 1` (at most the limit). The client derives
+    /// remaining, RetryAfter and reset from them and the window's offset, as the local counter.
+    Counter,
 }
 
 /// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
@@ -533,22 +538,27 @@ local ERR = 'e'
 
 /// The sliding-window counter (article 001's estimate, as the local
 /// `sliding_counter::state::Counter`): the permits taken in window `k` (windows since the
-/// epoch) are an integer under the key `KEYS[i]:k`, as the fixed window keeps them, read with the
-/// window before it (`KEYS[i]:k-1`) in one `MGET` for the whole run, taken with one `INCRBY` on
-/// a grant and expired when window `k + 1` ends (`PEXPIRE` when the key is new): the two
-/// counts are never parsed from a string of several or written back formatted. `into` µs into
-/// window `k`, `n` permits are granted if `prev · (W - into) + (cur + n) · W ≤ limit · W`,
+/// epoch) are an integer under the key `KEYS[i]:k`, as the fixed window keeps them, expired
+/// when window `k + 1` ends (`PEXPIRE` when the key is new). The previous window's counts
+/// (`KEYS[i]:k-1`) are read with one `MGET` for the whole run; the current window's is not
+/// read: as the fixed window, a request takes its permits with one `INCRBY`, which returns the
+/// count, and gives them back with `DECRBY` if they do not fit (a refusal; a grant, the usual
+/// decision, is the `INCRBY` alone, and a key repeated in a run reads its own writes). `into`
+/// µs into window `k`, `n` permits fit if `prev · (W - into) + (cur + n) · W ≤ limit · W`,
 /// compared exactly: every product is at most `limit · W ≤ 2^52` (the builder's bound; counts
 /// are clamped to the limit), so no double rounds. A window's key is read only in that window
 /// and the next, so a count of another limit (the key names the window, not the limit) is
-/// clamped to this one, and one that a server clock stepped back wrote ahead is not read.
-/// `MGET` reads a key of another type as absent: the current window's is then that key's
-/// error (`INCRBY` fails, or a probe checks it with `EXISTS`); the previous window's counts as
-/// empty.
+/// clamped to this one, and one that a server clock stepped back wrote ahead is not read. A
+/// value of another type, or one that is not a count, under the current window's key is that
+/// key's error (`INCRBY` fails, or a probe's `GET`; a negative count is given back); under the
+/// previous window's, `MGET` reads a value of another type as absent (an empty window).
 ///
-/// Constants: `L` (the limit), `W` (the window, µs), `LW` (`L × W`).
+/// The reply is the two counts as the script decided on them ([`Kind::Counter`]): the client
+/// derives remaining, RetryAfter and reset with the same integer arithmetic.
+///
+/// Constants: `L` (the limit), `W` (the window, µs).
 pub(crate) const COUNTER: &str = r#"
-local ERR = '-1 0 0 0'
+local ERR = 'e 0'
 @@CLOCK@@
 local into = now % @W@
 local k = (now - into) / @W@
@@ -556,70 +566,53 @@ local sp, sc = ':' .. fmt('%d', k - 1), ':' .. fmt('%d', k)
 local ms = (k + 2) * @W@ - now + 999
 ms = fmt('%d', (ms - ms % 1000) / 1000)
 local names = {}
-for i = 1, #KEYS do
-  names[2 * i - 1] = KEYS[i] .. sp
-  names[2 * i] = KEYS[i] .. sc
-end
+for i = 1, #KEYS do names[i] = KEYS[i] .. sp end
 local vals = redis.call('MGET', unpack(names))
-@@SEEN@@
-local floor = math.floor
 for i = 1, #KEYS do
-  local key, a = names[2 * i], ARGV[i]
+  local key, a = KEYS[i] .. sc, ARGV[i]
   local n = 1
   if a ~= '1' then n = tonumber(a) end
-  local p, c = vals[2 * i - 1], seen and seen[key] or vals[2 * i]
-  local prev, cur = 0, 0
+  local p = vals[i]
+  local prev, r = 0
   if p then prev = tonumber(p) end
-  if c then cur = tonumber(c) end
-  local r
-  if not (prev and cur) or prev < 0 or cur < 0 then
-    r = ERR
-  elseif not c and n == 0 and redis.call('EXISTS', key) == 1 then
+  if not prev or prev < 0 then
     r = ERR
   else
-    if cur > @L@ then cur = @L@ end
     if prev > @L@ then prev = @L@ end
-    local want = n
-    if want == 0 then want = 1 end
-    local fits = cur + want <= @L@ and prev * (@W@ - into) <= (@L@ - cur - want) * @W@
-    if fits and n > 0 then
+    -- The previous window's weight: the permits it still counts, times W.
+    local old = prev * (@W@ - into)
+    if n > 0 then
       local t = redis.pcall('INCRBY', key, a)
       if type(t) ~= 'number' then
         r = ERR
       else
         if t == n then redis.call('PEXPIRE', key, ms) end
-        if seen then seen[key] = t end
-        cur = cur + n
-      end
-    end
-    if not r then
-      local used = prev * (@W@ - into) + cur * @W@
-      local remaining = 0
-      if used < @LW@ then remaining = floor((@LW@ - used) / @W@) end
-      local reset = 0
-      if cur > 0 then
-        reset = (k + 2) * @W@ - now
-      elseif prev > 0 then
-        reset = (k + 1) * @W@ - now
-      end
-      if fits then
-        r = fmt('1 %d 0 %d', remaining, reset)
-      else
-        -- The first offset x into a window with (W - x) <= room, for room = floor(R·W / count).
-        local wait
-        if cur + want <= @L@ then
-          local room = floor((@L@ - cur - want) * @W@ / prev)
-          if room >= @W@ then wait = 0 else wait = @W@ - room end
-          wait = wait - into
-          if wait < 0 then wait = 0 end
-        elseif cur == 0 then
-          wait = @W@ - into
+        local cur = t - n
+        if cur >= 0 and cur <= @L@ - n and old <= (@L@ - cur - n) * @W@ then
+          r = fmt('%d %d', prev, t)
         else
-          local room = floor((@L@ - want) * @W@ / cur)
-          if room >= @W@ then room = 0 else room = @W@ - room end
-          wait = @W@ - into + room
+          redis.call('DECRBY', key, a)
+          if cur < 0 then
+            r = ERR
+          else
+            if cur > @L@ then cur = @L@ end
+            r = fmt('%d %d', prev, -cur - 1)
+          end
         end
-        r = fmt('0 %d %d %d', remaining, wait, reset)
+      end
+    else
+      local c = redis.pcall('GET', key)
+      local cur = 0
+      if c then cur = tonumber(c) end
+      if not cur or cur < 0 then
+        r = ERR
+      else
+        if cur > @L@ then cur = @L@ end
+        if cur < @L@ and old <= (@L@ - cur - 1) * @W@ then
+          r = fmt('%d %d', prev, cur)
+        else
+          r = fmt('%d %d', prev, -cur - 1)
+        end
       end
     end
   end
@@ -640,7 +633,7 @@ mod tests {
             (BUCKET_ONE, &["L", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
             (GCRA, &["CAP", "EM"]),
-            (COUNTER, &["LW", "L", "W"]),
+            (COUNTER, &["L", "W"]),
         ];
         for (template, names) in scripts {
             let constants: Vec<(&str, u64)> = names.iter().map(|&n| (n, 7)).collect();
