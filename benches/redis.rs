@@ -368,7 +368,7 @@ fn main() {
                 "\nconcurrency {concurrency} (one multiplexed connection, {rounds} rounds of {SECS} s, batch delay {delay:?})"
             );
             println!(
-                "{:<44} {:>12} {:>9} {:>9} {:>13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                "{:<52} {:>12} {:>9} {:>9} {:>13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
                 "variant",
                 "decisions/s",
                 "vs floor",
@@ -392,7 +392,7 @@ fn main() {
             for (i, (name, _)) in variants.iter().enumerate() {
                 let s = &sums[i];
                 println!(
-                    "{:<44} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8.2}x {:>8} {:>7.2}x {:>8} {:>7.2}x {:>8}",
+                    "{:<52} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8.2}x {:>8} {:>7.2}x {:>8} {:>7.2}x {:>8}",
                     name,
                     s.per_sec,
                     s.per_sec / floor,

@@ -305,12 +305,18 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             }
             c
         };
+        // A run of one decision sends the script's one-decision form if it has one (no batch
+        // table, `GET` instead of `MGET`: the same reply for less Redis CPU).
+        let (source, script) = match &plan.one {
+            Some((source, script)) if entries.len() == 1 => (source, script),
+            _ => (&plan.source, &plan.script),
+        };
         let mut conn = inner.conn.clone();
         let run = async {
-            let sha = command("EVALSHA", plan.script.get_hash());
+            let sha = command("EVALSHA", script.get_hash());
             match sha.query_async::<String>(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    command("EVAL", &plan.source)
+                    command("EVAL", source)
                         .query_async::<String>(&mut conn)
                         .await
                 }

