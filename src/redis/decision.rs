@@ -531,15 +531,15 @@ fn decode(
                 // room = floor((limit - cur - want) · W / prev): prev > 0 here (the request
                 // would fit otherwise).
                 let room = (l - cur - want) * w / prev.max(1);
-                let wait = if room >= w { 0 } else { w - room };
-                wait.saturating_sub(into)
-            } else if cur == 0 {
-                w - into
+                w.saturating_sub(room).saturating_sub(into)
             } else {
-                // This window's count must leave: the next window, then its weight decays.
-                let room = (l.saturating_sub(want)) * w / cur;
-                let room = if room >= w { 0 } else { w - room };
-                w - into + room
+                match (l.saturating_sub(want) * w).checked_div(cur) {
+                    // Nothing in this window: the next one, where the previous weighs less.
+                    None => w - into,
+                    // This window's count must leave: the next window, then its weight
+                    // decays until the count fits.
+                    Some(room) => w - into + w.saturating_sub(room),
+                }
             };
             (remaining, retry, reset)
         }
