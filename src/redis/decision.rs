@@ -546,6 +546,8 @@ fn decode(
         Kind::Full => {
             let u = |i: usize| u128::from(x[i].unsigned_abs());
             match x[0] {
+                // The sliding window's grant in its newest segment: [limit, segments, segment].
+                2 => (c0.saturating_sub(u(1)), 0, (now128 / c2 + c1) * c2 - now128),
                 1 => (u(1), 0, u(3)),
                 0 => (u(1), u(2), u(3)),
                 _ => return Err(CallError::Key),
@@ -553,7 +555,7 @@ fn decode(
         }
     };
     let granted = match plan.kind {
-        Kind::Full => x[0] == 1,
+        Kind::Full => x[0] == 1 || x[0] == 2,
         _ => granted,
     };
     let micros = |v: u128| Duration::from_micros(u64::try_from(v).unwrap_or(u64::MAX));

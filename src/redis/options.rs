@@ -245,7 +245,7 @@ pub(super) struct Plan {
     pub(super) one: Option<(String, Script)>,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
-    /// window µs, 0]` (sliding counter); unused for the sliding window.
+    /// window µs, 0]` (sliding counter), `[limit, segments, segment µs]` (sliding window).
     pub(super) consts: [u64; 3],
     pub(super) limit: u32,
     /// The key's suffix naming the algorithm and its time parameters (not its limit).
@@ -379,15 +379,12 @@ impl Algorithm {
                     return Err(RedisConfigError::NotWholeMicros);
                 }
                 within_span(u128::from(w))?;
+                let l = u64::from(o.permit_limit);
                 Ok(Plan::new(
                     Kind::Full,
                     scripts::SLIDING,
-                    &[
-                        ("L", u64::from(o.permit_limit)),
-                        ("SEGS", n),
-                        ("SEG", w / n),
-                    ],
-                    [0; 3],
+                    &[("L", l), ("SEGS", n), ("SEG", w / n)],
+                    [l, n, w / n],
                     o.permit_limit,
                     format!("swt{w}x{n}"),
                 ))

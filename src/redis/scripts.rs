@@ -86,7 +86,10 @@ pub(crate) enum Kind {
     /// written, so the script formats one number per grant; `x < 0` refused, the debt
     /// `tat - now` was `-x - 1`.
     Gcra,
-    /// Four integers: `code remaining retry_after_us reset_us` (`code` 1 granted, 0 refused).
+    /// Four integers: `code remaining retry_after_us reset_us` (`code` 1 granted, 0 refused),
+    /// or for the sliding window's grant in its newest segment `2 total newest 0`: granted, the
+    /// window's total after the grant (remaining is the limit less it) and the newest count (the
+    /// words the grant wrote; the reset is the end of the current segment's window).
     Full,
     /// Two integers `prev x` (the sliding counter): `prev` the previous window's count (at most
     /// the limit); `x >= 0` granted, the current window's count after the grant (a probe: as it
@@ -456,13 +459,16 @@ local lo = k - @SEGS@
 -- decision that reads every count (a grant in the newest segment needs neither).
 local c, parts
 local reset = (k + @SEGS@) * @SEG@ - now
+-- A state whose newest segment is the current one names it as `ks` does: compared as strings.
+local ks = fmt('%d', k)
 @@EACH@@
   local ok, old, s, total, p, q = true
   if v then
     p = find(v, ' ', 1, true)
     q = p and find(v, ' ', p + 1, true)
     if q then
-      s = tonumber(sub(v, 1, p - 1))
+      s = sub(v, 1, p - 1)
+      if s == ks then s = k else s = tonumber(s) end
       total = tonumber(sub(v, p + 1, q - 1))
     end
     if s and total and total >= 0 then old = (s + @SEGS@) * @SEG@ else ok = false end
@@ -479,9 +485,11 @@ local reset = (k + @SEGS@) * @SEG@ - now
     -- The newest segment is the current one: one count and the total change.
     local need = old
 @@EXPIRY@@
-    val = sub(v, 1, p) .. fmt('%d %d', total + n, cur + n)
+    -- The reply reuses the words written: code 2, the total and the newest count.
+    local mid = fmt('%d %d', total + n, cur + n)
+    val = sub(v, 1, p) .. mid
     if e then val = val .. sub(v, e) end
-    out[i + 2] = fmt('1 %d 0 %d', @L@ - total - n, reset)
+    out[i + 2] = '2 ' .. mid .. ' 0'
   else
     if not c then c, parts = {}, {} end
     for j = 1, @SEGS@ do c[j] = 0 end
