@@ -619,11 +619,21 @@ local ERR = 'e 0'
 local into = now % @W@
 local k = (now - into) / @W@
 local sp, sc = ':' .. fmt('%d', k - 1), ':' .. fmt('%d', k)
-local ms = (k + 2) * @W@ - now + 999
-ms = fmt('%d', (ms - ms % 1000) / 1000)
-local names = {}
-for i = 1, #KEYS do names[i] = KEYS[i] .. sp end
-local vals = redis.call('MGET', unpack(names))
+-- The TTL of a window key the run creates (ms, until window k + 1 ends), formatted once, by
+-- the first decision that creates one.
+local ms
+local vals
+if #KEYS == 1 then
+  -- A run of one (a lone caller): `GET`, no table of names (a value of another type, an
+  -- error here, is an empty window, as `MGET` reads it).
+  local g = redis.pcall('GET', KEYS[1] .. sp)
+  if type(g) == 'table' then g = false end
+  vals = {g}
+else
+  local names = {}
+  for i = 1, #KEYS do names[i] = KEYS[i] .. sp end
+  vals = redis.call('MGET', unpack(names))
+end
 for i = 1, #KEYS do
   local key, a = KEYS[i] .. sc, ARGV[i]
   local n = 1
@@ -642,7 +652,13 @@ for i = 1, #KEYS do
       if type(t) ~= 'number' then
         r = ERR
       else
-        if t == n then redis.call('PEXPIRE', key, ms) end
+        if t == n then
+          if not ms then
+            ms = (k + 2) * @W@ - now + 999
+            ms = fmt('%d', (ms - ms % 1000) / 1000)
+          end
+          redis.call('PEXPIRE', key, ms)
+        end
         local cur = t - n
         if cur >= 0 and cur <= @L@ - n and old <= (@L@ - cur - n) * @W@ then
           r = fmt('%d %d', prev, t)
