@@ -16,8 +16,8 @@
 //! decision), the variants interleaved over two rounds so that a noisy neighbour hurts all of
 //! them alike (decisions/s: the mean of the rounds; p50/p99: the worse round). `CPU x Lua`,
 //! `p50 x` and `p99 x` are the variant's Redis µs per decision, p50 and p99 over the
-//! hand-written script's in the same run and concurrency. Keys: 1,000 partitions in turn; limits high enough that
-//! nearly every decision is a grant (the path that writes).
+//! hand-written script's in the same run and concurrency. Keys: 1,000 partitions in turn;
+//! limits high enough that nearly every decision is a grant (the path that writes).
 //!
 //! The last two rows decide one hot key: with the defaults, and from leases of `LEASE` permits
 //! (`RedisLimiterBuilder::lease`), where one round trip in `LEASE` decisions goes to Redis.
@@ -26,7 +26,8 @@
 //! before each variant, then `INFO commandstats` after it; the `usec` of the commands that run
 //! scripts (`evalsha`, `eval`, `fcall`; for the floor, `incr` + `expire`) divided by the
 //! decisions made. `dec/run` is the decisions per script run (the batch size reached; `-` for
-//! the references, which do not batch). Wall-clock figures are noisy: read the ratios to the floor, within a run.
+//! the references, which do not batch). Wall-clock figures are noisy: read the ratios, within
+//! a run.
 //!
 //! Environment, to run a part (the two references always run):
 //! - `TOLLGATE_BENCH_ONLY`: `|`-separated substrings of the variants to run (e.g.

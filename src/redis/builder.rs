@@ -223,9 +223,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
         self
     }
 
-    /// The flush delay of batching ([`batch_size`](Self::batch_size), on by default): the longest a queue
-    /// keeps settling (waiting for more callers while they keep coming) before it goes
-    /// (default [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). The delay is a bound, not a wait:
+    /// The flush delay of batching ([`batch_size`](Self::batch_size), on by default): the
+    /// longest a queue keeps settling (waiting for more callers while they keep coming) before
+    /// it goes (default [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). The delay is a bound, not
+    /// a wait:
     /// a queue goes as soon as a look finds no newcomer, so a caller that queues alone is sent
     /// after microseconds whatever the delay; only a steady stream of arrivals (each look finds
     /// one more) keeps a queue waiting until the delay, which then bounds the latency batching

@@ -89,11 +89,12 @@
 //!   is in flight (group commit: the queue goes once no more callers join it, or after at most
 //!   the [flush delay](RedisLimiterBuilder::batch_delay), default [`BATCH_DELAY`]). On a
 //!   cluster connection a run carries the decisions of one hash slot.
-//! - [`lease`](RedisLimiterBuilder::lease) (opt-in, fixed window only): permits of a key's window taken
-//!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]; a lock-free
-//!   lookup and one compare-and-swap); never more than the limit, at the cost of up to
-//!   `size - 1` permits per machine per key left unused. A token bucket's or GCRA's permits do
-//!   not expire with a window, so a lease of them would lend what the limit refuses later.
+//! - [`lease`](RedisLimiterBuilder::lease) (opt-in, fixed window only): permits of a key's
+//!   window taken in blocks and handed out locally until the window ends
+//!   ([`DecidedBy::Lease`]; a lock-free lookup and one compare-and-swap); never more than the
+//!   limit, at the cost of up to `size - 1` permits per machine per key left unused. A token
+//!   bucket's or GCRA's permits do not expire with a window, so a lease of them would lend
+//!   what the limit refuses later.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
@@ -124,7 +125,9 @@
 //! ## Changing the configuration
 //! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
 //! key's shape names what gives the counts their meaning — the algorithm and its time
-//! parameters: `tbf<period µs>x<tokens per period>` (token bucket: its rate; `tb...` for a bucket of 2 million tokens a second or more, whose state is two numbers, see [`Algorithm::TokenBucket`]), `fw<window µs>`
+//! parameters: `tbf<period µs>x<tokens per period>` (token bucket: its rate; `tb...` for a
+//! bucket of about 2 million tokens a second or more, whose state is two numbers, see
+//! [`Algorithm::TokenBucket`]), `fw<window µs>`
 //! (fixed window), `swt<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding
 //! counter), `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
 //! - **Changing the algorithm, period, tokens per period, window, segments or emission

@@ -80,9 +80,11 @@ pub enum Algorithm {
     /// stay an exact integer in a Lua double (below 2^53) until the year 2112 (2^52 µs after
     /// the epoch), so `(2^52 µs / period + 1) × tokens per period + 2^33 ≤ 2^53`: with a period
     /// of one second, up to 1,999,998 tokens a period; of a minute, 119,999,885; of one
-    /// millisecond, 1,999; of one µs, 1. The form is chosen when the limiter is built, from the period and the tokens per
-    /// period alone (the key's shape), so every client of a key keeps it in the same form; both
-    /// decide alike (the local limiter's decisions).
+    /// millisecond, 1,999; of one µs, 1. The form is chosen when the limiter is built, from
+    /// the period and the tokens per period alone (the key's shape), so every client of a key
+    /// keeps it in the same form; both decide alike (the local limiter's decisions). After
+    /// 2112 the one-number script refuses to run (each decision is a key error) rather than
+    /// round.
     ///
     /// ```
     /// # use tollgate::redis::doc_support::*;
