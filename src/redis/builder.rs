@@ -179,11 +179,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// [`BATCH_SIZE`](super::BATCH_SIZE) (64): batching is **on by default**, and
     /// `batch_size(1)` turns it off (a script run per decision; `0` is taken as `1`).
     ///
-    /// **A batch waits for no timer and no other caller.** A decision that finds no run in
-    /// flight and none queued goes at once, alone, as a run of one (a lone caller never waits
-    /// for anyone, and a run of one is the same call as with batching off). A batch forms only
-    /// from the decisions that arrive *while a run is in flight*: they queue, and the queue goes
-    /// as one run, led by its first caller, when it holds `max` decisions, or when it has
+    /// **A batch waits for no timer, and a lone caller for nothing.** A decision that finds no
+    /// run in flight and none queued goes at once, alone, as a run of one (a lone caller never
+    /// waits for anyone, and a run of one is the same call as with batching off). A batch forms
+    /// only from the decisions that arrive *while a run is in flight*: they queue, and the queue
+    /// goes as one run, led by its first caller, when it holds `max` decisions, or when it has
     /// *settled*: the first to queue yields to the runtime and looks again for as long as
     /// callers keep queueing, and sends the queue as soon as a look finds no newcomer (no
     /// timer: a few microseconds when one caller queues alone; a burst of callers woken
