@@ -9,36 +9,39 @@
 //!
 //! One multiplexed connection (a `ConnectionManager`) per run, shared by `C` tasks on a
 //! two-worker tokio runtime; each variant runs for `SECS` seconds at concurrency 1 (latency of a
-//! lone caller) and 32 (throughput of a pipelined connection), each algorithm per call
-//! (`batch_size(1)`, the default: a script run per decision) and batched (`batch_size(64)` with
-//! the default flush delay: concurrent decisions share a script run), the variants interleaved
-//! over
-//! two rounds so that a noisy neighbour hurts all of them alike (decisions/s: the mean of the
-//! rounds; p50/p99: the worse round). Keys: 1,000 partitions in turn; limits high enough that
-//! nearly every decision is a grant (the path that writes).
+//! lone caller) and 32 (throughput of a pipelined connection), each algorithm with the
+//! builder's **defaults** (what a user gets: batching on, `BATCH_SIZE` with the default flush
+//! delay, so concurrent decisions share a script run; the token bucket's one-number state) and
+//! **per call** (`batch_size(1)`, the opt-out and the default before issue 37: a script run per
+//! decision), the variants interleaved over two rounds so that a noisy neighbour hurts all of
+//! them alike (decisions/s: the mean of the rounds; p50/p99: the worse round). `CPU x Lua`,
+//! `p50 x` and `p99 x` are the variant's Redis µs per decision, p50 and p99 over the
+//! hand-written script's in the same run and concurrency. Keys: 1,000 partitions in turn;
+//! limits high enough that nearly every decision is a grant (the path that writes).
 //!
-//! The last two rows decide one hot key: per call, and from leases of `LEASE` permits
+//! The last two rows decide one hot key: with the defaults, and from leases of `LEASE` permits
 //! (`RedisLimiterBuilder::lease`), where one round trip in `LEASE` decisions goes to Redis.
 //!
 //! **Redis CPU per decision** is the steadiest figure on a shared machine: `CONFIG RESETSTAT`
 //! before each variant, then `INFO commandstats` after it; the `usec` of the commands that run
 //! scripts (`evalsha`, `eval`, `fcall`; for the floor, `incr` + `expire`) divided by the
 //! decisions made. `dec/run` is the decisions per script run (the batch size reached; `-` for
-//! the references, which do not batch). Wall-clock figures are noisy: read the ratios to the floor, within a run.
+//! the references, which do not batch). Wall-clock figures are noisy: read the ratios, within
+//! a run.
 //!
 //! Environment, to run a part (the two references always run):
 //! - `TOLLGATE_BENCH_ONLY`: `|`-separated substrings of the variants to run (e.g.
-//!   `fixed window, batched|GCRA` or `batched`);
+//!   `fixed window, defaults|GCRA` or `defaults`);
 //! - `TOLLGATE_BENCH_CONCURRENCY`: comma-separated caller counts (default `1,32`);
-//! - `TOLLGATE_BENCH_DELAY_US`: the batched variants' `batch_delay` in µs (default
-//!   `BATCH_DELAY`);
+//! - `TOLLGATE_BENCH_DELAY_US`: the limiters' `batch_delay` in µs (default `BATCH_DELAY`, the
+//!   builder's default);
 //! - `TOLLGATE_BENCH_ROUNDS`: rounds (default 2).
 
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
-use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_DELAY, BATCH_SIZE};
+use tollgate::redis::{Algorithm, DecidedBy, FailurePolicy, RedisLimiter, BATCH_DELAY};
 use tollgate::{
     FixedWindowOptions, GcraOptions, LeakyBucketOptions, SlidingCounterOptions,
     SlidingWindowOptions, TokenBucketOptions,
@@ -244,18 +247,26 @@ fn main() {
             .unwrap_or_else(|_| vec![1, 32]);
         let big = 1_000_000_000;
         let minute = Duration::from_secs(60);
-        let make = |name: &str, a: Algorithm, batch: usize| {
-            RedisLimiter::builder(
+        // `None`: the builder's defaults (batching on, `BATCH_SIZE`, `BATCH_DELAY` unless
+        // `TOLLGATE_BENCH_DELAY_US` says otherwise); `Some(1)`: the opt-out, a run per call.
+        let make = |name: &str, a: Algorithm, batch: Option<usize>| {
+            let b = RedisLimiter::builder(
                 conn.clone(),
-                format!("bench:{pid}:{name}:{batch}"),
+                format!("bench:{pid}:{name}:{batch:?}"),
                 a,
                 FailurePolicy::FailClosed,
             )
-            .timeout(Duration::from_secs(5))
-            .batch_size(batch)
-            .batch_delay(delay)
-            .build()
-            .unwrap()
+            .timeout(Duration::from_secs(5));
+            let b = match batch {
+                Some(n) => b.batch_size(n),
+                None => b,
+            };
+            let b = if delay == BATCH_DELAY {
+                b
+            } else {
+                b.batch_delay(delay)
+            };
+            b.build().unwrap()
         };
         let algorithms: Vec<(&str, &str, Algorithm)> = vec![
             (
@@ -264,9 +275,10 @@ fn main() {
                 Algorithm::FixedWindow(FixedWindowOptions::new(big, minute)),
             ),
             (
+                // 100M a minute (1.7M a second): within the one-number bound.
                 "token bucket",
                 "tb",
-                Algorithm::TokenBucket(TokenBucketOptions::new(big, big, minute)),
+                Algorithm::TokenBucket(TokenBucketOptions::new(big, 100_000_000, minute)),
             ),
             (
                 "sliding window (6 segments)",
@@ -298,16 +310,25 @@ fn main() {
             ),
         ];
         for (name, tag, a) in &algorithms {
-            variants.push((format!("{name}, per call"), Variant::Limiter(make(tag, *a, 1))));
+            variants.push((format!("{name}, defaults"), Variant::Limiter(make(tag, *a, None))));
             variants.push((
-                format!("{name}, batched"),
-                Variant::Limiter(make(tag, *a, BATCH_SIZE)),
+                format!("{name}, per call (batch_size(1))"),
+                Variant::Limiter(make(tag, *a, Some(1))),
             ));
         }
+        // A bucket past the one-number bound (1e9 a minute, 16.7M a second): two numbers.
+        variants.push((
+            "token bucket, two numbers (16.7M/s), defaults".into(),
+            Variant::Limiter(make(
+                "tb2",
+                Algorithm::TokenBucket(TokenBucketOptions::new(big, big, minute)),
+                None,
+            )),
+        ));
         let fw = Algorithm::FixedWindow(FixedWindowOptions::new(big, minute));
         variants.push((
-            "fixed window, hot key, per call".into(),
-            Variant::Hot(make("hot", fw, 1)),
+            "fixed window, hot key, defaults".into(),
+            Variant::Hot(make("hot", fw, None)),
         ));
         let leased = RedisLimiter::builder(
             conn.clone(),
@@ -348,29 +369,41 @@ fn main() {
                 "\nconcurrency {concurrency} (one multiplexed connection, {rounds} rounds of {SECS} s, batch delay {delay:?})"
             );
             println!(
-                "{:<44} {:>12} {:>9} {:>9} {:>13} {:>8} {:>8} {:>8}",
+                "{:<52} {:>12} {:>9} {:>9} {:>13} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
                 "variant",
                 "decisions/s",
                 "vs floor",
                 "vs Lua",
                 "Redis µs/dec",
+                "CPU x Lua",
                 "p50 µs",
+                "p50 x",
                 "p99 µs",
+                "p99 x",
                 "dec/run"
             );
             let (floor, lua) = (sums[0].per_sec, sums[1].per_sec);
+            let worst = |v: &Vec<Duration>| v.iter().map(|d| d.as_micros()).max().unwrap();
+            let cpu = |s: &Sum| s.usec as f64 / s.decisions.max(1) as f64;
+            let (lua_cpu, lua_p50, lua_p99) = (
+                cpu(&sums[1]),
+                worst(&sums[1].p50).max(1) as f64,
+                worst(&sums[1].p99).max(1) as f64,
+            );
             for (i, (name, _)) in variants.iter().enumerate() {
                 let s = &sums[i];
-                let worst = |v: &Vec<Duration>| v.iter().map(|d| d.as_micros()).max().unwrap();
                 println!(
-                    "{:<44} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8} {:>8} {:>8}",
+                    "{:<52} {:>12.0} {:>8.2}x {:>8.2}x {:>13.2} {:>8.2}x {:>8} {:>7.2}x {:>8} {:>7.2}x {:>8}",
                     name,
                     s.per_sec,
                     s.per_sec / floor,
                     s.per_sec / lua,
-                    s.usec as f64 / s.decisions.max(1) as f64,
+                    cpu(s),
+                    cpu(s) / lua_cpu,
                     worst(&s.p50),
+                    worst(&s.p50) as f64 / lua_p50,
                     worst(&s.p99),
+                    worst(&s.p99) as f64 / lua_p99,
                     if s.runs == 0 {
                         "-".to_string()
                     } else {

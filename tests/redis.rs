@@ -168,18 +168,20 @@ async fn replay(
     seen
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn token_bucket_worked_example_matches_the_local_bucket() {
-    // "the bucket can hold 10 tokens and every minute 2 tokens are added", a minute being 200 ms.
+/// The .NET docs' token bucket example ("the bucket can hold 10 tokens and every minute 2 tokens
+/// are added", a minute being 200 ms) with every count × `unit`, replayed against the local
+/// bucket; `shape` is the key's expected suffix, which names the state's form.
+async fn token_bucket_worked_example(name: &str, unit: u32, shape: &str) {
     let u = Duration::from_millis(200);
     let mut conn = manager(&url()).await;
-    let opts = TokenBucketOptions::new(10, 2, u);
+    let opts = TokenBucketOptions::new(10 * unit, 2 * unit, u);
     let redis = limiter(
         conn.clone(),
-        "tb",
+        name,
         Algorithm::TokenBucket(opts),
         FailurePolicy::FailClosed,
     );
+    assert!(redis.key("k").ends_with(shape), "{}", redis.key("k"));
     let origin = align(&mut conn, u).await;
     let clock = ManualClock::new();
     let local = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
@@ -189,14 +191,37 @@ async fn token_bucket_worked_example_matches_the_local_bucket() {
         &clock,
         &local,
         &[
-            step(Duration::ZERO, 1, 11), // 10 granted, then denied until the next "minute"
-            step(u + u / 2, 1, 3),       // 2 came back: 2 granted, 1 denied
-            step(7 * u + u / 2, 4, 3),   // full again after 5 idle "minutes": 4 + 4, then 2 short
-            step(7 * u + u / 2, 2, 2),
+            step(Duration::ZERO, unit, 11), // 10 granted, then denied until the next "minute"
+            step(u + u / 2, unit, 3),       // 2 came back: 2 granted, 1 denied
+            step(u + u / 2, 0, 1),          // a probe of an empty bucket
+            step(7 * u + u / 2, 0, 1),      // a probe of a full one
+            step(7 * u + u / 2, 4 * unit, 3), // full again after 5 idle "minutes": 4 + 4, then 2 short
+            step(7 * u + u / 2, 2 * unit, 2),
+            step(8 * u + u / 2, 3 * unit, 1), // 2 came back: 3 is 1 short
+            step(8 * u + u / 2, 1, 2),        // a single token of the 2
         ],
     )
     .await;
     assert!(seen.contains(&true) && seen.contains(&false));
+    let state: String = conn.get(redis.key("k")).await.unwrap();
+    assert_eq!(
+        state.split(' ').count(),
+        if shape.starts_with(":tbf") { 1 } else { 2 },
+        "{state}"
+    );
+}
+
+/// Below about 2 tokens per µs the bucket keeps one number (`k × tokens per period + owed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_bucket_worked_example_matches_the_local_bucket() {
+    token_bucket_worked_example("tb", 1, ":tbf200000x2").await;
+}
+
+/// Past the one-number bound (here 4 tokens per µs: 800,002 tokens every 200 ms) the bucket keeps
+/// two numbers (`owed tick`), and decides the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_bucket_past_the_one_number_bound_matches_the_local_bucket() {
+    token_bucket_worked_example("tb2", 400_001, ":tb200000x800002").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -519,7 +544,12 @@ fn state_need_us(algorithm: &Algorithm, state: &str) -> u64 {
         Algorithm::Gcra(_) => n[0],
         Algorithm::TokenBucket(o) => {
             let per = u64::from(o.tokens_per_period);
-            (n[1] + n[0].div_ceil(per)) * o.replenishment_period.as_micros() as u64
+            let p = o.replenishment_period.as_micros() as u64;
+            match n[..] {
+                // One number: full again at period ceil(f / per).
+                [f] => f.div_ceil(per) * p,
+                _ => (n[1] + n[0].div_ceil(per)) * p,
+            }
         }
         Algorithm::SlidingWindow(o) => {
             let seg = o.window.as_micros() as u64 / u64::from(o.segments_per_window);
@@ -540,6 +570,8 @@ async fn a_grant_keeps_the_ttl_while_the_expiry_covers_its_state() {
     let cases = [
         Algorithm::Gcra(GcraOptions::with_period(ms(40)).with_burst(200)),
         Algorithm::TokenBucket(TokenBucketOptions::new(200, 1, ms(40))),
+        // Past the one-number bound (2.5 tokens per µs): the two-number state.
+        Algorithm::TokenBucket(TokenBucketOptions::new(20_000_000, 100_000, ms(40))),
         Algorithm::SlidingWindow(SlidingWindowOptions::new(200, ms(400), 4)),
     ];
     for algorithm in cases {

@@ -52,7 +52,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             timeout: Duration::from_millis(50),
             breaker: CircuitBreaker::default(),
             cache: None,
-            batch: None,
+            batch: super::BATCH_SIZE,
             batch_delay: super::BATCH_DELAY,
             lease: 0,
         }
@@ -79,7 +79,7 @@ pub struct RedisLimiterBuilder<C> {
     timeout: Duration,
     breaker: CircuitBreaker,
     cache: Option<usize>,
-    batch: Option<usize>,
+    batch: usize,
     batch_delay: Duration,
     lease: u32,
 }
@@ -175,50 +175,58 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
         self
     }
 
-    /// Decides up to `max` concurrent decisions in one script run (one round trip), `1` for a
-    /// run per decision. A decision that finds no run in flight and none queued goes at once,
-    /// alone (a lone caller never waits for anyone). Otherwise it queues, and the queue goes as
-    /// one run, led by its first caller, when it holds `max` decisions, or when it has
+    /// Decides up to `max` concurrent decisions in one script run (one round trip); default
+    /// [`BATCH_SIZE`](super::BATCH_SIZE) (64): batching is **on by default**, and
+    /// `batch_size(1)` turns it off (a script run per decision; `0` is taken as `1`).
+    ///
+    /// **A batch waits for no timer, and a lone caller for nothing.** A decision that finds no
+    /// run in flight and none queued goes at once, alone, as a run of one (a lone caller never
+    /// waits for anyone, and a run of one is the same call as with batching off). A batch forms
+    /// only from the decisions that arrive *while a run is in flight*: they queue, and the queue
+    /// goes as one run, led by its first caller, when it holds `max` decisions, or when it has
     /// *settled*: the first to queue yields to the runtime and looks again for as long as
-    /// callers keep queueing, and sends the queue as soon as no newcomer came (no timer: a few
-    /// microseconds when one caller queues alone; a burst of callers woken together goes as
-    /// one run), or at the latest after the [flush delay](Self::batch_delay) (default
-    /// [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). Runs go alongside the one in flight
-    /// (pipelined on the connection), at most two in flight: with two out, the queue waits for
-    /// one to return and then goes at once (group commit: under load, more and smaller runs
-    /// would cost Redis and the client more CPU per decision).
+    /// callers keep queueing, and sends the queue as soon as a look finds no newcomer (no
+    /// timer: a few microseconds when one caller queues alone; a burst of callers woken
+    /// together goes as one run), or at the latest after the [flush delay](Self::batch_delay)
+    /// (default [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). Runs go alongside the one in
+    /// flight (pipelined on the connection), at most two in flight: with two out, the queue
+    /// waits for one to return and then goes at once (group commit: under load, more and
+    /// smaller runs would cost Redis and the client more CPU per decision).
     /// Each decision keeps its own answer (RetryAfter, remaining), its own failure policy, and
     /// its own key error; the same key twice is decided in order. A queued decision waits at
     /// most for its run to be sent, then its own run: each bounded by the
     /// [timeout](Self::timeout). A caller cancelled while it queues, settles or leads leaves
     /// nothing waiting on it.
     ///
-    /// The default is `1` (off); [`BATCH_SIZE`](super::BATCH_SIZE) is the size the bench
-    /// measures (see the README's Redis section for the figures). On a cluster connection
-    /// (feature `redis-cluster`), a run takes only the queued decisions of its first decision's
-    /// hash slot (a script's keys must share a slot), so batches form per partition: it pays
-    /// on hot partitions only. `0` is taken as `1`.
+    /// On a cluster connection (feature `redis-cluster`), a run takes only the queued decisions
+    /// of its first decision's hash slot (a script's keys must share a slot), so batches form
+    /// per partition: it pays on hot partitions only. Leased decisions
+    /// ([`lease`](Self::lease)) skip batching.
     ///
     /// ```
     /// # use tollgate::redis::doc_support::*;
     /// # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
-    ///     .batch_size(BATCH_SIZE) // concurrent decisions share a script run
-    ///     .build()
+    ///     .build() // batching on: concurrent decisions share a script run
     ///     .unwrap();
     /// for _ in 0..2 { let _ = rt.block_on(limiter.acquire("alice", 1)); }
     /// let s = limiter.redis_statistics();
-    /// assert_eq!((s.calls, s.script_runs), (2, 2)); // one at a time: nothing to batch
+    /// assert_eq!((s.calls, s.script_runs), (2, 2)); // one at a time: nothing to batch, no wait
+    /// let per_call = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
+    ///     .batch_size(1) // off: a script run per decision, even under load
+    ///     .build();
+    /// assert!(per_call.is_ok());
     /// ```
     pub fn batch_size(mut self, max: usize) -> Self {
-        self.batch = Some(max);
+        self.batch = max;
         self
     }
 
-    /// The flush delay of batching ([`batch_size`](Self::batch_size)): the longest a queue
-    /// keeps settling (waiting for more callers while they keep coming) before it goes
-    /// (default [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). The delay is a bound, not a wait:
+    /// The flush delay of batching ([`batch_size`](Self::batch_size), on by default): the
+    /// longest a queue keeps settling (waiting for more callers while they keep coming) before
+    /// it goes (default [`BATCH_DELAY`](super::BATCH_DELAY), 200 µs). The delay is a bound, not
+    /// a wait:
     /// a queue goes as soon as a look finds no newcomer, so a caller that queues alone is sent
     /// after microseconds whatever the delay; only a steady stream of arrivals (each look finds
     /// one more) keeps a queue waiting until the delay, which then bounds the latency batching
@@ -229,7 +237,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
     /// # use tollgate::redis::doc_support::*;
     /// let algorithm = Algorithm::FixedWindow(FixedWindowOptions::new(100, Duration::from_secs(60)));
     /// let limiter = RedisLimiter::builder(Down, "api", algorithm, FailurePolicy::FailOpen)
-    ///     .batch_size(BATCH_SIZE)
     ///     .batch_delay(Duration::from_micros(100)) // a queue settles for 100 µs at most
     ///     .build();
     /// assert!(limiter.is_ok());
@@ -314,10 +321,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiterBuilder<C> {
                 timeout: self.timeout,
                 breaker: breaker::Breaker::new(self.breaker),
                 cache: self.cache.map(cache::DenialCache::new),
-                batcher: self
-                    .batch
-                    .filter(|&n| n > 1)
-                    .map(|n| batch::Batcher::new(n, self.batch_delay, is_cluster::<C>())),
+                batcher: (self.batch > 1)
+                    .then(|| batch::Batcher::new(self.batch, self.batch_delay, is_cluster::<C>())),
                 leases: (self.lease > 0).then(|| lease::Leases::new(self.lease)),
                 counts: Counts::default(),
                 closed: AtomicBool::new(false),

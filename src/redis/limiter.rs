@@ -107,7 +107,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// The Redis key of `partition`: `prefix:{partition}:shape`, where the shape names the
     /// algorithm and its time parameters, not its limit (see
     /// [changing the configuration](super#changing-the-configuration)):
-    /// `tb<period µs>x<tokens per period>`,
+    /// `tbf<period µs>x<tokens per period>` (`tb...` for a token bucket of 2 million tokens a
+    /// second or more),
     /// `fw<window µs>`, `swt<window µs>x<segments>`, `sc<window µs>`, `gcra<interval µs>` or
     /// `lm<interval µs>`. A fixed window keeps the count of window `k` (windows since the Unix
     /// epoch) under `key:k`, which expires when the window ends; a sliding counter too, expired

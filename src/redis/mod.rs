@@ -14,7 +14,7 @@
 //! the old, `SET ... KEEPTTL` for another); a fixed window keeps each
 //! window's count under a key of its own, `key:<window index>`, taken with one `INCRBY` (two
 //! commands per grant, `TIME` included, as a hand-written window plus `TIME`), and the sliding
-//! counter does the same, reading the previous window's key with the current one's. Each
+//! counter does the same, reading the previous window's count (one `MGET` per run). Each
 //! configuration runs a script of its own, its constants written in.
 //! The key of a partition is `prefix:{partition}:shape` — the braces are a hash tag, so on a
 //! cluster the key lives on the slot of its partition; the shape names the algorithm and its
@@ -80,16 +80,21 @@
 //!   [`RedisLimiter::close`] closes this client only.
 //!
 //! ## Batching and leases
-//! Two opt-in ways to spend fewer round trips:
-//! - [`batch_size`](RedisLimiterBuilder::batch_size): concurrent decisions share one script
-//!   run (group commit: a queue goes once no more callers join it, or after at most the
-//!   [flush delay](RedisLimiterBuilder::batch_delay), default [`BATCH_DELAY`]; a lone caller
-//!   never waits), each with its own answer, key error and failure policy. On a cluster connection a run carries the decisions of one hash slot.
-//! - [`lease`](RedisLimiterBuilder::lease) (fixed window only): permits of a key's window taken
-//!   in blocks and handed out locally until the window ends ([`DecidedBy::Lease`]; a lock-free
-//!   lookup and one compare-and-swap); never more than the limit, at the cost of up to
-//!   `size - 1` permits per machine per key left unused. A token bucket's or GCRA's permits do
-//!   not expire with a window, so a lease of them would lend what the limit refuses later.
+//! Two ways to spend fewer round trips:
+//! - **Batching, on by default** ([`batch_size`](RedisLimiterBuilder::batch_size), default
+//!   [`BATCH_SIZE`]; `batch_size(1)` turns it off): concurrent decisions share one script run,
+//!   each with its own answer, key error and failure policy. A batch waits for no timer: a
+//!   decision that finds no run in flight goes at once, alone (a run of one is the call that
+//!   batching off makes), and a batch forms only from the decisions that arrive while a run
+//!   is in flight (group commit: the queue goes once no more callers join it, or after at most
+//!   the [flush delay](RedisLimiterBuilder::batch_delay), default [`BATCH_DELAY`]). On a
+//!   cluster connection a run carries the decisions of one hash slot.
+//! - [`lease`](RedisLimiterBuilder::lease) (opt-in, fixed window only): permits of a key's
+//!   window taken in blocks and handed out locally until the window ends
+//!   ([`DecidedBy::Lease`]; a lock-free lookup and one compare-and-swap); never more than the
+//!   limit, at the cost of up to `size - 1` permits per machine per key left unused. A token
+//!   bucket's or GCRA's permits do not expire with a window, so a lease of them would lend
+//!   what the limit refuses later.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
@@ -120,7 +125,9 @@
 //! ## Changing the configuration
 //! Deploys change limits, and old and new replicas share the prefix while a deploy rolls. The
 //! key's shape names what gives the counts their meaning — the algorithm and its time
-//! parameters: `tb<period µs>x<tokens per period>` (token bucket: its rate), `fw<window µs>`
+//! parameters: `tbf<period µs>x<tokens per period>` (token bucket: its rate; `tb...` for a
+//! bucket of about 2 million tokens a second or more, whose state is two numbers, see
+//! [`Algorithm::TokenBucket`]), `fw<window µs>`
 //! (fixed window), `swt<window µs>x<segments>` (sliding window), `sc<window µs>` (sliding
 //! counter), `gcra<interval µs>`, `lm<interval µs>` (leaky meter) — and not the limit:
 //! - **Changing the algorithm, period, tokens per period, window, segments or emission
@@ -181,8 +188,8 @@ pub use limiter::{ChainedLease, RedisLimiter};
 pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
 pub use stats::RedisStatistics;
 
-/// A batch size for [`RedisLimiterBuilder::batch_size`]: the one the bench measures (batching
-/// is off by default).
+/// The default batch size of [`RedisLimiterBuilder::batch_size`]: at most 64 concurrent
+/// decisions share a script run (batching is on by default; `batch_size(1)` turns it off).
 ///
 /// ```
 /// assert_eq!(tollgate::redis::BATCH_SIZE, 64);
@@ -408,6 +415,45 @@ mod tests {
         }
     }
 
+    /// The token bucket keeps one number below about 2 tokens per µs, two above, chosen from
+    /// the period and the tokens per period alone; the one-number script holds through the
+    /// year 2112 and refuses a run after its last exact period.
+    #[test]
+    fn the_bucket_keeps_one_number_within_its_bound_and_two_past_it() {
+        use super::options::{one_number_last_period, ONE_NUMBER_HORIZON_US};
+        use super::scripts::Kind;
+        let plan = |l, per, p| {
+            Algorithm::TokenBucket(TokenBucketOptions::new(l, per, Duration::from_micros(p)))
+                .plan()
+                .unwrap()
+        };
+        // (period µs, the most tokens per period that keep one number)
+        for (p, most) in [
+            (1, 1),
+            (1_000, 1_999),
+            (1_000_000, 1_999_998),
+            (60_000_000, 119_999_885),
+        ] {
+            let one = plan(u32::MAX, most, p);
+            assert_eq!(one.kind, Kind::BucketOne, "{p} µs × {most}");
+            assert_eq!(one.shape, format!("tbf{p}x{most}"));
+            let two = plan(u32::MAX, most + 1, p);
+            assert_eq!(two.kind, Kind::Bucket, "{p} µs × {}", most + 1);
+            assert_eq!(two.shape, format!("tb{p}x{}", most + 1));
+            // The limit does not choose: a key keeps one form under every limit.
+            assert_eq!(plan(most, most, p).kind, Kind::BucketOne);
+            assert_eq!(plan(most + 1, most + 1, p).kind, Kind::Bucket);
+            // Within the bound, every "full at" up to the last period is exact in a double:
+            // (kmax + 1) × per + the largest limit and request stays below 2^53.
+            let kmax = one_number_last_period(p, u64::from(most)).unwrap();
+            assert!(kmax >= ONE_NUMBER_HORIZON_US / p);
+            let top = u128::from(kmax + 1) * u128::from(most) + 2 * u128::from(u32::MAX);
+            assert!(top < 1 << 53, "{p} µs × {most}: {top}");
+            assert!(one.source.contains(&format!("if k > {kmax} then")));
+            assert_eq!(one_number_last_period(p, u64::from(most) + 1), None);
+        }
+    }
+
     #[test]
     fn the_key_names_the_time_shape_not_the_limit() {
         let shape = |a: Algorithm| a.plan().unwrap().shape;
@@ -419,7 +465,7 @@ mod tests {
         // The bucket's rate (period and tokens per period) is its time shape: every writer of
         // a key computes alike when the bucket is full again, which its expiry covers.
         assert_eq!(shape(tb(10, 5, s(1))), shape(tb(20, 5, s(1))));
-        assert_eq!(shape(tb(10, 5, s(1))), "tb1000000x5");
+        assert_eq!(shape(tb(10, 5, s(1))), "tbf1000000x5");
         assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 5, s(1))));
         assert_ne!(shape(tb(10, 1, s(1))), shape(tb(10, 1, s(2))));
         let sw = |n, w, k| Algorithm::SlidingWindow(SlidingWindowOptions::new(n, w, k));

@@ -143,3 +143,43 @@ async fn exactness_leaky_meter_many_machines_one_key() {
     let granted = d.iter().filter(|x| x.1).count() as u64;
     assert_eq!(granted, 40 + (last - first) / interval.as_micros() as u64);
 }
+
+/// The sliding counter takes a request's permits with `INCRBY` and gives them back with `DECRBY`
+/// when they do not fit: a refusal leaves the count as it was, and a window key that a refusal
+/// created (its first request refused, the previous window still weighing) expires all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliding_counter_refusal_gives_its_permits_back_and_its_key_expires() {
+    let w = Duration::from_millis(500);
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "sc-back",
+        Algorithm::SlidingCounter(SlidingCounterOptions::new(10, w)),
+        FailurePolicy::FailClosed,
+    );
+    let k = align(&mut conn, w).await / w.as_micros() as u64;
+    assert!(l.acquire("p", 10).await.is_ok());
+    // The next window, 60 ms in: the previous 10 weigh 8.8, so 2 do not fit and 1 does.
+    tokio::time::sleep_until(tokio::time::Instant::now() + w + w / 10 + Duration::from_millis(7))
+        .await;
+    let d = l.decide("p", 2).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis);
+    assert!(!d.allowed(), "{d:?}");
+    let next = format!("{}:{}", l.key("p"), k + 1);
+    let count: String = conn.get(&next).await.unwrap();
+    assert_eq!(count, "0");
+    let ttl: i64 = conn.pttl(&next).await.unwrap();
+    assert!(
+        ttl > 0 && ttl <= 2 * w.as_millis() as i64 + 1_000,
+        "PTTL {ttl}"
+    );
+    // One fits (8.8 + 1), and it is the window's only permit.
+    let d = l.decide("p", 1).await;
+    assert!(d.allowed(), "{d:?}");
+    let count: String = conn.get(&next).await.unwrap();
+    assert_eq!(count, "1");
+    // A probe writes nothing.
+    let _ = l.decide("p", 0).await;
+    let count: String = conn.get(&next).await.unwrap();
+    assert_eq!(count, "1");
+}
