@@ -40,3 +40,35 @@ pub fn run(mut decide: impl FnMut(u32) -> bool) -> ! {
 fn panic(_: &core::panic::PanicInfo) -> ! {
     loop {}
 }
+
+/// A program that builds a `$ty` without a wait queue at run time from `$opts` (validated, the
+/// `Result` unwrapped), asks it for a count read at run time, and drops the lease, in a loop.
+#[macro_export]
+macro_rules! runtime_program {
+    ($ty:ident, $opts:expr) => {
+        #[cortex_m_rt::entry]
+        fn main() -> ! {
+            #[allow(unused_imports)]
+            use core::time::Duration;
+            use $crate::tollgate::*;
+            let l = $ty::without_queue($opts, $crate::Tick).unwrap();
+            $crate::run(|n| l.try_acquire(n).is_ok())
+        }
+    };
+}
+
+/// The same program with the limiter a `static` built by a `const fn` (`at_epoch_without_queue`).
+#[macro_export]
+macro_rules! static_program {
+    ($ty:ident, $opts:expr) => {
+        #[allow(unused_imports)]
+        use core::time::Duration;
+        use $crate::tollgate::*;
+        static L: $ty<$crate::Tick, NoQueue> = $ty::at_epoch_without_queue($opts, $crate::Tick);
+
+        #[cortex_m_rt::entry]
+        fn main() -> ! {
+            $crate::run(|n| L.try_acquire(n).is_ok())
+        }
+    };
+}

@@ -1,12 +1,5 @@
-//! A `ConcurrencyLimiter` without a wait queue built at run time (its options validated), asked for a count
-//! read at run time, the lease dropped.
+//! A `ConcurrencyLimiter` without a wait queue, built at run time (its options validated), asked for a
+//! count read at run time, the lease dropped.
 #![no_std]
 #![no_main]
-use tollgate_firmware_size::tollgate::*;
-use tollgate_firmware_size::{run, Tick};
-
-#[cortex_m_rt::entry]
-fn main() -> ! {
-    let l = ConcurrencyLimiter::without_queue(ConcurrencyOptions::new(10), Tick).unwrap();
-    run(|n| l.try_acquire(n).is_ok())
-}
+tollgate_firmware_size::runtime_program!(ConcurrencyLimiter, ConcurrencyOptions::new(10));

@@ -1,14 +1,5 @@
-//! A `static` `GcraLimiter` without a wait queue built by a `const fn`, asked for a count read
-//! at run time, the lease dropped.
+//! A `GcraLimiter` without a wait queue, a `static` built by a `const fn`, asked for a
+//! count read at run time, the lease dropped.
 #![no_std]
 #![no_main]
-use core::time::Duration;
-use tollgate_firmware_size::tollgate::*;
-use tollgate_firmware_size::{run, Tick};
-
-static L: GcraLimiter<Tick, NoQueue> = GcraLimiter::at_epoch_without_queue(GcraOptions::per(Duration::from_secs(1), 10), Tick);
-
-#[cortex_m_rt::entry]
-fn main() -> ! {
-    run(|n| L.try_acquire(n).is_ok())
-}
+tollgate_firmware_size::static_program!(GcraLimiter, GcraOptions::per(Duration::from_secs(1), 10));

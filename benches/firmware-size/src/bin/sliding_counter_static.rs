@@ -1,14 +1,5 @@
-//! A `static` `SlidingCounterLimiter` without a wait queue built by a `const fn`, asked for a count read
-//! at run time, the lease dropped.
+//! A `SlidingCounterLimiter` without a wait queue, a `static` built by a `const fn`, asked for a
+//! count read at run time, the lease dropped.
 #![no_std]
 #![no_main]
-use core::time::Duration;
-use tollgate_firmware_size::tollgate::*;
-use tollgate_firmware_size::{run, Tick};
-
-static L: SlidingCounterLimiter<Tick, NoQueue> = SlidingCounterLimiter::at_epoch_without_queue(SlidingCounterOptions::new(10, Duration::from_secs(1)), Tick);
-
-#[cortex_m_rt::entry]
-fn main() -> ! {
-    run(|n| L.try_acquire(n).is_ok())
-}
+tollgate_firmware_size::static_program!(SlidingCounterLimiter, SlidingCounterOptions::new(10, Duration::from_secs(1)));

@@ -1,14 +1,5 @@
-//! A `static` `TokenBucketLimiter` without a wait queue built by a `const fn`, asked for a count read
-//! at run time, the lease dropped.
+//! A `TokenBucketLimiter` without a wait queue, a `static` built by a `const fn`, asked for a
+//! count read at run time, the lease dropped.
 #![no_std]
 #![no_main]
-use core::time::Duration;
-use tollgate_firmware_size::tollgate::*;
-use tollgate_firmware_size::{run, Tick};
-
-static L: TokenBucketLimiter<Tick, NoQueue> = TokenBucketLimiter::at_epoch_without_queue(TokenBucketOptions::new(10, 1, Duration::from_millis(100)), Tick);
-
-#[cortex_m_rt::entry]
-fn main() -> ! {
-    run(|n| L.try_acquire(n).is_ok())
-}
+tollgate_firmware_size::static_program!(TokenBucketLimiter, TokenBucketOptions::new(10, 1, Duration::from_millis(100)));
