@@ -26,6 +26,21 @@ impl Clock for Tick {
     }
 }
 
+/// RAM of each queueless limiter on this target (thumbv7em), checked at compile time against
+/// the sizes measured when these ceilings were set, so that none grows unnoticed. Issue 35's
+/// target is 48 bytes for every rate limiter whose state is one 64-bit word and 32 for the
+/// concurrency limiter; `benches/core-cost-notes.md` says where the bytes go.
+const _: () = {
+    use core::mem::size_of;
+    use tollgate::*;
+    assert!(size_of::<TokenBucketLimiter<Tick, NoQueue>>() <= 64);
+    assert!(size_of::<FixedWindowLimiter<Tick, NoQueue>>() <= 64);
+    assert!(size_of::<GcraLimiter<Tick, NoQueue>>() <= 88);
+    assert!(size_of::<LeakyBucketMeter<Tick, NoQueue>>() <= 128);
+    assert!(size_of::<SlidingCounterLimiter<Tick, NoQueue>>() <= 72);
+    assert!(size_of::<ConcurrencyLimiter<Tick, NoQueue>>() <= 56);
+};
+
 /// The loop every program runs around its call: read the count, store the answer, tick.
 #[inline(always)]
 pub fn run(mut decide: impl FnMut(u32) -> bool) -> ! {
