@@ -51,10 +51,8 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
     /// ```
     pub fn without_queue(options: ConcurrencyOptions, clock: C) -> Result<Self, OptionsError> {
         options.validate()?;
-        if options.queue_limit != 0 {
-            return Err(OptionsError::NoWaitQueue);
-        }
-        Ok(Self::at_clock_reading(options, clock, NoQueue))
+        let queue = NoQueue::checked(options.queue_limit)?;
+        Ok(Self::at_clock_reading(options, clock, queue))
     }
 
     crate::sync::const_unless_loom! {
@@ -122,9 +120,7 @@ impl<C: Clock> ConcurrencyLimiter<C, NoQueue> {
     /// ```
     pub fn reconfigure(&self, options: ConcurrencyOptions) -> Result<(), OptionsError> {
         options.validate()?;
-        if options.queue_limit != 0 {
-            return Err(OptionsError::NoWaitQueue);
-        }
+        NoQueue::checked(options.queue_limit)?;
         slow_path(|| self.apply_limit(options.permit_limit));
         Ok(())
     }

@@ -64,8 +64,10 @@
 //! - **Time**: periods, windows and segments count from the Unix epoch on the Redis server's
 //!   clock (a local limiter counts from its creation), at microsecond resolution: periods,
 //!   windows and segments must be whole microseconds.
-//! - **No queue**: a request is granted or rejected at once; options with a `queue_limit` are
-//!   refused ([`RedisConfigError::QueueNotSupported`]). Wait by retrying after the RetryAfter.
+//! - **No queue**: a request is granted or rejected at once; options that set a `queue_limit`
+//!   are refused ([`RedisConfigError::QueueNotSupported`]), but the quota-style constructors'
+//!   waiting default ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)) is accepted and ignored.
+//!   Wait by retrying after the RetryAfter.
 //! - **Sliding window granularity**: the window is kept per segment, as locally, in one string
 //!   of at most `segments_per_window` counts (at most [`MAX_SEGMENTS`]); each decision parses
 //!   them all, so fewer segments cost less Redis CPU. The sliding counter keeps two counts

@@ -322,12 +322,19 @@ fn within_span(span_us: u128) -> Result<(), RedisConfigError> {
     Ok(())
 }
 
+/// Whether options with `queue_limit` ask for a queue: any limit but 0 and the quota-style
+/// constructors' waiting default ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)), which a
+/// limiter without a queue accepts and ignores.
+fn asks_for_queue(queue_limit: u32) -> bool {
+    queue_limit != 0 && queue_limit != crate::UNBOUNDED_QUEUE
+}
+
 impl Algorithm {
     pub(super) fn plan(&self) -> Result<Plan, RedisConfigError> {
         match *self {
             Algorithm::TokenBucket(o) => {
                 o.validate()?;
-                if o.queue_limit != 0 {
+                if asks_for_queue(o.queue_limit) {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let p = whole_micros(o.replenishment_period)?;
@@ -355,7 +362,7 @@ impl Algorithm {
             }
             Algorithm::FixedWindow(o) => {
                 o.validate()?;
-                if o.queue_limit != 0 {
+                if asks_for_queue(o.queue_limit) {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let w = whole_micros(o.window)?;
@@ -372,7 +379,7 @@ impl Algorithm {
             }
             Algorithm::SlidingWindow(o) => {
                 o.validate(MAX_SEGMENTS as usize)?;
-                if o.queue_limit != 0 {
+                if asks_for_queue(o.queue_limit) {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let w = whole_micros(o.window)?;
@@ -395,7 +402,7 @@ impl Algorithm {
                 if o.burst == 0 {
                     return Err(OptionsError::ZeroLimit.into());
                 }
-                if o.queue_limit != 0 {
+                if asks_for_queue(o.queue_limit) {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 let t = whole_micros(o.interval)?;
@@ -405,7 +412,7 @@ impl Algorithm {
                 Ok(Plan::gcra(o.burst, t, "gcra"))
             }
             Algorithm::SlidingCounter(o) => {
-                if o.queue_limit != 0 {
+                if asks_for_queue(o.queue_limit) {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 o.validate()?;
@@ -425,7 +432,7 @@ impl Algorithm {
                 ))
             }
             Algorithm::LeakyMeter(o) => {
-                if o.queue_limit != 0 {
+                if asks_for_queue(o.queue_limit) {
                     return Err(RedisConfigError::QueueNotSupported);
                 }
                 if o.capacity == 0 {
