@@ -21,7 +21,7 @@
 //!
 //! **They wait.** Unlike the .NET-shaped `new` (queue limit 0, as in .NET), the quota-style
 //! constructors give the options an unbounded queue, oldest first
-//! ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)): `acquire(n).await` waits for its permits, as a
+//! ([`UNBOUNDED_QUEUE`]): `acquire(n).await` waits for its permits, as a
 //! Rust user reads it. A waiter costs no memory of the limiter's (its node lives in its future),
 //! so the bound is the number of futures you create; set one with `with_queue`. A limiter built
 //! without a queue (`without_queue`, `at_epoch_without_queue`) accepts this default and ignores
