@@ -1195,8 +1195,10 @@ async fn changing_the_time_configuration_on_a_live_prefix_never_locks_a_key() {
         };
         let longest = span(&old).max(span(&new)).as_millis() as i64;
         for (k, t) in pttls(&mut conn, &p).await {
+            // A TTL, never none (-1). A 100 ms window's key may reach its end between the
+            // decision and this reading: 0 ms left, or gone (-2) after `KEYS` listed it.
             assert!(
-                t > 0 && t <= longest + 1_000,
+                t != -1 && t <= longest + 1_000,
                 "{old:?} -> {new:?}: {k} has PTTL {t} ms"
             );
         }
