@@ -10,8 +10,9 @@
 //! `try_acquire_counted`, `peek`, the uncounted `take`, and for the queue `take_locked`,
 //! `take_for_waiter`, `give_back`, `wait_for`, `wait_behind_waiters`; for the rest
 //! `available`, `statistics`, `idle_duration`, `limit`, `period`, `replenished` (what
-//! `replenish` answers once the queue is served); and the fields `counters`, `queue`, `clock`. `close`, `is_closed`, `has_waiters` and `clear_waiters` come
-//! from [`CellCore`](crate::state_cell::CellCore) for a core whose state is one word (the
+//! `replenish` answers once the queue is served); and the fields `counters`, `queue`, `clock`.
+//! `close`, `is_closed`, `has_waiters` and `clear_waiters` come from
+//! [`CellCore`](crate::state_cell::CellCore) for a core whose state is one word (the
 //! sliding log's are inherent).
 
 /// Implements the queued rate limiter's traits and waiting methods for `$ty<C>` (see the
