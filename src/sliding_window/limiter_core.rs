@@ -97,15 +97,32 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         }
     }
 
-    /// The ring slot of `segment`: `segment % segments`, by multiplication (a 64-bit division
-    /// is a slow instruction, and a library routine of almost a kilobyte on a 32-bit MCU).
+    /// How many slots the ring cycles through: all `N` when `N` is a power of two (a slot's
+    /// index is then a mask, and a slot lives longer than the window), else `segments`. Either
+    /// way a slot is reused only by a segment a whole window or more later.
+    #[inline(always)]
+    fn slots(&self) -> u64 {
+        if N.is_power_of_two() {
+            N as u64
+        } else {
+            self.segments
+        }
+    }
+
+    /// The ring slot of `segment`: `segment % slots`, by a mask or a multiplication (a 64-bit
+    /// division is a slow instruction, and a library routine of almost a kilobyte on a 32-bit
+    /// MCU).
     #[inline]
     fn index(&self, segment: u64) -> u64 {
-        self.by_segments.div_rem(segment, self.segments).1
+        if N.is_power_of_two() {
+            segment & (N as u64 - 1)
+        } else {
+            self.by_segments.div_rem(segment, self.segments).1
+        }
     }
 
     fn slot(&self, segment: u64) -> &AtomicU128 {
-        // `segments <= N` (validated), so the index is in bounds.
+        // `slots() <= N` (`segments <= N` is validated), so the index is in bounds.
         &self.ring[self.index(segment) as usize]
     }
 
@@ -114,7 +131,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         self.frozen_in(self.index(j), j)
     }
 
-    /// [`frozen`](Self::frozen) with the slot index `j % segments` already known.
+    /// [`frozen`](Self::frozen) with the slot index of `j` already known.
     #[inline]
     fn frozen_in(&self, index: u64, j: u64) -> u32 {
         let v = self.ring[index as usize].load(Ordering::Acquire);
@@ -187,8 +204,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                 let w = cas::Word::load(word);
                 let (tick, used) = Header::plain64(w, *width)?;
                 let grant = || cas::swap_once(word, w, w + u64::from(n));
-                self.quick(e, n, s, tick, used, grant, || {
-                    Header::prev64(w, *width) == 0
+                let prev = || Header::prev64(w, *width);
+                self.quick(e, n, s, tick, used, grant, prev, || {
+                    cas::Word::load(word) == w
                 })
             }
             #[cfg(not(tollgate_cs_cells))]
@@ -196,7 +214,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                 let w = cas::Word::load(word);
                 let (tick, used) = Header::plain(w)?;
                 let grant = || cas::swap_once(word, w, w + u128::from(n));
-                self.quick(e, n, s, tick, used, grant, || Header::unpack(w).prev == 0)
+                let prev = || Header::unpack(w).prev;
+                self.quick(e, n, s, tick, used, grant, prev, || {
+                    cas::Word::load(word) == w
+                })
             }
             // No quick path on 32-bit MCUs (the state is unpacked there): the general one.
             #[cfg(tollgate_cs_cells)]
@@ -209,9 +230,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
 
     /// The quick path on a header word read with no flag set (`tick`, `used`): in its own
     /// segment, `n > 0` that fit are granted by one compare-and-swap (`grant`, of the word plus
-    /// `n`); a denial whose counted permits are all in the current segment (`prev_is_zero`)
-    /// answers at once, with its wait. `None` sends everything else (another segment, a lost
-    /// race, a denial that needs the ring, a wait of 2^64 ns or more) to the general path.
+    /// `n`); a denial answers at once with its wait, read from the ring when permits are counted
+    /// in earlier segments (`prev`) and the word is `unchanged` after the reading. `None` sends
+    /// everything else (another segment, a lost race, a word that moved under the reading, a
+    /// wait of 2^64 ns or more) to the general path.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // no quick path there
@@ -223,21 +245,78 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         tick: u64,
         used: u64,
         grant: impl FnOnce() -> bool,
-        prev_is_zero: impl FnOnce() -> bool,
+        prev: impl FnOnce() -> u32,
+        unchanged: impl FnOnce() -> bool,
     ) -> Option<Result<(), Nanos>> {
         // The header's tick is one the ticker computed (`locate`, `tick`).
         let into = self.base.ticker.offset_in_own(e, tick)?;
         if used + u64::from(n) <= u64::from(s.limit) {
             return grant().then_some(Ok(()));
         }
-        if prev_is_zero() {
+        let slides = match prev() {
             // Every counted permit is in the current segment: they all come back together when
-            // it leaves the window, `segments` segments after it began, and then `n <= limit`
-            // fits. No ring to read: exactly the general path's answer (`retry_after`).
-            let ns = s.segments.checked_mul(self.base.ticker.period_ns())?;
-            return Some(Err(Nanos::from_u64(ns - into)));
+            // it leaves the window, and then `n <= limit` fits. No ring to read.
+            0 => s.segments,
+            prev => {
+                let missing = used + u64::from(n) - u64::from(s.limit);
+                let slides = self.slides_to_free(tick, tick, used - u64::from(prev), missing);
+                // The slots read belong to this word's window while the word stands.
+                unchanged().then_some(slides)?
+            }
+        };
+        // Exactly the general path's answer (`retry_after`).
+        let ns = slides.checked_mul(self.base.ticker.period_ns())?;
+        Some(Err(Nanos::from_u64(ns - into)))
+    }
+
+    /// How many segments the window ending at segment `base` must slide before `missing`
+    /// permits have left it (its oldest segments leave first), on a header at `tick` with `cur`
+    /// permits in it: `segments` if they only leave with the current segment.
+    #[inline]
+    fn slides_to_free(&self, base: u64, tick: u64, cur: u64, missing: u64) -> u64 {
+        let segments = self.segments;
+        // The window holds segments `first..=base`; segment `j` leaves it after
+        // `j + segments - base` slides.
+        let first = (base + 1).saturating_sub(segments);
+        let mut freed = 0;
+        let mut index = self.index(first);
+        for j in first..tick {
+            freed += u64::from(self.frozen_in(index, j));
+            if freed >= missing {
+                return j + segments - base;
+            }
+            index += 1;
+            if index == self.slots() {
+                index = 0;
+            }
         }
-        None
+        if tick >= first && freed + cur >= missing {
+            return tick + segments - base;
+        }
+        segments
+    }
+
+    /// The counts of the window ending at segment `base >= tick`, oldest first, for a header at
+    /// `tick` with `cur` permits in it: segments before `tick` from the ring, `tick` itself
+    /// `cur`, later ones empty. Consecutive segments sit in consecutive slots: one division
+    /// finds the first slot.
+    #[inline]
+    fn window_counts(&self, base: u64, tick: u64, cur: u64) -> impl Iterator<Item = u64> + '_ {
+        let segments = self.segments;
+        // Count `i` is segment `base + 1 + i - segments`, in slot `(base + 1 + i + slots - segments) % slots`.
+        let mut index = self.index(base + 1 + self.slots() - segments);
+        (0..segments).map(move |i| {
+            let count = match (base + 1 + i).checked_sub(segments) {
+                Some(j) if j < tick => u64::from(self.frozen_in(index, j)),
+                Some(j) if j == tick => cur,
+                _ => 0,
+            };
+            index += 1;
+            if index == self.slots() {
+                index = 0;
+            }
+            count
+        })
     }
 
     /// [`QuickPath::take_slow`]: the general transition (a slide, a denial and its RetryAfter,
@@ -258,27 +337,44 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
-            Err((Denied::Exhausted { .. }, h, (k, into))) => {
-                let wait = self.retry_after(k, into, h, n, barge);
+            Err((Denied::Exhausted { missing }, h, (k, into))) => {
+                let wait = self.retry_after(k, into, h, n, missing, barge);
                 Err(Rejection::after(&Reason::Exhausted, wait.at_least_1ns()))
             }
         }
     }
 
     /// The exact wait before `n` permits can be taken, seen from `into` ns into segment `k` by a
-    /// newcomer denied on the header `h`; behind an oldest-first queue, each waiter ahead is
-    /// served in turn (walked under the queue lock).
+    /// newcomer denied on the header `h`, `missing` permits short; behind an oldest-first queue,
+    /// each waiter ahead is served in turn (walked under the queue lock).
     #[cold]
-    pub(super) fn retry_after(&self, k: u64, into: u64, h: Header, n: u32, barge: bool) -> Nanos {
+    pub(super) fn retry_after(
+        &self,
+        k: u64,
+        into: u64,
+        h: Header,
+        n: u32,
+        missing: u64,
+        barge: bool,
+    ) -> Nanos {
         let newcomer = core::iter::once(n.max(1));
         if h.waiters && !barge {
-            self.base.queue.with_requests(|ahead| {
+            return self.base.queue.with_requests(|ahead| {
                 let h = self.header.load();
                 self.wait_behind(k, into, h, ahead.chain(newcomer))
-            })
-        } else {
-            self.wait_behind(k, into, h, newcomer)
+            });
         }
+        // Alone: the oldest segments leave until `missing` permits have, read from the ring while
+        // the header stays in its segment (then no slot of its window can be reused).
+        let base = k.min(TICK_MAX).max(h.tick);
+        let slides = self.slides_to_free(base, h.tick, u64::from(h.cur), missing);
+        if self.header.load().tick == h.tick {
+            return self
+                .base
+                .ticker
+                .wait_until(k, into, base, base.saturating_add(slides));
+        }
+        self.wait_behind(k, into, self.header.load(), newcomer)
     }
 
     /// How long until time alone lets the window grant `total` permits (in requests of at most
@@ -347,23 +443,14 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             .wait_until(k, into, base, base.saturating_add(slides))
     }
 
-    /// The counts of the window ending at segment `base >= h.tick`, oldest first: segments
-    /// before `h.tick` from the ring, `h.tick` itself from the header, later ones empty.
-    /// Consecutive segments sit in consecutive slots: one division finds the first slot.
+    /// The counts of the window ending at segment `base >= h.tick`, oldest first
+    /// ([`window_counts`](Self::window_counts)).
     fn read_window(&self, base: u64, h: Header, window: &mut [u64]) {
-        let segments = self.segments;
-        // `window[i]` is segment `base + 1 + i - segments`, in slot `(base + 1 + i) % segments`.
-        let mut index = self.index(base + 1);
-        for (i, c) in window.iter_mut().enumerate() {
-            *c = match (base + 1 + i as u64).checked_sub(segments) {
-                Some(j) if j < h.tick => u64::from(self.frozen_in(index, j)),
-                Some(j) if j == h.tick => u64::from(h.cur),
-                _ => 0,
-            };
-            index += 1;
-            if index == segments {
-                index = 0;
-            }
+        for (c, count) in window
+            .iter_mut()
+            .zip(self.window_counts(base, h.tick, u64::from(h.cur)))
+        {
+            *c = count;
         }
     }
 
@@ -460,9 +547,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         match h.try_take(k, n, s, barge, |j| self.frozen(j)) {
             Ok(_) => Ok(()),
             Err(Denied::Closed) => Err(Rejection::new(&Reason::Closed)),
-            Err(Denied::Exhausted { .. }) => Err(Rejection::after(
+            Err(Denied::Exhausted { missing }) => Err(Rejection::after(
                 &Reason::Exhausted,
-                self.retry_after(k, into, h, n, barge).at_least_1ns(),
+                self.retry_after(k, into, h, n, missing, barge)
+                    .at_least_1ns(),
             )),
         }
     }

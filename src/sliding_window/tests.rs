@@ -112,6 +112,53 @@ fn the_quick_denial_is_the_general_answer() {
     }
 }
 
+/// A denial behind earlier segments (answered from the ring: by the quick path, or by the
+/// general one's walk for a lone newcomer) waits exactly as long as the whole-window
+/// simulation ([`Header::slides_to_serve`]) says, on a ring of a power-of-two size (indexed by
+/// a mask, slots outliving the window) and of another size (indexed modulo `segments`).
+#[test]
+fn a_denial_behind_earlier_segments_is_the_simulated_answer() {
+    fn check<const N: usize>(limit: u32, period: u64, segments: u32) {
+        let window = Duration::from_nanos(period * u64::from(segments));
+        let clock = ManualClock::new();
+        let opts = SlidingWindowOptions::new(limit, window, segments);
+        let l: SlidingWindowLimiter<_, N> =
+            SlidingWindowLimiter::with_capacity(opts, &clock).unwrap();
+        // Permits spread over the segments of several windows, one more each segment while
+        // they fit; every instant of the last segments probed with every count.
+        let mut t = 1;
+        for seg in 0..u64::from(segments) * 3 {
+            at(&clock, seg * period + t % period);
+            t = t * 7 + 3;
+            if let Ok(lease) = l.try_acquire((seg % u64::from(limit)) as u32 + 1) {
+                lease.forget();
+            }
+            for n in 1..=limit {
+                let alone = l.core.wait_behind_waiters(&mut core::iter::empty(), n);
+                let header = l.core.header.load();
+                let peeked = crate::limiter::Peek::peek(&l, n).map(|_| ());
+                match l.try_acquire(n) {
+                    Ok(lease) => {
+                        assert!(peeked.is_ok() && alone.is_zero());
+                        lease.forget();
+                        l.give_back(n, header.tick);
+                    }
+                    Err(r) => {
+                        let (seg, n) = (seg, n);
+                        assert_eq!(r.retry_after(), Some(alone), "N {N} seg {seg} n {n}");
+                        assert_eq!(peeked.unwrap_err().retry_after(), Some(alone));
+                    }
+                }
+            }
+        }
+    }
+    for (limit, period, segments) in [(10, 1_000, 4), (7, 10, 3), (5, 3, 2), (6, 100, 1)] {
+        check::<4>(limit, period, segments);
+        check::<5>(limit, period, segments);
+        check::<16>(limit, period, segments);
+    }
+}
+
 /// Issue 9, item 2: a denied thread computes its RetryAfter after the header has moved on
 /// three segments, so every ring slot of the window it decided on now holds a later
 /// segment. Reading those slots against the stale header found no permit coming back and
@@ -136,7 +183,7 @@ fn retry_after_from_a_header_the_window_has_slid_past() {
     // The thread resumes with its reading (segment 1, 0 ns in) and its header: the window
     // (segments 2..=4 holding 0, 1, 1) has room for 1 when segment 3 leaves, at segment 6,
     // two segments after the start of segment 4 (where real time is at least).
-    let wait = l.core.retry_after(1, 0, decided, 1, false);
+    let wait = l.core.retry_after(1, 0, decided, 1, 1, false);
     assert_eq!(wait, Nanos::from_u64(20));
     at(&clock, 59);
     assert!(l.try_acquire(1).is_err());
