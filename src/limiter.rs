@@ -4,14 +4,7 @@
 use core::future::Future;
 use core::time::Duration;
 
-use crate::clock::Clock;
 use crate::lease::{Lease, Rejection, Statistics};
-use crate::wait::Acquire;
-use crate::{
-    ConcurrencyLimiter, FixedWindowLimiter, GcraLimiter, LeakyBucketMeter, LeakyBucketShaper,
-    PartitionLimiter, SlidingCounterLimiter, SlidingLogLimiter, SlidingWindowLimiter,
-    TokenBucketLimiter,
-};
 
 /// A limiter of rate or concurrency: grants leases of permits, or says why not.
 ///
@@ -492,48 +485,33 @@ pub trait AcquireAsync: Limiter {
 }
 
 /// The capabilities every limiter of this crate that waits in its own queue gets the same way,
-/// from its side of the waiting protocol: `AcquireAsync` ([`Acquire`]) and `Quota`
-/// (`quota::of_source`). One line per limiter type; `@acquire` gives the first alone (for
-/// `PartitionLimiter`, whose unlimited partitions report their quota otherwise).
+/// from its side of the waiting protocol: `AcquireAsync` ([`Acquire`](crate::wait::Acquire)) and
+/// `Quota` (`quota::of_source`). Invoked beside each limiter type; `@acquire` gives the first
+/// alone (for `PartitionLimiter`, whose unlimited partitions report their quota otherwise).
 macro_rules! queued_capabilities {
     (@acquire $ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+) => {
-        impl<C: $($bound +)+ $(, const $n: usize)?> AcquireAsync for $ty<C $(, $n)?> {
+        impl<C: $($bound +)+ $(, const $n: usize)?> $crate::limiter::AcquireAsync for $ty<C $(, $n)?> {
             type Acquire<'a>
-                = Acquire<'a, Self>
+                = $crate::wait::Acquire<'a, Self>
             where
                 Self: 'a;
 
             fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
-                Acquire::new(self, permits)
+                $crate::wait::Acquire::new(self, permits)
             }
         }
     };
-    ($($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+;)+) => {$(
-        queued_capabilities!(@acquire $ty<C $(, const $n: usize)?> where C: $($bound)|+);
+    ($ty:ident<C $(, const $n:ident: usize)?> where C: $($bound:path)|+) => {
+        $crate::limiter::queued_capabilities!(@acquire $ty<C $(, const $n: usize)?> where C: $($bound)|+);
 
-        impl<C: $($bound +)+ $(, const $n: usize)?> crate::quota::Quota for $ty<C $(, $n)?> {
-            fn quota(&self) -> crate::quota::QuotaState {
-                crate::quota::of_source(self)
+        impl<C: $($bound +)+ $(, const $n: usize)?> $crate::quota::Quota for $ty<C $(, $n)?> {
+            fn quota(&self) -> $crate::quota::QuotaState {
+                $crate::quota::of_source(self)
             }
         }
-    )+};
+    };
 }
-
-queued_capabilities! {
-    ConcurrencyLimiter<C> where C: Clock | Sync;
-    TokenBucketLimiter<C> where C: Clock;
-    FixedWindowLimiter<C> where C: Clock;
-    SlidingWindowLimiter<C, const N: usize> where C: Clock;
-    GcraLimiter<C> where C: Clock;
-    LeakyBucketMeter<C> where C: Clock;
-    LeakyBucketShaper<C> where C: Clock;
-    SlidingCounterLimiter<C> where C: Clock;
-    SlidingLogLimiter<C, const N: usize> where C: Clock;
-}
-
-queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);
-queued_capabilities!(@acquire NoLimitPartition<C> where C: Clock);
-use crate::partition::NoLimitPartition;
+pub(crate) use queued_capabilities;
 
 /// Owned leases for limiters held in an `Arc` (feature `alloc`): the lease keeps the limiter
 /// alive and can move to another task or thread.

@@ -23,7 +23,6 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::limiter::Limiter;
-use crate::partition::{NoLimitPartition, PartitionLimiter};
 use crate::wait::Source;
 use crate::NoopLimiter;
 
@@ -142,29 +141,6 @@ impl Quota for NoopLimiter {
             limit: u64::MAX,
             remaining: u64::MAX,
             reset_after: None,
-        }
-    }
-}
-
-impl<C: Clock> Quota for NoLimitPartition<C> {
-    fn quota(&self) -> QuotaState {
-        NoopLimiter::new().quota()
-    }
-}
-
-impl<C: Clock + Sync> Quota for PartitionLimiter<C> {
-    fn quota(&self) -> QuotaState {
-        match self {
-            PartitionLimiter::NoLimit(l) => l.quota(),
-            PartitionLimiter::Concurrency(l) => l.quota(),
-            PartitionLimiter::TokenBucket(l) => l.quota(),
-            PartitionLimiter::FixedWindow(l) => l.quota(),
-            PartitionLimiter::SlidingWindow(l) => l.quota(),
-            PartitionLimiter::Gcra(l) => l.quota(),
-            PartitionLimiter::LeakyMeter(l) => l.quota(),
-            PartitionLimiter::LeakyShaper(l) => l.quota(),
-            PartitionLimiter::SlidingCounter(l) => l.quota(),
-            PartitionLimiter::SlidingLog(l) => l.quota(),
         }
     }
 }

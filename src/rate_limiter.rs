@@ -213,6 +213,8 @@ macro_rules! rate_limiter {
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::wait::private::Sealed for $ty<C $(, $n)?> {}
 
+        $crate::limiter::queued_capabilities!($ty<C $(, const $n: usize)?> where C: $crate::clock::Clock);
+
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::wait::Source for $ty<C $(, $n)?> {
             fn queue(&self) -> &$crate::wait::WaitQueue {
                 &self.core.base.queue

@@ -10,7 +10,7 @@ use tollgate::{
     SlidingCounterOptions, SlidingLogLimiter, SlidingLogOptions,
 };
 
-use crate::harness::{accepted, Driver};
+use crate::driver::{accepted, Driver};
 use crate::input::{Count, Op, Period, Scenario, Shape, Start, CAPS};
 use crate::model::gcra::GcraModel;
 use crate::model::leaky_bucket::{MeterModel, ShaperModel};

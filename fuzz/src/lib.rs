@@ -10,6 +10,7 @@
 //!
 //! See `fuzz/README.md` for the targets and how to run them.
 
+pub mod driver;
 pub mod harness;
 pub mod harness_algos;
 pub mod input;

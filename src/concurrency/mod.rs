@@ -477,6 +477,8 @@ impl<C: Clock> ConcurrencyLimiter<C> {
     }
 }
 
+crate::limiter::queued_capabilities!(ConcurrencyLimiter<C> where C: Clock | Sync);
+
 impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     fn queue(&self) -> &WaitQueue {
         &self.queue

@@ -514,6 +514,14 @@ impl<C: Clock + Sync> Replenishing for PartitionLimiter<C> {
     }
 }
 
+impl<C: Clock + Sync> crate::quota::Quota for PartitionLimiter<C> {
+    fn quota(&self) -> crate::quota::QuotaState {
+        each!(self, l => l.quota())
+    }
+}
+
+crate::limiter::queued_capabilities!(@acquire PartitionLimiter<C> where C: Clock | Sync);
+
 impl<C: Clock + Sync> wait::private::Sealed for PartitionLimiter<C> {}
 
 impl<C: Clock + Sync> Source for PartitionLimiter<C> {
@@ -653,6 +661,15 @@ impl<C: Clock> Limiter for NoLimitPartition<C> {
 impl<C: Clock> Release for NoLimitPartition<C> {
     fn release(&self, _permits: u32) {}
 }
+
+/// An unlimited partition's quota: the no-op limiter's (unbounded, nothing to reset).
+impl<C: Clock> crate::quota::Quota for NoLimitPartition<C> {
+    fn quota(&self) -> crate::quota::QuotaState {
+        NoopLimiter::new().quota()
+    }
+}
+
+crate::limiter::queued_capabilities!(@acquire NoLimitPartition<C> where C: Clock);
 
 impl<C: Clock> wait::private::Sealed for NoLimitPartition<C> {}
 
