@@ -445,6 +445,9 @@ mod tests {
         // Deserializing does not validate; the constructor does, with a typed error.
         let zero: SlidingCounterOptions =
             serde_json::from_str(r#"{"permit_limit": 0, "window": "1s"}"#).unwrap();
-        assert_eq!(zero.validate(), Err(crate::OptionsError::ZeroLimit));
+        assert_eq!(
+            zero.validate(),
+            Err(crate::options::OptionsError::ZeroLimit)
+        );
     }
 }

@@ -55,7 +55,7 @@ pub(crate) struct RateBase<C, Q> {
 impl<C, Q> RateBase<C, Q> {
     crate::sync::const_unless_loom! {
         /// Time in units of `unit` ns counted from `origin`, nothing counted yet.
-        pub(crate) fn new(origin: crate::Instant, unit: u64, queue: Q, clock: C) -> Self {
+        pub(crate) fn new(origin: crate::clock::Instant, unit: u64, queue: Q, clock: C) -> Self {
             Self {
                 ticker: crate::ticks::Ticker::new(origin, unit),
                 counters: crate::stats::Counters::new(),
@@ -174,12 +174,12 @@ macro_rules! sliding_limiter {
         > $ty<C, $($n,)? Q> {
             $(
                 $(#[$with_capacity])*
-                pub fn with_capacity(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+                pub fn with_capacity(options: $options, clock: C) -> Result<Self, $crate::options::OptionsError> {
                     Self::build(options, clock)
                 }
             )?
 
-            fn build($o: $options, $c: C) -> Result<Self, $crate::OptionsError> {
+            fn build($o: $options, $c: C) -> Result<Self, $crate::options::OptionsError> {
                 let $valid = $o.validate($($n)?)?;
                 let $q = Q::for_options($o.queue_limit, $o.queue_order)?;
                 let $origin = $c.now();
@@ -189,8 +189,8 @@ macro_rules! sliding_limiter {
             $crate::sync::const_unless_loom! {
                 /// A limiter of valid `options` whose time counts from the clock's epoch.
                 fn at_epoch_with($o: $options, $q: Q, $c: C) -> Self {
-                    let $valid = $crate::OptionsError::valid_in_const($o.validate($($n)?));
-                    let $origin = $crate::Instant::ZERO;
+                    let $valid = $crate::options::OptionsError::valid_in_const($o.validate($($n)?));
+                    let $origin = $crate::clock::Instant::ZERO;
                     $make
                 }
             }
@@ -198,7 +198,7 @@ macro_rules! sliding_limiter {
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             $(#[$reconfigure])*
-            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
+            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::options::OptionsError> {
                 let limit = self.checked(&options)?;
                 let queue = &self.core.base.queue;
                 queue.reconfigure(self, options.queue_limit, limit, || {

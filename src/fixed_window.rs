@@ -6,7 +6,7 @@ use crate::bucket::BucketCore;
 use crate::clock::Clock;
 use crate::options::OptionsError;
 use crate::queue_kind::{unchanged, QueueKind};
-use crate::TokenBucketOptions;
+use crate::token_bucket::TokenBucketOptions;
 
 crate::options::limit_per_window! {
     /// Options of a [`FixedWindowLimiter`] (.NET `FixedWindowRateLimiterOptions`, without

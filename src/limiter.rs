@@ -555,7 +555,7 @@ pub(crate) use queued_capabilities;
 pub trait AcquireOwned: Limiter {
     /// Turns a lease of this limiter into an owned one holding a handle to it.
     #[doc(hidden)]
-    fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease;
+    fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::lease::OwnedLease;
 
     /// Like [`Limiter::try_acquire`], returning a lease that owns a handle to the limiter.
     ///
@@ -574,7 +574,7 @@ pub trait AcquireOwned: Limiter {
     fn try_acquire_owned(
         self: &alloc::sync::Arc<Self>,
         permits: u32,
-    ) -> Result<crate::OwnedLease, Rejection> {
+    ) -> Result<crate::lease::OwnedLease, Rejection> {
         let lease = self.try_acquire(permits)?;
         Ok(self.own(lease))
     }
@@ -601,7 +601,7 @@ pub trait AcquireOwned: Limiter {
     fn acquire_owned(
         self: &alloc::sync::Arc<Self>,
         permits: u32,
-    ) -> impl Future<Output = Result<crate::OwnedLease, Rejection>> + 'static
+    ) -> impl Future<Output = Result<crate::lease::OwnedLease, Rejection>> + 'static
     where
         Self: AcquireAsync + 'static,
     {
@@ -616,15 +616,15 @@ pub trait AcquireOwned: Limiter {
 #[cfg(feature = "alloc")]
 impl<L> AcquireOwned for L
 where
-    L: Limiter + crate::Release + Send + Sync + 'static,
+    L: Limiter + crate::lease::Release + Send + Sync + 'static,
 {
-    fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::OwnedLease {
+    fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::lease::OwnedLease {
         let returns = lease.returns_permits();
         let permits = lease.forget();
         if returns {
-            crate::OwnedLease::releasing(permits, self.clone())
+            crate::lease::OwnedLease::releasing(permits, self.clone())
         } else {
-            crate::OwnedLease::unreleased(permits)
+            crate::lease::OwnedLease::unreleased(permits)
         }
     }
 }

@@ -35,7 +35,10 @@ use std::string::String;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::vec::Vec;
 
-use crate::{Clock, Limiter, Partitioned, Statistics};
+use crate::clock::Clock;
+use crate::lease::Statistics;
+use crate::limiter::Limiter;
+use crate::partition::Partitioned;
 
 /// Something whose statistics a [`Registry`] reads: every [`Limiter`] (one observation) and
 /// every [`Partitioned`] limiter (one observation per stored partition, keyed). For anything

@@ -270,7 +270,7 @@ macro_rules! with_queue {
                 "assert_eq!((q.queue_limit, q.queue_order), (3, QueueOrder::NewestFirst));\n",
                 "```",
             )]
-            pub const fn with_queue(self, limit: u32, order: $crate::QueueOrder) -> Self {
+            pub const fn with_queue(self, limit: u32, order: $crate::options::QueueOrder) -> Self {
                 Self {
                     queue_limit: limit,
                     queue_order: order,
@@ -308,7 +308,7 @@ macro_rules! limit_per_window {
             pub queue_limit: u32,
             /// The order queued requests are served in.
             #[doc(alias = "QueueProcessingOrder")]
-            pub queue_order: $crate::QueueOrder,
+            pub queue_order: $crate::options::QueueOrder,
         }
 
         impl $ty {
@@ -328,7 +328,7 @@ macro_rules! limit_per_window {
                     permit_limit,
                     window,
                     queue_limit: 0,
-                    queue_order: $crate::QueueOrder::OldestFirst,
+                    queue_order: $crate::options::QueueOrder::OldestFirst,
                 }
             }
 
@@ -345,7 +345,7 @@ macro_rules! limit_per_window {
                     "```",
                 )]
                 pub const fn per(period: ::core::time::Duration, n: u32) -> Self {
-                    Self::new(n, period).with_queue($crate::options::UNBOUNDED_QUEUE, $crate::QueueOrder::OldestFirst)
+                    Self::new(n, period).with_queue($crate::options::UNBOUNDED_QUEUE, $crate::options::QueueOrder::OldestFirst)
                 }
             )?
         }

@@ -33,10 +33,14 @@
 use core::time::Duration;
 
 use crate::fixed_window::FixedWindowOptions;
+use crate::gcra::GcraOptions;
+use crate::leaky_bucket::ShaperOptions;
+use crate::options::QueueOrder;
 use crate::options::UNBOUNDED_QUEUE;
+use crate::sliding_counter::SlidingCounterOptions;
+use crate::sliding_log::SlidingLogOptions;
 use crate::sliding_window::SlidingWindowOptions;
 use crate::token_bucket::TokenBucketOptions;
-use crate::{GcraOptions, QueueOrder, ShaperOptions, SlidingCounterOptions, SlidingLogOptions};
 
 /// Segments of a sliding window built by the quota-style constructors (within the default ring
 /// capacity of 16).

@@ -175,10 +175,10 @@ macro_rules! quick_path {
                 self.$quick(e, n, c)
             }
             #[inline(always)]
-            fn take_slow(&self, e: u64, n: u32, c: $config, serve: impl FnOnce()) -> Result<(), $crate::Rejection> {
+            fn take_slow(&self, e: u64, n: u32, c: $config, serve: impl FnOnce()) -> Result<(), $crate::lease::Rejection> {
                 self.$general(e, n, c, serve)
             }
-            fn judge(&self, e: u64, n: u32, c: $config) -> Result<(), $crate::Rejection> {
+            fn judge(&self, e: u64, n: u32, c: $config) -> Result<(), $crate::lease::Rejection> {
                 self.$judge(e, n, c)
             }
         }

@@ -21,10 +21,9 @@
 
 use core::time::Duration;
 
-use crate::clock::Clock;
 use crate::limiter::Limiter;
+use crate::noop::NoopLimiter;
 use crate::wait::Source;
-use crate::NoopLimiter;
 
 /// A limiter's quota at one instant.
 ///
@@ -145,50 +144,14 @@ impl Quota for NoopLimiter {
     }
 }
 
-#[cfg(feature = "std")]
-impl<K, C, S> crate::KeyedLimiter<K, C, S>
-where
-    K: core::hash::Hash + ?Sized,
-    C: Clock,
-    S: core::hash::BuildHasher,
-{
-    /// `key`'s quota: the bucket's limit, its tokens now (the limit for a key not stored), and
-    /// how long until it gains one more (`None` when full).
-    ///
-    /// ```
-    /// use core::time::Duration;
-    /// use tollgate::*;
-    ///
-    /// let clock = ManualClock::new();
-    /// let l: KeyedLimiter<str, _> = KeyedLimiter::token_bucket_with_clock(
-    ///     TokenBucketOptions::new(4, 1, Duration::from_secs(2)),
-    ///     PartitionConfig::default(),
-    ///     &clock,
-    /// )
-    /// .unwrap();
-    /// let _ = l.try_acquire("alice", 3).unwrap();
-    /// let q = l.quota("alice");
-    /// assert_eq!((q.limit, q.remaining, q.reset_after), (4, 1, Some(Duration::from_secs(2))));
-    /// assert_eq!(l.quota("bob").remaining, 4);
-    /// ```
-    pub fn quota(&self, key: &K) -> QuotaState {
-        let (remaining, reset_after) = self.quota_parts(key);
-        QuotaState {
-            limit: u64::from(self.limit()),
-            remaining,
-            reset_after,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
-        ManualClock, SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter,
-        TokenBucketOptions,
-    };
+    use crate::clock::ManualClock;
+    use crate::concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
+    use crate::fixed_window::{FixedWindowLimiter, FixedWindowOptions};
+    use crate::sliding_window::{SlidingWindowLimiter, SlidingWindowOptions};
+    use crate::token_bucket::{TokenBucketLimiter, TokenBucketOptions};
 
     #[test]
     fn token_bucket_reports_the_next_refill() {
@@ -242,7 +205,7 @@ mod tests {
 
     #[cfg(feature = "std")]
     #[test]
-    fn concurrency_has_no_reset_and_partition_limiter_delegates() {
+    fn concurrency_has_no_reset() {
         let c = ConcurrencyLimiter::new(ConcurrencyOptions::new(3)).unwrap();
         let lease = c.try_acquire(2).unwrap();
         assert_eq!(
@@ -254,14 +217,5 @@ mod tests {
             }
         );
         drop(lease);
-        let kind = crate::PartitionKind::concurrency(ConcurrencyOptions::new(3)).unwrap();
-        assert_eq!(kind.limiter(ManualClock::new()).quota().remaining, 3);
-        assert_eq!(
-            crate::PartitionKind::NO_LIMIT
-                .limiter(ManualClock::new())
-                .quota()
-                .limit,
-            u64::MAX
-        );
     }
 }

@@ -33,27 +33,27 @@ macro_rules! rate_limiter {
         /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
         /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
         /// map.)
-        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C, $($n,)? $crate::NoQueue> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             fn release(&self, _permits: u32) {}
         }
 
-        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C, $($n,)? $crate::NoQueue> {
-            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
+            fn peek(&self, permits: u32) -> Result<(), $crate::lease::Rejection> {
                 self.core.peek(permits)
             }
         }
 
         /// Without a queue: the same decisions, nothing to serve or wait in.
-        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C, $($n,)? $crate::NoQueue> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             #[inline]
-            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
+            fn try_acquire(&self, permits: u32) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
                 self.core
-                    .try_acquire_counted(permits, || $crate::Lease::unreleased(permits), || {})
+                    .try_acquire_counted(permits, || $crate::lease::Lease::unreleased(permits), || {})
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()
             }
-            fn statistics(&self) -> $crate::Statistics {
+            fn statistics(&self) -> $crate::lease::Statistics {
                 self.core.base.counters.statistics(self.core.available(), 0)
             }
             fn idle_duration(&self) -> Option<::core::time::Duration> {
@@ -69,7 +69,7 @@ macro_rules! rate_limiter {
 
         /// Without a queue there is nobody to serve: `replenish` only brings the state up to
         /// date, and `next_service` is always `None`.
-        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Replenishing for $ty<C, $($n,)? $crate::NoQueue> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Replenishing for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             fn replenishment_period(&self) -> ::core::time::Duration {
                 self.core.period()
             }
@@ -140,7 +140,7 @@ macro_rules! rate_limiter {
                 &self,
                 permits: u32,
                 timeout: Option<::core::time::Duration>,
-            ) -> Result<$crate::Lease<'_>, $crate::Rejection> {
+            ) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
                 $crate::wait::acquire_blocking(self, permits, timeout)
             }
         }
@@ -153,24 +153,24 @@ macro_rules! rate_limiter {
         }
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C $(, $n)?> {
-            fn peek(&self, permits: u32) -> Result<(), $crate::Rejection> {
+            fn peek(&self, permits: u32) -> Result<(), $crate::lease::Rejection> {
                 self.core.peek(permits)
             }
         }
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C $(, $n)?> {
             #[inline]
-            fn try_acquire(&self, permits: u32) -> Result<$crate::Lease<'_>, $crate::Rejection> {
+            fn try_acquire(&self, permits: u32) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
                 self.core.try_acquire_counted(
                     permits,
-                    || $crate::Lease::unreleased(permits),
+                    || $crate::lease::Lease::unreleased(permits),
                     || self.core.base.queue.serve(self),
                 )
             }
             fn available_permits(&self) -> u64 {
                 self.core.available()
             }
-            fn statistics(&self) -> $crate::Statistics {
+            fn statistics(&self) -> $crate::lease::Statistics {
                 let queued = self.core.base.queue.queued_permits();
                 self.core.base.counters.statistics(self.core.available(), queued)
             }
@@ -225,7 +225,7 @@ macro_rules! rate_limiter {
             fn limit(&self) -> u32 {
                 self.core.limit()
             }
-            fn take_now(&self, n: u32) -> Result<(), $crate::Rejection> {
+            fn take_now(&self, n: u32) -> Result<(), $crate::lease::Rejection> {
                 self.core.take(n, || self.core.base.queue.serve(self))
             }
             fn take_locked(&self, n: u32, flag: bool) -> $crate::wait::LockedTake {
@@ -257,8 +257,8 @@ macro_rules! rate_limiter {
             fn wait_for_permits(&self, total: u64) -> Option<::core::time::Duration> {
                 Some(self.core.wait_for(total))
             }
-            fn lease(&self, n: u32) -> $crate::Lease<'_> {
-                $crate::Lease::unreleased(n)
+            fn lease(&self, n: u32) -> $crate::lease::Lease<'_> {
+                $crate::lease::Lease::unreleased(n)
             }
             fn timed(&self) -> bool {
                 $crate::clock::Clock::advances_by_itself(&self.core.base.clock)
@@ -284,7 +284,7 @@ macro_rules! unqueued_constructors {
         $opts:literal,
         apply = $apply:expr $(,)?
     ) => {
-        impl<C: $crate::clock::Clock> $ty<C, $($d,)? $crate::NoQueue> {
+        impl<C: $crate::clock::Clock> $ty<C, $($d,)? $crate::queue_kind::NoQueue> {
             /// A limiter without a wait queue ([`NoQueue`](crate::NoQueue)), reading time from
             /// `clock`: the decisions of `with_clock`'s limiter, with no `acquire` and none of
             /// the queue's code or memory. The options' queue limit must be 0
@@ -306,12 +306,12 @@ macro_rules! unqueued_constructors {
                 "assert_eq!(refused.unwrap_err(), OptionsError::NoWaitQueue);\n",
                 "```",
             )]
-            pub fn without_queue(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+            pub fn without_queue(options: $options, clock: C) -> Result<Self, $crate::options::OptionsError> {
                 Self::build(options, clock)
             }
         }
 
-        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C, $($n,)? $crate::NoQueue> {
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             $crate::sync::const_unless_loom! {
                 /// `at_epoch` without a wait queue ([`NoQueue`](crate::NoQueue)): a `static`
                 /// limiter for firmware that shares it with interrupt handlers and never waits.
@@ -331,7 +331,7 @@ macro_rules! unqueued_constructors {
                     "```",
                 )]
                 pub fn at_epoch_without_queue(options: $options, clock: C) -> Self {
-                    Self::at_epoch_with(options, $crate::NoQueue::in_const(options.queue_limit), clock)
+                    Self::at_epoch_with(options, $crate::queue_kind::NoQueue::in_const(options.queue_limit), clock)
                 }
             }
 
@@ -349,9 +349,9 @@ macro_rules! unqueued_constructors {
                 "assert!(bare.reconfigure(", $opts, ".with_queue(0, QueueOrder::NewestFirst)).is_ok());\n",
                 "```",
             )]
-            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
+            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::options::OptionsError> {
                 let checked = self.checked(&options)?;
-                $crate::NoQueue::checked(options.queue_limit)?;
+                $crate::queue_kind::NoQueue::checked(options.queue_limit)?;
                 let apply: fn(&Self, _, $options) = $apply;
                 apply(self, checked, options);
                 Ok(())
@@ -371,7 +371,7 @@ pub(crate) use unqueued_constructors;
 macro_rules! limiter_front {
     ($ty:ident $(<const $n:ident = $d:literal>)?, $options:ty, $what:literal, $opts:literal $(,)?) => {
         #[cfg(feature = "std")]
-        impl $ty<$crate::StdClock> {
+        impl $ty<$crate::clock::StdClock> {
             #[doc = concat!(
                 "A ", $what, " on the system clock",
                 $(", with the default ring of ", stringify!($d), " (another size: `with_capacity`)",)?
@@ -384,8 +384,8 @@ macro_rules! limiter_front {
                 "assert!(limiter.try_acquire(1).is_ok());\n",
                 "```",
             )]
-            pub fn new(options: $options) -> Result<Self, $crate::OptionsError> {
-                Self::with_clock(options, $crate::StdClock)
+            pub fn new(options: $options) -> Result<Self, $crate::options::OptionsError> {
+                Self::with_clock(options, $crate::clock::StdClock)
             }
         }
 
@@ -409,7 +409,7 @@ macro_rules! limiter_front {
                 "assert!(denied.retry_after().is_some());\n",
                 "```",
             )]
-            pub fn with_clock(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+            pub fn with_clock(options: $options, clock: C) -> Result<Self, $crate::options::OptionsError> {
                 Self::build(options, clock)
             }
         }

@@ -414,11 +414,11 @@ impl<C: Clock> BucketCore<C, WaitQueue> {
     }
 }
 
-impl<C: Clock> BucketCore<C, crate::NoQueue> {
+impl<C: Clock> BucketCore<C, crate::queue_kind::NoQueue> {
     /// Changes the refill with no queue to serve (the caller checked it fits): the old refill
     /// governs the time before the change.
     pub(crate) fn set_refill(&self, refill: Refill) {
-        crate::NoQueue::serialized(|| {
+        crate::queue_kind::NoQueue::serialized(|| {
             self.catch_up();
             self.refill.set(refill);
         });
@@ -474,7 +474,7 @@ macro_rules! bucket_limiter {
             )]
             pub fn options(&self) -> $options {
                 let r = self.core.refill();
-                $options::from_bucket($crate::TokenBucketOptions {
+                $options::from_bucket($crate::token_bucket::TokenBucketOptions {
                     token_limit: r.limit,
                     tokens_per_period: r.per_tick,
                     replenishment_period: self.core.period(),
@@ -506,7 +506,7 @@ macro_rules! bucket_limiter {
                 /// A limiter of valid `options` whose time counts from the clock's epoch.
                 fn at_epoch_with(options: $options, queue: Q, clock: C) -> Self {
                     let period = OptionsError::valid_in_const(options.validate());
-                    let origin = crate::Instant::ZERO;
+                    let origin = crate::clock::Instant::ZERO;
                     Self {
                         core: BucketCore::at(options.refill(), period, queue, clock, origin),
                     }

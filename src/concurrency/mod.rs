@@ -207,13 +207,13 @@ impl<C: Clock, Q> ConcurrencyLimiter<C, Q> {
 }
 
 #[cfg(feature = "std")]
-impl ConcurrencyLimiter<crate::StdClock> {
+impl ConcurrencyLimiter<crate::clock::StdClock> {
     /// A limiter on the system clock. The clock only dates idleness, and no release reads it
     /// (see the type's docs): `idle_duration` dates idleness from the first call that sees it.
     /// For exact dating at a clock read's cost, build it `with_clock(options,
     /// CoarseClock::new()?)`: one relaxed load.
     pub fn new(options: ConcurrencyOptions) -> Result<Self, OptionsError> {
-        Self::with_clock(options, crate::StdClock)
+        Self::with_clock(options, crate::clock::StdClock)
     }
 }
 
@@ -741,7 +741,7 @@ mod tests {
     use core::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use crate::ManualClock;
+    use crate::clock::ManualClock;
 
     const SEC: Duration = Duration::from_secs(1);
 

@@ -374,7 +374,7 @@ macro_rules! gcra_limiter {
 
         impl<C: $crate::clock::Clock> $ty<C> {
             $(#[$reconfigure])*
-            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::OptionsError> {
+            pub fn reconfigure(&self, options: $options) -> Result<(), $crate::options::OptionsError> {
                 let p = self.checked(&options)?;
                 self.core.reconfigure(self, p, options.queue_limit, || {});
                 Ok(())
@@ -382,7 +382,7 @@ macro_rules! gcra_limiter {
         }
 
         impl<C: $crate::clock::Clock, Q: $crate::queue_kind::QueueKind> $ty<C, Q> {
-            fn build(options: $options, clock: C) -> Result<Self, $crate::OptionsError> {
+            fn build(options: $options, clock: C) -> Result<Self, $crate::options::OptionsError> {
                 let params = $crate::gcra::params(options.interval, options.$burst, $shape)?;
                 let queue = Q::for_options(options.queue_limit, options.queue_order)?;
                 Ok(Self {
@@ -406,7 +406,7 @@ macro_rules! gcra_limiter {
             fn checked(
                 &self,
                 options: &$options,
-            ) -> Result<$crate::gcra::state::Params, $crate::OptionsError> {
+            ) -> Result<$crate::gcra::state::Params, $crate::options::OptionsError> {
                 let p = $crate::gcra::params(options.interval, options.$burst, $shape)?;
                 let before = self.options().queue_order;
                 $crate::queue_kind::unchanged::<Q>(true, options.queue_order, before)?;
@@ -421,10 +421,10 @@ macro_rules! gcra_limiter {
                     let params = $crate::gcra::params(options.interval, options.$burst, $shape);
                     Self {
                         core: $crate::gcra::GcraCore::at(
-                            $crate::OptionsError::valid_in_const(params),
+                            $crate::options::OptionsError::valid_in_const(params),
                             queue,
                             clock,
-                            $crate::Instant::ZERO,
+                            $crate::clock::Instant::ZERO,
                         ),
                     }
                 }
@@ -626,7 +626,7 @@ impl<C: Clock, Q> GcraCore<C, Q> {
     crate::sync::const_unless_loom! {
         /// A fresh core whose time counts from `origin`
         /// ([`Instant::ZERO`](crate::Instant::ZERO) for a constant).
-        pub(crate) fn at(params: Params, queue: Q, clock: C, origin: crate::Instant) -> Self {
+        pub(crate) fn at(params: Params, queue: Q, clock: C, origin: crate::clock::Instant) -> Self {
             Self {
                 word: Single::new(AtomicU64::new(Gcra::FRESH.pack())),
                 base: RateBase::new(origin, 1, queue, clock),

@@ -199,7 +199,7 @@ impl<C: Clock, Q> LeakyBucketMeter<C, Q> {
         fn at_epoch_with(options: LeakyBucketOptions, queue: Q, clock: C) -> Self {
             let params = OptionsError::valid_in_const(options.params());
             Self {
-                core: GcraCore::at(params, queue, clock, crate::Instant::ZERO),
+                core: GcraCore::at(params, queue, clock, crate::clock::Instant::ZERO),
                 options: crate::wait::Lock::new(options),
             }
         }

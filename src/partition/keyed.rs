@@ -587,6 +587,34 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         }
     }
 
+    /// `key`'s quota: the bucket's limit, its tokens now (the limit for a key not stored), and
+    /// how long until it gains one more (`None` when full).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let l: KeyedLimiter<str, _> = KeyedLimiter::token_bucket_with_clock(
+    ///     TokenBucketOptions::new(4, 1, Duration::from_secs(2)),
+    ///     PartitionConfig::default(),
+    ///     &clock,
+    /// )
+    /// .unwrap();
+    /// let _ = l.try_acquire("alice", 3).unwrap();
+    /// let q = l.quota("alice");
+    /// assert_eq!((q.limit, q.remaining, q.reset_after), (4, 1, Some(Duration::from_secs(2))));
+    /// assert_eq!(l.quota("bob").remaining, 4);
+    /// ```
+    pub fn quota(&self, key: &K) -> crate::quota::QuotaState {
+        let (remaining, reset_after) = self.quota_parts(key);
+        crate::quota::QuotaState {
+            limit: u64::from(self.limit()),
+            remaining,
+            reset_after,
+        }
+    }
+
     /// How long `key`'s bucket has been full; `None` while it is not full, and for a key not
     /// stored (which has no history: it would get a full bucket).
     ///

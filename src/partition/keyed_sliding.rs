@@ -47,8 +47,8 @@ use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::OptionsError;
 use crate::sliding_counter::state::{Counter, Shape};
+use crate::sliding_counter::SlidingCounterOptions;
 use crate::ticks::{Ticker, HORIZON_NS};
-use crate::SlidingCounterOptions;
 
 use super::evict::Idle;
 

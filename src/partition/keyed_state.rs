@@ -22,7 +22,7 @@ use crate::clock::Instant;
 use crate::lease::{Reason, Rejection};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
-use crate::TokenBucketOptions;
+use crate::token_bucket::TokenBucketOptions;
 #[cfg(feature = "std")]
 use crate::{
     gcra::state::{Gcra, Params},
@@ -63,7 +63,7 @@ impl KeyedBucket {
     /// A fixed window: the token bucket it is ([`as_bucket`](crate::FixedWindowOptions::as_bucket)).
     #[cfg(feature = "std")]
     pub(crate) fn fixed_window(
-        o: &crate::FixedWindowOptions,
+        o: &crate::fixed_window::FixedWindowOptions,
         now: Instant,
     ) -> Result<Self, OptionsError> {
         Self::token_bucket(&o.as_bucket(), now)

@@ -277,7 +277,12 @@ pub(crate) trait Visit<C: Clock + Sync> {
 /// A limiter type a [`PartitionKind`] makes: one variant of [`PartitionLimiter`].
 #[cfg(feature = "http")]
 pub(crate) trait Member<C: Clock + Sync>:
-    Compact + Limiter + Release + crate::AcquireAsync + crate::Quota + Into<PartitionLimiter<C>>
+    Compact
+    + Limiter
+    + Release
+    + crate::limiter::AcquireAsync
+    + crate::quota::Quota
+    + Into<PartitionLimiter<C>>
 {
     /// Brings the state up to date and serves the waiters whose permits came (a rate
     /// limiter's `replenish`; nothing for the others, served by releases or never short).
@@ -710,5 +715,21 @@ impl<C: Clock> Source for NoLimitPartition<C> {
     }
     fn lease(&self, n: u32) -> Lease<'_> {
         Lease::unreleased(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::concurrency::ConcurrencyOptions;
+    use crate::quota::Quota;
+
+    #[test]
+    fn a_partition_limiter_reports_its_limiters_quota() {
+        let kind = PartitionKind::concurrency(ConcurrencyOptions::new(3)).unwrap();
+        assert_eq!(kind.limiter(ManualClock::new()).quota().remaining, 3);
+        let unlimited = PartitionKind::NO_LIMIT.limiter(ManualClock::new());
+        assert_eq!(unlimited.quota().limit, u64::MAX);
     }
 }

@@ -183,10 +183,10 @@ where
     /// drop(owned);
     /// assert!(limiter.try_acquire(&7, 1).is_ok());
     /// ```
-    pub fn into_owned(mut self) -> crate::OwnedLease {
+    pub fn into_owned(mut self) -> crate::lease::OwnedLease {
         match self.slot.take() {
-            Some(slot) => crate::OwnedLease::releasing(self.permits, slot),
-            None => crate::OwnedLease::unreleased(self.permits),
+            Some(slot) => crate::lease::OwnedLease::releasing(self.permits, slot),
+            None => crate::lease::OwnedLease::unreleased(self.permits),
         }
     }
 }

@@ -326,7 +326,7 @@ fn within_span(span_us: u128) -> Result<(), RedisConfigError> {
 /// constructors' waiting default ([`UNBOUNDED_QUEUE`](crate::UNBOUNDED_QUEUE)), which a
 /// limiter without a queue accepts and ignores.
 fn asks_for_queue(queue_limit: u32) -> bool {
-    queue_limit != 0 && queue_limit != crate::UNBOUNDED_QUEUE
+    queue_limit != 0 && queue_limit != crate::options::UNBOUNDED_QUEUE
 }
 
 impl Algorithm {

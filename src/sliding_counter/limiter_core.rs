@@ -37,7 +37,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             limit: u32,
             window: u64,
             queue: Q,
-            origin: crate::Instant,
+            origin: crate::clock::Instant,
             clock: C,
         ) -> Self {
             Self {

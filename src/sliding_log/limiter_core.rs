@@ -36,7 +36,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
             limit: u32,
             window: u64,
             queue: Q,
-            origin: crate::Instant,
+            origin: crate::clock::Instant,
             clock: C,
         ) -> Self {
             Self {

@@ -64,7 +64,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             options: &SlidingWindowOptions,
             segment: u64,
             queue: Q,
-            origin: crate::Instant,
+            origin: crate::clock::Instant,
             clock: C,
         ) -> Self {
             Self {

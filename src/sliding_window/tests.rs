@@ -1,14 +1,14 @@
 //! Unit tests of the sliding window's limiter: both header layouts, the quick denial, the
 //! RetryAfter snapshots.
 use super::*;
+use crate::clock::ManualClock;
 use crate::nanos::Nanos;
 use crate::state_cell::StateCell;
 use crate::wait::Source;
-use crate::ManualClock;
 use crate::{Lease, Limiter, Replenishing};
 
 fn at(clock: &ManualClock, ns: u64) {
-    clock.set(crate::Instant::from_nanos(ns));
+    clock.set(crate::clock::Instant::from_nanos(ns));
 }
 
 /// The 64-bit and 128-bit headers hold the same state through the same transitions: a

@@ -19,7 +19,7 @@
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod tally;
 
-use crate::Rejection;
+use crate::lease::Rejection;
 
 /// The `tracing` feature's events, all with target `tollgate`, emitted where requests are
 /// counted (so every limiter and partition emits them, and nothing else does):
@@ -36,7 +36,7 @@ use crate::Rejection;
 /// feature, none of this is compiled.
 #[cfg(feature = "tracing")]
 pub(crate) mod trace {
-    use crate::Reason;
+    use crate::lease::Reason;
     use core::time::Duration;
 
     #[cold]
@@ -214,9 +214,9 @@ impl Counters {
     }
 
     /// A limiter's statistics: `available` and `queued` permits now, and these counts.
-    pub(crate) fn statistics(&self, available: u64, queued: u64) -> crate::Statistics {
+    pub(crate) fn statistics(&self, available: u64, queued: u64) -> crate::lease::Statistics {
         let (total_successful, total_failed) = self.totals();
-        crate::Statistics {
+        crate::lease::Statistics {
             available_permits: available,
             queued_permits: queued,
             total_successful,
@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn counters_count_both_sides() {
         let c = Counters::new();
-        let no = crate::Rejection::new(&crate::Reason::Exhausted);
+        let no = crate::lease::Rejection::new(&crate::lease::Reason::Exhausted);
         let _ = c.count(Ok(()));
         let _ = c.count::<()>(Err(no));
         let _ = c.count::<()>(Err(no));
