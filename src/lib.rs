@@ -101,6 +101,7 @@ pub mod per;
 mod queue_kind;
 mod quick_path;
 mod quota;
+mod rate_core;
 mod rate_limiter;
 mod reciprocal;
 #[cfg(feature = "redis")]

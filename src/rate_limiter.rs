@@ -3,32 +3,47 @@
 //! limiter type whose `core` field is a rate core — [`BucketCore`](crate::bucket::BucketCore)
 //! (token bucket, fixed window), [`GcraCore`](crate::gcra::GcraCore) (GCRA, leaky meter,
 //! leaky shaper), or the cores of the sliding window, the sliding counter and the sliding log.
-//! Every core answers the same methods, so every capability below is written once for all
-//! eight rate limiters.
+//! Every impl here forwards to the core: the behaviour is the core's.
 //!
-//! What a core provides (inherent methods, same names and signatures in each): the counted
-//! `try_acquire_counted`, `peek`, the uncounted `take`, and for the queue `take_locked`,
-//! `take_for_waiter`, `give_back`, `wait_for`, `wait_behind_waiters`; for the rest
-//! `available`, `statistics`, `idle_duration`, `limit`, `period`, `replenished` (what
-//! `replenish` answers once the queue is served); and the fields `counters`, `queue`, `clock`.
-//! `close`, `is_closed`, `has_waiters` and `clear_waiters` come from
-//! [`CellCore`](crate::state_cell::CellCore) for a core whose state is one word (the
-//! sliding log's are inherent).
+//! What a core provides, by trait: [`RateCore`](crate::rate_core::RateCore) (its limit, period,
+//! availability, statistics, idleness and `replenished`, and its side of the waiting protocol:
+//! `take_locked`, `take_for_waiter`, `give_back`, `wait_for`, `wait_behind_waiters`), the
+//! decision ([`QuickPath`](crate::quick_path::QuickPath): the counted `try_acquire_counted`,
+//! `peek`, the uncounted `take`; the sliding log's are inherent), and its state word
+//! ([`CellCore`](crate::state_cell::CellCore): `close`, `is_closed`, `has_waiters`,
+//! `clear_waiters`; the sliding log's are inherent).
 
 /// Implements the queued rate limiter's traits and waiting methods for `$ty<C>` (see the
 /// module docs). `$opts` is the text of options for the examples of the `acquire` methods:
 /// one permit now, the next 100 ms later, a queue of at least one.
 macro_rules! rate_limiter {
-    // The `NoQueue` form: `Limiter`, `Peek` and `Replenishing`, the same decisions with nothing
-    // to serve or wait in.
-    (unqueued $ty:ident $(<const $n:ident>)?) => {
-        // The cores whose state is one word answer `close`, `is_closed`, `has_waiters` and
-        // `clear_waiters` through `CellCore`, and those with a quick path decide through
-        // `QuickPath`; the sliding log's methods are its own.
+    // The core's traits, in scope for the impls: `RateCore`; `CellCore` for the cores whose
+    // state is one word (`close`, `is_closed`, `has_waiters`, `clear_waiters`) and `QuickPath`
+    // for those with a quick path (the decision); the sliding log's are its own.
+    (@traits) => {
         #[allow(unused_imports)]
         use $crate::state_cell::CellCore as _;
         #[allow(unused_imports)]
         use $crate::quick_path::QuickPath as _;
+        #[allow(unused_imports)]
+        use $crate::rate_core::RateCore as _;
+    };
+    // What both forms of `Limiter` read from the core the same way.
+    (@read) => {
+        fn available_permits(&self) -> u64 {
+            self.core.available()
+        }
+        fn statistics(&self) -> $crate::lease::Statistics {
+            self.core.statistics()
+        }
+        fn idle_duration(&self) -> Option<::core::time::Duration> {
+            self.core.idle_duration()
+        }
+    };
+    // The `NoQueue` form: `Limiter`, `Peek` and `Replenishing`, the same decisions with nothing
+    // to serve or wait in.
+    (unqueued $ty:ident $(<const $n:ident>)?) => {
+        $crate::rate_limiter::rate_limiter!(@traits);
 
         /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
         /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
@@ -50,15 +65,7 @@ macro_rules! rate_limiter {
                 self.core
                     .try_acquire_counted(permits, || $crate::lease::Lease::unreleased(permits), || {})
             }
-            fn available_permits(&self) -> u64 {
-                self.core.available()
-            }
-            fn statistics(&self) -> $crate::lease::Statistics {
-                self.core.base.counters.statistics(self.core.available(), 0)
-            }
-            fn idle_duration(&self) -> Option<::core::time::Duration> {
-                self.core.idle_duration()
-            }
+            $crate::rate_limiter::rate_limiter!(@read);
             fn close(&self) {
                 self.core.close();
             }
@@ -79,13 +86,7 @@ macro_rules! rate_limiter {
         }
     };
     ($ty:ident $(<const $n:ident>)?, $opts:literal) => {
-        // The cores whose state is one word answer `close`, `is_closed`, `has_waiters` and
-        // `clear_waiters` through `CellCore`, and those with a quick path decide through
-        // `QuickPath`; the sliding log's methods are its own.
-        #[allow(unused_imports)]
-        use $crate::state_cell::CellCore as _;
-        #[allow(unused_imports)]
-        use $crate::quick_path::QuickPath as _;
+        $crate::rate_limiter::rate_limiter!(@traits);
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C $(, $n)?> {
             /// Waits for `permits` in the queue (see [`Acquire`](crate::wait::Acquire)); queued
@@ -167,16 +168,7 @@ macro_rules! rate_limiter {
                     || self.core.base.queue.serve(self),
                 )
             }
-            fn available_permits(&self) -> u64 {
-                self.core.available()
-            }
-            fn statistics(&self) -> $crate::lease::Statistics {
-                let queued = self.core.base.queue.queued_permits();
-                self.core.base.counters.statistics(self.core.available(), queued)
-            }
-            fn idle_duration(&self) -> Option<::core::time::Duration> {
-                self.core.idle_duration()
-            }
+            $crate::rate_limiter::rate_limiter!(@read);
             fn close(&self) {
                 self.core.close();
                 self.core.base.queue.close(self);

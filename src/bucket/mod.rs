@@ -14,6 +14,7 @@ use crate::core_common::RateBase;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::rate_core::RateCore;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::sync::AtomicU64;
 use crate::wait::{LockedTake, WaitQueue};
@@ -92,10 +93,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
                 refill: RefillCell::new(refill),
             }
         }
-    }
-
-    pub(crate) fn limit(&self) -> u32 {
-        self.refill().limit
     }
 
     /// The refill now (changed only by [`reconfigure`](Self::reconfigure)).
@@ -259,51 +256,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             .wait_until(k, into, base, base.saturating_add(ticks))
     }
 
-    /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, _) = self.base.tick();
-        let r = self.refill();
-        self.word
-            .take_queued(flag_if_short, |b| b.try_take(k, n, r, true).map(|b| (b, k)))
-    }
-
-    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the first tick
-    /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
-    /// the grant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, _) = self.base.tick();
-        let r = self.refill();
-        self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
-    }
-
-    /// The exact wait from now until a request of `n` tokens is granted behind the waiters
-    /// `ahead` (in the order they are served), each served in turn with the refill cap.
-    pub(crate) fn wait_behind_waiters(
-        &self,
-        ahead: &mut dyn Iterator<Item = u32>,
-        n: u32,
-    ) -> Duration {
-        let (k, into) = self.base.tick();
-        let requests = ahead.chain(core::iter::once(n.max(1)));
-        self.wait_behind(k, into, self.word.load(), requests)
-            .to_duration()
-    }
-
-    /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
-    /// serving afterwards.
-    pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
-        let (k, _) = self.base.tick();
-        let r = self.refill();
-        self.word.update(|b| b.give_back(k, n, r)).waiters
-    }
-
-    /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
-    /// most the limit; beyond one limit, refills are counted uncapped as the tokens are taken
-    /// in order as they arrive). Zero if it holds them already.
-    pub(crate) fn wait_for(&self, total: u64) -> Duration {
-        self.wait_for_nanos(total).to_duration()
-    }
-
     /// [`wait_for`](Self::wait_for) in nanoseconds.
     fn wait_for_nanos(&self, total: u64) -> Nanos {
         let (k, into) = self.base.tick();
@@ -328,39 +280,6 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         b.at(self.base.ticker.locate(e, b.tick).0, self.refill())
     }
 
-    pub(crate) fn available(&self) -> u64 {
-        u64::from(self.now_state().tokens)
-    }
-
-    /// Full since the start of the tick it filled at; `None` while not full or while anyone
-    /// waits.
-    pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.base.clock.now();
-        let b = self.word.load();
-        let full_at = b.full_at(self.refill());
-        // A clock behind the bucket's own tick is no time passing: judge at the later of the two.
-        let (k, _) = self.base.ticker.tick(now);
-        (full_at <= k.max(b.tick) && !b.waiters)
-            .then(|| self.base.ticker.since_start_of(now, full_at))
-    }
-
-    pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.base.ticker.period_ns())
-    }
-
-    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
-    /// writes the state as of now, and answers its tokens from the same transition (one clock
-    /// reading, one refill computation).
-    #[inline]
-    pub(crate) fn replenished(&self) -> u64 {
-        u64::from(self.catch_up_tokens())
-    }
-
-    /// Writes the state as of now (if time has added anything).
-    pub(crate) fn catch_up(&self) {
-        self.catch_up_tokens();
-    }
-
     /// [`catch_up`](Self::catch_up), answering the tokens of the state as of now.
     fn catch_up_tokens(&self) -> u32 {
         let (k, _) = self.base.tick();
@@ -370,6 +289,85 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             Ok::<_, Infallible>((now, now.tokens))
         });
         tokens
+    }
+}
+
+impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
+    crate::rate_core::base_field!();
+
+    fn limit(&self) -> u32 {
+        self.refill().limit
+    }
+
+    fn period(&self) -> Duration {
+        Duration::from_nanos(self.base.ticker.period_ns())
+    }
+
+    fn available(&self) -> u64 {
+        u64::from(self.now_state().tokens)
+    }
+
+    /// Full since the start of the tick it filled at; `None` while not full or while anyone
+    /// waits.
+    fn idle_duration(&self) -> Option<Duration> {
+        let now = self.base.clock.now();
+        let b = self.word.load();
+        let full_at = b.full_at(self.refill());
+        // A clock behind the bucket's own tick is no time passing: judge at the later of the two.
+        let (k, _) = self.base.ticker.tick(now);
+        (full_at <= k.max(b.tick) && !b.waiters)
+            .then(|| self.base.ticker.since_start_of(now, full_at))
+    }
+
+    /// Writes the state as of now (if time has added anything).
+    fn catch_up(&self) {
+        self.catch_up_tokens();
+    }
+
+    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
+    /// writes the state as of now, and answers its tokens from the same transition (one clock
+    /// reading, one refill computation).
+    #[inline]
+    fn replenished(&self) -> u64 {
+        u64::from(self.catch_up_tokens())
+    }
+
+    /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
+        let (k, _) = self.base.tick();
+        let r = self.refill();
+        self.word
+            .take_queued(flag_if_short, |b| b.try_take(k, n, r, true).map(|b| (b, k)))
+    }
+
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the first tick
+    /// they fit ([`Bucket::take_when_fits`]), or finds them short. The stamp is the tick of
+    /// the grant.
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
+        let (k, _) = self.base.tick();
+        let r = self.refill();
+        self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
+    }
+
+    /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
+    /// serving afterwards.
+    fn give_back(&self, n: u32, _stamp: u64) -> bool {
+        let (k, _) = self.base.tick();
+        let r = self.refill();
+        self.word.update(|b| b.give_back(k, n, r)).waiters
+    }
+
+    /// How long until time alone lets the bucket grant `total` tokens (served in requests of at
+    /// most the limit; beyond one limit, refills are counted uncapped as the tokens are taken
+    /// in order as they arrive). Zero if it holds them already.
+    fn wait_for(&self, total: u64) -> Duration {
+        self.wait_for_nanos(total).to_duration()
+    }
+
+    fn wait_for_requests(&self, requests: &mut dyn Iterator<Item = u32>) -> Duration {
+        let (k, into) = self.base.tick();
+        self.wait_behind(k, into, self.word.load(), requests)
+            .to_duration()
     }
 }
 

@@ -12,6 +12,7 @@ use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{NoQueue, QueueKind};
+use crate::rate_core::RateCore;
 use crate::state_cell::{CellCore, Single, StateCell};
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of};
@@ -144,10 +145,6 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         Self::at(params, queue, clock, origin)
     }
 
-    pub(crate) fn limit(&self) -> u32 {
-        self.params.get().burst
-    }
-
     /// Replaces the interval and the burst with no queue to serve (writers serialized by
     /// [`NoQueue::serialized`]).
     pub(crate) fn set_params(&self, params: Params) {
@@ -237,8 +234,35 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
             .map(|_| ())
             .map_err(|d| self.rejection(d, w, now, n, p))
     }
+}
+
+impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
+    crate::rate_core::base_field!();
+
+    fn limit(&self) -> u32 {
+        self.params.get().burst
+    }
+
+    /// The emission interval: one permit comes back every this long.
+    fn period(&self) -> Duration {
+        Duration::from_nanos(self.params.get().interval)
+    }
+
+    fn available(&self) -> u64 {
+        self.word
+            .load()
+            .available(self.base.elapsed(), self.params.get())
+    }
+
+    /// Full since the theoretical arrival time; `None` while anything is outstanding.
+    fn idle_duration(&self) -> Option<Duration> {
+        let now = self.base.elapsed();
+        let g = self.word.load();
+        g.full_since(now).map(|t| Duration::from_nanos(now - t))
+    }
+
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let now = self.base.elapsed();
         let p = self.params.get();
         self.word.take_queued(flag_if_short, |g| {
@@ -248,63 +272,39 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they fit ([`Gcra::take_when_fits`]), or finds them short. The stamp is that instant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
         let now = self.base.elapsed();
         let p = self.params.get();
         self.word
             .take_queued(false, |g| g.take_when_fits(now, n, p))
     }
 
-    /// How long until a request of `n` permits behind the waiters `ahead` would be admitted by
-    /// time alone (each waiter ahead holds its own slots, so only their sum matters; for the
-    /// shaper, the newcomer's tolerance is its own request's, not the total's).
-    pub(crate) fn wait_behind_waiters(
-        &self,
-        ahead: &mut dyn Iterator<Item = u32>,
-        n: u32,
-    ) -> Duration {
-        let ahead = ahead.fold(0u64, |t, a| t.saturating_add(u64::from(a)));
-        let g = self.word.load();
-        let p = self.params.get();
-        duration_from_nanos_u128(g.wait(self.base.elapsed(), u64::from(n.max(1)), ahead, p))
-    }
-
     /// Returns `n` permits a waiter was granted but never received; whether anyone waits.
-    pub(crate) fn give_back(&self, n: u32, _stamp: u64) -> bool {
+    fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let now = self.base.elapsed();
         let p = self.params.get();
         self.word.update(|g| g.give_back(now, n, p)).waiters
     }
 
     /// How long until a request of `total` permits would be admitted by time alone.
-    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+    fn wait_for(&self, total: u64) -> Duration {
         let g = self.word.load();
         duration_from_nanos_u128(g.wait(self.base.elapsed(), total, 0, self.params.get()))
     }
 
-    pub(crate) fn available(&self) -> u64 {
-        self.word
-            .load()
-            .available(self.base.elapsed(), self.params.get())
-    }
-
-    /// Full since the theoretical arrival time; `None` while anything is outstanding.
-    pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.base.elapsed();
+    fn wait_for_requests(&self, requests: &mut dyn Iterator<Item = u32>) -> Duration {
+        // Time alone serves them in order, each at its slot: only the permits ahead of the last
+        // request count, not how they are split.
+        let (mut ahead, mut last) = (0u64, 1u32);
+        for (i, n) in requests.enumerate() {
+            if i > 0 {
+                ahead = ahead.saturating_add(u64::from(last));
+            }
+            last = n;
+        }
         let g = self.word.load();
-        g.full_since(now).map(|t| Duration::from_nanos(now - t))
-    }
-
-    /// The emission interval: one permit comes back every this long.
-    pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.params.get().interval)
-    }
-
-    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
-    /// the permits available now. Nothing to write: the state is computed from elapsed time.
-    #[inline]
-    pub(crate) fn replenished(&self) -> u64 {
-        self.available()
+        let p = self.params.get();
+        duration_from_nanos_u128(g.wait(self.base.elapsed(), u64::from(last.max(1)), ahead, p))
     }
 }
 

@@ -10,6 +10,7 @@ use crate::core_common::{RateBase, WindowLimit};
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::rate_core::RateCore;
 use crate::state_cell::{CellCore, Single, StateCell};
 use crate::sync::AtomicU128;
 use crate::ticks::duration_from_nanos_u128;
@@ -52,10 +53,6 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     #[inline(always)]
     fn shape(&self) -> Shape {
         self.limits.shape()
-    }
-
-    pub(crate) fn limit(&self) -> u32 {
-        self.shape().limit
     }
 
     /// Changes the limit with no queue to serve.
@@ -159,9 +156,39 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             .map(|_| ())
             .map_err(|d| self.rejection(d, c, at, n, s))
     }
+}
+
+impl<C: Clock, Q: QueueKind> RateCore for CounterCore<C, Q> {
+    crate::rate_core::base_field!();
+
+    fn limit(&self) -> u32 {
+        self.shape().limit
+    }
+
+    /// The window: the weights change continuously, the counts roll at each window boundary.
+    fn period(&self) -> Duration {
+        self.limits.window()
+    }
+
+    fn available(&self) -> u64 {
+        let (k, into) = self.base.tick();
+        self.load().available(k, into, self.shape())
+    }
+
+    /// Idle from the start of the first window in which the estimate is zero, with no one
+    /// waiting.
+    fn idle_duration(&self) -> Option<Duration> {
+        let now = self.base.clock.now();
+        let (k, _) = self.base.ticker.tick(now);
+        let c = self.load();
+        let free_from = c.free_from();
+        (free_from <= k.max(c.tick) && !c.waiters)
+            .then(|| self.base.ticker.since_start_of(now, free_from))
+    }
+
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the window), or
     /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let (k, into) = self.base.tick();
         let s = self.shape();
         self.word.take_queued(flag_if_short, |c| {
@@ -172,64 +199,29 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the window they
     /// first fit in ([`Counter::take_when_fits`]), or finds them short. The stamp is that window.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
         let (k, into) = self.base.tick();
         let s = self.shape();
         self.word
             .take_queued(false, |c| c.take_when_fits(k, into, n, s))
     }
 
-    /// How long until a request of `n` permits behind the waiters `ahead` would be granted by
-    /// time alone, each waiter served in turn.
-    pub(crate) fn wait_behind_waiters(
-        &self,
-        ahead: &mut dyn Iterator<Item = u32>,
-        n: u32,
-    ) -> Duration {
-        let (k, into) = self.base.tick();
-        let requests = ahead.chain(core::iter::once(n.max(1)));
-        duration_from_nanos_u128(self.load().wait_behind(k, into, requests, self.shape()))
-    }
-
     /// Returns `n` permits granted in window `stamp` to a waiter that never received them;
     /// whether anyone waits.
-    pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
+    fn give_back(&self, n: u32, stamp: u64) -> bool {
         let (k, _) = self.base.tick();
         self.word.update(|c| c.give_back(k, stamp, n)).waiters
     }
 
     /// How long until time alone lets `total` permits be granted.
-    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+    fn wait_for(&self, total: u64) -> Duration {
         let (k, into) = self.base.tick();
         duration_from_nanos_u128(self.load().wait_for(k, into, total, self.shape()))
     }
 
-    pub(crate) fn available(&self) -> u64 {
+    fn wait_for_requests(&self, requests: &mut dyn Iterator<Item = u32>) -> Duration {
         let (k, into) = self.base.tick();
-        self.load().available(k, into, self.shape())
-    }
-
-    /// Idle from the start of the first window in which the estimate is zero, with no one
-    /// waiting.
-    pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.base.clock.now();
-        let (k, _) = self.base.ticker.tick(now);
-        let c = self.load();
-        let free_from = c.free_from();
-        (free_from <= k.max(c.tick) && !c.waiters)
-            .then(|| self.base.ticker.since_start_of(now, free_from))
-    }
-
-    /// The window: the weights change continuously, the counts roll at each window boundary.
-    pub(crate) fn period(&self) -> Duration {
-        self.limits.window()
-    }
-
-    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
-    /// the permits available now. Nothing to write: the state is computed from elapsed time.
-    #[inline]
-    pub(crate) fn replenished(&self) -> u64 {
-        self.available()
+        duration_from_nanos_u128(self.load().wait_behind(k, into, requests, self.shape()))
     }
 }
 

@@ -13,6 +13,7 @@ use crate::core_common::{RateBase, WindowLimit};
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::rate_core::RateCore;
 use crate::sync::{AtomicBool, Ordering};
 use crate::ticks::duration_from_nanos_u128;
 use crate::wait::{Lock, LockedTake, WaitQueue};
@@ -52,10 +53,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     #[inline]
     fn shape(&self) -> Shape {
         self.limits.shape()
-    }
-
-    pub(crate) fn limit(&self) -> u32 {
-        self.shape().limit
     }
 
     /// Changes the limit under the log's lock, where every decision reads it.
@@ -144,9 +141,69 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
             .map_err(|refused| self.rejection(refused, now, n))
     }
 
+    pub(crate) fn clear_waiters(&self) {
+        self.log.with(|log| log.waiters = false);
+    }
+
+    pub(crate) fn close(&self) {
+        self.log
+            .with(|_| self.closed.store(true, Ordering::Release));
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether the queue flag is set (anyone waits).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.log.with(|log| log.waiters)
+    }
+}
+
+impl<C: Clock, const N: usize, Q: QueueKind> RateCore for LogCore<C, N, Q> {
+    crate::rate_core::base_field!();
+
+    fn limit(&self) -> u32 {
+        self.shape().limit
+    }
+
+    /// The window: an entry comes back exactly one window after it was taken.
+    fn period(&self) -> Duration {
+        self.limits.window()
+    }
+
+    fn available(&self) -> u64 {
+        let now = self.base.elapsed();
+        self.log.with(|log| {
+            let s = self.shape();
+            u64::from(s.limit).saturating_sub(log.used_at(now, s))
+        })
+    }
+
+    /// Idle since the newest entry left the window (since creation if none was ever taken),
+    /// with no one waiting.
+    fn idle_duration(&self) -> Option<Duration> {
+        let now = self.base.elapsed();
+        let since = self.log.with(|log| {
+            if log.waiters {
+                None
+            } else {
+                log.empty_since(now, self.shape())
+            }
+        })?;
+        Some(Duration::from_nanos(now.saturating_sub(since)))
+    }
+
+    /// Drops the entries that can never count again (those that left the window by the newest
+    /// entry's time). It dates nothing: only an admission does, so a clock stepped back
+    /// afterwards sees the log as the last admission left it.
+    fn catch_up(&self) {
+        self.log.with(|log| log.expire(self.shape()));
+    }
+
     /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the entry's
     /// time), or finds them short, setting the flag when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let now = self.base.elapsed();
         self.log.with(|log| {
             if self.is_closed() {
@@ -164,7 +221,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// Under the queue lock, for the waiter at the serving end: takes `n` as of the instant
     /// they first fit ([`Log::take_when_fits`]), or finds them short. The stamp is that instant.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
         let now = self.base.elapsed();
         self.log.with(|log| {
             if self.is_closed() {
@@ -174,28 +231,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
         })
     }
 
-    /// How long until a request of `n` permits behind the waiters `ahead` would be admitted by
-    /// time alone, each waiter served in turn.
-    pub(crate) fn wait_behind_waiters(
-        &self,
-        ahead: &mut dyn Iterator<Item = u32>,
-        n: u32,
-    ) -> Duration {
-        let now = self.base.elapsed();
-        let requests = ahead.chain(core::iter::once(n.max(1)));
-        let wait = self
-            .log
-            .with(|log| log.wait_behind(now, requests, self.shape()));
-        duration_from_nanos_u128(wait)
-    }
-
-    pub(crate) fn clear_waiters(&self) {
-        self.log.with(|log| log.waiters = false);
-    }
-
     /// Removes the entry of `n` permits recorded at `stamp` for a waiter that never received
     /// them; whether anyone waits.
-    pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
+    fn give_back(&self, n: u32, stamp: u64) -> bool {
         self.log.with(|log| {
             log.remove(stamp, n);
             log.waiters
@@ -203,64 +241,17 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     }
 
     /// How long until time alone lets `total` permits be admitted.
-    pub(crate) fn wait_for(&self, total: u64) -> Duration {
+    fn wait_for(&self, total: u64) -> Duration {
         let now = self.base.elapsed();
         let wait = self.log.with(|log| log.wait_for(now, total, self.shape()));
         duration_from_nanos_u128(wait)
     }
 
-    pub(crate) fn available(&self) -> u64 {
+    fn wait_for_requests(&self, requests: &mut dyn Iterator<Item = u32>) -> Duration {
         let now = self.base.elapsed();
-        self.log.with(|log| {
-            let s = self.shape();
-            u64::from(s.limit).saturating_sub(log.used_at(now, s))
-        })
-    }
-
-    /// Idle since the newest entry left the window (since creation if none was ever taken),
-    /// with no one waiting.
-    pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.base.elapsed();
-        let since = self.log.with(|log| {
-            if log.waiters {
-                None
-            } else {
-                log.empty_since(now, self.shape())
-            }
-        })?;
-        Some(Duration::from_nanos(now.saturating_sub(since)))
-    }
-
-    pub(crate) fn close(&self) {
-        self.log
-            .with(|_| self.closed.store(true, Ordering::Release));
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Whether the queue flag is set (anyone waits).
-    pub(crate) fn has_waiters(&self) -> bool {
-        self.log.with(|log| log.waiters)
-    }
-
-    /// The window: an entry comes back exactly one window after it was taken.
-    pub(crate) fn period(&self) -> Duration {
-        self.limits.window()
-    }
-
-    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
-    /// brings the state up to date, then the permits available now.
-    pub(crate) fn replenished(&self) -> u64 {
-        self.catch_up();
-        self.available()
-    }
-
-    /// Drops the entries that can never count again (those that left the window by the newest
-    /// entry's time). It dates nothing: only an admission does, so a clock stepped back
-    /// afterwards sees the log as the last admission left it.
-    pub(crate) fn catch_up(&self) {
-        self.log.with(|log| log.expire(self.shape()));
+        let wait = self
+            .log
+            .with(|log| log.wait_behind(now, requests, self.shape()));
+        duration_from_nanos_u128(wait)
     }
 }

@@ -12,6 +12,7 @@ use crate::core_common::RateBase;
 use crate::lease::{Reason, Rejection};
 use crate::nanos::Nanos;
 use crate::queue_kind::QueueKind;
+use crate::rate_core::RateCore;
 use crate::reciprocal::Reciprocal;
 use crate::state_cell::{packed, CellCore, Packed, StateCell};
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
@@ -79,13 +80,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                 limit: AtomicU64::new(options.permit_limit as u64),
             }
         }
-    }
-
-    /// Permits per window now.
-    #[inline(always)]
-    pub(crate) fn limit(&self) -> u32 {
-        // Only ever stored from a `u32`.
-        self.limit.load(Ordering::Acquire) as u32
     }
 
     /// The window's shape now.
@@ -473,72 +467,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             .max()
     }
 
-    /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
-    /// finds them short, setting the flag in the same CAS when `flag_if_short`.
-    pub(crate) fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
-        let (k, _) = self.base.tick();
-        let s = self.shape();
-        self.header.take_queued(flag_if_short, |h| {
-            let next = h.try_take(k, n, s, true, |j| self.frozen(j))?;
-            self.leave(h, next);
-            Ok::<_, Denied>((next, next.tick))
-        })
-    }
-
-    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the segment
-    /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
-    /// segment.
-    pub(crate) fn take_for_waiter(&self, n: u32) -> LockedTake {
-        let (k, _) = self.base.tick();
-        let s = self.shape();
-        self.header.take_queued(false, |h| {
-            let (next, at) = h.take_when_fits(k, n, s, |j| self.frozen(j))?;
-            self.leave(h, next);
-            Ok::<_, Denied>((next, at))
-        })
-    }
-
-    /// How long until a request of `n` permits behind the waiters `ahead` would be granted by
-    /// time alone, each counted in the segment it is granted in.
-    pub(crate) fn wait_behind_waiters(
-        &self,
-        ahead: &mut dyn Iterator<Item = u32>,
-        n: u32,
-    ) -> Duration {
-        let (k, into) = self.base.tick();
-        let h = self.header.load();
-        let requests = ahead.chain(core::iter::once(n.max(1)));
-        self.wait_behind(k, into, h, requests).to_duration()
-    }
-
-    /// Returns `n` permits granted in segment `stamp` to a waiter that never received them;
-    /// whether anyone waits.
-    pub(crate) fn give_back(&self, n: u32, stamp: u64) -> bool {
-        self.header.update(|h| h.give_back(stamp, n)).waiters
-    }
-
-    /// How long until time alone lets the window grant `total` permits.
-    pub(crate) fn wait_for(&self, total: u64) -> Duration {
-        self.wait_for_nanos(total).to_duration()
-    }
-
-    pub(crate) fn available(&self) -> u64 {
-        u64::from(self.limit()).saturating_sub(self.now_header().1.used())
-    }
-
-    /// Idle since the last segment with permits taken left the window (since creation if none).
-    pub(crate) fn idle_duration(&self) -> Option<Duration> {
-        let now = self.base.clock.now();
-        let (k, _) = self.base.ticker.tick(now);
-        let h = self.header.load();
-        let free_from = match self.last_used_segment(h) {
-            Some(j) => j.saturating_add(self.segments),
-            None => 0,
-        };
-        (free_from <= k.max(h.tick) && !h.waiters)
-            .then(|| self.base.ticker.since_start_of(now, free_from))
-    }
-
     /// [`QuickPath::judge`].
     fn judge(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
         let h = self.header.load();
@@ -554,29 +482,6 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             )),
         }
     }
-    /// The segment length: permits come back a segment at a time.
-    pub(crate) fn period(&self) -> Duration {
-        Duration::from_nanos(self.base.ticker.period_ns())
-    }
-
-    /// [`Replenishing::replenish`](crate::Replenishing::replenish) after the queue is served:
-    /// brings the state up to date, then the permits available now.
-    pub(crate) fn replenished(&self) -> u64 {
-        self.catch_up();
-        self.available()
-    }
-
-    /// Brings the header to the current segment (freezing the segments it leaves); the caller
-    /// served the queue first, so that waiters that fit before now are counted where they fit.
-    pub(crate) fn catch_up(&self) {
-        let (k, _) = self.base.tick();
-        let s = self.shape();
-        self.header.update(|h| {
-            let next = h.at(k, s, |j| self.frozen(j));
-            self.leave(h, next);
-            next
-        });
-    }
 
     /// The largest limit the header's layout holds (a `reconfigure` may not raise it further).
     pub(crate) fn max_limit(&self) -> u32 {
@@ -586,6 +491,93 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// Changes the limit with no queue to serve.
     pub(crate) fn set_limit(&self, limit: u32) {
         self.limit.store(u64::from(limit), Ordering::Release);
+    }
+}
+
+impl<C: Clock, const N: usize, Q: QueueKind> RateCore for WindowCore<C, N, Q> {
+    crate::rate_core::base_field!();
+
+    /// Permits per window now.
+    #[inline(always)]
+    fn limit(&self) -> u32 {
+        // Only ever stored from a `u32`.
+        self.limit.load(Ordering::Acquire) as u32
+    }
+
+    /// The segment length: permits come back a segment at a time.
+    fn period(&self) -> Duration {
+        Duration::from_nanos(self.base.ticker.period_ns())
+    }
+
+    fn available(&self) -> u64 {
+        u64::from(self.limit()).saturating_sub(self.now_header().1.used())
+    }
+
+    /// Idle since the last segment with permits taken left the window (since creation if none).
+    fn idle_duration(&self) -> Option<Duration> {
+        let now = self.base.clock.now();
+        let (k, _) = self.base.ticker.tick(now);
+        let h = self.header.load();
+        let free_from = match self.last_used_segment(h) {
+            Some(j) => j.saturating_add(self.segments),
+            None => 0,
+        };
+        (free_from <= k.max(h.tick) && !h.waiters)
+            .then(|| self.base.ticker.since_start_of(now, free_from))
+    }
+
+    /// Brings the header to the current segment (freezing the segments it leaves); the caller
+    /// served the queue first, so that waiters that fit before now are counted where they fit.
+    fn catch_up(&self) {
+        let (k, _) = self.base.tick();
+        let s = self.shape();
+        self.header.update(|h| {
+            let next = h.at(k, s, |j| self.frozen(j));
+            self.leave(h, next);
+            next
+        });
+    }
+
+    /// Under the queue lock: takes `n` ignoring the queue flag (stamped with the segment), or
+    /// finds them short, setting the flag in the same CAS when `flag_if_short`.
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
+        let (k, _) = self.base.tick();
+        let s = self.shape();
+        self.header.take_queued(flag_if_short, |h| {
+            let next = h.try_take(k, n, s, true, |j| self.frozen(j))?;
+            self.leave(h, next);
+            Ok::<_, Denied>((next, next.tick))
+        })
+    }
+
+    /// Under the queue lock, for the waiter at the serving end: takes `n` as of the segment
+    /// they first fit in ([`Header::take_when_fits`]), or finds them short. The stamp is that
+    /// segment.
+    fn take_for_waiter(&self, n: u32) -> LockedTake {
+        let (k, _) = self.base.tick();
+        let s = self.shape();
+        self.header.take_queued(false, |h| {
+            let (next, at) = h.take_when_fits(k, n, s, |j| self.frozen(j))?;
+            self.leave(h, next);
+            Ok::<_, Denied>((next, at))
+        })
+    }
+
+    /// Returns `n` permits granted in segment `stamp` to a waiter that never received them;
+    /// whether anyone waits.
+    fn give_back(&self, n: u32, stamp: u64) -> bool {
+        self.header.update(|h| h.give_back(stamp, n)).waiters
+    }
+
+    /// How long until time alone lets the window grant `total` permits.
+    fn wait_for(&self, total: u64) -> Duration {
+        self.wait_for_nanos(total).to_duration()
+    }
+
+    fn wait_for_requests(&self, requests: &mut dyn Iterator<Item = u32>) -> Duration {
+        let (k, into) = self.base.tick();
+        let h = self.header.load();
+        self.wait_behind(k, into, h, requests).to_duration()
     }
 }
 
