@@ -20,7 +20,9 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{LimitedBody, RateLimit, RateLimitLayer, ResponseFuture, WrappedService};
+use super::body::LimitedBody;
+use super::layer::RateLimitLayer;
+use super::service::{RateLimit, ResponseFuture, WrappedService};
 
 /// A [`RateLimitLayer`] whose responses carry axum's [`Body`](axum::body::Body):
 /// [`RateLimitLayer::for_axum`]. Same decisions, headers and permits; for an axum `Router`

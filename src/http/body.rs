@@ -64,10 +64,6 @@ pin_project! {
 }
 
 impl<B> LimitedBody<B> {
-    pub(crate) fn new(body: B, permits: Permits) -> Self {
-        Self::held(body, permits.holds().then_some(permits))
-    }
-
     /// `body` holding `permits` (`Some` only if they hold something).
     #[inline]
     pub(crate) fn held(body: B, permits: Option<Permits>) -> Self {

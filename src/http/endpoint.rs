@@ -1,9 +1,6 @@
-use super::layer::Shared;
-use super::RequestView;
-#[cfg(doc)]
-use super::{RateLimitingBuilder, UNKNOWN_POLICY};
+use super::policy::RequestView;
 
-/// The endpoint policy a request gets, chosen by the [selector](RateLimitingBuilder::select).
+/// The endpoint policy a request gets, chosen by the [selector](crate::http::RateLimitingBuilder::select).
 ///
 /// ```
 /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -36,7 +33,7 @@ pub enum Endpoint {
     /// The global policy only.
     Default,
     /// The global policy, then the named one. A name that no policy has is a configuration
-    /// error: the request is refused with 500 Internal Server Error ([`UNKNOWN_POLICY`]).
+    /// error: the request is refused with 500 Internal Server Error ([`UNKNOWN_POLICY`](crate::http::UNKNOWN_POLICY)).
     Policy(&'static str),
     /// No limit at all, not even the global one (ASP.NET's `[DisableRateLimiting]`).
     Disabled,
@@ -50,37 +47,4 @@ pub(super) enum Mode {
     Router,
     /// One named policy.
     Policy(usize),
-}
-
-impl Shared {
-    pub(super) fn index(&self, name: &str) -> Option<usize> {
-        self.policies.iter().position(|p| &*p.name == name)
-    }
-
-    /// The policies a request goes through, in order; or the name the selector chose that
-    /// names no policy.
-    #[inline]
-    pub(super) fn plan(
-        &self,
-        mode: Mode,
-        view: &RequestView<'_>,
-    ) -> Result<[Option<usize>; 2], &'static str> {
-        match mode {
-            Mode::Policy(i) => Ok([Some(i), None]),
-            Mode::Router => {
-                let endpoint = match &self.selector {
-                    Some(s) => s(view),
-                    None => Endpoint::Default,
-                };
-                match endpoint {
-                    Endpoint::Default => Ok([self.global, None]),
-                    Endpoint::Disabled => Ok([None, None]),
-                    Endpoint::Policy(name) => match self.index(name) {
-                        Some(i) => Ok([self.global, Some(i)]),
-                        None => Err(name),
-                    },
-                }
-            }
-        }
-    }
 }

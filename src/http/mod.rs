@@ -86,16 +86,19 @@
 #[cfg(feature = "axum")]
 mod axum_body;
 mod body;
-mod builder;
 mod client_ip;
+mod compiled;
 mod endpoint;
+mod error;
 mod headers;
 mod key_hash;
 mod layer;
 mod policy;
+mod rate_limiting;
 mod reject;
 mod retry_after;
 mod service;
+mod shared;
 
 #[cfg(doc)]
 use crate::lease::Rejection;
@@ -104,18 +107,19 @@ use crate::lease::Rejection;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
-pub use builder::{BuildError, RateLimitingBuilder, GLOBAL};
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
 pub use endpoint::Endpoint;
+pub use error::BuildError;
 pub use headers::{
     ceil_secs, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET,
 };
-pub use layer::{RateLimitLayer, RateLimiting};
+pub use layer::RateLimitLayer;
 pub use policy::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
     PolicyQuota, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
 };
+pub use rate_limiting::{RateLimiting, RateLimitingBuilder, GLOBAL};
 pub use reject::{Rejected, PARTITIONS_FULL_RETRY_AFTER, UNKNOWN_POLICY, UPSTREAM_PAUSE};
 pub use service::{RateLimit, ResponseFuture, WrappedService};
 
@@ -126,7 +130,7 @@ mod tests {
     use http::{Request, Response};
     use tower_service::Service;
 
-    use super::builder::valid_name;
+    use super::compiled::valid_name;
     use super::*;
 
     #[test]

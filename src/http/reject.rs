@@ -1,19 +1,17 @@
 use core::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::RETRY_AFTER;
 use http::{Response, StatusCode};
 
-use super::layer::Shared;
-use super::{
-    ceil_secs, Denial, LimitedBody, RequestView, NO_PEER_ADDRESS, RATELIMIT, X_RATELIMIT_LIMIT,
-};
-#[cfg(doc)]
-use super::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
+use super::body::LimitedBody;
+use super::headers::{ceil_secs, Headers, Reported, RATELIMIT, X_RATELIMIT_LIMIT};
+use super::policy::{Denial, Policy, RequestView, NO_PEER_ADDRESS};
 use crate::lease::{Reason, Rejection};
 use crate::quota::QuotaState;
 
-/// A rejected request, as the [`on_rejected`](RateLimitingBuilder::on_rejected) hook sees it.
+/// A rejected request, as the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook sees it.
 ///
 /// ```
 /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
@@ -59,22 +57,34 @@ pub struct Rejected<'a> {
 
 pub(super) type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
 
-impl Shared {
-    /// The response to a request policy `i` refused.
-    pub(super) fn reject<B>(
+/// How the layer answers a refused request: the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected)
+/// hook, or a response of the default body.
+pub(super) struct Refusals {
+    hook: Option<Arc<RejectHook>>,
+    body: Bytes,
+}
+
+impl Refusals {
+    pub(super) fn new(hook: Option<Arc<RejectHook>>, body: Bytes) -> Self {
+        Self { hook, body }
+    }
+
+    /// The response to a request that the policy `name` (`policy`) refused; `report` is its
+    /// quota, for the headers.
+    pub(super) fn refuse<B>(
         &self,
-        i: usize,
+        headers: &Headers,
+        (name, policy): (&str, &Policy),
         mut d: Denial,
+        report: Option<Reported<'_>>,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
-        let p = &self.policies[i];
         let reason = d.rejection.reason();
         if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
             d.rejection =
                 Rejection::with_retry_after(&Reason::PartitionsFull, PARTITIONS_FULL_RETRY_AFTER);
         }
-        let status = p.policy.status_for(reason);
-        self.respond(&p.name, Some(i), status, d, view)
+        self.respond(headers, name, policy.status_for(reason), d, report, view)
     }
 
     /// The response to a request whose selector chose `name`, which names no policy: a 500
@@ -82,6 +92,7 @@ impl Shared {
     #[cold]
     pub(super) fn unknown_policy<B>(
         &self,
+        headers: &Headers,
         name: &str,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
@@ -89,20 +100,28 @@ impl Shared {
             rejection: Rejection::new(&UNKNOWN_POLICY),
             quota: None,
         };
-        self.respond(name, None, StatusCode::INTERNAL_SERVER_ERROR, d, view)
+        self.respond(
+            headers,
+            name,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            d,
+            None,
+            view,
+        )
     }
 
-    /// A refusal's response: the hook's or the default one, with `Retry-After` and, for policy
-    /// `i`, the quota headers (unless the hook wrote its own).
-    pub(super) fn respond<B>(
+    /// A refusal's response: the hook's or the default one, with `Retry-After` and the quota
+    /// headers of `report` (unless the hook wrote its own).
+    fn respond<B>(
         &self,
+        headers: &Headers,
         name: &str,
-        i: Option<usize>,
         status: StatusCode,
         d: Denial,
+        report: Option<Reported<'_>>,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
-        let mut resp = match &self.on_rejected {
+        let mut resp = match &self.hook {
             Some(hook) => hook(&Rejected {
                 policy: name,
                 rejection: d.rejection,
@@ -123,20 +142,17 @@ impl Shared {
                 r
             }
         };
-        let headers = resp.headers_mut();
+        let map = resp.headers_mut();
         if let Some(ra) = d.rejection.retry_after() {
-            if !headers.contains_key(RETRY_AFTER) {
-                headers.insert(RETRY_AFTER, self.retry_after_value(ceil_secs(ra).max(1)));
+            if !map.contains_key(RETRY_AFTER) {
+                map.insert(RETRY_AFTER, headers.seconds(ceil_secs(ra).max(1)));
             }
         }
         // Unless the hook wrote its own.
-        if let (Some(i), Some(q)) = (
-            i,
-            d.quota.filter(|_| {
-                !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
-            }),
-        ) {
-            self.quota_headers(headers, &[Some((i, q)), None]);
+        let report =
+            report.filter(|_| !map.contains_key(RATELIMIT) && !map.contains_key(X_RATELIMIT_LIMIT));
+        if report.is_some() {
+            headers.report(map, &[report]);
         }
         resp.map(LimitedBody::full)
     }
@@ -171,14 +187,14 @@ impl Shared {
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 
-/// The [`Reason`] of a request whose [selector](RateLimitingBuilder::select) chose
-/// [`Endpoint::Policy`] with a name that no policy has (a typo, a policy left out of the
+/// The [`Reason`] of a request whose [selector](crate::http::RateLimitingBuilder::select) chose
+/// [`Endpoint::Policy`](crate::http::Endpoint::Policy) with a name that no policy has (a typo, a policy left out of the
 /// builder). Such a request is refused, not let through under the global policy alone: it gets
 /// **500 Internal Server Error** (the server's configuration is wrong, not the client), without
-/// `Retry-After`, before any policy is charged; the [`on_rejected`](RateLimitingBuilder::on_rejected)
+/// `Retry-After`, before any policy is charged; the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected)
 /// hook sees this reason and the unknown name as [`Rejected::policy`]. (The names a selector
-/// returns are known only when it runs, so [`build`](RateLimitingBuilder::build) cannot check
-/// them; [`RateLimiting::policy_layer`] checks its name when it is called.)
+/// returns are known only when it runs, so [`build`](crate::http::RateLimitingBuilder::build) cannot check
+/// them; [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) checks its name when it is called.)
 ///
 /// ```
 /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};

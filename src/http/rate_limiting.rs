@@ -1,71 +1,219 @@
+//! [`RateLimiting`], the handle of one configuration's shared state, and its builder.
+
 use core::fmt;
-use core::time::Duration;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::HeaderValue;
 use http::Response;
 
-use super::endpoint::Selector;
-use super::headers::HeaderBuf;
-use super::layer::Shared;
-use super::policy::Rate;
-use super::reject::RejectHook;
-use super::{
-    ceil_secs, ClientIp, Endpoint, Key, Policy, PolicyLimiter, PolicyQuota, RateLimiting, Rejected,
-    RequestView, SharedClock,
-};
+use super::client_ip::ClientIp;
+use super::compiled::Compiled;
+use super::endpoint::{Endpoint, Mode, Selector};
+use super::error::BuildError;
+use super::headers::Headers;
+use super::layer::RateLimitLayer;
+use super::policy::{Policy, PolicyQuota, RequestView, SharedClock};
+use super::reject::{Refusals, RejectHook, Rejected};
+use super::shared::Shared;
 #[cfg(doc)]
-use super::{KeyBy, UNKNOWN_POLICY};
+use super::{policy::KeyBy, reject::UNKNOWN_POLICY};
 use crate::clock::Clock;
-use crate::options::OptionsError;
 
-/// Why [`RateLimitingBuilder::build`] failed.
+/// The rate-limiting state and configuration: every policy's limiter, in one `Arc`, shared by
+/// every layer and service made from it. Cheap to clone.
 ///
 /// ```
 /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 /// # use http::{Request, Response, StatusCode};
 /// # use tollgate::http::*;
 /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+/// #     use tower::{Layer, ServiceExt};
+/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+/// # }
+/// # fn from(ip: &str) -> Request<()> {
+/// #     let mut req = Request::new(());
+/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+/// #     req
+/// # }
+/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
 /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-/// let dup = RateLimiting::builder().policy("api", two_a_minute()).policy("api", two_a_minute()).build();
-/// assert_eq!(dup.unwrap_err(), BuildError::DuplicatePolicy("api".into()));
-/// let limits = RateLimiting::builder().policy("api", two_a_minute()).build().unwrap();
-/// let err = limits.policy_layer("apj").unwrap_err();
-/// assert_eq!(err.to_string(), r#"no policy named "apj""#);
+/// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
+/// // Layers made from clones share one state: two servers, one limit.
+/// let (a, b) = (limits.layer(), limits.clone().layer());
+/// assert_eq!(call(&a, path("/")).status(), 200);
+/// assert_eq!(call(&b, path("/")).status(), 200);
+/// assert_eq!(call(&a, path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// A policy's limiter options are invalid.
-    Options(OptionsError),
-    /// Two policies have the same name.
-    DuplicatePolicy(String),
-    /// A policy name is empty or has characters a structured-field string cannot carry
-    /// (only printable ASCII, without `"` and `\`).
-    InvalidName(String),
-    /// [`RateLimiting::policy_layer`] named a policy that does not exist.
-    UnknownPolicy(String),
+#[derive(Clone)]
+pub struct RateLimiting {
+    pub(super) shared: Arc<Shared>,
 }
 
-impl fmt::Display for BuildError {
+impl fmt::Debug for RateLimiting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Options(e) => write!(f, "invalid limiter options: {e:?}"),
-            BuildError::DuplicatePolicy(n) => write!(f, "duplicate policy name {n:?}"),
-            BuildError::InvalidName(n) => write!(f, "invalid policy name {n:?}"),
-            BuildError::UnknownPolicy(n) => write!(f, "no policy named {n:?}"),
-        }
+        f.debug_struct("RateLimiting")
+            .field(
+                "policies",
+                &self
+                    .shared
+                    .policies
+                    .iter()
+                    .map(|p| &*p.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
     }
 }
 
-impl std::error::Error for BuildError {}
+impl RateLimiting {
+    /// Starts a configuration with no policy, headers off, 429 rejections.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// let limits = RateLimiting::builder().build().unwrap();
+    /// let resp = call(&limits.layer(), path("/")); // no policy: everything passes
+    /// assert_eq!(resp.status(), 200);
+    /// assert!(resp.headers().get("ratelimit").is_none());
+    /// ```
+    pub fn builder() -> RateLimitingBuilder {
+        RateLimitingBuilder {
+            global: None,
+            policies: Vec::new(),
+            selector: None,
+            client_ip: ClientIp::peer(),
+            on_rejected: None,
+            ietf: false,
+            legacy: false,
+            clock: None,
+            body: Bytes::new(),
+        }
+    }
 
-impl From<OptionsError> for BuildError {
-    fn from(e: OptionsError) -> Self {
-        BuildError::Options(e)
+    /// The layer for a whole router or server: the global policy, then the endpoint policy the
+    /// selector picks.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
+    /// let layer = limits.layer(); // e.g. `Router::new()…​.layer(limits.layer())`
+    /// for _ in 0..2 { let _ = call(&layer, from("192.0.2.1")); }
+    /// assert_eq!(call(&layer, from("192.0.2.1")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// ```
+    pub fn layer(&self) -> RateLimitLayer {
+        RateLimitLayer::new(self.shared.clone(), Mode::Router)
+    }
+
+    /// A layer applying the named policy only (ASP.NET's `RequireRateLimiting(name)`), for one
+    /// route: `get(handler).layer(limits.policy_layer("login")?)`.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
+    /// let login = limits.policy_layer("login").unwrap();
+    /// for _ in 0..2 { let _ = call(&login, path("/login")); }
+    /// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(limits.policy_layer("logout").unwrap_err(), BuildError::UnknownPolicy("logout".into()));
+    /// ```
+    pub fn policy_layer(&self, name: &str) -> Result<RateLimitLayer, BuildError> {
+        let i = self
+            .shared
+            .index(name)
+            .ok_or_else(|| BuildError::UnknownPolicy(name.to_string()))?;
+        Ok(RateLimitLayer::new(self.shared.clone(), Mode::Policy(i)))
+    }
+
+    /// How many partitions the named policy stores now (`None` for an unknown name or an
+    /// unpartitioned policy): bounded by its [`PartitionConfig`](crate::PartitionConfig).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
+    /// #     use tower::{Layer, ServiceExt};
+    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
+    /// # }
+    /// # fn from(ip: &str) -> Request<()> {
+    /// #     let mut req = Request::new(());
+    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    /// #     req
+    /// # }
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .policy("per-ip", two_a_minute().partition_by(KeyBy::CLIENT_IP))
+    ///     .policy("shared", two_a_minute())
+    ///     .build()
+    ///     .unwrap();
+    /// let per_ip = limits.policy_layer("per-ip").unwrap();
+    /// for ip in ["192.0.2.1", "192.0.2.2", "192.0.2.1"] { let _ = call(&per_ip, from(ip)); }
+    /// assert_eq!(limits.partitions("per-ip"), Some(2));
+    /// assert_eq!(limits.partitions("shared"), None);
+    /// ```
+    pub fn partitions(&self, name: &str) -> Option<usize> {
+        self.shared
+            .index(name)
+            .and_then(|i| self.shared.policies[i].limiter.partitions())
+    }
+
+    /// What `RateLimit-Policy` says of the named policy (`None` for an unknown name).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+    /// # use http::{Request, Response, StatusCode};
+    /// # use tollgate::http::*;
+    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
+    /// let q = limits.describe("login").unwrap();
+    /// assert_eq!((q.quota, q.window, q.concurrent), (2, Some(Duration::from_secs(60)), false));
+    /// assert_eq!(limits.describe("nope"), None);
+    /// ```
+    pub fn describe(&self, name: &str) -> Option<PolicyQuota> {
+        self.shared
+            .index(name)
+            .map(|i| self.shared.policies[i].describe)
     }
 }
 
@@ -424,110 +572,16 @@ impl RateLimitingBuilder {
             }
             policies.push(Compiled::new(name, p, &clock, std_clock)?);
         }
-        let retry_after = (0..=RETRY_AFTER_CACHE).map(HeaderValue::from).collect();
         Ok(RateLimiting {
             shared: Arc::new(Shared {
                 policies,
                 global,
                 selector: self.selector,
                 client_ip: self.client_ip,
-                on_rejected: self.on_rejected,
-                ietf: self.ietf,
-                legacy: self.legacy,
+                headers: Headers::new(self.ietf, self.legacy),
+                refusals: Refusals::new(self.on_rejected, self.body),
                 clock,
-                retry_after,
-                body: self.body,
             }),
         })
-    }
-}
-
-const RETRY_AFTER_CACHE: u64 = 3600;
-
-/// Valid as a structured-field string without escapes.
-pub(super) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
-}
-
-pub(super) struct Compiled {
-    pub(super) name: Box<str>,
-    pub(super) policy: Policy,
-    pub(super) limiter: Arc<dyn PolicyLimiter>,
-    /// The same limiter, direct, when it is a keyed rate policy (the fast path).
-    pub(super) rate: Option<Rate>,
-    pub(super) describe: PolicyQuota,
-    pub(super) policy_header: HeaderValue,
-    pub(super) pauses: Pauses,
-}
-
-impl Compiled {
-    fn new(
-        name: String,
-        policy: Policy,
-        clock: &SharedClock,
-        std_clock: bool,
-    ) -> Result<Self, BuildError> {
-        if !valid_name(&name) {
-            return Err(BuildError::InvalidName(name));
-        }
-        let (limiter, rate) = policy.build(clock, std_clock)?;
-        let describe = limiter.describe();
-        let mut w = HeaderBuf::new();
-        let _ = fmt::Write::write_fmt(&mut w, format_args!("\"{name}\";q={}", describe.quota));
-        if describe.concurrent {
-            let _ = fmt::Write::write_str(&mut w, ";qu=\"concurrent-requests\"");
-        }
-        if let Some(window) = describe.window {
-            let _ = fmt::Write::write_fmt(&mut w, format_args!(";w={}", ceil_secs(window).max(1)));
-        }
-        let policy_header = w
-            .value()
-            .ok_or_else(|| BuildError::InvalidName(name.clone()))?;
-        Ok(Self {
-            name: name.into_boxed_str(),
-            policy,
-            limiter,
-            rate,
-            describe,
-            policy_header,
-            pauses: Pauses::default(),
-        })
-    }
-}
-
-/// Partitions paused by an upstream 429 (client side), bounded.
-#[derive(Default)]
-pub(super) struct Pauses {
-    any: AtomicBool,
-    until: Mutex<HashMap<Key, u64>>,
-}
-
-const MAX_PAUSES: usize = 4096;
-
-impl Pauses {
-    /// How long `key` stays paused at `now`.
-    pub(super) fn remaining(&self, key: &Key, now: u64) -> Option<Duration> {
-        if !self.any.load(Ordering::Acquire) {
-            return None;
-        }
-        let map = self.until.lock().unwrap_or_else(|e| e.into_inner());
-        let until = *map.get(key)?;
-        (until > now).then(|| Duration::from_nanos(until - now))
-    }
-
-    pub(super) fn pause(&self, key: Key, now: u64, d: Duration) {
-        let until = now.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let mut map = self.until.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_PAUSES {
-            map.retain(|_, u| *u > now);
-        }
-        if map.len() < MAX_PAUSES || map.contains_key(&key) {
-            let e = map.entry(key).or_insert(until);
-            *e = (*e).max(until);
-            self.any.store(true, Ordering::Release);
-        }
     }
 }
