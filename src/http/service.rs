@@ -78,6 +78,7 @@ enum Refusal {
 
 impl Refusal {
     /// The response to the refused request.
+    #[inline(always)]
     fn respond<B>(self, shared: &Shared, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
         match self {
             Refusal::Policy(i, denial) => shared.refuse(i, denial, view),
