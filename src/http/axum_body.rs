@@ -30,10 +30,11 @@ use super::service::{RateLimit, ResponseFuture, WrappedService};
 ///
 /// ```
 /// # use std::{net::SocketAddr, time::Duration};
-/// # use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
-/// # use tollgate::http::*;
-/// # use tollgate::TokenBucketOptions;
+/// use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
+/// use tollgate::http::{KeyBy, Policy, RateLimiting};
+/// use tollgate::TokenBucketOptions;
 /// use tower::ServiceExt;
+///
 /// let limits = RateLimiting::builder()
 ///     .global(Policy::token_bucket(TokenBucketOptions::new(2, 2, Duration::from_secs(60))).unwrap()
 ///         .partition_by(KeyBy::CLIENT_IP))
@@ -69,11 +70,12 @@ impl RateLimitLayer {
     /// the permit is held until the body ends, as with [`RateLimitLayer`]).
     ///
     /// ```
-    /// # use std::{convert::Infallible, time::Duration};
-    /// # use axum::{body::Body, http::{Request, Response}};
-    /// # use tollgate::http::*;
-    /// # use tollgate::ConcurrencyOptions;
+    /// # use std::convert::Infallible;
+    /// use axum::{body::Body, http::{Request, Response}};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::ConcurrencyOptions;
     /// use tower::{Layer, ServiceExt};
+    ///
     /// let limits = RateLimiting::builder()
     ///     .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
     ///     .build()
@@ -106,10 +108,11 @@ impl<S> Layer<S> for AxumLayer {
 ///
 /// ```
 /// # use std::{convert::Infallible, time::Duration};
-/// # use axum::{body::Body, http::{Request, Response}};
-/// # use tollgate::http::*;
-/// # use tollgate::FixedWindowOptions;
+/// use axum::{body::Body, http::{Request, Response}};
+/// use tollgate::http::{AxumRateLimit, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
 /// use tower::{Layer, Service, ServiceExt};
+///
 /// let limits = RateLimiting::builder()
 ///     .global(Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60))).unwrap())
 ///     .build()
@@ -165,10 +168,11 @@ pin_project! {
     ///
     /// ```
     /// # use std::{convert::Infallible, time::Duration};
-    /// # use axum::{body::Body, http::{Request, Response}};
-    /// # use tollgate::http::*;
-    /// # use tollgate::FixedWindowOptions;
+    /// use axum::{body::Body, http::{Request, Response}};
+    /// use tollgate::http::{AxumResponseFuture, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
     /// use tower::{Layer, Service};
+    ///
     /// let limits = RateLimiting::builder()
     ///     .global(Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60))).unwrap())
     ///     .build()

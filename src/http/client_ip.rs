@@ -28,9 +28,10 @@ pub struct Cidr {
 /// Why a [`Cidr`] did not parse.
 ///
 /// ```
+/// use tollgate::http::{Cidr, CidrError};
 /// # use http::HeaderMap;
 /// # use std::net::IpAddr;
-/// # use tollgate::http::*;
+///
 /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
 /// assert_eq!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix));
 /// assert_eq!("10.0.0/8".parse::<Cidr>(), Err(CidrError::Address));
@@ -61,9 +62,10 @@ impl Cidr {
     /// address.
     ///
     /// ```
+    /// use tollgate::http::Cidr;
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let proxies = Cidr::new(ip("172.16.5.4"), 12).unwrap(); // host bits are cleared
     /// assert_eq!(Some(proxies), "172.16.0.0/12".parse().ok());
@@ -81,9 +83,10 @@ impl Cidr {
     /// Whether `ip` is in this network (an IPv4-mapped IPv6 address counts as its IPv4 address).
     ///
     /// ```
+    /// use tollgate::http::Cidr;
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let lan: Cidr = "192.168.0.0/16".parse().unwrap();
     /// assert!(lan.contains(ip("192.168.10.20")));
@@ -136,9 +139,10 @@ fn first_bits(n: u8) -> u128 {
 /// Which header a trusted proxy appends the client's address to.
 ///
 /// ```
+/// use tollgate::http::{ClientIp, ForwardedHeader};
 /// # use http::HeaderMap;
 /// # use std::net::IpAddr;
-/// # use tollgate::http::*;
+///
 /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
 /// let nginx = ClientIp::hops(1, ForwardedHeader::XForwardedFor);
 /// let envoy = ClientIp::hops(1, ForwardedHeader::Forwarded);
@@ -222,9 +226,10 @@ impl ClientIp {
     /// The TCP peer's address; headers ignored.
     ///
     /// ```
+    /// use tollgate::http::ClientIp;
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let direct = ClientIp::peer();
     /// let mut headers = HeaderMap::new();
@@ -243,9 +248,10 @@ impl ClientIp {
     /// The rightmost address of `header` that is not in `networks`, when the peer is in them.
     ///
     /// ```
+    /// use tollgate::http::{ClientIp, ForwardedHeader};
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let nets = ["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()];
     /// let behind_proxies = ClientIp::trusted_proxies(nets, ForwardedHeader::XForwardedFor);
@@ -267,9 +273,10 @@ impl ClientIp {
     /// The `n`-th address of `header` from the right: `n` proxies (at least 1) stand in front.
     ///
     /// ```
+    /// use tollgate::http::{ClientIp, ForwardedHeader};
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// // A CDN, then a load balancer: two hops, each appending the address it saw.
     /// let two_hops = ClientIp::hops(2, ForwardedHeader::XForwardedFor);
@@ -290,11 +297,12 @@ impl ClientIp {
     /// The peer address in `extensions`: axum's `ConnectInfo<SocketAddr>`, else a `SocketAddr`.
     ///
     /// ```
+    /// # use std::net::SocketAddr;
+    /// use tollgate::http::ClientIp;
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
-    /// use std::net::SocketAddr;
     /// let mut req = http::Request::new(());
     /// assert_eq!(ClientIp::peer_of(req.extensions()), None);
     /// // What a bare hyper server inserts for each connection (axum: `ConnectInfo`).
@@ -324,9 +332,10 @@ impl ClientIp {
     /// The client's address, from the peer's and the headers. Allocates nothing.
     ///
     /// ```
+    /// use tollgate::http::{ClientIp, ForwardedHeader};
     /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
+    ///
     /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
     /// let mut req = http::Request::new(());

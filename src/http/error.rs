@@ -5,11 +5,11 @@ use crate::options::OptionsError;
 /// Why [`RateLimitingBuilder::build`](crate::http::RateLimitingBuilder::build) failed.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::time::Duration;
+/// use tollgate::http::{BuildError, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let dup = RateLimiting::builder().policy("api", two_a_minute()).policy("api", two_a_minute()).build();
 /// assert_eq!(dup.unwrap_err(), BuildError::DuplicatePolicy("api".into()));
 /// let limits = RateLimiting::builder().policy("api", two_a_minute()).build().unwrap();

@@ -11,19 +11,19 @@ use super::shared::Shared;
 /// [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{Policy, RateLimitLayer, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
 /// let layer: RateLimitLayer = limits.layer();
 /// // A `tower::Layer`: wrap any service (or give it to axum's `Router::layer`).
 /// use tower::{Layer, ServiceExt};
 /// let svc = layer.layer(tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) }));
 /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-/// assert_eq!(rt.block_on(svc.oneshot(path("/"))).unwrap().status(), 200);
+/// assert_eq!(rt.block_on(svc.oneshot(Request::get("/").body(()).unwrap())).unwrap().status(), 200);
 /// ```
 #[derive(Clone)]
 pub struct RateLimitLayer {

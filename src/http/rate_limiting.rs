@@ -23,29 +23,23 @@ use crate::clock::Clock;
 /// every layer and service made from it. Cheap to clone.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let hello = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
 /// // Layers made from clones share one state: two servers, one limit.
 /// let (a, b) = (limits.layer(), limits.clone().layer());
-/// assert_eq!(call(&a, path("/")).status(), 200);
-/// assert_eq!(call(&b, path("/")).status(), 200);
-/// assert_eq!(call(&a, path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(a.layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+/// assert_eq!(b.layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+/// assert_eq!(a.layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct RateLimiting {
@@ -72,21 +66,20 @@ impl RateLimiting {
     /// Starts a configuration with no policy, headers off, 429 rejections.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use tollgate::http::RateLimiting;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// let limits = RateLimiting::builder().build().unwrap();
-    /// let resp = call(&limits.layer(), path("/")); // no policy: everything passes
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// let resp = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); // no policy: everything passes
     /// assert_eq!(resp.status(), 200);
     /// assert!(resp.headers().get("ratelimit").is_none());
+    /// # }
     /// ```
     pub fn builder() -> RateLimitingBuilder {
         RateLimitingBuilder {
@@ -106,26 +99,29 @@ impl RateLimiting {
     /// selector picks.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{KeyBy, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A request from `ip`, as a server started with
+    /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+    /// let from = |ip: &str| {
+    ///     let mut req = Request::new(());
+    ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    ///     req
+    /// };
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
     /// let layer = limits.layer(); // e.g. `Router::new()…​.layer(limits.layer())`
-    /// for _ in 0..2 { let _ = call(&layer, from("192.0.2.1")); }
-    /// assert_eq!(call(&layer, from("192.0.2.1")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = layer.layer(service_fn(hello));
+    /// for _ in 0..2 { let _ = app.clone().oneshot(from("192.0.2.1")).await.unwrap(); }
+    /// assert_eq!(app.clone().oneshot(from("192.0.2.1")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// # }
     /// ```
     pub fn layer(&self) -> RateLimitLayer {
         RateLimitLayer::new(self.shared.clone(), Mode::Router)
@@ -135,23 +131,23 @@ impl RateLimiting {
     /// route: `get(handler).layer(limits.policy_layer("login")?)`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{BuildError, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
     /// let login = limits.policy_layer("login").unwrap();
-    /// for _ in 0..2 { let _ = call(&login, path("/login")); }
-    /// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = login.layer(service_fn(hello));
+    /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap(); }
+    /// assert_eq!(app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
     /// assert_eq!(limits.policy_layer("logout").unwrap_err(), BuildError::UnknownPolicy("logout".into()));
+    /// # }
     /// ```
     pub fn policy_layer(&self, name: &str) -> Result<RateLimitLayer, BuildError> {
         let i = self
@@ -165,31 +161,34 @@ impl RateLimiting {
     /// unpartitioned policy): bounded by its [`PartitionConfig`](crate::PartitionConfig).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{KeyBy, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A request from `ip`, as a server started with
+    /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+    /// let from = |ip: &str| {
+    ///     let mut req = Request::new(());
+    ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    ///     req
+    /// };
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
     ///     .policy("per-ip", two_a_minute().partition_by(KeyBy::CLIENT_IP))
     ///     .policy("shared", two_a_minute())
     ///     .build()
     ///     .unwrap();
     /// let per_ip = limits.policy_layer("per-ip").unwrap();
-    /// for ip in ["192.0.2.1", "192.0.2.2", "192.0.2.1"] { let _ = call(&per_ip, from(ip)); }
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = per_ip.layer(service_fn(hello));
+    /// for ip in ["192.0.2.1", "192.0.2.2", "192.0.2.1"] { let _ = app.clone().oneshot(from(ip)).await.unwrap(); }
     /// assert_eq!(limits.partitions("per-ip"), Some(2));
     /// assert_eq!(limits.partitions("shared"), None);
+    /// # }
     /// ```
     pub fn partitions(&self, name: &str) -> Option<usize> {
         self.shared
@@ -200,11 +199,11 @@ impl RateLimiting {
     /// What `RateLimit-Policy` says of the named policy (`None` for an unknown name).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::time::Duration;
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    ///
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().policy("login", two_a_minute()).build().unwrap();
     /// let q = limits.describe("login").unwrap();
     /// assert_eq!((q.quota, q.window, q.concurrent), (2, Some(Duration::from_secs(60)), false));
@@ -220,52 +219,55 @@ impl RateLimiting {
 /// The name of the global policy in headers and [`Rejected::policy`].
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{Policy, RateLimiting, GLOBAL};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
 /// assert_eq!(limits.describe(GLOBAL).map(|q| q.quota), Some(2));
-/// let resp = call(&limits.layer(), path("/"));
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// let resp = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
 /// assert_eq!(resp.headers()["ratelimit"], r#""global";r=1;t=60"#);
+/// # }
 /// ```
 pub const GLOBAL: &str = "global";
 
 /// Builds a [`RateLimiting`] (ASP.NET's `AddRateLimiter(options => …)`).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{KeyBy, Policy, RateLimiting, RateLimitingBuilder};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A request from `ip`, as a server started with
+/// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+/// let from = |ip: &str| {
+///     let mut req = Request::new(());
+///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+///     req
+/// };
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let builder: RateLimitingBuilder = RateLimiting::builder()
 ///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP))
 ///     .legacy_headers(true);
 /// let limits = builder.build().unwrap();
-/// let resp = call(&limits.layer(), from("198.51.100.7"));
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// let resp = app.clone().oneshot(from("198.51.100.7")).await.unwrap();
 /// assert_eq!(resp.headers()["x-ratelimit-remaining"], "1");
 /// // Another client has its own partition.
-/// assert_eq!(call(&limits.layer(), from("198.51.100.8")).headers()["x-ratelimit-remaining"], "1");
+/// assert_eq!(app.clone().oneshot(from("198.51.100.8")).await.unwrap().headers()["x-ratelimit-remaining"], "1");
+/// # }
 /// ```
 pub struct RateLimitingBuilder {
     pub(super) global: Option<Policy>,
@@ -305,23 +307,23 @@ impl RateLimitingBuilder {
         /// The policy every request goes through first (ASP.NET's `GlobalLimiter`).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
         /// let layer = limits.layer();
-        /// assert_eq!(call(&layer, path("/a")).status(), 200);
-        /// assert_eq!(call(&layer, path("/b")).status(), 200);
-        /// assert_eq!(call(&layer, path("/c")).status(), StatusCode::TOO_MANY_REQUESTS); // every route counts
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = layer.layer(service_fn(hello));
+        /// assert_eq!(app.clone().oneshot(Request::get("/a").body(()).unwrap()).await.unwrap().status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/b").body(()).unwrap()).await.unwrap().status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/c").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS); // every route counts
+        /// # }
         /// ```
         fn global(policy: Policy) => global = Some(policy);
     }
@@ -329,24 +331,24 @@ impl RateLimitingBuilder {
     /// A named endpoint policy (ASP.NET's `AddPolicy(name, …)`).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::convert::Infallible;
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::ConcurrencyOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// let limits = RateLimiting::builder()
     ///     .policy("uploads", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
     ///     .build()
     ///     .unwrap();
     /// assert_eq!(limits.describe("uploads").map(|q| (q.quota, q.concurrent)), Some((4, true)));
     /// let uploads = limits.policy_layer("uploads").unwrap(); // for the upload route
-    /// assert_eq!(call(&uploads, path("/upload")).status(), 200);
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = uploads.layer(service_fn(hello));
+    /// assert_eq!(app.clone().oneshot(Request::get("/upload").body(()).unwrap()).await.unwrap().status(), 200);
+    /// # }
     /// ```
     pub fn policy(mut self, name: impl Into<String>, policy: Policy) -> Self {
         self.policies.push((name.into(), policy));
@@ -361,49 +363,49 @@ impl RateLimitingBuilder {
         /// ([`UNKNOWN_POLICY`]).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Endpoint, Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// // Only the API is limited; static files are not.
         /// let limits = RateLimiting::builder()
         ///     .policy("api", two_a_minute())
         ///     .select(|req| if req.uri.path().starts_with("/api/") { Endpoint::Policy("api") } else { Endpoint::Disabled })
         ///     .build()
         ///     .unwrap();
-        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/api/items")); }
-        /// assert_eq!(call(&limits.layer(), path("/api/items")).status(), StatusCode::TOO_MANY_REQUESTS);
-        /// assert_eq!(call(&limits.layer(), path("/static/app.js")).status(), 200);
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/api/items").body(()).unwrap()).await.unwrap(); }
+        /// assert_eq!(app.clone().oneshot(Request::get("/api/items").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(app.clone().oneshot(Request::get("/static/app.js").body(()).unwrap()).await.unwrap().status(), 200);
+        /// # }
         /// ```
         fn select(f: impl Fn(&RequestView<'_>) -> Endpoint + Send + Sync + 'static)
             => selector = Some(Arc::new(f));
         /// How [`KeyBy::CLIENT_IP`] finds the client (default: the TCP peer, headers ignored).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn from(ip: &str) -> Request<()> {
-        /// #     let mut req = Request::new(());
-        /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-        /// #     req
-        /// # }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{ClientIp, ForwardedHeader, KeyBy, Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// // A request from `ip`, as a server started with
+        /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+        /// let from = |ip: &str| {
+        ///     let mut req = Request::new(());
+        ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+        ///     req
+        /// };
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For.
         /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
         /// let limits = RateLimiting::builder()
@@ -416,27 +418,27 @@ impl RateLimitingBuilder {
         ///     req.headers_mut().insert("x-forwarded-for", client.parse().unwrap());
         ///     req
         /// };
-        /// for _ in 0..2 { let _ = call(&limits.layer(), via_lb("203.0.113.7")); }
-        /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.7")).status(), StatusCode::TOO_MANY_REQUESTS);
-        /// assert_eq!(call(&limits.layer(), via_lb("203.0.113.8")).status(), 200); // not the balancer's quota
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(via_lb("203.0.113.7")).await.unwrap(); }
+        /// assert_eq!(app.clone().oneshot(via_lb("203.0.113.7")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(app.clone().oneshot(via_lb("203.0.113.8")).await.unwrap().status(), 200); // not the balancer's quota
+        /// # }
         /// ```
         fn client_ip(client_ip: ClientIp) => client_ip = client_ip;
         /// Builds the response of a rejected request (ASP.NET's `OnRejected`). The layer then adds
         /// `Retry-After` and the quota headers, unless the hook set them.
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// let limits = RateLimiting::builder()
         ///     .global(two_a_minute())
         ///     .on_rejected(|r| {
@@ -446,22 +448,25 @@ impl RateLimitingBuilder {
         ///     })
         ///     .build()
         ///     .unwrap();
-        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-        /// let resp = call(&limits.layer(), path("/"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); }
+        /// let resp = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
         /// assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
         /// assert_eq!(resp.headers()["retry-after"], "60"); // added by the layer
+        /// # }
         /// ```
         fn on_rejected(f: impl Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync + 'static)
             => on_rejected = Some(Arc::new(f));
         /// The body of a default rejection (default: empty).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        ///
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// use http_body_util::{BodyExt, Full};
         /// use tower::{Layer, ServiceExt};
         /// let limits = RateLimiting::builder().global(two_a_minute()).rejection_body("rate limited\n").build().unwrap();
@@ -469,8 +474,8 @@ impl RateLimitingBuilder {
         /// let app = limits.layer().layer(tower::service_fn(hello));
         /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         /// let body = rt.block_on(async {
-        ///     for _ in 0..2 { app.clone().oneshot(path("/")).await.unwrap(); }
-        ///     app.oneshot(path("/")).await.unwrap().into_body().collect().await.unwrap().to_bytes()
+        ///     for _ in 0..2 { app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); }
+        ///     app.oneshot(Request::get("/").body(()).unwrap()).await.unwrap().into_body().collect().await.unwrap().to_bytes()
         /// });
         /// assert_eq!(body, "rate limited\n");
         /// ```
@@ -479,67 +484,67 @@ impl RateLimitingBuilder {
         /// responses (default off).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// let limits = RateLimiting::builder().global(two_a_minute()).rate_limit_headers(true).build().unwrap();
-        /// let resp = call(&limits.layer(), path("/"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// let resp = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
         /// assert_eq!(resp.headers()["ratelimit-policy"], r#""global";q=2;w=60"#);
         /// assert_eq!(resp.headers()["ratelimit"], r#""global";r=1;t=60"#);
+        /// # }
         /// ```
         fn rate_limit_headers(on: bool) => ietf = on;
         /// Sends the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` headers (default off).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// let limits = RateLimiting::builder().global(two_a_minute()).legacy_headers(true).build().unwrap();
-        /// let resp = call(&limits.layer(), path("/"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// let resp = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
         /// assert_eq!(resp.headers()["x-ratelimit-limit"], "2");
         /// assert_eq!(resp.headers()["x-ratelimit-remaining"], "1");
         /// assert_eq!(resp.headers()["x-ratelimit-reset"], "60");
+        /// # }
         /// ```
         fn legacy_headers(on: bool) => legacy = on;
         /// The clock of the built-in policies (default `StdClock`; a `ManualClock` in tests).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-        /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::{FixedWindowOptions, ManualClock};
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
         /// let clock = Arc::new(ManualClock::new());
         /// let limits = RateLimiting::builder().global(two_a_minute()).clock(clock.clone()).build().unwrap();
-        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); }
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
         /// clock.advance(Duration::from_secs(60)); // the next window, without waiting a minute
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+        /// # }
         /// ```
         fn clock(clock: impl Clock + Send + Sync + 'static) => clock = Some(Arc::new(clock));
     }
@@ -547,11 +552,11 @@ impl RateLimitingBuilder {
     /// Builds every policy's limiter.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::time::Duration;
+    /// use tollgate::http::{BuildError, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    ///
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().policy("api", two_a_minute()).build();
     /// assert!(limits.is_ok());
     /// let bad = RateLimiting::builder().policy("bad\"name", two_a_minute()).build();

@@ -14,18 +14,15 @@ use crate::quota::QuotaState;
 /// A rejected request, as the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook sees it.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{Policy, RateLimiting, Rejected};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .policy("login", two_a_minute())
 ///     .on_rejected(|r: &Rejected<'_>| {
@@ -37,8 +34,11 @@ use crate::quota::QuotaState;
 ///     .build()
 ///     .unwrap();
 /// let login = limits.policy_layer("login").unwrap();
-/// for _ in 0..2 { let _ = call(&login, path("/login")); }
-/// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = login.layer(service_fn(hello));
+/// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap(); }
+/// assert_eq!(app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct Rejected<'a> {
@@ -161,12 +161,12 @@ impl Refusals {
 /// The reason of a local rejection while an upstream's `Retry-After` lasts.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{Policy, RateLimiting, UPSTREAM_PAUSE};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tower::{Layer, ServiceExt};
 /// let limits = RateLimiting::builder()
 ///     .global(two_a_minute().pause_on_upstream_429())
@@ -181,8 +181,8 @@ impl Refusals {
 /// });
 /// let client = limits.layer().layer(upstream);
 /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-/// assert!(rt.block_on(client.clone().oneshot(path("/"))).unwrap().headers().get("x-paused").is_none());
-/// let local = rt.block_on(client.oneshot(path("/"))).unwrap(); // not sent upstream
+/// assert!(rt.block_on(client.clone().oneshot(Request::get("/").body(()).unwrap())).unwrap().headers().get("x-paused").is_none());
+/// let local = rt.block_on(client.oneshot(Request::get("/").body(()).unwrap())).unwrap(); // not sent upstream
 /// assert_eq!(local.headers()["x-paused"], "true");
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
@@ -197,18 +197,15 @@ pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 /// them; [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) checks its name when it is called.)
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{Endpoint, Policy, RateLimiting, UNKNOWN_POLICY};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .global(two_a_minute())
 ///     .policy("search", two_a_minute())
@@ -219,7 +216,10 @@ pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 ///     })
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// assert_eq!(app.clone().oneshot(Request::get("/search").body(()).unwrap()).await.unwrap().status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// # }
 /// ```
 pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected name");
 
@@ -233,32 +233,35 @@ pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected nam
 /// table is the server's capacity, not the client's rate), else its rejection status.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{KeyBy, Policy, RateLimiting, PARTITIONS_FULL_RETRY_AFTER};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A request from `ip`, as a server started with
+/// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+/// let from = |ip: &str| {
+///     let mut req = Request::new(());
+///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+///     req
+/// };
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tollgate::PartitionConfig;
 /// let one_client = two_a_minute().partition_by(KeyBy::CLIENT_IP).partitions(PartitionConfig::new(1));
 /// let limits = RateLimiting::builder()
 ///     .global(one_client.unavailable_status(StatusCode::SERVICE_UNAVAILABLE))
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
-/// let full = call(&limits.layer(), from("192.0.2.2")); // 192.0.2.1's window is in use
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// assert_eq!(app.clone().oneshot(from("192.0.2.1")).await.unwrap().status(), 200);
+/// let full = app.clone().oneshot(from("192.0.2.2")).await.unwrap(); // 192.0.2.1's window is in use
 /// assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(full.headers()["retry-after"], "1");
 /// assert_eq!(PARTITIONS_FULL_RETRY_AFTER, Duration::from_secs(1));
+/// # }
 /// ```
 pub const PARTITIONS_FULL_RETRY_AFTER: Duration = Duration::from_secs(1);

@@ -19,12 +19,12 @@ use super::shared::{Plan, Quotas, Shared};
 /// passes an admitted one to the inner service.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{Policy, RateLimit, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tower::{Layer, Service, ServiceExt};
 /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
 /// let inner = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) });
@@ -33,7 +33,7 @@ use super::shared::{Plan, Quotas, Shared};
 /// let statuses = rt.block_on(async {
 ///     let mut out = Vec::new();
 ///     for _ in 0..3 {
-///         out.push(svc.ready().await.unwrap().call(path("/")).await.unwrap().status().as_u16());
+///         out.push(svc.ready().await.unwrap().call(Request::get("/").body(()).unwrap()).await.unwrap().status().as_u16());
 ///     }
 ///     out
 /// });
@@ -340,24 +340,18 @@ pin_project! {
     /// The future of [`RateLimit`]'s response.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting, ResponseFuture};
+    /// use tollgate::FixedWindowOptions;
+    ///
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tower::{Layer, Service};
     /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
     /// let inner = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) });
     /// let mut svc = limits.layer().layer(inner);
     /// // The decision is made in `call`: the third future is a ready rejection.
-    /// let futures: Vec<ResponseFuture<_, _, _>> = (0..3).map(|_| svc.call(path("/"))).collect();
+    /// let futures: Vec<ResponseFuture<_, _, _>> = (0..3).map(|_| svc.call(Request::get("/").body(()).unwrap())).collect();
     /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     /// let statuses: Vec<u16> = futures.into_iter().map(|f| rt.block_on(f).unwrap().status().as_u16()).collect();
     /// assert_eq!(statuses, [200, 200, 429]);

@@ -15,10 +15,10 @@ use crate::quota::QuotaState;
 /// nothing for rate policies.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::sync::Arc;
+/// use tollgate::http::Permit;
+/// use tollgate::ConcurrencyOptions;
+///
 /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
 /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap());
 /// let permit = Permit::lease(pool.try_acquire_owned(1).unwrap());
@@ -41,10 +41,8 @@ impl Permit {
     /// Nothing held (a rate policy's grant, or an unlimited request).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::{Grant, Permit};
+    ///
     /// let grant = Grant { permit: Permit::none(), quota: None };
     /// assert!(!grant.permit.holds());
     /// ```
@@ -55,10 +53,10 @@ impl Permit {
     /// A lease held until the response ends (a custom [`PolicyLimiter`]'s permit).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::Permit;
+    /// use tollgate::{ConcurrencyOptions, TokenBucketOptions};
+    ///
     /// use tollgate::{AcquireOwned, ConcurrencyLimiter, TokenBucketLimiter};
     /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
     /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
@@ -77,10 +75,10 @@ impl Permit {
     /// Whether dropping this gives permits back.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::Arc;
+    /// use tollgate::http::Permit;
+    /// use tollgate::ConcurrencyOptions;
+    ///
     /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
     /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
     /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
@@ -97,10 +95,8 @@ impl Permit {
 /// A granted request: what it holds, and the quota left (when asked for).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::http::{Decision, Grant, Permit};
+///
 /// use tollgate::QuotaState;
 /// let grant = Grant { permit: Permit::none(), quota: Some(QuotaState { limit: 10, remaining: 9, reset_after: None }) };
 /// let decision = Decision::Granted(grant);
@@ -117,10 +113,10 @@ pub struct Grant {
 /// A refused request: why, and the partition's quota (when asked for).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::time::Duration;
+/// use tollgate::http::Denial;
+/// use tollgate::Reason;
+///
 /// use tollgate::{QuotaState, Rejection};
 /// let retry = Duration::from_secs(30);
 /// let denial = Denial {
@@ -141,12 +137,12 @@ pub struct Denial {
 /// The outcome of [`PolicyLimiter::try_acquire`].
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::{sync::Arc, time::Duration};
+/// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+/// use tollgate::Reason;
 /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// # use tollgate::Rejection;
+///
 /// # /// A request budget kept by a quota service (here: a counter).
 /// # struct Budget(AtomicU64);
 /// # impl PolicyLimiter for Budget {
@@ -189,12 +185,12 @@ pub enum Decision {
 /// A boxed future of a waited decision.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::{sync::Arc, time::Duration};
+/// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+/// use tollgate::Reason;
 /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// # use tollgate::Rejection;
+///
 /// # /// A request budget kept by a quota service (here: a counter).
 /// # struct Budget(AtomicU64);
 /// # impl PolicyLimiter for Budget {
@@ -228,15 +224,10 @@ pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Grant, Denial>> + Se
 /// What `RateLimit-Policy` says about a policy: its quota, window and unit.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
+/// # use std::time::Duration;
+/// use tollgate::http::{Policy, PolicyQuota, RateLimiting};
+/// use tollgate::{ConcurrencyOptions, TokenBucketOptions};
+///
 /// let limits = RateLimiting::builder()
 ///     .policy("pool", Policy::concurrency(ConcurrencyOptions::new(10)).unwrap())
 ///     .policy("rate", Policy::token_bucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))).unwrap())
@@ -304,12 +295,12 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// Decides for `key` now, without waiting; fills in the quota if `want_quota`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+    /// use tollgate::Reason;
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
+    ///
     /// # /// A request budget kept by a quota service (here: a counter).
     /// # struct Budget(AtomicU64);
     /// # impl PolicyLimiter for Budget {
@@ -344,12 +335,12 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// must cancel the wait and give back anything it was granted.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+    /// use tollgate::Reason;
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
+    ///
     /// # /// A request budget kept by a quota service (here: a counter).
     /// # struct Budget(AtomicU64);
     /// # impl PolicyLimiter for Budget {
@@ -384,12 +375,12 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// The policy's quota, for `RateLimit-Policy`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimit, RateLimiting};
+    /// use tollgate::Reason;
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
+    ///
     /// # /// A request budget kept by a quota service (here: a counter).
     /// # struct Budget(AtomicU64);
     /// # impl PolicyLimiter for Budget {
@@ -423,12 +414,12 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// How many partitions are stored now, if the limiter keeps any (for metrics and tests).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
+    /// use tollgate::Reason;
     /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// # use tollgate::Rejection;
+    ///
     /// # /// A request budget kept by a quota service (here: a counter).
     /// # struct Budget(AtomicU64);
     /// # impl PolicyLimiter for Budget {
