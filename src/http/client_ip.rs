@@ -29,10 +29,7 @@ pub struct Cidr {
 ///
 /// ```
 /// use tollgate::http::{Cidr, CidrError};
-/// # use http::HeaderMap;
-/// # use std::net::IpAddr;
 ///
-/// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
 /// assert_eq!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix));
 /// assert_eq!("10.0.0/8".parse::<Cidr>(), Err(CidrError::Address));
 /// assert_eq!(CidrError::Prefix.to_string(), "invalid prefix length in CIDR");
@@ -63,10 +60,9 @@ impl Cidr {
     ///
     /// ```
     /// use tollgate::http::Cidr;
-    /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let proxies = Cidr::new(ip("172.16.5.4"), 12).unwrap(); // host bits are cleared
     /// assert_eq!(Some(proxies), "172.16.0.0/12".parse().ok());
     /// assert!(proxies.contains(ip("172.31.255.1")));
@@ -84,10 +80,9 @@ impl Cidr {
     ///
     /// ```
     /// use tollgate::http::Cidr;
-    /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let lan: Cidr = "192.168.0.0/16".parse().unwrap();
     /// assert!(lan.contains(ip("192.168.10.20")));
     /// assert!(lan.contains(ip("::ffff:192.168.10.20"))); // mapped: the same host
@@ -140,10 +135,10 @@ fn first_bits(n: u8) -> u128 {
 ///
 /// ```
 /// use tollgate::http::{ClientIp, ForwardedHeader};
-/// # use http::HeaderMap;
+/// use http::HeaderMap;
 /// # use std::net::IpAddr;
 ///
-/// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+/// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
 /// let nginx = ClientIp::hops(1, ForwardedHeader::XForwardedFor);
 /// let envoy = ClientIp::hops(1, ForwardedHeader::Forwarded);
 /// let mut headers = HeaderMap::new();
@@ -227,10 +222,10 @@ impl ClientIp {
     ///
     /// ```
     /// use tollgate::http::ClientIp;
-    /// # use http::HeaderMap;
+    /// use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let direct = ClientIp::peer();
     /// let mut headers = HeaderMap::new();
     /// headers.insert("x-forwarded-for", "1.2.3.4".parse().unwrap()); // written by the client: ignored
@@ -249,10 +244,10 @@ impl ClientIp {
     ///
     /// ```
     /// use tollgate::http::{ClientIp, ForwardedHeader};
-    /// # use http::HeaderMap;
+    /// use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let nets = ["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()];
     /// let behind_proxies = ClientIp::trusted_proxies(nets, ForwardedHeader::XForwardedFor);
     /// let mut headers = HeaderMap::new();
@@ -274,10 +269,10 @@ impl ClientIp {
     ///
     /// ```
     /// use tollgate::http::{ClientIp, ForwardedHeader};
-    /// # use http::HeaderMap;
+    /// use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// // A CDN, then a load balancer: two hops, each appending the address it saw.
     /// let two_hops = ClientIp::hops(2, ForwardedHeader::XForwardedFor);
     /// let mut headers = HeaderMap::new();
@@ -299,10 +294,9 @@ impl ClientIp {
     /// ```
     /// # use std::net::SocketAddr;
     /// use tollgate::http::ClientIp;
-    /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let mut req = http::Request::new(());
     /// assert_eq!(ClientIp::peer_of(req.extensions()), None);
     /// // What a bare hyper server inserts for each connection (axum: `ConnectInfo`).
@@ -333,10 +327,9 @@ impl ClientIp {
     ///
     /// ```
     /// use tollgate::http::{ClientIp, ForwardedHeader};
-    /// # use http::HeaderMap;
     /// # use std::net::IpAddr;
     ///
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
     /// let mut req = http::Request::new(());
     /// req.headers_mut().insert("x-forwarded-for", "203.0.113.7".parse().unwrap());

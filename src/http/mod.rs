@@ -39,48 +39,60 @@
 //! - **Features.** `http` is tower and the `http` crate only (hyper, tonic, tower clients);
 //!   `axum` adds the axum glue: `for_axum()` and the peer address from axum's `ConnectInfo`
 //!   (without it the peer is the `SocketAddr` a hyper server puts in the request's
-//!   extensions). The examples below use axum.
+//!   extensions). The examples below use axum, or tower's `ServiceExt::oneshot` to send one
+//!   request to a layered service as a test would; a server serves with
+//!   `axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())`.
 //! - **Extension point.** Every decision goes through [`PolicyLimiter`], whose waiting half is
 //!   async: a Redis-backed limiter plugs in with [`Policy::custom`].
 //!
 //! [`on_rejected`]: RateLimitingBuilder::on_rejected
 //!
-//! ```
+//! ```no_run
+//! use std::net::SocketAddr;
 //! use std::time::Duration;
+//!
 //! use axum::{routing::get, Router};
 //! use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting};
 //! use tollgate::{ConcurrencyOptions, FixedWindowOptions, TokenBucketOptions};
 //!
-//! let limits = RateLimiting::builder()
-//!     // Every request: 100 per second per client IP.
-//!     .global(
-//!         Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(1)))
-//!             .unwrap()
-//!             .partition_by(KeyBy::CLIENT_IP),
-//!     )
-//!     // Logins: 5 a minute per client IP.
-//!     .policy(
-//!         "login",
-//!         Policy::fixed_window(FixedWindowOptions::new(5, Duration::from_secs(60)))
-//!             .unwrap()
-//!             .partition_by(KeyBy::CLIENT_IP),
-//!     )
-//!     // Reports: 4 at once, whoever asks.
-//!     .policy("reports", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
-//!     .select(|req| match req.uri.path() {
-//!         "/health" => Endpoint::Disabled,
-//!         _ => Endpoint::Default,
-//!     })
-//!     .rate_limit_headers(true)
-//!     .build()
-//!     .unwrap();
+//! #[tokio::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let limits = RateLimiting::builder()
+//!         // Every request: 100 per second per client IP.
+//!         .global(
+//!             Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(1)))
+//!                 .unwrap()
+//!                 .partition_by(KeyBy::CLIENT_IP),
+//!         )
+//!         // Logins: 5 a minute per client IP.
+//!         .policy(
+//!             "login",
+//!             Policy::fixed_window(FixedWindowOptions::new(5, Duration::from_secs(60)))
+//!                 .unwrap()
+//!                 .partition_by(KeyBy::CLIENT_IP),
+//!         )
+//!         // Reports: 4 at once, whoever asks.
+//!         .policy("reports", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
+//!         .select(|req| match req.uri.path() {
+//!             "/health" => Endpoint::Disabled,
+//!             _ => Endpoint::Default,
+//!         })
+//!         .rate_limit_headers(true)
+//!         .build()
+//!         .unwrap();
 //!
-//! let app: Router = Router::new()
-//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap().for_axum()))
-//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap().for_axum()))
-//!     .route("/health", get(|| async { "ok" }))
-//!     .layer(limits.layer().for_axum());
-//! # let _ = app;
+//!     let login = limits.policy_layer("login").unwrap().for_axum();
+//!     let reports = limits.policy_layer("reports").unwrap().for_axum();
+//!     let app = Router::new()
+//!         .route("/login", get(|| async { "welcome" }).layer(login))
+//!         .route("/reports", get(|| async { "report" }).layer(reports))
+//!         .route("/health", get(|| async { "ok" }))
+//!         .layer(limits.layer().for_axum());
+//!
+//!     let listener = tokio::net::TcpListener::bind("0.0.0.0:3000").await?;
+//!     // With `ConnectInfo`: the client IP that `KeyBy::CLIENT_IP` keys on.
+//!     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+//! }
 //! ```
 
 #[cfg(feature = "axum")]

@@ -385,31 +385,35 @@ impl core::fmt::Debug for KeyBy {
 /// an untrusted proxy chain). Never a 500.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-/// let policy = |missing| {
-///     let limits = RateLimiting::builder()
-///         .global(two_a_minute().partition_by(KeyBy::CLIENT_IP).when_missing_key(missing))
-///         .build()
-///         .unwrap();
-///     (0..3).map(|_| call(&limits.layer(), path("/")).status().as_u16()).collect::<Vec<_>>()
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{KeyBy, MissingKey, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // Three requests without a peer address (no client IP) under a per-IP policy of two a minute.
+/// let statuses = |missing| async move {
+///     let per_ip = Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60)))
+///         .unwrap()
+///         .partition_by(KeyBy::CLIENT_IP)
+///         .when_missing_key(missing);
+///     let limits = RateLimiting::builder().global(per_ip).build().unwrap();
+///     let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+///     let app = limits.layer().layer(service_fn(hello));
+///     let mut out = Vec::new();
+///     for _ in 0..3 {
+///         out.push(app.clone().oneshot(Request::new(())).await.unwrap().status().as_u16());
+///     }
+///     out
 /// };
-/// // `path("/")` has no peer address: no client IP.
-/// assert_eq!(policy(MissingKey::Reject), [429, 429, 429]);
-/// assert_eq!(policy(MissingKey::Allow), [200, 200, 200]);
-/// assert_eq!(policy(MissingKey::Shared), [200, 200, 429]); // one partition for all of them
+/// assert_eq!(statuses(MissingKey::Reject).await, [429, 429, 429]);
+/// assert_eq!(statuses(MissingKey::Allow).await, [200, 200, 200]);
+/// assert_eq!(statuses(MissingKey::Shared).await, [200, 200, 429]); // one partition for all of them
 /// // The default: no peer address is the server's mistake (no `ConnectInfo`), said at once.
-/// assert_eq!(policy(MissingKey::Auto), [500, 500, 500]);
+/// assert_eq!(statuses(MissingKey::Auto).await, [500, 500, 500]);
+/// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MissingKey {

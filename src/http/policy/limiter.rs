@@ -137,40 +137,19 @@ pub struct Denial {
 /// The outcome of [`PolicyLimiter::try_acquire`].
 ///
 /// ```
-/// # use std::{sync::Arc, time::Duration};
-/// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
-/// use tollgate::Reason;
-/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-/// # use tollgate::Rejection;
+/// use tollgate::http::{Decision, Denial, Grant, Permit};
+/// use tollgate::{Reason, Rejection};
 ///
-/// # /// A request budget kept by a quota service (here: a counter).
-/// # struct Budget(AtomicU64);
-/// # impl PolicyLimiter for Budget {
-/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-/// #         }
-/// #     }
-/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-/// #         Box::pin(async move {
-/// #             match self.try_acquire(key, want_quota) {
-/// #                 Decision::Granted(g) => Ok(g),
-/// #                 Decision::Denied(d) => Err(d),
-/// #                 Decision::Wait => unreachable!(),
-/// #             }
-/// #         })
-/// #     }
-/// #     fn describe(&self) -> PolicyQuota {
-/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-/// #     }
-/// # }
-/// let budget = Arc::new(Budget(AtomicU64::new(1)));
-/// assert!(matches!(budget.try_acquire(Key::GLOBAL, false), Decision::Granted(_)));
-/// match budget.try_acquire(Key::GLOBAL, false) {
-///     Decision::Denied(d) => assert_eq!(d.rejection.reason(), Reason::Exhausted),
-///     other => panic!("expected a denial, got {other:?}"),
+/// // What a `PolicyLimiter::try_acquire` answers: here, from the requests left in a budget.
+/// fn decide(left: u64) -> Decision {
+///     if left > 0 {
+///         Decision::Granted(Grant { permit: Permit::none(), quota: None })
+///     } else {
+///         Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None })
+///     }
 /// }
+/// assert!(matches!(decide(1), Decision::Granted(_)));
+/// assert!(matches!(decide(0), Decision::Denied(d) if d.rejection.reason() == Reason::Exhausted));
 /// ```
 #[derive(Debug)]
 pub enum Decision {
@@ -185,39 +164,12 @@ pub enum Decision {
 /// A boxed future of a waited decision.
 ///
 /// ```
-/// # use std::{sync::Arc, time::Duration};
-/// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
-/// use tollgate::Reason;
-/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-/// # use tollgate::Rejection;
+/// use tollgate::http::{AcquireFuture, Grant, Permit};
 ///
-/// # /// A request budget kept by a quota service (here: a counter).
-/// # struct Budget(AtomicU64);
-/// # impl PolicyLimiter for Budget {
-/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-/// #         }
-/// #     }
-/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-/// #         Box::pin(async move {
-/// #             match self.try_acquire(key, want_quota) {
-/// #                 Decision::Granted(g) => Ok(g),
-/// #                 Decision::Denied(d) => Err(d),
-/// #                 Decision::Wait => unreachable!(),
-/// #             }
-/// #         })
-/// #     }
-/// #     fn describe(&self) -> PolicyQuota {
-/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-/// #     }
-/// # }
-/// let budget = Arc::new(Budget(AtomicU64::new(1)));
-/// let fut: AcquireFuture = budget.clone().acquire(Key::GLOBAL, false);
+/// // What `PolicyLimiter::acquire` returns: the decision, once waited for (here at once).
+/// let granted: AcquireFuture = Box::pin(async { Ok(Grant { permit: Permit::none(), quota: None }) });
 /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-/// assert!(rt.block_on(fut).is_ok());
-/// assert!(rt.block_on(budget.acquire(Key::GLOBAL, false)).is_err());
+/// assert!(rt.block_on(granted).is_ok());
 /// ```
 pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Grant, Denial>> + Send>>;
 
@@ -298,31 +250,32 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use std::{sync::Arc, time::Duration};
     /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
     /// use tollgate::Reason;
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
     ///
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Budget(AtomicU64::new(2));
     /// let key = Key::from_bytes(b"tenant-1");
     /// assert!(matches!(budget.try_acquire(key, false), Decision::Granted(_)));
@@ -338,31 +291,32 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use std::{sync::Arc, time::Duration};
     /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
     /// use tollgate::Reason;
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
     ///
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Arc::new(Budget(AtomicU64::new(1)));
     /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     /// let grant = rt.block_on(budget.clone().acquire(Key::GLOBAL, false)).unwrap();
@@ -378,31 +332,32 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use std::{sync::Arc, time::Duration};
     /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimit, RateLimiting};
     /// use tollgate::Reason;
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
     ///
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Arc::new(Budget(AtomicU64::new(1_000)));
     /// assert_eq!(budget.describe().window, Some(Duration::from_secs(86_400)));
     /// let limits = RateLimiting::builder().policy("daily", Policy::custom(budget)).build().unwrap();
@@ -417,31 +372,32 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// # use std::{sync::Arc, time::Duration};
     /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
     /// use tollgate::Reason;
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
     ///
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Budget(AtomicU64::new(10));
     /// assert_eq!(budget.partitions(), None); // the default: one shared budget
     /// let limits = RateLimiting::builder().policy("daily", Policy::custom(Arc::new(budget))).build().unwrap();

@@ -30,7 +30,7 @@ pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter,
 /// # use std::{sync::Arc, time::Duration};
 /// use tollgate::http::SharedClock;
 /// use tollgate::ManualClock;
-/// # use tollgate::Clock;
+/// use tollgate::Clock;
 ///
 /// let clock = Arc::new(ManualClock::new());
 /// let shared: SharedClock = clock.clone();
@@ -346,33 +346,34 @@ impl Policy {
     /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
     /// use tollgate::Reason;
     /// use tower::{service_fn, Layer, ServiceExt};
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let limits = RateLimiting::builder().global(Policy::custom(Arc::new(Budget(AtomicU64::new(1))))).build().unwrap();
     /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
     /// let app = limits.layer().layer(service_fn(hello));
