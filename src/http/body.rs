@@ -105,10 +105,12 @@ impl<B> LimitedBody<B> {
     /// let hello = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
     /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(4)).unwrap()).build().unwrap();
-    /// assert!(limits.layer().layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().body().holds_permits());
+    /// let resp = limits.layer().layer(hello).oneshot(Request::new(())).await.unwrap();
+    /// assert!(resp.body().holds_permits());
     /// // A rate policy's request holds nothing.
     /// let rate = RateLimiting::builder().global(two_a_minute()).build().unwrap();
-    /// assert!(!rate.layer().layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().body().holds_permits());
+    /// let resp = rate.layer().layer(hello).oneshot(Request::new(())).await.unwrap();
+    /// assert!(!resp.body().holds_permits());
     /// # }
     /// ```
     pub fn holds_permits(&self) -> bool {

@@ -35,10 +35,11 @@ use crate::clock::Clock;
 /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
 /// // Layers made from clones share one state: two servers, one limit.
-/// let (a, b) = (limits.layer(), limits.clone().layer());
-/// assert_eq!(a.layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
-/// assert_eq!(b.layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
-/// assert_eq!(a.layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+/// let a = limits.layer().layer(hello);
+/// let b = limits.clone().layer().layer(hello);
+/// assert_eq!(a.clone().oneshot(Request::new(())).await.unwrap().status(), 200);
+/// assert_eq!(b.oneshot(Request::new(())).await.unwrap().status(), 200);
+/// assert_eq!(a.oneshot(Request::new(())).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
 /// # }
 /// ```
 #[derive(Clone)]

@@ -432,8 +432,9 @@ impl Policy {
     /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let per_key = two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap()));
     /// let limits = RateLimiting::builder().global(per_key.when_missing_key(MissingKey::Allow)).build().unwrap();
+    /// let app = limits.layer().layer(hello);
     /// for _ in 0..5 { // anonymous requests are not limited here (another layer may)
-    ///     assert_eq!(limits.layer().layer(hello).oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+    ///     assert_eq!(app.clone().oneshot(Request::new(())).await.unwrap().status(), 200);
     /// }
     /// # }
     /// ```
