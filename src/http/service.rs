@@ -59,6 +59,8 @@ impl<S> fmt::Debug for RateLimit<S> {
 
 /// What the layer decided for a request, from its policies in order.
 enum Verdict {
+    /// Pass it to the inner service, holding nothing and reporting nothing.
+    Pass,
     /// Pass it to the inner service, with the permits it holds, if any, and what its
     /// response needs the layer's state for, if anything.
     Forward(Option<Permits>, Option<Box<Extra>>),
@@ -142,8 +144,10 @@ impl Admitted {
                 }
             }
         }
-        let (permits, extra) = self.split();
-        Verdict::Forward(permits, extra)
+        match self.split() {
+            (None, None) => Verdict::Pass,
+            (permits, extra) => Verdict::Forward(permits, extra),
+        }
     }
 
     #[inline(always)]
@@ -239,8 +243,7 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let view = RequestView::of(&req);
         match self.verdict(&view) {
-            // Holding nothing, reporting nothing: the inner future as it is.
-            Verdict::Forward(None, None) => ResponseFuture::plain(self.inner.call(req)),
+            Verdict::Pass => ResponseFuture::plain(self.inner.call(req)),
             Verdict::Forward(permits, extra) => {
                 ResponseFuture::admitted(self.inner.call(req), permits, extra)
             }
@@ -267,7 +270,7 @@ impl<S> RateLimit<S> {
                 .and_then(|r| r.try_acquire(&p.policy.key, view, ip))
             {
                 return match r {
-                    Ok(()) => Verdict::Forward(None, None),
+                    Ok(()) => Verdict::Pass,
                     Err(rejection) => {
                         let quota = None;
                         let denial = Denial { rejection, quota };
@@ -316,6 +319,7 @@ impl<S> RateLimit<S> {
                     Err(denial) => Verdict::Refuse(Refusal::Policy(i, denial)),
                 };
                 match verdict {
+                    Verdict::Pass => break (None, None),
                     Verdict::Forward(permits, extra) => break (permits, extra),
                     Verdict::Refuse(r) => return Ok(r.respond(&shared, &view)),
                     Verdict::Wait(next) => waiting = next,
