@@ -1,6 +1,7 @@
 use super::policy::RequestView;
 
-/// The endpoint policy a request gets, chosen by the [selector](crate::http::RateLimitingBuilder::select).
+/// The endpoint policy a request gets, chosen by the
+/// [selector](crate::http::RateLimitingBuilder::select).
 ///
 /// ```
 /// # use std::{convert::Infallible, time::Duration};
@@ -33,7 +34,8 @@ pub enum Endpoint {
     /// The global policy only.
     Default,
     /// The global policy, then the named one. A name that no policy has is a configuration
-    /// error: the request is refused with 500 Internal Server Error ([`UNKNOWN_POLICY`](crate::http::UNKNOWN_POLICY)).
+    /// error: the request is refused with 500 Internal Server Error
+    /// ([`UNKNOWN_POLICY`](crate::http::UNKNOWN_POLICY)).
     Policy(&'static str),
     /// No limit at all, not even the global one (ASP.NET's `[DisableRateLimiting]`).
     Disabled,

@@ -26,7 +26,8 @@ pub enum BuildError {
     /// A policy name is empty or has characters a structured-field string cannot carry
     /// (only printable ASCII, without `"` and `\`).
     InvalidName(String),
-    /// [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) named a policy that does not exist.
+    /// [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) named a policy
+    /// that does not exist.
     UnknownPolicy(String),
 }
 

@@ -7,8 +7,12 @@ use super::endpoint::Mode;
 use super::service::RateLimit;
 use super::shared::Shared;
 
-/// The [`Layer`] of a [`RateLimiting`](crate::http::RateLimiting): [`RateLimiting::layer`](crate::http::RateLimiting::layer) or
-/// [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer).
+/// The [`Layer`] of a [`RateLimiting`]: [`RateLimiting::layer`] or
+/// [`RateLimiting::policy_layer`].
+///
+/// [`RateLimiting`]: crate::http::RateLimiting
+/// [`RateLimiting::layer`]: crate::http::RateLimiting::layer
+/// [`RateLimiting::policy_layer`]: crate::http::RateLimiting::policy_layer
 ///
 /// ```
 /// # use std::{convert::Infallible, time::Duration};

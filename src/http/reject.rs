@@ -11,7 +11,8 @@ use super::policy::{Denial, Policy, RequestView, NO_PEER_ADDRESS};
 use crate::lease::{Reason, Rejection};
 use crate::quota::QuotaState;
 
-/// A rejected request, as the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook sees it.
+/// A rejected request, as the
+/// [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook sees it.
 ///
 /// ```
 /// # use std::{convert::Infallible, time::Duration};
@@ -57,8 +58,9 @@ pub struct Rejected<'a> {
 
 pub(super) type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
 
-/// How the layer answers a refused request: the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected)
-/// hook, or a response of the default body.
+/// How the layer answers a refused request: the
+/// [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook, or a response of the
+/// default body.
 pub(super) struct Refusals {
     hook: Option<Arc<RejectHook>>,
     body: Bytes,
@@ -187,14 +189,20 @@ impl Refusals {
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 
-/// The [`Reason`] of a request whose [selector](crate::http::RateLimitingBuilder::select) chose
-/// [`Endpoint::Policy`](crate::http::Endpoint::Policy) with a name that no policy has (a typo, a policy left out of the
-/// builder). Such a request is refused, not let through under the global policy alone: it gets
-/// **500 Internal Server Error** (the server's configuration is wrong, not the client), without
-/// `Retry-After`, before any policy is charged; the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected)
-/// hook sees this reason and the unknown name as [`Rejected::policy`]. (The names a selector
-/// returns are known only when it runs, so [`build`](crate::http::RateLimitingBuilder::build) cannot check
-/// them; [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) checks its name when it is called.)
+/// The [`Reason`] of a request whose [selector] chose [`Endpoint::Policy`] with a name that
+/// no policy has (a typo, a policy left out of the builder). Such a request is refused, not
+/// let through under the global policy alone: it gets **500 Internal Server Error** (the
+/// server's configuration is wrong, not the client), without `Retry-After`, before any policy
+/// is charged; the [`on_rejected`] hook sees this reason and the unknown name as
+/// [`Rejected::policy`]. (The names a selector returns are known only when it runs, so
+/// [`build`] cannot check them; [`RateLimiting::policy_layer`] checks its name when it is
+/// called.)
+///
+/// [selector]: crate::http::RateLimitingBuilder::select
+/// [`Endpoint::Policy`]: crate::http::Endpoint::Policy
+/// [`on_rejected`]: crate::http::RateLimitingBuilder::on_rejected
+/// [`build`]: crate::http::RateLimitingBuilder::build
+/// [`RateLimiting::policy_layer`]: crate::http::RateLimiting::policy_layer
 ///
 /// ```
 /// # use std::{convert::Infallible, time::Duration};

@@ -330,7 +330,7 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     ///
     /// ```
     /// # use std::{sync::Arc, time::Duration};
-    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimit, RateLimiting};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
     /// use tollgate::Reason;
     /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
     /// use tollgate::Rejection;
