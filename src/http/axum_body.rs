@@ -20,7 +20,9 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::{LimitedBody, RateLimit, RateLimitLayer, ResponseFuture, WrappedService};
+use super::body::LimitedBody;
+use super::layer::RateLimitLayer;
+use super::service::{RateLimit, ResponseFuture, WrappedService};
 
 /// A [`RateLimitLayer`] whose responses carry axum's [`Body`](axum::body::Body):
 /// [`RateLimitLayer::for_axum`]. Same decisions, headers and permits; for an axum `Router`
@@ -28,10 +30,11 @@ use super::{LimitedBody, RateLimit, RateLimitLayer, ResponseFuture, WrappedServi
 ///
 /// ```
 /// # use std::{net::SocketAddr, time::Duration};
-/// # use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
-/// # use tollgate::http::*;
-/// # use tollgate::TokenBucketOptions;
+/// use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
+/// use tollgate::http::{KeyBy, Policy, RateLimiting};
+/// use tollgate::TokenBucketOptions;
 /// use tower::ServiceExt;
+///
 /// let limits = RateLimiting::builder()
 ///     .global(Policy::token_bucket(TokenBucketOptions::new(2, 2, Duration::from_secs(60))).unwrap()
 ///         .partition_by(KeyBy::CLIENT_IP))
@@ -67,11 +70,12 @@ impl RateLimitLayer {
     /// the permit is held until the body ends, as with [`RateLimitLayer`]).
     ///
     /// ```
-    /// # use std::{convert::Infallible, time::Duration};
-    /// # use axum::{body::Body, http::{Request, Response}};
-    /// # use tollgate::http::*;
-    /// # use tollgate::ConcurrencyOptions;
+    /// # use std::convert::Infallible;
+    /// use axum::{body::Body, http::{Request, Response}};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::ConcurrencyOptions;
     /// use tower::{Layer, ServiceExt};
+    ///
     /// let limits = RateLimiting::builder()
     ///     .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
     ///     .build()
@@ -104,10 +108,11 @@ impl<S> Layer<S> for AxumLayer {
 ///
 /// ```
 /// # use std::{convert::Infallible, time::Duration};
-/// # use axum::{body::Body, http::{Request, Response}};
-/// # use tollgate::http::*;
-/// # use tollgate::FixedWindowOptions;
+/// use axum::{body::Body, http::{Request, Response}};
+/// use tollgate::http::{AxumRateLimit, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
 /// use tower::{Layer, Service, ServiceExt};
+///
 /// let limits = RateLimiting::builder()
 ///     .global(Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60))).unwrap())
 ///     .build()
@@ -163,10 +168,11 @@ pin_project! {
     ///
     /// ```
     /// # use std::{convert::Infallible, time::Duration};
-    /// # use axum::{body::Body, http::{Request, Response}};
-    /// # use tollgate::http::*;
-    /// # use tollgate::FixedWindowOptions;
+    /// use axum::{body::Body, http::{Request, Response}};
+    /// use tollgate::http::{AxumResponseFuture, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
     /// use tower::{Layer, Service};
+    ///
     /// let limits = RateLimiting::builder()
     ///     .global(Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60))).unwrap())
     ///     .build()

@@ -29,25 +29,25 @@ pin_project! {
     /// policy for as long as it streams. For a rejection it is the rejection's bytes.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::convert::Infallible;
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{LimitedBody, Policy, RateLimiting};
+    /// use tollgate::ConcurrencyOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
-    /// let download: Response<LimitedBody<_>> = call(&limits.layer(), path("/download"));
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// let download: Response<LimitedBody<_>> = app.clone().oneshot(Request::get("/download").body(()).unwrap()).await.unwrap();
     /// assert!(download.body().holds_permits()); // streaming: the permit is held
-    /// let refused = call(&limits.layer(), path("/download"));
+    /// let refused = app.clone().oneshot(Request::get("/download").body(()).unwrap()).await.unwrap();
     /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     /// assert!(!refused.body().holds_permits());
     /// drop(download); // the client got it all (or hung up)
-    /// assert_eq!(call(&limits.layer(), path("/download")).status(), 200);
+    /// assert_eq!(app.clone().oneshot(Request::get("/download").body(()).unwrap()).await.unwrap().status(), 200);
+    /// # }
     /// ```
     pub struct LimitedBody<B> {
         #[pin]
@@ -64,10 +64,6 @@ pin_project! {
 }
 
 impl<B> LimitedBody<B> {
-    pub(crate) fn new(body: B, permits: Permits) -> Self {
-        Self::held(body, permits.holds().then_some(permits))
-    }
-
     /// `body` holding `permits` (`Some` only if they hold something).
     #[inline]
     pub(crate) fn held(body: B, permits: Option<Permits>) -> Self {
@@ -79,10 +75,8 @@ impl<B> LimitedBody<B> {
     /// A body of `data` (empty data: no frame at all).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::LimitedBody;
+    ///
     /// use http_body::Body;
     /// let body: LimitedBody<http_body_util::Empty<bytes::Bytes>> = LimitedBody::full("slow down".into());
     /// assert_eq!(body.size_hint().exact(), Some(9));
@@ -100,23 +94,24 @@ impl<B> LimitedBody<B> {
     /// Whether this body still holds permits (for tests and metrics).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::{ConcurrencyOptions, FixedWindowOptions};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let hello = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(4)).unwrap()).build().unwrap();
-    /// assert!(call(&limits.layer(), path("/")).body().holds_permits());
+    /// let resp = limits.layer().layer(hello).oneshot(Request::new(())).await.unwrap();
+    /// assert!(resp.body().holds_permits());
     /// // A rate policy's request holds nothing.
     /// let rate = RateLimiting::builder().global(two_a_minute()).build().unwrap();
-    /// assert!(!call(&rate.layer(), path("/")).body().holds_permits());
+    /// let resp = rate.layer().layer(hello).oneshot(Request::new(())).await.unwrap();
+    /// assert!(!resp.body().holds_permits());
+    /// # }
     /// ```
     pub fn holds_permits(&self) -> bool {
         matches!(

@@ -28,10 +28,8 @@ pub struct Cidr {
 /// Why a [`Cidr`] did not parse.
 ///
 /// ```
-/// # use http::HeaderMap;
-/// # use std::net::IpAddr;
-/// # use tollgate::http::*;
-/// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+/// use tollgate::http::{Cidr, CidrError};
+///
 /// assert_eq!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::Prefix));
 /// assert_eq!("10.0.0/8".parse::<Cidr>(), Err(CidrError::Address));
 /// assert_eq!(CidrError::Prefix.to_string(), "invalid prefix length in CIDR");
@@ -61,10 +59,10 @@ impl Cidr {
     /// address.
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// use tollgate::http::Cidr;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let proxies = Cidr::new(ip("172.16.5.4"), 12).unwrap(); // host bits are cleared
     /// assert_eq!(Some(proxies), "172.16.0.0/12".parse().ok());
     /// assert!(proxies.contains(ip("172.31.255.1")));
@@ -81,10 +79,10 @@ impl Cidr {
     /// Whether `ip` is in this network (an IPv4-mapped IPv6 address counts as its IPv4 address).
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// use tollgate::http::Cidr;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let lan: Cidr = "192.168.0.0/16".parse().unwrap();
     /// assert!(lan.contains(ip("192.168.10.20")));
     /// assert!(lan.contains(ip("::ffff:192.168.10.20"))); // mapped: the same host
@@ -136,10 +134,11 @@ fn first_bits(n: u8) -> u128 {
 /// Which header a trusted proxy appends the client's address to.
 ///
 /// ```
-/// # use http::HeaderMap;
+/// use tollgate::http::{ClientIp, ForwardedHeader};
+/// use http::HeaderMap;
 /// # use std::net::IpAddr;
-/// # use tollgate::http::*;
-/// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+///
+/// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
 /// let nginx = ClientIp::hops(1, ForwardedHeader::XForwardedFor);
 /// let envoy = ClientIp::hops(1, ForwardedHeader::Forwarded);
 /// let mut headers = HeaderMap::new();
@@ -222,10 +221,11 @@ impl ClientIp {
     /// The TCP peer's address; headers ignored.
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// use tollgate::http::ClientIp;
+    /// use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let direct = ClientIp::peer();
     /// let mut headers = HeaderMap::new();
     /// headers.insert("x-forwarded-for", "1.2.3.4".parse().unwrap()); // written by the client: ignored
@@ -243,10 +243,11 @@ impl ClientIp {
     /// The rightmost address of `header` that is not in `networks`, when the peer is in them.
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// use tollgate::http::{ClientIp, ForwardedHeader};
+    /// use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let nets = ["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()];
     /// let behind_proxies = ClientIp::trusted_proxies(nets, ForwardedHeader::XForwardedFor);
     /// let mut headers = HeaderMap::new();
@@ -267,10 +268,11 @@ impl ClientIp {
     /// The `n`-th address of `header` from the right: `n` proxies (at least 1) stand in front.
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// use tollgate::http::{ClientIp, ForwardedHeader};
+    /// use http::HeaderMap;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// // A CDN, then a load balancer: two hops, each appending the address it saw.
     /// let two_hops = ClientIp::hops(2, ForwardedHeader::XForwardedFor);
     /// let mut headers = HeaderMap::new();
@@ -290,11 +292,11 @@ impl ClientIp {
     /// The peer address in `extensions`: axum's `ConnectInfo<SocketAddr>`, else a `SocketAddr`.
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// # use std::net::SocketAddr;
+    /// use tollgate::http::ClientIp;
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
-    /// use std::net::SocketAddr;
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let mut req = http::Request::new(());
     /// assert_eq!(ClientIp::peer_of(req.extensions()), None);
     /// // What a bare hyper server inserts for each connection (axum: `ConnectInfo`).
@@ -324,10 +326,10 @@ impl ClientIp {
     /// The client's address, from the peer's and the headers. Allocates nothing.
     ///
     /// ```
-    /// # use http::HeaderMap;
+    /// use tollgate::http::{ClientIp, ForwardedHeader};
     /// # use std::net::IpAddr;
-    /// # use tollgate::http::*;
-    /// # let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    ///
+    /// let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
     /// let lb = ClientIp::trusted_proxies(["10.0.0.0/8".parse().unwrap()], ForwardedHeader::XForwardedFor);
     /// let mut req = http::Request::new(());
     /// req.headers_mut().insert("x-forwarded-for", "203.0.113.7".parse().unwrap());

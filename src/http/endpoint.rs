@@ -1,23 +1,18 @@
-use super::layer::Shared;
-use super::RequestView;
-#[cfg(doc)]
-use super::{RateLimitingBuilder, UNKNOWN_POLICY};
+use super::policy::RequestView;
 
-/// The endpoint policy a request gets, chosen by the [selector](RateLimitingBuilder::select).
+/// The endpoint policy a request gets, chosen by the
+/// [selector](crate::http::RateLimitingBuilder::select).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{Endpoint, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .policy("search", two_a_minute())
 ///     .select(|req| match req.uri.path() {
@@ -27,16 +22,20 @@ use super::{RateLimitingBuilder, UNKNOWN_POLICY};
 ///     })
 ///     .build()
 ///     .unwrap();
-/// for _ in 0..2 { assert_eq!(call(&limits.layer(), path("/search")).status(), 200); }
-/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::TOO_MANY_REQUESTS);
-/// assert_eq!(call(&limits.layer(), path("/health")).status(), 200);
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// for _ in 0..2 { assert_eq!(app.clone().oneshot(Request::get("/search").body(()).unwrap()).await.unwrap().status(), 200); }
+/// assert_eq!(app.clone().oneshot(Request::get("/search").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(app.clone().oneshot(Request::get("/health").body(()).unwrap()).await.unwrap().status(), 200);
+/// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// The global policy only.
     Default,
     /// The global policy, then the named one. A name that no policy has is a configuration
-    /// error: the request is refused with 500 Internal Server Error ([`UNKNOWN_POLICY`]).
+    /// error: the request is refused with 500 Internal Server Error
+    /// ([`UNKNOWN_POLICY`](crate::http::UNKNOWN_POLICY)).
     Policy(&'static str),
     /// No limit at all, not even the global one (ASP.NET's `[DisableRateLimiting]`).
     Disabled,
@@ -50,37 +49,4 @@ pub(super) enum Mode {
     Router,
     /// One named policy.
     Policy(usize),
-}
-
-impl Shared {
-    pub(super) fn index(&self, name: &str) -> Option<usize> {
-        self.policies.iter().position(|p| &*p.name == name)
-    }
-
-    /// The policies a request goes through, in order; or the name the selector chose that
-    /// names no policy.
-    #[inline]
-    pub(super) fn plan(
-        &self,
-        mode: Mode,
-        view: &RequestView<'_>,
-    ) -> Result<[Option<usize>; 2], &'static str> {
-        match mode {
-            Mode::Policy(i) => Ok([Some(i), None]),
-            Mode::Router => {
-                let endpoint = match &self.selector {
-                    Some(s) => s(view),
-                    None => Endpoint::Default,
-                };
-                match endpoint {
-                    Endpoint::Default => Ok([self.global, None]),
-                    Endpoint::Disabled => Ok([None, None]),
-                    Endpoint::Policy(name) => match self.index(name) {
-                        Some(i) => Ok([self.global, Some(i)]),
-                        None => Err(name),
-                    },
-                }
-            }
-        }
-    }
 }

@@ -39,63 +39,78 @@
 //! - **Features.** `http` is tower and the `http` crate only (hyper, tonic, tower clients);
 //!   `axum` adds the axum glue: `for_axum()` and the peer address from axum's `ConnectInfo`
 //!   (without it the peer is the `SocketAddr` a hyper server puts in the request's
-//!   extensions). The examples below use axum.
+//!   extensions). The examples below use axum, or tower's `ServiceExt::oneshot` to send one
+//!   request to a layered service as a test would; a server serves with
+//!   `axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())`.
 //! - **Extension point.** Every decision goes through [`PolicyLimiter`], whose waiting half is
 //!   async: a Redis-backed limiter plugs in with [`Policy::custom`].
 //!
 //! [`on_rejected`]: RateLimitingBuilder::on_rejected
 //!
-//! ```
+//! ```no_run
+//! use std::net::SocketAddr;
 //! use std::time::Duration;
+//!
 //! use axum::{routing::get, Router};
 //! use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting};
 //! use tollgate::{ConcurrencyOptions, FixedWindowOptions, TokenBucketOptions};
 //!
-//! let limits = RateLimiting::builder()
-//!     // Every request: 100 per second per client IP.
-//!     .global(
-//!         Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(1)))
-//!             .unwrap()
-//!             .partition_by(KeyBy::CLIENT_IP),
-//!     )
-//!     // Logins: 5 a minute per client IP.
-//!     .policy(
-//!         "login",
-//!         Policy::fixed_window(FixedWindowOptions::new(5, Duration::from_secs(60)))
-//!             .unwrap()
-//!             .partition_by(KeyBy::CLIENT_IP),
-//!     )
-//!     // Reports: 4 at once, whoever asks.
-//!     .policy("reports", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
-//!     .select(|req| match req.uri.path() {
-//!         "/health" => Endpoint::Disabled,
-//!         _ => Endpoint::Default,
-//!     })
-//!     .rate_limit_headers(true)
-//!     .build()
-//!     .unwrap();
+//! #[tokio::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let limits = RateLimiting::builder()
+//!         // Every request: 100 per second per client IP.
+//!         .global(
+//!             Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(1)))
+//!                 .unwrap()
+//!                 .partition_by(KeyBy::CLIENT_IP),
+//!         )
+//!         // Logins: 5 a minute per client IP.
+//!         .policy(
+//!             "login",
+//!             Policy::fixed_window(FixedWindowOptions::new(5, Duration::from_secs(60)))
+//!                 .unwrap()
+//!                 .partition_by(KeyBy::CLIENT_IP),
+//!         )
+//!         // Reports: 4 at once, whoever asks.
+//!         .policy("reports", Policy::concurrency(ConcurrencyOptions::new(4)).unwrap())
+//!         .select(|req| match req.uri.path() {
+//!             "/health" => Endpoint::Disabled,
+//!             _ => Endpoint::Default,
+//!         })
+//!         .rate_limit_headers(true)
+//!         .build()
+//!         .unwrap();
 //!
-//! let app: Router = Router::new()
-//!     .route("/login", get(|| async { "welcome" }).layer(limits.policy_layer("login").unwrap().for_axum()))
-//!     .route("/reports", get(|| async { "report" }).layer(limits.policy_layer("reports").unwrap().for_axum()))
-//!     .route("/health", get(|| async { "ok" }))
-//!     .layer(limits.layer().for_axum());
-//! # let _ = app;
+//!     let login = limits.policy_layer("login").unwrap().for_axum();
+//!     let reports = limits.policy_layer("reports").unwrap().for_axum();
+//!     let app = Router::new()
+//!         .route("/login", get(|| async { "welcome" }).layer(login))
+//!         .route("/reports", get(|| async { "report" }).layer(reports))
+//!         .route("/health", get(|| async { "ok" }))
+//!         .layer(limits.layer().for_axum());
+//!
+//!     let listener = tokio::net::TcpListener::bind("0.0.0.0:3000").await?;
+//!     // With `ConnectInfo`: the client IP that `KeyBy::CLIENT_IP` keys on.
+//!     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+//! }
 //! ```
 
 #[cfg(feature = "axum")]
 mod axum_body;
 mod body;
-mod builder;
 mod client_ip;
+mod compiled;
 mod endpoint;
+mod error;
 mod headers;
 mod key_hash;
 mod layer;
 mod policy;
+mod rate_limiting;
 mod reject;
 mod retry_after;
 mod service;
+mod shared;
 
 #[cfg(doc)]
 use crate::lease::Rejection;
@@ -104,18 +119,19 @@ use crate::lease::Rejection;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use axum_body::{AxumLayer, AxumRateLimit, AxumResponseFuture};
 pub use body::LimitedBody;
-pub use builder::{BuildError, RateLimitingBuilder, GLOBAL};
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
 pub use endpoint::Endpoint;
+pub use error::BuildError;
 pub use headers::{
     ceil_secs, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET,
 };
-pub use layer::{RateLimitLayer, RateLimiting};
+pub use layer::RateLimitLayer;
 pub use policy::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
     PolicyQuota, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
 };
+pub use rate_limiting::{RateLimiting, RateLimitingBuilder, GLOBAL};
 pub use reject::{Rejected, PARTITIONS_FULL_RETRY_AFTER, UNKNOWN_POLICY, UPSTREAM_PAUSE};
 pub use service::{RateLimit, ResponseFuture, WrappedService};
 
@@ -126,7 +142,7 @@ mod tests {
     use http::{Request, Response};
     use tower_service::Service;
 
-    use super::builder::valid_name;
+    use super::compiled::valid_name;
     use super::*;
 
     #[test]

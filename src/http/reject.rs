@@ -1,33 +1,29 @@
 use core::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::RETRY_AFTER;
 use http::{Response, StatusCode};
 
-use super::layer::Shared;
-use super::{
-    ceil_secs, Denial, LimitedBody, RequestView, NO_PEER_ADDRESS, RATELIMIT, X_RATELIMIT_LIMIT,
-};
-#[cfg(doc)]
-use super::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
+use super::body::LimitedBody;
+use super::headers::{ceil_secs, Headers, Reported, RATELIMIT, X_RATELIMIT_LIMIT};
+use super::policy::{Denial, Policy, RequestView, NO_PEER_ADDRESS};
 use crate::lease::{Reason, Rejection};
 use crate::quota::QuotaState;
 
-/// A rejected request, as the [`on_rejected`](RateLimitingBuilder::on_rejected) hook sees it.
+/// A rejected request, as the
+/// [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook sees it.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{Policy, RateLimiting, Rejected};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .policy("login", two_a_minute())
 ///     .on_rejected(|r: &Rejected<'_>| {
@@ -39,8 +35,11 @@ use crate::quota::QuotaState;
 ///     .build()
 ///     .unwrap();
 /// let login = limits.policy_layer("login").unwrap();
-/// for _ in 0..2 { let _ = call(&login, path("/login")); }
-/// assert_eq!(call(&login, path("/login")).status(), StatusCode::TOO_MANY_REQUESTS);
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = login.layer(service_fn(hello));
+/// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap(); }
+/// assert_eq!(app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct Rejected<'a> {
@@ -59,22 +58,35 @@ pub struct Rejected<'a> {
 
 pub(super) type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
 
-impl Shared {
-    /// The response to a request policy `i` refused.
-    pub(super) fn reject<B>(
+/// How the layer answers a refused request: the
+/// [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook, or a response of the
+/// default body.
+pub(super) struct Refusals {
+    hook: Option<Arc<RejectHook>>,
+    body: Bytes,
+}
+
+impl Refusals {
+    pub(super) fn new(hook: Option<Arc<RejectHook>>, body: Bytes) -> Self {
+        Self { hook, body }
+    }
+
+    /// The response to a request that the policy `name` (`policy`) refused; `report` is its
+    /// quota, for the headers.
+    pub(super) fn refuse<B>(
         &self,
-        i: usize,
+        headers: &Headers,
+        (name, policy): (&str, &Policy),
         mut d: Denial,
+        report: Option<Reported<'_>>,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
-        let p = &self.policies[i];
         let reason = d.rejection.reason();
         if reason == Reason::PartitionsFull && d.rejection.retry_after().is_none() {
             d.rejection =
                 Rejection::with_retry_after(&Reason::PartitionsFull, PARTITIONS_FULL_RETRY_AFTER);
         }
-        let status = p.policy.status_for(reason);
-        self.respond(&p.name, Some(i), status, d, view)
+        self.respond(headers, name, policy.status_for(reason), d, report, view)
     }
 
     /// The response to a request whose selector chose `name`, which names no policy: a 500
@@ -82,6 +94,7 @@ impl Shared {
     #[cold]
     pub(super) fn unknown_policy<B>(
         &self,
+        headers: &Headers,
         name: &str,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
@@ -89,20 +102,28 @@ impl Shared {
             rejection: Rejection::new(&UNKNOWN_POLICY),
             quota: None,
         };
-        self.respond(name, None, StatusCode::INTERNAL_SERVER_ERROR, d, view)
+        self.respond(
+            headers,
+            name,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            d,
+            None,
+            view,
+        )
     }
 
-    /// A refusal's response: the hook's or the default one, with `Retry-After` and, for policy
-    /// `i`, the quota headers (unless the hook wrote its own).
-    pub(super) fn respond<B>(
+    /// A refusal's response: the hook's or the default one, with `Retry-After` and the quota
+    /// headers of `report` (unless the hook wrote its own).
+    fn respond<B>(
         &self,
+        headers: &Headers,
         name: &str,
-        i: Option<usize>,
         status: StatusCode,
         d: Denial,
+        report: Option<Reported<'_>>,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
-        let mut resp = match &self.on_rejected {
+        let mut resp = match &self.hook {
             Some(hook) => hook(&Rejected {
                 policy: name,
                 rejection: d.rejection,
@@ -123,20 +144,17 @@ impl Shared {
                 r
             }
         };
-        let headers = resp.headers_mut();
+        let map = resp.headers_mut();
         if let Some(ra) = d.rejection.retry_after() {
-            if !headers.contains_key(RETRY_AFTER) {
-                headers.insert(RETRY_AFTER, self.retry_after_value(ceil_secs(ra).max(1)));
+            if !map.contains_key(RETRY_AFTER) {
+                map.insert(RETRY_AFTER, headers.seconds(ceil_secs(ra).max(1)));
             }
         }
         // Unless the hook wrote its own.
-        if let (Some(i), Some(q)) = (
-            i,
-            d.quota.filter(|_| {
-                !headers.contains_key(RATELIMIT) && !headers.contains_key(X_RATELIMIT_LIMIT)
-            }),
-        ) {
-            self.quota_headers(headers, &[Some((i, q)), None]);
+        let report =
+            report.filter(|_| !map.contains_key(RATELIMIT) && !map.contains_key(X_RATELIMIT_LIMIT));
+        if report.is_some() {
+            headers.report(map, &[report]);
         }
         resp.map(LimitedBody::full)
     }
@@ -145,12 +163,12 @@ impl Shared {
 /// The reason of a local rejection while an upstream's `Retry-After` lasts.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{Policy, RateLimiting, UPSTREAM_PAUSE};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tower::{Layer, ServiceExt};
 /// let limits = RateLimiting::builder()
 ///     .global(two_a_minute().pause_on_upstream_429())
@@ -165,34 +183,37 @@ impl Shared {
 /// });
 /// let client = limits.layer().layer(upstream);
 /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-/// assert!(rt.block_on(client.clone().oneshot(path("/"))).unwrap().headers().get("x-paused").is_none());
-/// let local = rt.block_on(client.oneshot(path("/"))).unwrap(); // not sent upstream
+/// assert!(rt.block_on(client.clone().oneshot(Request::get("/").body(()).unwrap())).unwrap().headers().get("x-paused").is_none());
+/// let local = rt.block_on(client.oneshot(Request::get("/").body(()).unwrap())).unwrap(); // not sent upstream
 /// assert_eq!(local.headers()["x-paused"], "true");
 /// ```
 pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 
-/// The [`Reason`] of a request whose [selector](RateLimitingBuilder::select) chose
-/// [`Endpoint::Policy`] with a name that no policy has (a typo, a policy left out of the
-/// builder). Such a request is refused, not let through under the global policy alone: it gets
-/// **500 Internal Server Error** (the server's configuration is wrong, not the client), without
-/// `Retry-After`, before any policy is charged; the [`on_rejected`](RateLimitingBuilder::on_rejected)
-/// hook sees this reason and the unknown name as [`Rejected::policy`]. (The names a selector
-/// returns are known only when it runs, so [`build`](RateLimitingBuilder::build) cannot check
-/// them; [`RateLimiting::policy_layer`] checks its name when it is called.)
+/// The [`Reason`] of a request whose [selector] chose [`Endpoint::Policy`] with a name that
+/// no policy has (a typo, a policy left out of the builder). Such a request is refused, not
+/// let through under the global policy alone: it gets **500 Internal Server Error** (the
+/// server's configuration is wrong, not the client), without `Retry-After`, before any policy
+/// is charged; the [`on_rejected`] hook sees this reason and the unknown name as
+/// [`Rejected::policy`]. (The names a selector returns are known only when it runs, so
+/// [`build`] cannot check them; [`RateLimiting::policy_layer`] checks its name when it is
+/// called.)
+///
+/// [selector]: crate::http::RateLimitingBuilder::select
+/// [`Endpoint::Policy`]: crate::http::Endpoint::Policy
+/// [`on_rejected`]: crate::http::RateLimitingBuilder::on_rejected
+/// [`build`]: crate::http::RateLimitingBuilder::build
+/// [`RateLimiting::policy_layer`]: crate::http::RateLimiting::policy_layer
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{Endpoint, Policy, RateLimiting, UNKNOWN_POLICY};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .global(two_a_minute())
 ///     .policy("search", two_a_minute())
@@ -203,7 +224,10 @@ pub const UPSTREAM_PAUSE: Reason = Reason::Custom("paused by upstream 429");
 ///     })
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(call(&limits.layer(), path("/search")).status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// assert_eq!(app.clone().oneshot(Request::get("/search").body(()).unwrap()).await.unwrap().status(), StatusCode::INTERNAL_SERVER_ERROR);
+/// # }
 /// ```
 pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected name");
 
@@ -217,32 +241,35 @@ pub const UNKNOWN_POLICY: Reason = Reason::Custom("no policy of the selected nam
 /// table is the server's capacity, not the client's rate), else its rejection status.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{KeyBy, Policy, RateLimiting, PARTITIONS_FULL_RETRY_AFTER};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A request from `ip`, as a server started with
+/// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+/// let from = |ip: &str| {
+///     let mut req = Request::new(());
+///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+///     req
+/// };
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tollgate::PartitionConfig;
 /// let one_client = two_a_minute().partition_by(KeyBy::CLIENT_IP).partitions(PartitionConfig::new(1));
 /// let limits = RateLimiting::builder()
 ///     .global(one_client.unavailable_status(StatusCode::SERVICE_UNAVAILABLE))
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
-/// let full = call(&limits.layer(), from("192.0.2.2")); // 192.0.2.1's window is in use
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// assert_eq!(app.clone().oneshot(from("192.0.2.1")).await.unwrap().status(), 200);
+/// let full = app.clone().oneshot(from("192.0.2.2")).await.unwrap(); // 192.0.2.1's window is in use
 /// assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(full.headers()["retry-after"], "1");
 /// assert_eq!(PARTITIONS_FULL_RETRY_AFTER, Duration::from_secs(1));
+/// # }
 /// ```
 pub const PARTITIONS_FULL_RETRY_AFTER: Duration = Duration::from_secs(1);

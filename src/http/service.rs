@@ -5,113 +5,26 @@ use core::task::{Context, Poll};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::RETRY_AFTER;
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
-use super::body::Permits;
+use super::body::{LimitedBody, Permits};
+use super::compiled::Step;
 use super::endpoint::Mode;
-use super::layer::Shared;
-use super::policy;
-use super::{
-    retry_after, Decision, Denial, Grant, Key, LimitedBody, MissingKey, Permit, RequestView,
-    NO_KEY, NO_PEER_ADDRESS, UPSTREAM_PAUSE,
-};
-use crate::lease::{Reason, Rejection};
-use crate::quota::QuotaState;
-
-pub(super) enum Step {
-    Granted(Grant),
-    Denied(Denial),
-    Wait(Key),
-}
-
-impl Shared {
-    /// One policy's decision for a request.
-    #[inline]
-    pub(super) fn decide(&self, i: usize, view: &RequestView<'_>) -> Step {
-        let p = &self.policies[i];
-        let key = match p.policy.key.extract(view, &self.client_ip) {
-            Some(k) => k,
-            None => match p.policy.missing {
-                MissingKey::Allow => {
-                    return Step::Granted(Grant {
-                        permit: Permit::none(),
-                        quota: None,
-                    })
-                }
-                MissingKey::Reject => {
-                    return Step::Denied(Denial {
-                        rejection: Rejection::new(&NO_KEY),
-                        quota: None,
-                    })
-                }
-                MissingKey::Shared => Key::MISSING,
-                MissingKey::Auto if p.policy.key.lacks_peer(view) => {
-                    log_missing_peer_once(&p.name);
-                    return Step::Denied(Denial {
-                        rejection: Rejection::new(&NO_PEER_ADDRESS),
-                        quota: None,
-                    });
-                }
-                MissingKey::Auto => Key::MISSING,
-            },
-        };
-        if p.policy.pause_on_429 {
-            if let Some(d) = p.pauses.remaining(&key, self.clock.now().as_nanos()) {
-                return Step::Denied(Denial {
-                    rejection: Rejection::with_retry_after(&UPSTREAM_PAUSE, d),
-                    quota: None,
-                });
-            }
-        }
-        match p.limiter.try_acquire(key, self.want_quota()) {
-            Decision::Granted(g) => Step::Granted(g),
-            Decision::Denied(d) => Step::Denied(d),
-            Decision::Wait => Step::Wait(key),
-        }
-    }
-
-    /// Waits for policy `i`'s decision for `key`, bounded by its maximum delay (the built-in
-    /// limiters bound their own; a custom one's wait is dropped at the deadline, and a fresh
-    /// [`PolicyLimiter::try_acquire`] then decides: a grant by then is taken, a refusal is
-    /// [`Reason::TimedOut`] with the limiter's RetryAfter, if it gives one).
-    pub(super) async fn wait(self: &Arc<Self>, i: usize, key: Key) -> Result<Grant, Denial> {
-        let p = &self.policies[i];
-        let fut = p.limiter.clone().acquire(key, self.want_quota());
-        match p.policy.queue.flatten() {
-            Some(max) if !p.policy.bounds_its_delay() => {
-                match tokio::time::timeout(max, fut).await {
-                    Ok(r) => r,
-                    Err(_) => match p.limiter.try_acquire(key, self.want_quota()) {
-                        Decision::Granted(g) => Ok(g),
-                        Decision::Denied(d) => Err(Denial {
-                            rejection: policy::after_wait(&Reason::TimedOut, d.rejection),
-                            quota: d.quota,
-                        }),
-                        Decision::Wait => Err(Denial {
-                            rejection: Rejection::new(&Reason::TimedOut),
-                            quota: None,
-                        }),
-                    },
-                }
-            }
-            _ => fut.await,
-        }
-    }
-}
+use super::policy::{Denial, Grant, Key, RequestView};
+use super::shared::{Plan, Quotas, Shared};
 
 /// The rate-limiting [`Service`]: decides in `call`, answers a refused request itself, and
 /// passes an admitted one to the inner service.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{Policy, RateLimit, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// use tower::{Layer, Service, ServiceExt};
 /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
 /// let inner = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) });
@@ -120,7 +33,7 @@ impl Shared {
 /// let statuses = rt.block_on(async {
 ///     let mut out = Vec::new();
 ///     for _ in 0..3 {
-///         out.push(svc.ready().await.unwrap().call(path("/")).await.unwrap().status().as_u16());
+///         out.push(svc.ready().await.unwrap().call(Request::get("/").body(()).unwrap()).await.unwrap().status().as_u16());
 ///     }
 ///     out
 /// });
@@ -144,94 +57,137 @@ impl<S> fmt::Debug for RateLimit<S> {
     }
 }
 
-pub(super) type Quotas = [Option<(usize, QuotaState)>; 2];
+/// What the layer decided for a request, from its policies in order.
+enum Verdict {
+    /// Pass it to the inner service, holding nothing and reporting nothing.
+    Pass,
+    /// Pass it to the inner service, with the permits it holds, if any, and what its
+    /// response needs the layer's state for, if anything.
+    Forward(Option<Permits>, Option<Box<Extra>>),
+    /// Refuse it.
+    Refuse(Refusal),
+    /// A policy has it wait (boxed: the way on is a boxed future anyway).
+    Wait(Box<Waiting>),
+}
 
-/// What an admitted request carries to its response.
-pub(super) struct Admitted {
+/// Who refused a request, and why.
+enum Refusal {
+    /// Policy `i`.
+    Policy(usize, Denial),
+    /// The selector chose this name, which names no policy.
+    Unknown(&'static str),
+}
+
+impl Refusal {
+    /// The response to the refused request.
+    #[inline(always)]
+    fn respond<B>(self, shared: &Shared, view: &RequestView<'_>) -> Response<LimitedBody<B>> {
+        match self {
+            Refusal::Policy(i, denial) => shared.refuse(i, denial, view),
+            Refusal::Unknown(name) => shared.unknown_policy(name, view),
+        }
+    }
+}
+
+/// A request that policy `i`, `plan[slot]`, has wait for `key`, after the policies before it
+/// granted `admitted`.
+struct Waiting {
+    plan: Plan,
+    slot: usize,
+    i: usize,
+    key: Key,
+    admitted: Admitted,
+}
+
+/// What an admitted request carries to its response: the permits it holds, and what its
+/// response needs the layer's state for, when anything (boxed: the common request — a rate
+/// policy, headers off — carries two words and an empty pair of permits).
+#[derive(Default)]
+struct Admitted {
     permits: Permits,
-    quotas: Quotas,
-    /// Client side: the policy and key to pause on an upstream 429.
-    pause: Option<(usize, Key)>,
+    extra: Option<Box<Extra>>,
 }
 
-impl Admitted {
-    #[inline(always)]
-    fn new() -> Self {
-        Self {
-            permits: Permits::default(),
-            quotas: [None, None],
-            pause: None,
-        }
-    }
-
-    fn needs_shared(&self) -> bool {
-        self.quotas.iter().any(Option::is_some) || self.pause.is_some()
-    }
-
-    fn finish<B>(self, shared: Option<&Shared>, resp: Response<B>) -> Response<LimitedBody<B>> {
-        let Self {
-            permits,
-            quotas,
-            pause,
-        } = self;
-        let (mut parts, body) = resp.into_parts();
-        if let Some(shared) = shared {
-            shared.after(&mut parts, &quotas, pause);
-        }
-        Response::from_parts(parts, LimitedBody::new(body, permits))
-    }
-
-    /// What the response future keeps: the permits, if any are held, and the rest only when
-    /// a header or a pause needs it (boxed, with the layer's state, so that the common
-    /// future — a rate policy, headers off — carries two words beside the inner future).
-    #[inline(always)]
-    fn split(&mut self, shared: &Arc<Shared>) -> (Option<Permits>, Option<Box<Extra>>) {
-        let extra = self.needs_shared().then(|| {
-            Box::new(Extra {
-                quotas: core::mem::take(&mut self.quotas),
-                pause: self.pause.take(),
-                shared: shared.clone(),
-            })
-        });
-        let permits = self
-            .permits
-            .holds()
-            .then(|| core::mem::take(&mut self.permits));
-        (permits, extra)
-    }
-}
-
-/// The part of [`Admitted`] a response needs the layer's state for.
+/// The part of [`Admitted`] a response needs the layer's state for: the quotas to report,
+/// and the partition to pause on an upstream 429 (client side).
 pub(super) struct Extra {
     quotas: Quotas,
     pause: Option<(usize, Key)>,
     shared: Arc<Shared>,
 }
 
-impl Shared {
-    /// On the inner service's response: the quota headers, and the pause on an upstream 429.
-    pub(super) fn after(
-        &self,
-        parts: &mut http::response::Parts,
-        quotas: &Quotas,
-        pause: Option<(usize, Key)>,
-    ) {
-        self.quota_headers(&mut parts.headers, quotas);
-        if let Some((i, key)) = pause {
-            if parts.status == StatusCode::TOO_MANY_REQUESTS {
-                // Delay-seconds or an HTTP-date (against the wall clock, which is what a
-                // date is in); the pause itself runs on the layer's clock.
-                if let Some(wait) = parts
-                    .headers
-                    .get(RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|s| retry_after::delay(s, std::time::SystemTime::now()))
-                {
-                    let now = self.clock.now().as_nanos();
-                    self.policies[i].pauses.pause(key, now, wait);
+impl Admitted {
+    /// Goes on through `plan` from `slot` on: each policy grants (and what it grants is
+    /// added), refuses, or has the request wait.
+    #[inline(always)]
+    fn through(
+        mut self,
+        shared: &Arc<Shared>,
+        plan: Plan,
+        from: usize,
+        view: &RequestView<'_>,
+    ) -> Verdict {
+        for (slot, i) in plan.into_iter().enumerate().skip(from) {
+            let Some(i) = i else { continue };
+            match shared.decide(i, view) {
+                Step::Granted(g) => self.grant(slot, i, g, shared, view),
+                Step::Denied(denial) => return Verdict::Refuse(Refusal::Policy(i, denial)),
+                Step::Wait(key) => {
+                    let admitted = self;
+                    return Verdict::Wait(Box::new(Waiting {
+                        plan,
+                        slot,
+                        i,
+                        key,
+                        admitted,
+                    }));
                 }
             }
         }
+        match self.split() {
+            (None, None) => Verdict::Pass,
+            (permits, extra) => Verdict::Forward(permits, extra),
+        }
+    }
+
+    #[inline(always)]
+    fn grant(
+        &mut self,
+        slot: usize,
+        i: usize,
+        g: Grant,
+        shared: &Arc<Shared>,
+        view: &RequestView<'_>,
+    ) {
+        self.permits.0[slot] = g.permit;
+        let pause = shared.policies[i].pause_key(view, &shared.client_ip);
+        if g.quota.is_some() || pause.is_some() {
+            let extra = self.extra.get_or_insert_with(|| {
+                Box::new(Extra {
+                    quotas: [None, None],
+                    pause: None,
+                    shared: shared.clone(),
+                })
+            });
+            extra.quotas[slot] = g.quota.map(|q| (i, q));
+            if let Some(key) = pause {
+                extra.pause = Some((i, key));
+            }
+        }
+    }
+
+    /// What the response future keeps: the permits, if any are held, and the extra.
+    #[inline(always)]
+    fn split(self) -> (Option<Permits>, Option<Box<Extra>>) {
+        let permits = self.permits.holds().then_some(self.permits);
+        (permits, self.extra)
+    }
+}
+
+impl Extra {
+    /// On the inner service's response: the quota headers, and the pause on an upstream 429.
+    fn after(self, parts: &mut http::response::Parts) {
+        self.shared.after(parts, &self.quotas, self.pause);
     }
 }
 
@@ -285,93 +241,56 @@ where
     }
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let shared = &*self.shared;
         let view = RequestView::of(&req);
-        // The commonest case first: one built-in rate policy, nothing to report or pause on;
-        // the limiter directly, nothing held.
-        if let Some(i) = self.fast {
-            let p = &shared.policies[i];
-            if let Some(rate) = &p.rate {
-                if let Some(r) = rate.try_acquire(&p.policy.key, &view, &shared.client_ip) {
-                    return match r {
-                        Ok(()) => ResponseFuture {
-                            state: State::Plain {
-                                fut: self.inner.call(req),
-                            },
-                        },
-                        Err(rejection) => {
-                            let d = Denial {
-                                rejection,
-                                quota: None,
-                            };
-                            ResponseFuture::rejected(shared.reject(i, d, &view))
-                        }
-                    };
-                }
+        match self.verdict(&view) {
+            Verdict::Pass => ResponseFuture::plain(self.inner.call(req)),
+            Verdict::Forward(permits, extra) => {
+                ResponseFuture::admitted(self.inner.call(req), permits, extra)
             }
-        }
-        let plan = match shared.plan(self.mode, &view) {
-            Ok(plan) => plan,
-            Err(name) => return ResponseFuture::rejected(shared.unknown_policy(name, &view)),
-        };
-        // Then: one policy, granted at once, nothing to report or pause on.
-        if let [Some(i), None] = plan {
-            let p = &shared.policies[i];
-            if !shared.want_quota() && !p.policy.pause_on_429 {
-                match shared.decide(i, &view) {
-                    Step::Granted(g) => {
-                        let permits = g
-                            .permit
-                            .holds()
-                            .then(|| Permits([g.permit, Permit::none()]));
-                        return ResponseFuture::admitted(self.inner.call(req), permits, None);
-                    }
-                    Step::Denied(d) => return ResponseFuture::rejected(shared.reject(i, d, &view)),
-                    Step::Wait(key) => {
-                        return self.wait(req, plan, 0, key, Admitted::new());
-                    }
-                }
-            }
-        }
-        let mut admitted = Admitted::new();
-        for (slot, i) in plan.into_iter().enumerate() {
-            let Some(i) = i else { continue };
-            match shared.decide(i, &view) {
-                Step::Granted(g) => admitted.grant(slot, i, g, shared, &view),
-                Step::Denied(d) => return ResponseFuture::rejected(shared.reject(i, d, &view)),
-                Step::Wait(key) => return self.wait(req, plan, slot, key, admitted),
-            }
-        }
-        let (permits, extra) = admitted.split(&self.shared);
-        drop(admitted); // holds nothing now
-        ResponseFuture::admitted(self.inner.call(req), permits, extra)
-    }
-}
-
-impl Admitted {
-    #[inline(always)]
-    fn grant(&mut self, slot: usize, i: usize, g: Grant, shared: &Shared, view: &RequestView<'_>) {
-        self.permits.0[slot] = g.permit;
-        self.quotas[slot] = g.quota.map(|q| (i, q));
-        let p = &shared.policies[i];
-        if p.policy.pause_on_429 {
-            if let Some(key) = p.policy.key.extract(view, &shared.client_ip) {
-                self.pause = Some((i, key));
-            }
+            Verdict::Refuse(r) => ResponseFuture::rejected(r.respond(&self.shared, &view)),
+            Verdict::Wait(waiting) => self.wait(req, waiting),
         }
     }
 }
 
 impl<S> RateLimit<S> {
-    /// The slow path: policy `plan[slot]` must wait for `key`. Everything from there on runs in
-    /// one boxed future, with the (ready) inner service moved into it.
+    /// The layer's verdict on a request: through the policies of its plan, in order; or, when
+    /// this service has one built-in rate policy with nothing to hold, report or pause on
+    /// (`fast`, found once), by that policy's limiter directly.
+    #[inline(always)]
+    fn verdict(&self, view: &RequestView<'_>) -> Verdict {
+        let shared = &self.shared;
+        if let Some(i) = self.fast {
+            let p = &shared.policies[i];
+            let ip = &shared.client_ip;
+            // `None`: the request has no key; the plan's way says what it gets.
+            if let Some(r) = p
+                .rate
+                .as_ref()
+                .and_then(|r| r.try_acquire(&p.policy.key, view, ip))
+            {
+                return match r {
+                    Ok(()) => Verdict::Pass,
+                    Err(rejection) => {
+                        let quota = None;
+                        let denial = Denial { rejection, quota };
+                        Verdict::Refuse(Refusal::Policy(i, denial))
+                    }
+                };
+            }
+        }
+        match shared.plan(self.mode, view) {
+            Ok(plan) => Admitted::default().through(shared, plan, 0, view),
+            Err(name) => Verdict::Refuse(Refusal::Unknown(name)),
+        }
+    }
+
+    /// A request that must wait: the rest of its way runs in one boxed future, with the
+    /// (ready) inner service moved into it.
     fn wait<ReqB, ResB>(
         &mut self,
         req: Request<ReqB>,
-        plan: [Option<usize>; 2],
-        slot: usize,
-        key: Key,
-        mut admitted: Admitted,
+        mut waiting: Box<Waiting>,
     ) -> ResponseFuture<S::Future, ResB, S::Error>
     where
         S: WrappedService<ReqB, Body = ResB>,
@@ -382,26 +301,38 @@ impl<S> RateLimit<S> {
         let mut inner = core::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
         let fut = async move {
-            let mut pending = Some(key);
-            for (s, i) in plan.into_iter().enumerate().skip(slot) {
-                let Some(i) = i else { continue };
-                let step = match pending.take() {
-                    Some(key) => Step::Wait(key),
-                    None => shared.decide(i, &RequestView::of(&req)),
+            let (permits, extra) = loop {
+                let Waiting {
+                    plan,
+                    slot,
+                    i,
+                    key,
+                    mut admitted,
+                } = *waiting;
+                let outcome = shared.wait(i, key).await;
+                let view = RequestView::of(&req);
+                let verdict = match outcome {
+                    Ok(g) => {
+                        admitted.grant(slot, i, g, &shared, &view);
+                        admitted.through(&shared, plan, slot + 1, &view)
+                    }
+                    Err(denial) => Verdict::Refuse(Refusal::Policy(i, denial)),
                 };
-                let outcome = match step {
-                    Step::Granted(g) => Ok(g),
-                    Step::Denied(d) => Err(d),
-                    Step::Wait(key) => shared.wait(i, key).await,
-                };
-                match outcome {
-                    Ok(g) => admitted.grant(s, i, g, &shared, &RequestView::of(&req)),
-                    Err(d) => return Ok(shared.reject(i, d, &RequestView::of(&req))),
+                match verdict {
+                    Verdict::Pass => break (None, None),
+                    Verdict::Forward(permits, extra) => break (permits, extra),
+                    Verdict::Refuse(r) => return Ok(r.respond(&shared, &view)),
+                    Verdict::Wait(next) => waiting = next,
                 }
+            };
+            let (mut parts, body) = inner.call(req).await?.into_parts();
+            if let Some(extra) = extra {
+                extra.after(&mut parts);
             }
-            let resp = inner.call(req).await?;
-            let shared = admitted.needs_shared().then_some(&*shared);
-            Ok(admitted.finish(shared, resp))
+            Ok(Response::from_parts(
+                parts,
+                LimitedBody::held(body, permits),
+            ))
         };
         ResponseFuture::waiting(Box::pin(fut))
     }
@@ -413,24 +344,18 @@ pin_project! {
     /// The future of [`RateLimit`]'s response.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting, ResponseFuture};
+    /// use tollgate::FixedWindowOptions;
+    ///
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tower::{Layer, Service};
     /// let limits = RateLimiting::builder().global(two_a_minute()).build().unwrap();
     /// let inner = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hi")) });
     /// let mut svc = limits.layer().layer(inner);
     /// // The decision is made in `call`: the third future is a ready rejection.
-    /// let futures: Vec<ResponseFuture<_, _, _>> = (0..3).map(|_| svc.call(path("/"))).collect();
+    /// let futures: Vec<ResponseFuture<_, _, _>> = (0..3).map(|_| svc.call(Request::get("/").body(()).unwrap())).collect();
     /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     /// let statuses: Vec<u16> = futures.into_iter().map(|f| rt.block_on(f).unwrap().status().as_u16()).collect();
     /// assert_eq!(statuses, [200, 200, 429]);
@@ -444,7 +369,7 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, B, E> {
-        // Admitted, holding nothing and reporting nothing (the fast path): the inner
+        // Admitted, holding nothing and reporting nothing (the commonest case): the inner
         // service's response, its body to hand over as it is.
         Plain {
             #[pin]
@@ -465,6 +390,13 @@ pin_project! {
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
+    #[inline(always)]
+    fn plain(fut: F) -> Self {
+        Self {
+            state: State::Plain { fut },
+        }
+    }
+
     #[inline(always)]
     fn admitted(fut: F, permits: Option<Permits>, extra: Option<Box<Extra>>) -> Self {
         Self {
@@ -519,13 +451,8 @@ where
                 Poll::Ready(Ok(match extra.take() {
                     None => resp.map(|body| admitted(body, permits)),
                     Some(extra) => {
-                        let Extra {
-                            quotas,
-                            pause,
-                            shared,
-                        } = *extra;
                         let (mut parts, body) = resp.into_parts();
-                        shared.after(&mut parts, &quotas, pause);
+                        extra.after(&mut parts);
                         Response::from_parts(parts, admitted(body, permits))
                     }
                 }))
@@ -565,18 +492,4 @@ impl<F, B, E> fmt::Debug for ResponseFuture<F, B, E> {
             State::Waiting { .. } => "ResponseFuture::Waiting",
         })
     }
-}
-
-/// Says once per process that a client-IP policy saw a request with no peer address
-/// ([`MissingKey::Auto`]): the server was started without `ConnectInfo`.
-#[cold]
-fn log_missing_peer_once(policy: &str) {
-    static LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        return;
-    }
-    #[cfg(feature = "tracing")]
-    tracing::error!(target: "tollgate", policy, "{}", NO_PEER_ADDRESS.phrase());
-    #[cfg(not(feature = "tracing"))]
-    std::eprintln!("tollgate: policy {policy:?}: {}", NO_PEER_ADDRESS.phrase());
 }

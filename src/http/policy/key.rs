@@ -59,10 +59,8 @@ impl Key {
     /// The shared key of requests without one, under [`MissingKey::Shared`].
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::{Key, KeyBy};
+    ///
     /// assert_eq!(Key::MISSING.to_string(), "00-00000000000000000000000000000000");
     /// assert_ne!(Key::MISSING, Key::GLOBAL);
     /// // A header policy: keyless requests share the MISSING partition.
@@ -76,10 +74,8 @@ impl Key {
     /// The key of unpartitioned policies.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::{Key, PolicyLimiter};
+    ///
     /// assert_eq!(Key::GLOBAL.to_string(), "01-00000000000000000000000000000000");
     /// // A custom PolicyLimiter behind an unpartitioned policy sees this key for every request.
     /// assert_ne!(Key::GLOBAL, Key::from_u64(0));
@@ -92,10 +88,8 @@ impl Key {
     /// The key of an IP address (IPv4-mapped IPv6 addresses as their IPv4 address).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::Key;
+    ///
     /// let v4 = Key::ip("192.0.2.1".parse().unwrap());
     /// let mapped = Key::ip("::ffff:192.0.2.1".parse().unwrap());
     /// assert_eq!(v4, mapped); // one client, one partition
@@ -143,10 +137,8 @@ impl Key {
     /// The key of a number (a tenant id, a shard).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::{Key, KeyBy};
+    ///
     /// #[derive(Clone)]
     /// struct Tenant(u64); // set by your authentication layer
     /// let by_tenant = KeyBy::with(|req| req.extensions.get::<Tenant>().map(|t| Key::from_u64(t.0)));
@@ -184,24 +176,17 @@ impl fmt::Display for Key {
 /// What a key extractor sees of a request: borrowed, nothing copied.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+/// use http::Request;
+/// use tollgate::http::{Key, RequestView};
+///
 /// let by_path_tenant = |req: &RequestView<'_>| {
 ///     // /t/{tenant}/...: the tenant from the path
 ///     let tenant = req.uri.path().strip_prefix("/t/")?.split('/').next()?;
 ///     Some(Key::from_bytes(tenant.as_bytes()))
 /// };
-/// let req = path("/t/acme/orders");
+/// let req = Request::get("/t/acme/orders").body(()).unwrap();
 /// assert_eq!(by_path_tenant(&RequestView::of(&req)), Some(Key::from_bytes(b"acme")));
-/// assert_eq!(by_path_tenant(&RequestView::of(&path("/health"))), None);
+/// assert_eq!(by_path_tenant(&RequestView::of(&Request::get("/health").body(()).unwrap())), None);
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct RequestView<'a> {
@@ -219,12 +204,10 @@ impl<'a> RequestView<'a> {
     /// A view of `req`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// let mut req = path("/orders");
+    /// use http::Request;
+    /// use tollgate::http::RequestView;
+    ///
+    /// let mut req = Request::get("/orders").body(()).unwrap();
     /// req.headers_mut().insert("x-api-key", "k-123".parse().unwrap());
     /// let view = RequestView::of(&req);
     /// assert_eq!(view.uri.path(), "/orders");
@@ -246,27 +229,27 @@ type ExtractFn = dyn Fn(&RequestView<'_>) -> Option<Key> + Send + Sync;
 /// How a policy partitions requests: each key gets its own limiter.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{KeyBy, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .policy("per-key", two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap())))
 ///     .build()
 ///     .unwrap();
 /// let layer = limits.policy_layer("per-key").unwrap();
-/// let with_key = |k: &str| { let mut r = path("/"); r.headers_mut().insert("x-api-key", k.parse().unwrap()); r };
-/// for _ in 0..2 { let _ = call(&layer, with_key("a")); }
-/// assert_eq!(call(&layer, with_key("a")).status(), StatusCode::TOO_MANY_REQUESTS);
-/// assert_eq!(call(&layer, with_key("b")).status(), 200);
+/// let with_key = |k: &str| { let mut r = Request::get("/").body(()).unwrap(); r.headers_mut().insert("x-api-key", k.parse().unwrap()); r };
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = layer.layer(service_fn(hello));
+/// for _ in 0..2 { let _ = app.clone().oneshot(with_key("a")).await.unwrap(); }
+/// assert_eq!(app.clone().oneshot(with_key("a")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(app.clone().oneshot(with_key("b")).await.unwrap().status(), 200);
+/// # }
 /// ```
 #[derive(Clone)]
 pub enum KeyBy {
@@ -290,27 +273,30 @@ impl KeyBy {
     /// The client IP, IPv6 grouped by /64.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{KeyBy, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A request from `ip`, as a server started with
+    /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+    /// let from = |ip: &str| {
+    ///     let mut req = Request::new(());
+    ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    ///     req
+    /// };
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
-    /// let _ = call(&limits.layer(), from("2001:db8:1:2::1"));
-    /// let _ = call(&limits.layer(), from("2001:db8:1:2::ffff")); // same /64: same client
-    /// assert_eq!(call(&limits.layer(), from("2001:db8:1:2::7")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert_eq!(call(&limits.layer(), from("2001:db8:1:3::1")).status(), 200); // another /64
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// let _ = app.clone().oneshot(from("2001:db8:1:2::1")).await.unwrap();
+    /// let _ = app.clone().oneshot(from("2001:db8:1:2::ffff")).await.unwrap(); // same /64: same client
+    /// assert_eq!(app.clone().oneshot(from("2001:db8:1:2::7")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(app.clone().oneshot(from("2001:db8:1:3::1")).await.unwrap().status(), 200); // another /64
+    /// # }
     /// ```
     pub const CLIENT_IP: KeyBy = KeyBy::ClientIp { v6_prefix: 64 };
 
@@ -332,26 +318,26 @@ impl KeyBy {
     /// Partition by header `name`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{KeyBy, MissingKey, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
     ///     .global(two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap())).when_missing_key(MissingKey::Reject))
     ///     .build()
     ///     .unwrap();
-    /// let mut req = path("/");
+    /// let mut req = Request::get("/").body(()).unwrap();
     /// req.headers_mut().insert("x-api-key", "k-1".parse().unwrap());
-    /// assert_eq!(call(&limits.layer(), req).status(), 200);
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS); // no key
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// assert_eq!(app.clone().oneshot(req).await.unwrap().status(), 200);
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS); // no key
+    /// # }
     /// ```
     pub fn header(name: HeaderName) -> KeyBy {
         KeyBy::Header(name)
@@ -399,31 +385,35 @@ impl core::fmt::Debug for KeyBy {
 /// an untrusted proxy chain). Never a 500.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
-/// let policy = |missing| {
-///     let limits = RateLimiting::builder()
-///         .global(two_a_minute().partition_by(KeyBy::CLIENT_IP).when_missing_key(missing))
-///         .build()
-///         .unwrap();
-///     (0..3).map(|_| call(&limits.layer(), path("/")).status().as_u16()).collect::<Vec<_>>()
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response};
+/// use tollgate::http::{KeyBy, MissingKey, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // Three requests without a peer address (no client IP) under a per-IP policy of two a minute.
+/// let statuses = |missing| async move {
+///     let per_ip = Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60)))
+///         .unwrap()
+///         .partition_by(KeyBy::CLIENT_IP)
+///         .when_missing_key(missing);
+///     let limits = RateLimiting::builder().global(per_ip).build().unwrap();
+///     let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+///     let app = limits.layer().layer(service_fn(hello));
+///     let mut out = Vec::new();
+///     for _ in 0..3 {
+///         out.push(app.clone().oneshot(Request::new(())).await.unwrap().status().as_u16());
+///     }
+///     out
 /// };
-/// // `path("/")` has no peer address: no client IP.
-/// assert_eq!(policy(MissingKey::Reject), [429, 429, 429]);
-/// assert_eq!(policy(MissingKey::Allow), [200, 200, 200]);
-/// assert_eq!(policy(MissingKey::Shared), [200, 200, 429]); // one partition for all of them
+/// assert_eq!(statuses(MissingKey::Reject).await, [429, 429, 429]);
+/// assert_eq!(statuses(MissingKey::Allow).await, [200, 200, 200]);
+/// assert_eq!(statuses(MissingKey::Shared).await, [200, 200, 429]); // one partition for all of them
 /// // The default: no peer address is the server's mistake (no `ConnectInfo`), said at once.
-/// assert_eq!(policy(MissingKey::Auto), [500, 500, 500]);
+/// assert_eq!(statuses(MissingKey::Auto).await, [500, 500, 500]);
+/// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MissingKey {
@@ -455,18 +445,15 @@ pub const NO_PEER_ADDRESS: Reason = Reason::Custom(
 /// The [`Reason`] of a request rejected for having no key under [`MissingKey::Reject`].
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-/// #     use tower::{Layer, ServiceExt};
-/// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-/// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-/// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-/// # }
-/// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-/// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// # use std::{convert::Infallible, time::Duration};
+/// use http::{Request, Response, StatusCode};
+/// use tollgate::http::{KeyBy, MissingKey, Policy, RateLimiting, NO_KEY};
+/// use tollgate::FixedWindowOptions;
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
 /// let limits = RateLimiting::builder()
 ///     .global(two_a_minute().partition_by(KeyBy::CLIENT_IP).when_missing_key(MissingKey::Reject))
 ///     .on_rejected(|r| {
@@ -475,6 +462,9 @@ pub const NO_PEER_ADDRESS: Reason = Reason::Custom(
 ///     })
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::BAD_REQUEST);
+/// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+/// let app = limits.layer().layer(service_fn(hello));
+/// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::BAD_REQUEST);
+/// # }
 /// ```
 pub const NO_KEY: Reason = Reason::Custom("no partition key");

@@ -15,10 +15,10 @@ use crate::quota::QuotaState;
 /// nothing for rate policies.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::sync::Arc;
+/// use tollgate::http::Permit;
+/// use tollgate::ConcurrencyOptions;
+///
 /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
 /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap());
 /// let permit = Permit::lease(pool.try_acquire_owned(1).unwrap());
@@ -41,10 +41,8 @@ impl Permit {
     /// Nothing held (a rate policy's grant, or an unlimited request).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// use tollgate::http::{Grant, Permit};
+    ///
     /// let grant = Grant { permit: Permit::none(), quota: None };
     /// assert!(!grant.permit.holds());
     /// ```
@@ -55,10 +53,10 @@ impl Permit {
     /// A lease held until the response ends (a custom [`PolicyLimiter`]'s permit).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::Permit;
+    /// use tollgate::{ConcurrencyOptions, TokenBucketOptions};
+    ///
     /// use tollgate::{AcquireOwned, ConcurrencyLimiter, TokenBucketLimiter};
     /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
     /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
@@ -77,10 +75,10 @@ impl Permit {
     /// Whether dropping this gives permits back.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+    /// # use std::sync::Arc;
+    /// use tollgate::http::Permit;
+    /// use tollgate::ConcurrencyOptions;
+    ///
     /// use tollgate::{AcquireOwned, ConcurrencyLimiter};
     /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(2)).unwrap());
     /// assert!(Permit::lease(pool.try_acquire_owned(1).unwrap()).holds());
@@ -97,10 +95,8 @@ impl Permit {
 /// A granted request: what it holds, and the quota left (when asked for).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// use tollgate::http::{Decision, Grant, Permit};
+///
 /// use tollgate::QuotaState;
 /// let grant = Grant { permit: Permit::none(), quota: Some(QuotaState { limit: 10, remaining: 9, reset_after: None }) };
 /// let decision = Decision::Granted(grant);
@@ -117,10 +113,10 @@ pub struct Grant {
 /// A refused request: why, and the partition's quota (when asked for).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::time::Duration;
+/// use tollgate::http::Denial;
+/// use tollgate::Reason;
+///
 /// use tollgate::{QuotaState, Rejection};
 /// let retry = Duration::from_secs(30);
 /// let denial = Denial {
@@ -141,40 +137,19 @@ pub struct Denial {
 /// The outcome of [`PolicyLimiter::try_acquire`].
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-/// # use tollgate::Rejection;
-/// # /// A request budget kept by a quota service (here: a counter).
-/// # struct Budget(AtomicU64);
-/// # impl PolicyLimiter for Budget {
-/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-/// #         }
-/// #     }
-/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-/// #         Box::pin(async move {
-/// #             match self.try_acquire(key, want_quota) {
-/// #                 Decision::Granted(g) => Ok(g),
-/// #                 Decision::Denied(d) => Err(d),
-/// #                 Decision::Wait => unreachable!(),
-/// #             }
-/// #         })
-/// #     }
-/// #     fn describe(&self) -> PolicyQuota {
-/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-/// #     }
-/// # }
-/// let budget = Arc::new(Budget(AtomicU64::new(1)));
-/// assert!(matches!(budget.try_acquire(Key::GLOBAL, false), Decision::Granted(_)));
-/// match budget.try_acquire(Key::GLOBAL, false) {
-///     Decision::Denied(d) => assert_eq!(d.rejection.reason(), Reason::Exhausted),
-///     other => panic!("expected a denial, got {other:?}"),
+/// use tollgate::http::{Decision, Denial, Grant, Permit};
+/// use tollgate::{Reason, Rejection};
+///
+/// // What a `PolicyLimiter::try_acquire` answers: here, from the requests left in a budget.
+/// fn decide(left: u64) -> Decision {
+///     if left > 0 {
+///         Decision::Granted(Grant { permit: Permit::none(), quota: None })
+///     } else {
+///         Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None })
+///     }
 /// }
+/// assert!(matches!(decide(1), Decision::Granted(_)));
+/// assert!(matches!(decide(0), Decision::Denied(d) if d.rejection.reason() == Reason::Exhausted));
 /// ```
 #[derive(Debug)]
 pub enum Decision {
@@ -189,54 +164,22 @@ pub enum Decision {
 /// A boxed future of a waited decision.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-/// # use tollgate::Rejection;
-/// # /// A request budget kept by a quota service (here: a counter).
-/// # struct Budget(AtomicU64);
-/// # impl PolicyLimiter for Budget {
-/// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-/// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-/// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-/// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-/// #         }
-/// #     }
-/// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-/// #         Box::pin(async move {
-/// #             match self.try_acquire(key, want_quota) {
-/// #                 Decision::Granted(g) => Ok(g),
-/// #                 Decision::Denied(d) => Err(d),
-/// #                 Decision::Wait => unreachable!(),
-/// #             }
-/// #         })
-/// #     }
-/// #     fn describe(&self) -> PolicyQuota {
-/// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-/// #     }
-/// # }
-/// let budget = Arc::new(Budget(AtomicU64::new(1)));
-/// let fut: AcquireFuture = budget.clone().acquire(Key::GLOBAL, false);
+/// use tollgate::http::{AcquireFuture, Grant, Permit};
+///
+/// // What `PolicyLimiter::acquire` returns: the decision, once waited for (here at once).
+/// let granted: AcquireFuture = Box::pin(async { Ok(Grant { permit: Permit::none(), quota: None }) });
 /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-/// assert!(rt.block_on(fut).is_ok());
-/// assert!(rt.block_on(budget.acquire(Key::GLOBAL, false)).is_err());
+/// assert!(rt.block_on(granted).is_ok());
 /// ```
 pub type AcquireFuture = Pin<Box<dyn Future<Output = Result<Grant, Denial>> + Send>>;
 
 /// What `RateLimit-Policy` says about a policy: its quota, window and unit.
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-/// # fn from(ip: &str) -> Request<()> {
-/// #     let mut req = Request::new(());
-/// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-/// #     req
-/// # }
+/// # use std::time::Duration;
+/// use tollgate::http::{Policy, PolicyQuota, RateLimiting};
+/// use tollgate::{ConcurrencyOptions, TokenBucketOptions};
+///
 /// let limits = RateLimiting::builder()
 ///     .policy("pool", Policy::concurrency(ConcurrencyOptions::new(10)).unwrap())
 ///     .policy("rate", Policy::token_bucket(TokenBucketOptions::new(20, 10, Duration::from_secs(1))).unwrap())
@@ -304,34 +247,35 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// Decides for `key` now, without waiting; fills in the quota if `want_quota`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+    /// use tollgate::Reason;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
+    ///
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Budget(AtomicU64::new(2));
     /// let key = Key::from_bytes(b"tenant-1");
     /// assert!(matches!(budget.try_acquire(key, false), Decision::Granted(_)));
@@ -344,34 +288,35 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// must cancel the wait and give back anything it was granted.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, PolicyLimiter, PolicyQuota};
+    /// use tollgate::Reason;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
+    ///
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Arc::new(Budget(AtomicU64::new(1)));
     /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     /// let grant = rt.block_on(budget.clone().acquire(Key::GLOBAL, false)).unwrap();
@@ -384,34 +329,35 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// The policy's quota, for `RateLimit-Policy`.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
+    /// use tollgate::Reason;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
+    ///
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Arc::new(Budget(AtomicU64::new(1_000)));
     /// assert_eq!(budget.describe().window, Some(Duration::from_secs(86_400)));
     /// let limits = RateLimiting::builder().policy("daily", Policy::custom(budget)).build().unwrap();
@@ -423,34 +369,35 @@ pub trait PolicyLimiter: Send + Sync + 'static {
     /// How many partitions are stored now, if the limiter keeps any (for metrics and tests).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// # use std::{sync::Arc, time::Duration};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
+    /// use tollgate::Reason;
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
+    ///
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let budget = Budget(AtomicU64::new(10));
     /// assert_eq!(budget.partitions(), None); // the default: one shared budget
     /// let limits = RateLimiting::builder().policy("daily", Policy::custom(Arc::new(budget))).build().unwrap();

@@ -27,15 +27,15 @@ pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter,
 /// The clock every built-in policy reads: shared, swappable (a `ManualClock` in tests).
 ///
 /// ```
-/// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-/// # use http::{Request, Response, StatusCode};
-/// # use tollgate::http::*;
-/// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
+/// # use std::{sync::Arc, time::Duration};
+/// use tollgate::http::SharedClock;
+/// use tollgate::ManualClock;
+/// use tollgate::Clock;
+///
 /// let clock = Arc::new(ManualClock::new());
 /// let shared: SharedClock = clock.clone();
 /// clock.advance(Duration::from_secs(5));
 /// assert_eq!(shared.now(), clock.now()); // one clock, seen through the alias
-/// # use tollgate::Clock;
 /// ```
 pub type SharedClock = Arc<dyn Clock + Send + Sync>;
 
@@ -106,93 +106,92 @@ impl Policy {
         /// A concurrency limit: the permit is held until the response body ends.
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::convert::Infallible;
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::ConcurrencyOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// let limits = RateLimiting::builder().global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).build().unwrap();
-        /// let streaming = call(&limits.layer(), path("/export"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// let streaming = app.clone().oneshot(Request::get("/export").body(()).unwrap()).await.unwrap();
         /// assert!(streaming.body().holds_permits()); // the export is still streaming
-        /// assert_eq!(call(&limits.layer(), path("/export")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// assert_eq!(app.clone().oneshot(Request::get("/export").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
         /// drop(streaming); // it ended
-        /// assert_eq!(call(&limits.layer(), path("/export")).status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/export").body(()).unwrap()).await.unwrap().status(), 200);
+        /// # }
         /// ```
         concurrency(ConcurrencyOptions);
 
         /// A token bucket.
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::{ManualClock, TokenBucketOptions};
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// let clock = Arc::new(ManualClock::new());
         /// let burst = Policy::token_bucket(TokenBucketOptions::new(2, 1, Duration::from_secs(1))).unwrap();
         /// let limits = RateLimiting::builder().global(burst).clock(clock.clone()).build().unwrap();
-        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); } // a burst of 2
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); } // a burst of 2
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
         /// clock.advance(Duration::from_secs(1)); // then one a second
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+        /// # }
         /// ```
         token_bucket(TokenBucketOptions);
 
         /// A fixed window.
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// let hourly = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(3600))).unwrap();
         /// let limits = RateLimiting::builder().global(hourly).build().unwrap();
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-        /// let refused = call(&limits.layer(), path("/"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+        /// let refused = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
         /// assert_eq!(refused.headers()["retry-after"], "3600");
         /// assert!(Policy::fixed_window(FixedWindowOptions::new(0, Duration::from_secs(1))).is_err());
+        /// # }
         /// ```
         fixed_window(FixedWindowOptions);
 
         /// A sliding window (up to 16 segments).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// use tollgate::SlidingWindowOptions;
         /// let smooth = Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 6)).unwrap();
         /// let limits = RateLimiting::builder().global(smooth).build().unwrap();
-        /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); }
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
         /// assert!(Policy::sliding_window(SlidingWindowOptions::new(2, Duration::from_secs(60), 17)).is_err());
+        /// # }
         /// ```
         sliding_window(SlidingWindowOptions);
 
@@ -202,28 +201,28 @@ impl Policy {
         /// second, 262,143 per minute; larger ones take a limiter per key).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::ManualClock;
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::ManualClock;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// use tollgate::SlidingCounterOptions;
         /// let clock = Arc::new(ManualClock::new());
         /// let counter = Policy::sliding_counter(SlidingCounterOptions::new(4, Duration::from_secs(60))).unwrap();
         /// let limits = RateLimiting::builder().global(counter).clock(clock.clone()).build().unwrap();
-        /// for _ in 0..4 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
-        /// let refused = call(&limits.layer(), path("/"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..4 { assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200); }
+        /// let refused = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
         /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         /// // The 4 weigh fully at the next window's start, then less: one fits once they weigh 3.
         /// assert_eq!(refused.headers()["retry-after"], "75");
         /// clock.advance(Duration::from_secs(75));
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+        /// # }
         /// ```
         sliding_counter(SlidingCounterOptions);
 
@@ -231,27 +230,27 @@ impl Policy {
         /// (a limit of at most 16: the partition kind's ring).
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::ManualClock;
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::ManualClock;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// use tollgate::SlidingLogOptions;
         /// let clock = Arc::new(ManualClock::new());
         /// let logins = Policy::sliding_log(SlidingLogOptions::per_minute(2)).unwrap();
         /// let limits = RateLimiting::builder().global(logins).clock(clock.clone()).build().unwrap();
-        /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// assert_eq!(app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap().status(), 200);
         /// clock.advance(Duration::from_secs(20));
-        /// assert_eq!(call(&limits.layer(), path("/login")).status(), 200);
-        /// let refused = call(&limits.layer(), path("/login"));
+        /// assert_eq!(app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap().status(), 200);
+        /// let refused = app.clone().oneshot(Request::get("/login").body(()).unwrap()).await.unwrap();
         /// assert_eq!(refused.headers()["retry-after"], "40"); // the first leaves at 60 s
         /// assert!(Policy::sliding_log(SlidingLogOptions::per_minute(17)).is_err());
+        /// # }
         /// ```
         sliding_log(SlidingLogOptions);
 
@@ -260,31 +259,34 @@ impl Policy {
         ///
         /// ```
         /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # use tollgate::ManualClock;
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn from(ip: &str) -> Request<()> {
-        /// #     let mut req = Request::get("/").body(()).unwrap();
-        /// #     req.extensions_mut().insert(axum::extract::ConnectInfo(SocketAddr::new(ip.parse().unwrap(), 4000)));
-        /// #     req
-        /// # }
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{KeyBy, Policy, RateLimiting};
+        /// use tollgate::ManualClock;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// // A request from `ip`, as a server started with
+        /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+        /// let from = |ip: &str| {
+        ///     let mut req = Request::new(());
+        ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+        ///     req
+        /// };
         /// use tollgate::GcraOptions;
         /// let clock = Arc::new(ManualClock::new());
         /// let per_ip = Policy::gcra(GcraOptions::per_second(2)).unwrap().partition_by(KeyBy::CLIENT_IP);
         /// let limits = RateLimiting::builder().global(per_ip).clock(clock.clone()).build().unwrap();
-        /// for _ in 0..2 { assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200); }
-        /// let refused = call(&limits.layer(), from("203.0.113.7"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { assert_eq!(app.clone().oneshot(from("203.0.113.7")).await.unwrap().status(), 200); }
+        /// let refused = app.clone().oneshot(from("203.0.113.7")).await.unwrap();
         /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         /// assert_eq!(refused.headers()["retry-after"], "1"); // 500 ms, rounded up
-        /// assert_eq!(call(&limits.layer(), from("203.0.113.8")).status(), 200); // another client
+        /// assert_eq!(app.clone().oneshot(from("203.0.113.8")).await.unwrap().status(), 200); // another client
         /// clock.advance(Duration::from_millis(500));
-        /// assert_eq!(call(&limits.layer(), from("203.0.113.7")).status(), 200);
+        /// assert_eq!(app.clone().oneshot(from("203.0.113.7")).await.unwrap().status(), 200);
+        /// # }
         /// ```
         gcra(GcraOptions);
 
@@ -292,22 +294,22 @@ impl Policy {
         /// `capacity`. Partitioned and not queued, it keeps 16 bytes a key.
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// use tollgate::LeakyBucketOptions;
         /// let meter = Policy::leaky_meter(LeakyBucketOptions::new(3, 1, Duration::from_secs(10))).unwrap();
         /// let limits = RateLimiting::builder().global(meter).build().unwrap();
-        /// for _ in 0..3 { assert_eq!(call(&limits.layer(), path("/")).status(), 200); }
-        /// let refused = call(&limits.layer(), path("/"));
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..3 { assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200); }
+        /// let refused = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
         /// assert_eq!(refused.headers()["retry-after"], "10");
+        /// # }
         /// ```
         leaky_meter(LeakyBucketOptions);
 
@@ -316,21 +318,21 @@ impl Policy {
         /// without it, they are refused until their slot.
         ///
         /// ```
-        /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-        /// # use http::{Request, Response, StatusCode};
-        /// # use tollgate::http::*;
-        /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-        /// #     use tower::{Layer, ServiceExt};
-        /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-        /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-        /// # }
-        /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
         /// use tollgate::ShaperOptions;
         /// let paced = Policy::leaky_shaper(ShaperOptions::per_second(20)).unwrap().queue(Some(Duration::from_secs(1)));
         /// let limits = RateLimiting::builder().global(paced).build().unwrap();
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-        /// assert_eq!(call(&limits.layer(), path("/")).status(), 200); // waited 50 ms for its slot
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+        /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200); // waited 50 ms for its slot
+        /// # }
         /// ```
         leaky_shaper(ShaperOptions);
     }
@@ -339,44 +341,45 @@ impl Policy {
     /// the policy's [`KeyBy`] extracts.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    /// # use tollgate::Rejection;
-    /// # /// A request budget kept by a quota service (here: a counter).
-    /// # struct Budget(AtomicU64);
-    /// # impl PolicyLimiter for Budget {
-    /// #     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
-    /// #         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
-    /// #             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
-    /// #             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
-    /// #         }
-    /// #     }
-    /// #     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
-    /// #         Box::pin(async move {
-    /// #             match self.try_acquire(key, want_quota) {
-    /// #                 Decision::Granted(g) => Ok(g),
-    /// #                 Decision::Denied(d) => Err(d),
-    /// #                 Decision::Wait => unreachable!(),
-    /// #             }
-    /// #         })
-    /// #     }
-    /// #     fn describe(&self) -> PolicyQuota {
-    /// #         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
-    /// #     }
-    /// # }
+    /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{AcquireFuture, Decision, Denial, Grant, Key, Permit, Policy, PolicyLimiter, PolicyQuota, RateLimiting};
+    /// use tollgate::Reason;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    /// use tollgate::Rejection;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// /// A request budget kept by a quota service (here: a counter).
+    /// struct Budget(AtomicU64);
+    ///
+    /// impl PolicyLimiter for Budget {
+    ///     fn try_acquire(&self, _key: Key, _want_quota: bool) -> Decision {
+    ///         match self.0.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) {
+    ///             Ok(_) => Decision::Granted(Grant { permit: Permit::none(), quota: None }),
+    ///             Err(_) => Decision::Denied(Denial { rejection: Rejection::new(&Reason::Exhausted), quota: None }),
+    ///         }
+    ///     }
+    ///     fn acquire(self: Arc<Self>, key: Key, want_quota: bool) -> AcquireFuture {
+    ///         Box::pin(async move {
+    ///             match self.try_acquire(key, want_quota) {
+    ///                 Decision::Granted(g) => Ok(g),
+    ///                 Decision::Denied(d) => Err(d),
+    ///                 Decision::Wait => unreachable!(),
+    ///             }
+    ///         })
+    ///     }
+    ///     fn describe(&self) -> PolicyQuota {
+    ///         PolicyQuota { quota: 1_000, window: Some(Duration::from_secs(86_400)), concurrent: false }
+    ///     }
+    /// }
     /// let limits = RateLimiting::builder().global(Policy::custom(Arc::new(Budget(AtomicU64::new(1))))).build().unwrap();
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS); // budget spent
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS); // budget spent
+    /// # }
     /// ```
     pub fn custom(limiter: Arc<dyn PolicyLimiter>) -> Self {
         Self::from_source(Source::Custom(limiter))
@@ -385,27 +388,30 @@ impl Policy {
     /// Partition requests by `key` (default [`KeyBy::Global`]: one limiter).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{KeyBy, Policy, RateLimiting, GLOBAL};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A request from `ip`, as a server started with
+    /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+    /// let from = |ip: &str| {
+    ///     let mut req = Request::new(());
+    ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    ///     req
+    /// };
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder().global(two_a_minute().partition_by(KeyBy::CLIENT_IP)).build().unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), from("192.0.2.1")); }
-    /// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), StatusCode::TOO_MANY_REQUESTS);
-    /// assert_eq!(call(&limits.layer(), from("192.0.2.2")).status(), 200); // its own partition
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// for _ in 0..2 { let _ = app.clone().oneshot(from("192.0.2.1")).await.unwrap(); }
+    /// assert_eq!(app.clone().oneshot(from("192.0.2.1")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(app.clone().oneshot(from("192.0.2.2")).await.unwrap().status(), 200); // its own partition
     /// assert_eq!(limits.partitions(GLOBAL), Some(2));
+    /// # }
     /// ```
     pub fn partition_by(self, key: KeyBy) -> Self {
         Self { key, ..self }
@@ -414,23 +420,23 @@ impl Policy {
     /// What a request without a key gets (default [`MissingKey::Auto`]).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{KeyBy, MissingKey, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let hello = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let per_key = two_a_minute().partition_by(KeyBy::header("x-api-key".parse().unwrap()));
     /// let limits = RateLimiting::builder().global(per_key.when_missing_key(MissingKey::Allow)).build().unwrap();
+    /// let app = limits.layer().layer(hello);
     /// for _ in 0..5 { // anonymous requests are not limited here (another layer may)
-    ///     assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    ///     assert_eq!(app.clone().oneshot(Request::new(())).await.unwrap().status(), 200);
     /// }
+    /// # }
     /// ```
     pub fn when_missing_key(self, missing: MissingKey) -> Self {
         Self { missing, ..self }
@@ -450,30 +456,33 @@ impl Policy {
     /// for a queued token bucket or GCRA).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn from(ip: &str) -> Request<()> {
-    /// #     let mut req = Request::new(());
-    /// #     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
-    /// #     req
-    /// # }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, net::SocketAddr, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{KeyBy, Policy, RateLimiting, GLOBAL};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A request from `ip`, as a server started with
+    /// // `into_make_service_with_connect_info::<SocketAddr>()` sees it.
+    /// let from = |ip: &str| {
+    ///     let mut req = Request::new(());
+    ///     req.extensions_mut().insert(SocketAddr::new(ip.parse().unwrap(), 443));
+    ///     req
+    /// };
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tollgate::{PartitionConfig, WhenFull};
     /// let bounded = two_a_minute()
     ///     .partition_by(KeyBy::CLIENT_IP)
     ///     .partitions(PartitionConfig::new(1).with_when_full(WhenFull::Reject));
     /// let limits = RateLimiting::builder().global(bounded).build().unwrap();
-    /// assert_eq!(call(&limits.layer(), from("192.0.2.1")).status(), 200);
-    /// assert_eq!(call(&limits.layer(), from("192.0.2.2")).status(), StatusCode::TOO_MANY_REQUESTS); // full
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// assert_eq!(app.clone().oneshot(from("192.0.2.1")).await.unwrap().status(), 200);
+    /// assert_eq!(app.clone().oneshot(from("192.0.2.2")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS); // full
     /// assert_eq!(limits.partitions(GLOBAL), Some(1));
+    /// # }
     /// ```
     pub fn partitions(self, partitions: PartitionConfig) -> Self {
         Self { partitions, ..self }
@@ -496,35 +505,36 @@ impl Policy {
     /// same way.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::{ConcurrencyOptions, TokenBucketOptions};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// use tollgate::QueueOrder;
     /// let opts = ConcurrencyOptions::new(1).with_queue(1, QueueOrder::OldestFirst);
     /// let queued = Policy::concurrency(opts).unwrap().queue(Some(Duration::from_millis(10)));
     /// let limits = RateLimiting::builder().global(queued).build().unwrap();
-    /// let first = call(&limits.layer(), path("/")); // holds the permit while its body lives
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// let first = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); // holds the permit while its body lives
     /// // The second waits in the queue, then gives up after 10 ms: 429.
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
     /// drop(first);
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
     ///
     /// // One token every 3 s: a queued request would wait 3 s, past its 300 ms.
     /// let slow = TokenBucketOptions::new(1, 1, Duration::from_secs(3)).with_queue(1, QueueOrder::OldestFirst);
     /// let queued = Policy::token_bucket(slow).unwrap().queue(Some(Duration::from_millis(300)));
     /// let limits = RateLimiting::builder().global(queued).build().unwrap();
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), 200);
-    /// let refused = call(&limits.layer(), path("/")); // at once, not after 300 ms
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+    /// let refused = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); // at once, not after 300 ms
     /// assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     /// assert_eq!(refused.headers()["retry-after"], "3");
+    /// # }
     /// ```
     pub fn queue(self, max_delay: Option<Duration>) -> Self {
         Self {
@@ -536,24 +546,24 @@ impl Policy {
     /// The status of a rejection (default 429 Too Many Requests).
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// let limits = RateLimiting::builder()
     ///     .global(two_a_minute().rejection_status(StatusCode::SERVICE_UNAVAILABLE))
     ///     .build()
     ///     .unwrap();
-    /// for _ in 0..2 { let _ = call(&limits.layer(), path("/")); }
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); }
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// # }
     /// ```
     pub fn rejection_status(self, status: http::StatusCode) -> Self {
         Self { status, ..self }
@@ -566,24 +576,24 @@ impl Policy {
     /// the request's key is new ([`Reason::PartitionsFull`]). Default: the rejection status.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn call(layer: &RateLimitLayer, req: Request<()>) -> Response<LimitedBody<&'static str>> {
-    /// #     use tower::{Layer, ServiceExt};
-    /// #     let app = tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) });
-    /// #     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    /// #     rt.block_on(layer.layer(app).oneshot(req)).unwrap()
-    /// # }
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
+    /// # use std::convert::Infallible;
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::ConcurrencyOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
     /// use tollgate::QueueOrder;
     /// let opts = ConcurrencyOptions::new(1).with_queue(0, QueueOrder::OldestFirst);
     /// let pool = Policy::concurrency(opts).unwrap().queue(None).unavailable_status(StatusCode::SERVICE_UNAVAILABLE);
     /// let limits = RateLimiting::builder().global(pool).build().unwrap();
-    /// let _busy = call(&limits.layer(), path("/"));
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// let _busy = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
     /// // No room in the queue: the server is busy, not the client too fast.
-    /// assert_eq!(call(&limits.layer(), path("/")).status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    /// # }
     /// ```
     pub fn unavailable_status(self, status: http::StatusCode) -> Self {
         Self {
@@ -596,12 +606,12 @@ impl Policy {
     /// this request's partition locally until then.
     ///
     /// ```
-    /// # use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
-    /// # use http::{Request, Response, StatusCode};
-    /// # use tollgate::http::*;
-    /// # use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, Reason, TokenBucketOptions};
-    /// # fn path(p: &str) -> Request<()> { Request::get(p).body(()).unwrap() }
-    /// # let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+    /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::{FixedWindowOptions, ManualClock};
+    ///
+    /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
     /// use tower::{Layer, ServiceExt};
     /// let clock = Arc::new(ManualClock::new());
     /// let limits = RateLimiting::builder().global(two_a_minute().pause_on_upstream_429()).clock(clock.clone()).build().unwrap();
@@ -610,8 +620,8 @@ impl Policy {
     /// });
     /// let client = limits.layer().layer(upstream);
     /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    /// let _ = rt.block_on(client.clone().oneshot(path("/"))); // the upstream says: 5 s
-    /// let local = rt.block_on(client.clone().oneshot(path("/"))).unwrap(); // not sent
+    /// let _ = rt.block_on(client.clone().oneshot(Request::get("/").body(()).unwrap())); // the upstream says: 5 s
+    /// let local = rt.block_on(client.clone().oneshot(Request::get("/").body(()).unwrap())).unwrap(); // not sent
     /// assert_eq!(local.headers()["retry-after"], "5");
     /// ```
     pub fn pause_on_upstream_429(self) -> Self {

@@ -1,0 +1,224 @@
+//! One policy, built: its limiter, its name and header, the partitions paused by an upstream,
+//! and its decision for a request.
+
+use core::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http::header::HeaderValue;
+
+use super::client_ip::ClientIp;
+use super::error::BuildError;
+use super::headers::{policy_header, Reported};
+use super::policy::{
+    self, Decision, Denial, Grant, Key, MissingKey, Permit, Policy, PolicyLimiter, PolicyQuota,
+    Rate, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
+};
+use super::reject::UPSTREAM_PAUSE;
+use crate::lease::{Reason, Rejection};
+use crate::quota::QuotaState;
+
+/// A policy ready to decide.
+pub(super) struct Compiled {
+    pub(super) name: Box<str>,
+    pub(super) policy: Policy,
+    pub(super) limiter: Arc<dyn PolicyLimiter>,
+    /// The same limiter, direct, when it is a built-in rate policy (the fast path).
+    pub(super) rate: Option<Rate>,
+    pub(super) describe: PolicyQuota,
+    /// Its `RateLimit-Policy` value.
+    policy_header: HeaderValue,
+    /// Partitions paused by an upstream 429 (client side).
+    pauses: Pauses,
+}
+
+/// One policy's decision for a request.
+pub(super) enum Step {
+    Granted(Grant),
+    Denied(Denial),
+    /// Wait in the policy's queue, or for its async limiter.
+    Wait(Key),
+}
+
+impl Compiled {
+    /// Builds policy `name` on `clock` (`std_clock`: the default clock, which the built-in
+    /// limiters may read directly).
+    pub(super) fn new(
+        name: String,
+        policy: Policy,
+        clock: &SharedClock,
+        std_clock: bool,
+    ) -> Result<Self, BuildError> {
+        if !valid_name(&name) {
+            return Err(BuildError::InvalidName(name));
+        }
+        let (limiter, rate) = policy.build(clock, std_clock)?;
+        let describe = limiter.describe();
+        let Some(policy_header) = policy_header(&name, &describe) else {
+            return Err(BuildError::InvalidName(name));
+        };
+        Ok(Self {
+            name: name.into_boxed_str(),
+            policy,
+            limiter,
+            rate,
+            describe,
+            policy_header,
+            pauses: Pauses::default(),
+        })
+    }
+
+    /// `quota`, as this policy's headers report it.
+    pub(super) fn reported(&self, quota: QuotaState) -> Reported<'_> {
+        Reported {
+            name: &self.name,
+            policy: &self.policy_header,
+            quota,
+        }
+    }
+
+    /// The decision for the request `view` (`ip`: how its client IP is found; `clock`: the
+    /// time of an upstream's pause; `want_quota`: whether to say the quota left).
+    #[inline]
+    pub(super) fn decide(
+        &self,
+        view: &RequestView<'_>,
+        ip: &ClientIp,
+        clock: &SharedClock,
+        want_quota: bool,
+    ) -> Step {
+        let key = match self.policy.key.extract(view, ip) {
+            Some(k) => k,
+            None => match self.policy.missing {
+                MissingKey::Allow => {
+                    return Step::Granted(Grant {
+                        permit: Permit::none(),
+                        quota: None,
+                    })
+                }
+                MissingKey::Reject => return Step::Denied(refused(Rejection::new(&NO_KEY))),
+                MissingKey::Shared => Key::MISSING,
+                MissingKey::Auto if self.policy.key.lacks_peer(view) => {
+                    log_missing_peer_once(&self.name);
+                    return Step::Denied(refused(Rejection::new(&NO_PEER_ADDRESS)));
+                }
+                MissingKey::Auto => Key::MISSING,
+            },
+        };
+        if self.policy.pause_on_429 {
+            if let Some(d) = self.pauses.remaining(&key, clock.now().as_nanos()) {
+                return Step::Denied(refused(Rejection::with_retry_after(&UPSTREAM_PAUSE, d)));
+            }
+        }
+        match self.limiter.try_acquire(key, want_quota) {
+            Decision::Granted(g) => Step::Granted(g),
+            Decision::Denied(d) => Step::Denied(d),
+            Decision::Wait => Step::Wait(key),
+        }
+    }
+
+    /// Waits for the decision for `key`, bounded by the policy's maximum delay (the built-in
+    /// limiters bound their own; a custom one's wait is dropped at the deadline, and a fresh
+    /// [`PolicyLimiter::try_acquire`] then decides: a grant by then is taken, a refusal is
+    /// [`Reason::TimedOut`] with the limiter's RetryAfter, if it gives one).
+    pub(super) async fn wait(&self, key: Key, want_quota: bool) -> Result<Grant, Denial> {
+        let fut = self.limiter.clone().acquire(key, want_quota);
+        let Some(max) = self.policy.queue.flatten() else {
+            return fut.await;
+        };
+        if self.policy.bounds_its_delay() {
+            return fut.await;
+        }
+        match tokio::time::timeout(max, fut).await {
+            Ok(r) => r,
+            Err(_) => match self.limiter.try_acquire(key, want_quota) {
+                Decision::Granted(g) => Ok(g),
+                Decision::Denied(d) => Err(Denial {
+                    rejection: policy::after_wait(&Reason::TimedOut, d.rejection),
+                    quota: d.quota,
+                }),
+                Decision::Wait => Err(refused(Rejection::new(&Reason::TimedOut))),
+            },
+        }
+    }
+
+    /// The key to pause on should the upstream answer 429: `Some` only for a policy that
+    /// pauses on one, and a request with a key.
+    pub(super) fn pause_key(&self, view: &RequestView<'_>, ip: &ClientIp) -> Option<Key> {
+        if self.policy.pause_on_429 {
+            self.policy.key.extract(view, ip)
+        } else {
+            None
+        }
+    }
+
+    /// Pauses `key` for `wait` from `now` (an upstream's 429 said so).
+    pub(super) fn pause(&self, key: Key, now: u64, wait: Duration) {
+        self.pauses.pause(key, now, wait);
+    }
+}
+
+/// A denial that says no quota.
+fn refused(rejection: Rejection) -> Denial {
+    Denial {
+        rejection,
+        quota: None,
+    }
+}
+
+/// Valid as a structured-field string without escapes.
+pub(super) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// Says once per process that a client-IP policy saw a request with no peer address
+/// ([`MissingKey::Auto`]): the server was started without `ConnectInfo`.
+#[cold]
+fn log_missing_peer_once(policy: &str) {
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    if LOGGED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    #[cfg(feature = "tracing")]
+    tracing::error!(target: "tollgate", policy, "{}", NO_PEER_ADDRESS.phrase());
+    #[cfg(not(feature = "tracing"))]
+    std::eprintln!("tollgate: policy {policy:?}: {}", NO_PEER_ADDRESS.phrase());
+}
+
+/// Partitions paused by an upstream 429 (client side), bounded.
+#[derive(Default)]
+struct Pauses {
+    any: AtomicBool,
+    until: Mutex<HashMap<Key, u64>>,
+}
+
+const MAX_PAUSES: usize = 4096;
+
+impl Pauses {
+    /// How long `key` stays paused at `now`.
+    fn remaining(&self, key: &Key, now: u64) -> Option<Duration> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        let until = *map.get(key)?;
+        (until > now).then(|| Duration::from_nanos(until - now))
+    }
+
+    fn pause(&self, key: Key, now: u64, d: Duration) {
+        let until = now.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let mut map = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_PAUSES {
+            map.retain(|_, u| *u > now);
+        }
+        if map.len() < MAX_PAUSES || map.contains_key(&key) {
+            let e = map.entry(key).or_insert(until);
+            *e = (*e).max(until);
+            self.any.store(true, Ordering::Release);
+        }
+    }
+}

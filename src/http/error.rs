@@ -1,0 +1,51 @@
+use core::fmt;
+
+use crate::options::OptionsError;
+
+/// Why [`RateLimitingBuilder::build`](crate::http::RateLimitingBuilder::build) failed.
+///
+/// ```
+/// # use std::time::Duration;
+/// use tollgate::http::{BuildError, Policy, RateLimiting};
+/// use tollgate::FixedWindowOptions;
+///
+/// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+/// let dup = RateLimiting::builder().policy("api", two_a_minute()).policy("api", two_a_minute()).build();
+/// assert_eq!(dup.unwrap_err(), BuildError::DuplicatePolicy("api".into()));
+/// let limits = RateLimiting::builder().policy("api", two_a_minute()).build().unwrap();
+/// let err = limits.policy_layer("apj").unwrap_err();
+/// assert_eq!(err.to_string(), r#"no policy named "apj""#);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A policy's limiter options are invalid.
+    Options(OptionsError),
+    /// Two policies have the same name.
+    DuplicatePolicy(String),
+    /// A policy name is empty or has characters a structured-field string cannot carry
+    /// (only printable ASCII, without `"` and `\`).
+    InvalidName(String),
+    /// [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) named a policy
+    /// that does not exist.
+    UnknownPolicy(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Options(e) => write!(f, "invalid limiter options: {e:?}"),
+            BuildError::DuplicatePolicy(n) => write!(f, "duplicate policy name {n:?}"),
+            BuildError::InvalidName(n) => write!(f, "invalid policy name {n:?}"),
+            BuildError::UnknownPolicy(n) => write!(f, "no policy named {n:?}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<OptionsError> for BuildError {
+    fn from(e: OptionsError) -> Self {
+        BuildError::Options(e)
+    }
+}
