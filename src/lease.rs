@@ -353,9 +353,33 @@ impl fmt::Display for Reason {
     }
 }
 
+/// [`Reason::QueueFull`] from a wait queue whose limit is 0: the same reason (equal to
+/// `Reason::QueueFull` wherever it is compared), told apart by its address so that the message
+/// says why there was no room.
+pub(crate) static QUEUE_LIMIT_ZERO: Reason = Reason::QueueFull;
+
+/// The reason's phrase; for a queue with a limit of 0, why it had no room.
+///
+/// ```
+/// use tollgate::*;
+///
+/// // `new` keeps .NET's queue limit of 0: a wait that cannot be granted at once is refused.
+/// let l = ConcurrencyLimiter::new(ConcurrencyOptions::new(1)).unwrap();
+/// let _held = l.try_acquire(1).unwrap();
+/// let r = l.acquire_blocking(1, None).unwrap_err();
+/// assert_eq!(r.reason(), Reason::QueueFull);
+/// assert!(r.to_string().starts_with("queue limit reached: the queue limit is 0"));
+/// ```
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.reason.phrase())?;
+        if core::ptr::eq(self.reason, &QUEUE_LIMIT_ZERO) {
+            f.write_str(
+                "queue limit reached: the queue limit is 0, so a request that cannot be granted \
+                 at once is refused (give the options a queue with `with_queue`)",
+            )?;
+        } else {
+            f.write_str(self.reason.phrase())?;
+        }
         if let Some(d) = self.retry_after() {
             write!(f, " (retry after {d:?})")?;
         }

@@ -162,12 +162,17 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 } else {
                     l.wait_behind(&mut list.requests(), n)
                 };
+                let full: &'static Reason = if q.limit() == 0 {
+                    &crate::lease::QUEUE_LIMIT_ZERO
+                } else {
+                    &Reason::QueueFull
+                };
                 let r = match wait {
                     Some(d) => Rejection::with_retry_after(
-                        &Reason::QueueFull,
+                        full,
                         d.max(core::time::Duration::from_nanos(1)),
                     ),
-                    None => Rejection::new(&Reason::QueueFull),
+                    None => Rejection::new(full),
                 };
                 return Some(Decision::Refused(r));
             }
