@@ -158,6 +158,19 @@ through_remote! {
     SlidingLogOptions => SlidingLogOptionsDef,
 }
 
+/// Every rate limiter of the roster ([`rate_limiters!`](crate::roster::rate_limiters)) has its
+/// options in `through_remote!`.
+macro_rules! config_covers_the_roster {
+    (() $($(#[$doc:meta])* $variant:ident($m:ident::$limiter:ident, $opts:ident) $ctor:ident $(, $per:ident)?;)+) => {
+        const _: () = {
+            const fn serde<T: Serialize + for<'de> Deserialize<'de>>() {}
+            $(serde::<crate::$m::$opts>();)+
+        };
+    };
+}
+
+crate::roster::rate_limiters!(config_covers_the_roster! {});
+
 /// Durations as human-readable text (`"1m30s"`) in human-readable formats, as serde's
 /// `Duration` otherwise.
 mod human_duration {

@@ -106,6 +106,7 @@ mod rate_limiter;
 mod reciprocal;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod roster;
 mod sliding_window;
 mod state_cell;
 mod stats;

@@ -207,6 +207,10 @@ mod tests {
 /// `per_second`, `per_minute` and `per_hour` from each type's own `per(period, n)`: one
 /// definition for every options type with a quota-style constructor.
 macro_rules! per_units {
+    // A row of the roster marked `per`.
+    (@flagged $ty:ident, per) => {
+        per_units!($ty);
+    };
     ($($ty:ident),+ $(,)?) => {$(
         impl $ty {
             per_units!(@unit $ty, per_second, SECOND, "second", "1", 4);
@@ -235,12 +239,12 @@ macro_rules! per_units {
     };
 }
 
-per_units!(
-    TokenBucketOptions,
-    FixedWindowOptions,
-    SlidingWindowOptions,
-    GcraOptions,
-    ShaperOptions,
-    SlidingCounterOptions,
-    SlidingLogOptions,
-);
+/// The unit constructors of every options type the roster of rate limiters marks `per`
+/// ([`rate_limiters!`](crate::roster::rate_limiters)).
+macro_rules! per_units_of_the_roster {
+    (() $($(#[$doc:meta])* $variant:ident($m:ident::$limiter:ident, $opts:ident) $ctor:ident $(, $per:ident)?;)+) => {
+        $($(per_units!(@flagged $opts, $per);)?)+
+    };
+}
+
+crate::roster::rate_limiters!(per_units_of_the_roster! {});

@@ -4,37 +4,23 @@
 use core::time::Duration;
 
 use crate::clock::{Clock, Instant};
+use crate::concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
+use crate::fixed_window::FixedWindowOptions;
+use crate::gcra::GcraOptions;
+use crate::leaky_bucket::{LeakyBucketOptions, ShaperOptions};
 use crate::lease::{Lease, Rejection, Release, Statistics};
 use crate::limiter::{Limiter, Replenishing};
 use crate::noop::NoopLimiter;
 use crate::options::{OptionsError, QueueOrder};
+use crate::sliding_counter::SlidingCounterOptions;
+use crate::sliding_log::{SlidingLogLimiter, SlidingLogOptions};
+use crate::sliding_window::SlidingWindowOptions;
 use crate::stats::Counters;
 use crate::sync::{AtomicU64, Ordering};
+use crate::token_bucket::TokenBucketOptions;
 use crate::wait::{self, LockedTake, Source, WaitQueue};
-use crate::{
-    ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions, GcraLimiter,
-    GcraOptions, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper, ShaperOptions,
-    SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter, SlidingLogOptions,
-    SlidingWindowLimiter, SlidingWindowOptions, TokenBucketLimiter, TokenBucketOptions,
-};
 
 use super::Factory;
-
-/// A kind with its options: what [`PartitionKind`] wraps, and what the HTTP layer reads to
-/// describe a policy and to pick its compact keyed form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Kind {
-    NoLimit,
-    Concurrency(ConcurrencyOptions),
-    TokenBucket(TokenBucketOptions),
-    FixedWindow(FixedWindowOptions),
-    SlidingWindow(SlidingWindowOptions),
-    Gcra(GcraOptions),
-    LeakyMeter(LeakyBucketOptions),
-    LeakyShaper(ShaperOptions),
-    SlidingCounter(SlidingCounterOptions),
-    SlidingLog(SlidingLogOptions),
-}
 
 /// A built-in partition kind with validated options: the factory of a [`PartitionLimiter`]
 /// (.NET's `RateLimitPartition.Get…Limiter` helpers).
@@ -127,7 +113,7 @@ kinds! {
     /// ```
     concurrency(Concurrency(ConcurrencyOptions));
 
-    /// A [`TokenBucketLimiter`] per partition.
+    /// A [`TokenBucketLimiter`](crate::TokenBucketLimiter) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -143,7 +129,7 @@ kinds! {
     /// ```
     token_bucket(TokenBucket(TokenBucketOptions));
 
-    /// A [`FixedWindowLimiter`] per partition.
+    /// A [`FixedWindowLimiter`](crate::FixedWindowLimiter) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -159,7 +145,7 @@ kinds! {
     /// ```
     fixed_window(FixedWindow(FixedWindowOptions));
 
-    /// A [`SlidingWindowLimiter`] (16 segments at most) per partition.
+    /// A [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (16 segments at most) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -173,7 +159,7 @@ kinds! {
     /// ```
     sliding_window(SlidingWindow(SlidingWindowOptions), 16);
 
-    /// A [`GcraLimiter`] per partition.
+    /// A [`GcraLimiter`](crate::GcraLimiter) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -190,7 +176,7 @@ kinds! {
     /// ```
     gcra(Gcra(GcraOptions));
 
-    /// A [`LeakyBucketMeter`] per partition.
+    /// A [`LeakyBucketMeter`](crate::LeakyBucketMeter) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -206,7 +192,7 @@ kinds! {
     /// ```
     leaky_meter(LeakyMeter(LeakyBucketOptions));
 
-    /// A [`LeakyBucketShaper`] per partition.
+    /// A [`LeakyBucketShaper`](crate::LeakyBucketShaper) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -222,7 +208,7 @@ kinds! {
     /// ```
     leaky_shaper(LeakyShaper(ShaperOptions));
 
-    /// A [`SlidingCounterLimiter`] per partition.
+    /// A [`SlidingCounterLimiter`](crate::SlidingCounterLimiter) per partition.
     ///
     /// ```
     /// use core::time::Duration;
@@ -361,18 +347,82 @@ macro_rules! members {
     };
 }
 
-members! {
-    NoLimit(NoLimitPartition<C>), |_l| ();
-    Concurrency(ConcurrencyLimiter<C>), |l| l.compact_counts();
-    TokenBucket(TokenBucketLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
-    FixedWindow(FixedWindowLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
-    SlidingWindow(SlidingWindowLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
-    Gcra(GcraLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
-    LeakyMeter(LeakyBucketMeter<C>), |l| Source::counters(l).make_compact(), replenish;
-    LeakyShaper(LeakyBucketShaper<C>), |l| Source::counters(l).make_compact(), replenish;
-    SlidingCounter(SlidingCounterLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
-    SlidingLog(SlidingLogLimiter<C>), |l| Source::counters(l).make_compact(), replenish;
+/// The partition kinds and the limiter of a partition, from the roster of rate limiters
+/// ([`rate_limiters!`](crate::roster::rate_limiters)): the [`Kind`] and [`PartitionLimiter`]
+/// variants, `each_rate!`, the [`members!`] rows, and a check that each has its
+/// `PartitionKind` constructor. `$d` is `$`, for the macro it defines.
+macro_rules! partitions {
+    (($d:tt) $($(#[$doc:meta])* $variant:ident($m:ident::$limiter:ident, $opts:ident) $ctor:ident $(, $per:ident)?;)+) => {
+        /// A kind with its options: what [`PartitionKind`] wraps, and what the HTTP layer reads to
+        /// describe a policy and to pick its compact keyed form.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub(crate) enum Kind {
+            NoLimit,
+            Concurrency(ConcurrencyOptions),
+            $($variant(crate::$m::$opts),)+
+        }
+
+        /// The limiter of a partition of the built-in kinds: one of the nine queued limiters, or no
+        /// limit.
+        ///
+        /// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`](crate::AcquireAsync)) and gives permits back to
+        /// its concurrency limiter ([`Release`]), each by delegating to the limiter inside.
+        ///
+        /// ```
+        /// use core::time::Duration;
+        /// use tollgate::*;
+        ///
+        /// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
+        /// let limiter = kind.limiter(ManualClock::new());
+        /// let lease = limiter.try_acquire(2).unwrap();
+        /// assert!(matches!(limiter, PartitionLimiter::Concurrency(_)));
+        /// assert_eq!(limiter.available_permits(), 0);
+        /// drop(lease);
+        /// assert_eq!(limiter.available_permits(), 2);
+        /// ```
+        // The sliding window is the large variant (its ring is inline). Boxing it would cost an
+        // allocation per partition, and is impossible in the heapless store this type also serves.
+        #[allow(clippy::large_enum_variant)]
+        #[derive(Debug)]
+        pub enum PartitionLimiter<C: Clock = crate::clock::DefaultClock> {
+            /// No limit.
+            NoLimit(NoLimitPartition<C>),
+            /// A concurrency limiter.
+            Concurrency(ConcurrencyLimiter<C>),
+            $($(#[$doc])* $variant(crate::$m::$limiter<C>),)+
+        }
+
+        /// Calls `$e` with `$l` bound to the rate limiter inside `$self`, or evaluates `$none`
+        /// for a concurrency or unlimited partition (`@arms`: with those two partitions' arms
+        /// given).
+        macro_rules! each_rate {
+            ($d self:expr, $d l:ident => $d e:expr, else $d none:expr) => {
+                each_rate!(@arms $d self, $d l => $d e,
+                    PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => $d none,
+                )
+            };
+            (@arms $d self:expr, $d l:ident => $d e:expr, $d ($d others:tt)+) => {
+                match $d self {
+                    $(PartitionLimiter::$variant($d l) => $d e,)+
+                    $d ($d others)+
+                }
+            };
+        }
+
+        members! {
+            NoLimit(NoLimitPartition<C>), |_l| ();
+            Concurrency(ConcurrencyLimiter<C>), |l| l.compact_counts();
+            $($variant(crate::$m::$limiter<C>), |l| Source::counters(l).make_compact(), replenish;)+
+        }
+
+        // Every rate limiter of the roster has its `PartitionKind` constructor.
+        const _: () = {
+            $(let _ = PartitionKind::$ctor;)+
+        };
+    };
 }
+
+crate::roster::rate_limiters!(partitions! { $ });
 
 impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
     type Limiter = PartitionLimiter<C>;
@@ -380,74 +430,6 @@ impl<K, C: Clock + Clone> Factory<K, C> for PartitionKind {
     fn create(self, _key: &K, clock: &C) -> PartitionLimiter<C> {
         self.limiter(clock.clone())
     }
-}
-
-/// The limiter of a partition of the built-in kinds: one of the nine queued limiters, or no
-/// limit.
-///
-/// It is a [`Limiter`], [`Replenishing`], waitable ([`AcquireAsync`](crate::AcquireAsync)) and gives permits back to
-/// its concurrency limiter ([`Release`]), each by delegating to the limiter inside.
-///
-/// ```
-/// use core::time::Duration;
-/// use tollgate::*;
-///
-/// let kind = PartitionKind::concurrency(ConcurrencyOptions::new(2)).unwrap();
-/// let limiter = kind.limiter(ManualClock::new());
-/// let lease = limiter.try_acquire(2).unwrap();
-/// assert!(matches!(limiter, PartitionLimiter::Concurrency(_)));
-/// assert_eq!(limiter.available_permits(), 0);
-/// drop(lease);
-/// assert_eq!(limiter.available_permits(), 2);
-/// ```
-// The sliding window is the large variant (its ring is inline). Boxing it would cost an
-// allocation per partition, and is impossible in the heapless store this type also serves.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum PartitionLimiter<C: Clock = crate::clock::DefaultClock> {
-    /// No limit.
-    NoLimit(NoLimitPartition<C>),
-    /// A concurrency limiter.
-    Concurrency(ConcurrencyLimiter<C>),
-    /// A token bucket.
-    TokenBucket(TokenBucketLimiter<C>),
-    /// A fixed window.
-    FixedWindow(FixedWindowLimiter<C>),
-    /// A sliding window of up to 16 segments.
-    SlidingWindow(SlidingWindowLimiter<C>),
-    /// A GCRA limiter.
-    Gcra(GcraLimiter<C>),
-    /// A leaky bucket as a meter.
-    LeakyMeter(LeakyBucketMeter<C>),
-    /// A leaky bucket as a shaper.
-    LeakyShaper(LeakyBucketShaper<C>),
-    /// A sliding-window counter.
-    SlidingCounter(SlidingCounterLimiter<C>),
-    /// A sliding-window log of up to 16 entries.
-    SlidingLog(SlidingLogLimiter<C>),
-}
-
-/// Calls `$e` with `$l` bound to the rate limiter inside `$self`, or evaluates `$none` for a
-/// concurrency or unlimited partition (`@arms`: with those two partitions' arms given).
-macro_rules! each_rate {
-    ($self:expr, $l:ident => $e:expr, else $none:expr) => {
-        each_rate!(@arms $self, $l => $e,
-            PartitionLimiter::NoLimit(_) | PartitionLimiter::Concurrency(_) => $none,
-        )
-    };
-    (@arms $self:expr, $l:ident => $e:expr, $($others:tt)+) => {
-        match $self {
-            PartitionLimiter::TokenBucket($l) => $e,
-            PartitionLimiter::FixedWindow($l) => $e,
-            PartitionLimiter::SlidingWindow($l) => $e,
-            PartitionLimiter::Gcra($l) => $e,
-            PartitionLimiter::LeakyMeter($l) => $e,
-            PartitionLimiter::LeakyShaper($l) => $e,
-            PartitionLimiter::SlidingCounter($l) => $e,
-            PartitionLimiter::SlidingLog($l) => $e,
-            $($others)+
-        }
-    };
 }
 
 /// Calls `$e` with `$l` bound to the limiter inside `$self`.

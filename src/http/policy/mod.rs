@@ -84,6 +84,18 @@ macro_rules! builtin_constructors {
     )*};
 }
 
+/// Every rate limiter of the roster ([`rate_limiters!`](crate::roster::rate_limiters)) has its
+/// `Policy` constructor.
+macro_rules! policies_cover_the_roster {
+    (() $($(#[$doc:meta])* $variant:ident($m:ident::$limiter:ident, $opts:ident) $ctor:ident $(, $per:ident)?;)+) => {
+        const _: () = {
+            $(let _ = Policy::$ctor;)+
+        };
+    };
+}
+
+crate::roster::rate_limiters!(policies_cover_the_roster! {});
+
 impl Policy {
     fn builtin(kind: Result<PartitionKind, OptionsError>) -> Result<Self, OptionsError> {
         Ok(Self::from_source(Source::Builtin(kind?)))
