@@ -64,8 +64,11 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         self.word.load()
     }
 
-    /// One lock-free attempt; the state it decided on, on denial.
-    #[inline]
+    /// One lock-free attempt; the state it decided on, on denial. Out of line on a 32-bit
+    /// target, where the general path's two attempts would otherwise each carry a copy of the
+    /// transition's wide arithmetic.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     fn attempt(
         &self,
         (k, into): (u64, u64),
