@@ -187,11 +187,8 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         self.params.get()
     }
 
-    /// One lock-free attempt for a newcomer; the state word it decided on, on denial. Out of
-    /// line on a 32-bit target, where the general path's two attempts would otherwise each
-    /// carry a copy of the transition's 64-bit arithmetic.
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
+    #[inline]
     fn attempt(&self, now: u64, n: u32, p: Params, barge: bool) -> Result<(), (Denied, u64)> {
         cas::transition(self.word.raw(), |w| {
             Gcra::unpack(w)
@@ -232,9 +229,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         // Nobody takes past waiters before they are served: those whose slots came before now
         // are granted first, at their slots (then a newest-first queue lets the newcomer barge
         // past the rest).
+        // Without a queue the waiters flag is never set: no second attempt to compile.
         let mut result = self.attempt(now, n, p, false);
         if let Err((Denied::Exhausted, w)) = result {
-            if Gcra::unpack(w).waiters {
+            if Q::QUEUED && Gcra::unpack(w).waiters {
                 serve();
                 result = self.attempt(now, n, p, self.base.queue.barging());
             }
@@ -244,8 +242,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 
     /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one
     /// carries the exact wait, behind the permits queued ahead unless newcomers barge. `n ≤
-    /// p.burst` (both callers check it on the same `p`).
+    /// p.burst` (both callers check it on the same `p`). Never inlined on a 32-bit target,
+    /// where the general path would otherwise carry a copy after each of its attempts.
     #[cold]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     fn rejection(&self, d: Denied, w: u64, now: u64, n: u32, p: Params) -> Rejection {
         match d {
             Denied::Closed => Rejection::new(&Reason::Closed),

@@ -159,13 +159,14 @@ impl Gcra {
                 Err(Denied::Exhausted)
             };
         }
-        if (self.waiters && !barge) || !self.admits(now, n as u64, p) {
+        // `admits`, with `n ≤ burst`: the span is at most `MAX_SPAN`, exact.
+        let span = n as u64 * p.interval;
+        let tolerance = if p.shape { span } else { p.window };
+        let next = self.start(now) + span;
+        if (self.waiters && !barge) || next - now > tolerance {
             return Err(Denied::Exhausted);
         }
-        Ok(Gcra {
-            tat: self.start(now) + p.span(n as u64),
-            ..self
-        })
+        Ok(Gcra { tat: next, ..self })
     }
 
     /// Takes `n` permits for a queued waiter served at `now`, as of the first instant they fit
@@ -280,8 +281,9 @@ impl Gcra {
     #[inline]
     pub const fn wait_alone(self, now: u64, n: u32, p: Params) -> u64 {
         let now = clamp_now(now);
-        let end = self.start(now) - now + p.span(n as u64);
-        end.saturating_sub(p.tolerance(n as u64))
+        let span = n as u64 * p.interval; // at most `burst · interval ≤ MAX_SPAN`
+        let tolerance = if p.shape { span } else { p.window };
+        (self.start(now) - now + span).saturating_sub(tolerance)
     }
 
     /// Permits a request could take at `now`: the meter's free capacity, or for the shaper

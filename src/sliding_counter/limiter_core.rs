@@ -64,11 +64,8 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         self.word.load()
     }
 
-    /// One lock-free attempt; the state it decided on, on denial. Out of line on a 32-bit
-    /// target, where the general path's two attempts would otherwise each carry a copy of the
-    /// transition's wide arithmetic.
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    /// One lock-free attempt; the state it decided on, on denial.
+    #[inline]
     fn attempt(
         &self,
         (k, into): (u64, u64),
@@ -113,9 +110,10 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted in the window they fit in (then a newest-first queue lets the
         // newcomer barge past the rest).
+        // Without a queue the waiters flag is never set: no second attempt to compile.
         let mut result = self.attempt(at, n, s, false);
         if let Err((Denied::Exhausted, c)) = result {
-            if c.waiters {
+            if Q::QUEUED && c.waiters {
                 serve();
                 result = self.attempt(at, n, s, self.base.queue.barging());
             }
