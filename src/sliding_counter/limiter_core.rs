@@ -98,7 +98,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         let into = self.base.ticker.offset_in_own(e, c.tick)?;
         match c.try_take(c.tick, into, n, s, false) {
             Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(())),
-            Err(_) => Some(Err(Nanos::from_u128(c.wait_in_own(into, n, s).max(1)))),
+            Err(_) => Some(Err(Nanos::from_u64(c.wait_in_own_u64(into, n, s).max(1)))),
         }
     }
 
@@ -138,13 +138,15 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             Denied::Exhausted => {
                 let newcomer = core::iter::once(n.max(1));
                 let wait = if c.waiters && !self.base.queue.barging() {
-                    self.base.queue.with_requests(|ahead| {
+                    let behind = self.base.queue.with_requests(|ahead| {
                         self.load().wait_behind(k, into, ahead.chain(newcomer), s)
-                    })
+                    });
+                    Nanos::from_u128(behind.max(1))
                 } else {
-                    c.wait(k, into, n.max(1), s)
+                    // A rejection keeps 64 bits of wait: no 128-bit sums.
+                    Nanos::from_u64(c.wait_u64(k, into, n.max(1), s).max(1))
                 };
-                Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+                Rejection::after(&Reason::Exhausted, wait)
             }
         }
     }

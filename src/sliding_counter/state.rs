@@ -321,6 +321,25 @@ impl Counter {
         behind + self.wait_from(k, into, n, s)
     }
 
+    /// [`wait`](Self::wait) saturating at `u64::MAX` ns, which is all a rejection keeps
+    /// ([`Nanos::saturating_u64`](crate::nanos::Nanos)): the same answer up to there, with
+    /// 64-bit sums.
+    pub const fn wait_u64(self, k: u64, into: u64, n: u32, s: Shape) -> u64 {
+        let behind = if k < self.tick {
+            let ns = (self.tick - k) as u128 * s.window as u128 - into as u128;
+            if ns > u64::MAX as u128 {
+                u64::MAX
+            } else {
+                ns as u64
+            }
+        } else {
+            0
+        };
+        let (k, into) = self.when(k, into);
+        let into = if into > s.window { s.window } else { into };
+        behind.saturating_add(self.at(k).wait_in_own_u64(into, n, s))
+    }
+
     const fn wait_from(self, k: u64, into: u64, n: u32, s: Shape) -> u128 {
         let (k, into) = self.when(k, into);
         let into = if into > s.window { s.window } else { into };
@@ -328,31 +347,49 @@ impl Counter {
     }
 
     /// [`wait`](Self::wait) seen from `into <= window` ns into this state's own window (the
-    /// quick path's denial: no slide to compute, no reading behind the state). Out of line on a
-    /// 32-bit target, where the quick path and the rejection would otherwise each carry a copy
-    /// of its wide arithmetic.
+    /// quick path's denial: no slide to compute, no reading behind the state).
+    #[inline]
+    pub const fn wait_in_own(self, into: u64, n: u32, s: Shape) -> u128 {
+        match self.first_fit_in_own(n, s) {
+            (true, x) => x.saturating_sub(into) as u128,
+            (false, x) => (s.window - into) as u128 + x as u128,
+        }
+    }
+
+    /// [`wait_in_own`](Self::wait_in_own) saturating at `u64::MAX` ns, which is all a
+    /// rejection keeps: the same answer with no 128-bit sum.
+    #[inline]
+    pub const fn wait_in_own_u64(self, into: u64, n: u32, s: Shape) -> u64 {
+        match self.first_fit_in_own(n, s) {
+            (true, x) => x.saturating_sub(into),
+            (false, x) => (s.window - into).saturating_add(x),
+        }
+    }
+
+    /// When `n` more permits (`1 ≤ n ≤ limit`) first fit, if nothing else is taken: `(true, x)`
+    /// at `x` ns into this state's own window, or `(false, x)` at `x` ns into the next, where
+    /// `cur` has become `prev` (`x ≤ W`). Out of line on a 32-bit target, where the quick path
+    /// and the rejection would otherwise each carry a copy of its wide arithmetic.
     #[cfg_attr(target_pointer_width = "64", inline)]
     #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
-    pub const fn wait_in_own(self, into: u64, n: u32, s: Shape) -> u128 {
-        let now = self;
+    const fn first_fit_in_own(self, n: u32, s: Shape) -> (bool, u64) {
         let w = s.window;
-        let cap = s.limit as u128 * w as u128;
-        let need = (now.cur as u128 + n as u128) * w as u128;
-        if need <= cap {
-            // Within this window: the first x with prev · (W - x) ≤ cap - need.
-            if now.prev == 0 {
-                return 0;
+        if self.cur as u64 + n as u64 <= s.limit as u64 {
+            // Within this window: the first x with prev · (W - x) ≤ (limit - cur - n) · W.
+            if self.prev == 0 {
+                return (true, 0);
             }
-            let x = first_fit(cap - need, now.prev, w);
-            return x.saturating_sub(into) as u128;
+            let room = (s.limit - self.cur - n) as u128 * w as u128;
+            return (true, first_fit(room, self.prev, w));
         }
-        // In the next window, where `cur` has become `prev`: cur · (W - x) ≤ (limit - n) · W.
-        let rest = w - into;
-        if now.cur == 0 {
-            return rest as u128;
+        // In the next window: cur · (W - x) ≤ (limit - n) · W.
+        if self.cur == 0 {
+            return (false, 0);
         }
-        let x = first_fit((s.limit - n) as u128 * w as u128, now.cur, w);
-        rest as u128 + x as u128
+        (
+            false,
+            first_fit((s.limit - n) as u128 * w as u128, self.cur, w),
+        )
     }
 
     /// The first window at whose start the estimate is zero (the limiter is idle from then).
@@ -944,6 +981,68 @@ mod tests {
                         let at = (c, into, extra, s);
                         assert_eq!(c.fits(into, extra, s), want, "{at:?}");
                         assert_eq!(c.fits_by_room(into, extra, s), want, "{at:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Counter::wait_u64`] is [`Counter::wait`] saturated at `u64::MAX`: for every small
+    /// state, reading and request, and at the extremes (a window of `u64::MAX`, whose waits pass
+    /// 2^64).
+    #[test]
+    fn wait_u64_is_wait_saturated() {
+        let shapes = [
+            S,
+            Shape {
+                limit: 3,
+                window: 7,
+            },
+            Shape {
+                limit: 1,
+                window: 2,
+            },
+            Shape {
+                limit: u32::MAX,
+                window: u64::MAX,
+            },
+            Shape {
+                limit: 5,
+                window: u64::MAX,
+            },
+            Shape {
+                limit: 5,
+                window: 1 << 62,
+            },
+        ];
+        for s in shapes {
+            let counts = [0, 1, 2, 3, s.limit / 2, s.limit - 1, s.limit];
+            let intos = [0, 1, 2, s.window / 3, s.window - 1, s.window];
+            for (cur, prev) in counts
+                .iter()
+                .flat_map(|c| counts.iter().map(move |p| (*c, *p)))
+            {
+                for tick in [0, 1, 2, 5] {
+                    let c = Counter {
+                        cur,
+                        prev,
+                        tick,
+                        ..Counter::FRESH
+                    };
+                    for k in [0, 1, 2, 3, 4, 9] {
+                        for into in intos {
+                            for n in [1, 2, s.limit].into_iter().filter(|&n| n <= s.limit) {
+                                let want = c.wait(k, into, n, s).min(u128::from(u64::MAX));
+                                let at = (c, k, into, n, s);
+                                assert_eq!(u128::from(c.wait_u64(k, into, n, s)), want, "{at:?}");
+                                let own = c.wait_in_own(into, n, s).min(u128::from(u64::MAX));
+                                assert_eq!(
+                                    u128::from(c.wait_in_own_u64(into, n, s)),
+                                    own,
+                                    "{at:?}"
+                                );
+                            }
+                        }
                     }
                 }
             }
