@@ -106,7 +106,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// queue.
     #[inline(never)]
     fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let at = self.base.ticker.locate(e, self.load().tick);
+        let at = self.base.ticker.locate_own(e, self.load().tick);
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted in the window they fit in (then a newest-first queue lets the
         // newcomer barge past the rest).
@@ -154,7 +154,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// [`QuickPath::judge`].
     fn judge(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
         let c = self.load();
-        let at = self.base.ticker.locate(e, c.tick);
+        let at = self.base.ticker.locate_own(e, c.tick);
         c.try_take(at.0, at.1, n, s, self.base.queue.barging())
             .map(|_| ())
             .map_err(|d| self.rejection(d, c, at, n, s))
