@@ -96,11 +96,35 @@ const fn first_fit_by_division(room: u128, d: u32, w: u64) -> u64 {
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
 #[inline]
 const fn first_fit_by_digits(room: u128, d: u32, w: u64) -> u64 {
-    if room >= d as u128 * w as u128 {
+    if room >= mul_u32_u64(d, w) {
         0
     } else {
         w - div_below_2_64(room, d)
     }
+}
+
+/// `a · b` exactly (at most 96 bits): one instruction on a 64-bit CPU; elsewhere
+/// [`mul_u32_u64_by_halves`].
+#[inline]
+const fn mul_u32_u64(a: u32, b: u64) -> u128 {
+    #[cfg(target_pointer_width = "64")]
+    {
+        a as u128 * b as u128
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        mul_u32_u64_by_halves(a, b)
+    }
+}
+
+/// [`mul_u32_u64`] from two 32-by-32-bit products, which is what a 32-bit CPU needs for it (its
+/// general 128-bit multiplication takes several more).
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline]
+const fn mul_u32_u64_by_halves(a: u32, b: u64) -> u128 {
+    let low = a as u64 * (b as u32) as u64;
+    let high = a as u64 * (b >> 32);
+    ((high as u128) << 32) + low as u128
 }
 
 /// `a / d` for `a < d · 2^64` (`d >= 1`; the quotient fits 64 bits): long division by 32-bit
@@ -263,8 +287,8 @@ impl Counter {
         let into = if into > s.window { s.window } else { into };
         let taken = self.cur as u64 + extra as u64;
         taken <= s.limit as u64
-            && self.prev as u128 * (s.window - into) as u128
-                <= (s.limit as u64 - taken) as u128 * s.window as u128
+            && mul_u32_u64(self.prev, s.window - into)
+                <= mul_u32_u64((s.limit as u64 - taken) as u32, s.window)
     }
 
     /// Takes `n` permits `into` ns into window `k` (`n <= limit` is checked by the caller). A
@@ -379,17 +403,14 @@ impl Counter {
             if self.prev == 0 {
                 return (true, 0);
             }
-            let room = (s.limit - self.cur - n) as u128 * w as u128;
+            let room = mul_u32_u64(s.limit - self.cur - n, w);
             return (true, first_fit(room, self.prev, w));
         }
         // In the next window: cur · (W - x) ≤ (limit - n) · W.
         if self.cur == 0 {
             return (false, 0);
         }
-        (
-            false,
-            first_fit((s.limit - n) as u128 * w as u128, self.cur, w),
-        )
+        (false, first_fit(mul_u32_u64(s.limit - n, w), self.cur, w))
     }
 
     /// The first window at whose start the estimate is zero (the limiter is idle from then).
@@ -1046,6 +1067,31 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn mul_u32_u64_is_the_128_bit_product() {
+        let wides = [
+            0u64,
+            1,
+            2,
+            u64::from(u32::MAX),
+            1 << 32,
+            (1 << 32) + 1,
+            1 << 62,
+            u64::MAX,
+        ];
+        for a in edges_u32().into_iter().chain([0]) {
+            for b in wides {
+                let want = u128::from(a) * u128::from(b);
+                assert_eq!(mul_u32_u64(a, b), want, "{a} {b}");
+                assert_eq!(mul_u32_u64_by_halves(a, b), want, "{a} {b}");
+            }
+        }
+        for x in words(777).take(100_000) {
+            let (a, b) = ((x >> 7) as u32, x.rotate_left(29));
+            assert_eq!(mul_u32_u64_by_halves(a, b), u128::from(a) * u128::from(b));
         }
     }
 }
