@@ -163,7 +163,7 @@ const fn div_digit(hi: u32, lo: u32, d: u32) -> (u32, u32) {
 /// (top bit set), `n < d` and `next < 2^16`: the estimate `n / d1`, corrected at most twice
 /// (written out: a loop of subtractions would be turned back into a division).
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
-#[inline]
+#[inline(never)]
 const fn half_digit(n: u32, next: u32, d1: u32, d0: u32) -> u32 {
     let mut q = n / d1;
     let mut rest = n - q * d1;
@@ -397,20 +397,21 @@ impl Counter {
     #[cfg_attr(target_pointer_width = "64", inline)]
     #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     const fn first_fit_in_own(self, n: u32, s: Shape) -> (bool, u64) {
-        let w = s.window;
-        if self.cur as u64 + n as u64 <= s.limit as u64 {
-            // Within this window: the first x with prev · (W - x) ≤ (limit - cur - n) · W.
-            if self.prev == 0 {
-                return (true, 0);
-            }
-            let room = mul_u32_u64(s.limit - self.cur - n, w);
-            return (true, first_fit(room, self.prev, w));
+        // Within this window when `cur + n ≤ limit`: the first x with prev · (W - x) ≤
+        // (limit - cur - n) · W. Otherwise in the next: cur · (W - x) ≤ (limit - n) · W.
+        let this = self.cur as u64 + n as u64 <= s.limit as u64;
+        let (spare, count) = if this {
+            (s.limit - self.cur - n, self.prev)
+        } else {
+            (s.limit - n, self.cur)
+        };
+        if count == 0 {
+            return (this, 0);
         }
-        // In the next window: cur · (W - x) ≤ (limit - n) · W.
-        if self.cur == 0 {
-            return (false, 0);
-        }
-        (false, first_fit(mul_u32_u64(s.limit - n, w), self.cur, w))
+        (
+            this,
+            first_fit(mul_u32_u64(spare, s.window), count, s.window),
+        )
     }
 
     /// The first window at whose start the estimate is zero (the limiter is idle from then).
