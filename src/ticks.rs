@@ -81,6 +81,17 @@ impl Ticker {
         }
     }
 
+    /// [`locate`](Self::locate) with a `hint` that is a tick of this ticker (the state's own:
+    /// see [`offset_in_own`](Self::offset_in_own)): one multiply and one compare before the
+    /// division, with no overflow check.
+    #[inline]
+    pub(crate) fn locate_own(&self, e: u64, hint: u64) -> (u64, u64) {
+        match self.offset_in_own(e, hint) {
+            Some(into) => (hint, into),
+            None => self.recip.div_rem_elapsed(e, self.period),
+        }
+    }
+
     /// The nanoseconds an elapsed time `e` lies into tick `k`, if it lies in it (one multiply,
     /// no division).
     #[inline(always)]
@@ -451,6 +462,24 @@ mod tests {
                         (k, into),
                         "period {period}, e {e}, hint {hint}"
                     );
+                }
+            }
+        }
+    }
+
+    /// [`Ticker::locate_own`] is the division for every hint a limiter's state can hold: any
+    /// tick up to the horizon's, before, at or after the reading's.
+    #[test]
+    fn locate_own_agrees_with_the_division_for_every_own_tick() {
+        for period in [1u64, 3, 10, 1 << 32, u64::MAX / 3, HORIZON_NS - 1] {
+            let t = Ticker::new(Instant::ZERO, period);
+            let last = (HORIZON_NS - 1) / period;
+            for e in [0, 1, 9, 10, 11, 12_345, 1 << 40, HORIZON_NS - 1] {
+                let (k, into) = (e / period, e % period);
+                let hints = [k, k.saturating_sub(1), k + 1, 0, k / 2 + 7, last, last / 2];
+                for hint in hints.into_iter().filter(|&h| h <= last) {
+                    let at = (period, e, hint);
+                    assert_eq!(t.locate_own(e, hint), (k, into), "{at:?}");
                 }
             }
         }

@@ -14,7 +14,9 @@ use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::{NoQueue, QueueKind};
 use crate::rate_core::RateCore;
 use crate::state_cell::{CellCore, Single, StateCell};
-use crate::sync::{fence, AtomicU64, Ordering};
+#[cfg(not(tollgate_cs_cells))]
+use crate::sync::fence;
+use crate::sync::{AtomicU64, Ordering};
 use crate::ticks::{duration_from_nanos_u128, nanos_of};
 use crate::wait::{LockedTake, WaitQueue};
 
@@ -43,6 +45,7 @@ pub(crate) struct GcraCore<C, Q = WaitQueue> {
 /// three atomics (the word then reads 0). Writers are serialized by the queue lock (without a
 /// queue, by [`NoQueue::serialized`]), which on targets without `std` is a critical section: an interrupt handler can never find a write
 /// half done and spin on it; between threads a reader retries only while a write is under way.
+#[cfg(not(tollgate_cs_cells))]
 #[derive(Debug)]
 struct ParamsCell {
     /// `interval << 32 | burst` (bit 63 clear), or `1 << 63 | interval << 16 | burst` for a
@@ -57,6 +60,7 @@ struct ParamsCell {
     shape: bool,
 }
 
+#[cfg(not(tollgate_cs_cells))]
 impl ParamsCell {
     crate::sync::const_unless_loom! {
         fn new(p: Params) -> Self {
@@ -125,6 +129,33 @@ impl ParamsCell {
             self.seq.store(seq.wrapping_add(2), Ordering::Release);
         }
         self.packed.store(w, Ordering::Release);
+    }
+}
+
+/// The parameters where the state words are critical-section cells (`tollgate_cs_cells`: no
+/// native 64-bit atomics): the whole [`Params`], `window` included, in one such cell. A decision
+/// reads them in one critical section (a few loads with interrupts masked), where the atomic
+/// form above would take one per field and a sequence check, and recompute `window`.
+#[cfg(tollgate_cs_cells)]
+#[derive(Debug)]
+struct ParamsCell(crate::sync::CsAtomic<Params>);
+
+#[cfg(tollgate_cs_cells)]
+impl ParamsCell {
+    /// A cell holding `p`.
+    const fn new(p: Params) -> Self {
+        Self(crate::sync::CsAtomic::new(p))
+    }
+
+    /// The parameters in force.
+    #[inline(always)]
+    fn get(&self) -> Params {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Replaces the parameters.
+    fn set(&self, p: Params) {
+        self.0.store(p, Ordering::Release);
     }
 }
 
@@ -198,9 +229,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         // Nobody takes past waiters before they are served: those whose slots came before now
         // are granted first, at their slots (then a newest-first queue lets the newcomer barge
         // past the rest).
+        // Without a queue the waiters flag is never set: no second attempt to compile.
         let mut result = self.attempt(now, n, p, false);
         if let Err((Denied::Exhausted, w)) = result {
-            if Gcra::unpack(w).waiters {
+            if Q::QUEUED && Gcra::unpack(w).waiters {
                 serve();
                 result = self.attempt(now, n, p, self.base.queue.barging());
             }
@@ -209,8 +241,11 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
 
     /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one
-    /// carries the exact wait, behind the permits queued ahead unless newcomers barge.
+    /// carries the exact wait, behind the permits queued ahead unless newcomers barge. `n ≤
+    /// p.burst` (both callers check it on the same `p`). Never inlined on a 32-bit target,
+    /// where the general path would otherwise carry a copy after each of its attempts.
     #[cold]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
     fn rejection(&self, d: Denied, w: u64, now: u64, n: u32, p: Params) -> Rejection {
         match d {
             Denied::Closed => Rejection::new(&Reason::Closed),
@@ -220,8 +255,14 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
                 } else {
                     self.base.queue.queued_permits()
                 };
-                let wait = Gcra::unpack(w).wait(now, u64::from(n.max(1)), ahead, p);
-                Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+                let g = Gcra::unpack(w);
+                // `n ≤ burst` here (the caller checked it on `p`): alone, 64 bits suffice.
+                let wait = if ahead == 0 {
+                    Nanos::from_u64(g.wait_alone(now, n.max(1), p).max(1))
+                } else {
+                    Nanos::from_u128(g.wait(now, u64::from(n.max(1)), ahead, p).max(1))
+                };
+                Rejection::after(&Reason::Exhausted, wait)
             }
         }
     }

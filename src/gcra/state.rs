@@ -159,13 +159,14 @@ impl Gcra {
                 Err(Denied::Exhausted)
             };
         }
-        if (self.waiters && !barge) || !self.admits(now, n as u64, p) {
+        // `admits`, with `n ≤ burst`: the span is at most `MAX_SPAN`, exact.
+        let span = n as u64 * p.interval;
+        let tolerance = if p.shape { span } else { p.window };
+        let next = self.start(now) + span;
+        if (self.waiters && !barge) || next - now > tolerance {
             return Err(Denied::Exhausted);
         }
-        Ok(Gcra {
-            tat: self.start(now) + p.span(n as u64),
-            ..self
-        })
+        Ok(Gcra { tat: next, ..self })
     }
 
     /// Takes `n` permits for a queued waiter served at `now`, as of the first instant they fit
@@ -272,6 +273,17 @@ impl Gcra {
             p.window as u128
         };
         end.saturating_sub(tol)
+    }
+
+    /// [`wait`](Self::wait) for `n ≤ burst` permits with no one queued ahead (`p` validated):
+    /// exact in 64 bits, since `n · interval ≤ MAX_SPAN` and `tat` lies below 2^62. A
+    /// rejection without a queue needs only this, not `wait`'s 128-bit fallback.
+    #[inline]
+    pub const fn wait_alone(self, now: u64, n: u32, p: Params) -> u64 {
+        let now = clamp_now(now);
+        let span = n as u64 * p.interval; // at most `burst · interval ≤ MAX_SPAN`
+        let tolerance = if p.shape { span } else { p.window };
+        (self.start(now) - now + span).saturating_sub(tolerance)
     }
 
     /// Permits a request could take at `now`: the meter's free capacity, or for the shaper
@@ -501,5 +513,44 @@ mod tests {
         let g = Gcra::FRESH.try_take(MAX_NOW, u32::MAX, q, false).unwrap();
         assert_eq!(g.available(MAX_NOW, q), 0);
         assert_eq!(g.wait(MAX_NOW, 1, 0, q), u128::from(u32::MAX));
+    }
+
+    /// [`Gcra::wait_alone`] is [`Gcra::wait`] with no one ahead, for every request up to the
+    /// burst, around `tat`'s and the time cap's edges, for the meter and the shaper.
+    #[test]
+    fn wait_alone_is_wait_with_no_one_ahead() {
+        for p in [
+            P,
+            S,
+            Params::new(1, 1, false),
+            Params::new(1, 1, true),
+            Params::new(7, 5, false),
+            Params::new(MAX_SPAN, 1, false),
+            Params::new(MAX_SPAN, 1, true),
+            Params::new(MAX_SPAN / 4, 4, true),
+            Params::new(MAX_SPAN / 4, 4, false),
+            Params::new(1, u32::MAX, false),
+        ] {
+            let mut times: Vec<u64> = (0..=40).collect();
+            times.extend([p.window, p.window + 1, MAX_NOW - 1, MAX_NOW, MAX_NOW + 1]);
+            times.extend([MAX_NOW + MAX_SPAN, TAT, u64::MAX]);
+            for &tat in times.iter().filter(|&&t| t <= MAX_NOW + MAX_SPAN) {
+                let g = Gcra {
+                    tat,
+                    closed: false,
+                    waiters: false,
+                };
+                for &now in &times {
+                    for n in [1, 2, 3, 4, 5, p.burst - 1, p.burst] {
+                        if n == 0 || n > p.burst {
+                            continue;
+                        }
+                        let want = g.wait(now, u64::from(n), 0, p);
+                        let at = (tat, now, n, p);
+                        assert_eq!(u128::from(g.wait_alone(now, n, p)), want, "{at:?}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -98,7 +98,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         let into = self.base.ticker.offset_in_own(e, c.tick)?;
         match c.try_take(c.tick, into, n, s, false) {
             Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(())),
-            Err(_) => Some(Err(Nanos::from_u128(c.wait_in_own(into, n, s).max(1)))),
+            Err(_) => Some(Err(Nanos::from_u64(c.wait_in_own_u64(into, n, s).max(1)))),
         }
     }
 
@@ -106,13 +106,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// queue.
     #[inline(never)]
     fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
-        let at = self.base.ticker.locate(e, self.load().tick);
+        let at = self.base.ticker.locate_own(e, self.load().tick);
         // Nobody takes past waiters before they are served: those that fit before now are
         // granted first, counted in the window they fit in (then a newest-first queue lets the
         // newcomer barge past the rest).
+        // Without a queue the waiters flag is never set: no second attempt to compile.
         let mut result = self.attempt(at, n, s, false);
         if let Err((Denied::Exhausted, c)) = result {
-            if c.waiters {
+            if Q::QUEUED && c.waiters {
                 serve();
                 result = self.attempt(at, n, s, self.base.queue.barging());
             }
@@ -137,13 +138,15 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
             Denied::Exhausted => {
                 let newcomer = core::iter::once(n.max(1));
                 let wait = if c.waiters && !self.base.queue.barging() {
-                    self.base.queue.with_requests(|ahead| {
+                    let behind = self.base.queue.with_requests(|ahead| {
                         self.load().wait_behind(k, into, ahead.chain(newcomer), s)
-                    })
+                    });
+                    Nanos::from_u128(behind.max(1))
                 } else {
-                    c.wait(k, into, n.max(1), s)
+                    // A rejection keeps 64 bits of wait: no 128-bit sums.
+                    Nanos::from_u64(c.wait_u64(k, into, n.max(1), s).max(1))
                 };
-                Rejection::after(&Reason::Exhausted, Nanos::from_u128(wait.max(1)))
+                Rejection::after(&Reason::Exhausted, wait)
             }
         }
     }
@@ -151,7 +154,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// [`QuickPath::judge`].
     fn judge(&self, e: u64, n: u32, s: Shape) -> Result<(), Rejection> {
         let c = self.load();
-        let at = self.base.ticker.locate(e, c.tick);
+        let at = self.base.ticker.locate_own(e, c.tick);
         c.try_take(at.0, at.1, n, s, self.base.queue.barging())
             .map(|_| ())
             .map_err(|d| self.rejection(d, c, at, n, s))

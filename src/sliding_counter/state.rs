@@ -52,12 +52,129 @@ pub enum Denied {
 
 /// `a / b` (`b >= 1`): a 64-bit division when `a` fits 64 bits, as it does for every limit
 /// times window below 2^64 (a 128-bit division is a library call of dozens of instructions).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
 const fn div(a: u128, b: u32) -> u128 {
     if a >> 64 == 0 {
         (a as u64 / b as u64) as u128
     } else {
         a / b as u128
     }
+}
+
+/// The first `x` in `0..=w` at which `d · (w - x) ≤ room` (`d >= 1`, `room < 2^96`): how far into
+/// a window a count of `d`, weighted by the rest of the window, fits under `room`. That is
+/// `w - min(room / d, w)`, found the cheapest way for the target ([`first_fit_by_division`] on a
+/// 64-bit CPU, whose division is one instruction; [`first_fit_by_digits`] elsewhere, with no
+/// 64- or 128-bit division routine linked).
+#[inline]
+const fn first_fit(room: u128, d: u32, w: u64) -> u64 {
+    #[cfg(target_pointer_width = "64")]
+    {
+        first_fit_by_division(room, d, w)
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        first_fit_by_digits(room, d, w)
+    }
+}
+
+/// [`first_fit`] by one division of `room` ([`div`]).
+#[cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
+#[inline]
+const fn first_fit_by_division(room: u128, d: u32, w: u64) -> u64 {
+    let q = div(room, d);
+    if q >= w as u128 {
+        0
+    } else {
+        w - q as u64
+    }
+}
+
+/// [`first_fit`] with 32-bit divisions only: a multiplication settles `room ≥ d · w` (then `x` is
+/// 0); otherwise `room < d · 2^64`, so the quotient fits 64 bits and takes two steps of long
+/// division by 32-bit digits ([`div_below_2_64`]).
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline]
+const fn first_fit_by_digits(room: u128, d: u32, w: u64) -> u64 {
+    if room >= mul_u32_u64(d, w) {
+        0
+    } else {
+        w - div_below_2_64(room, d)
+    }
+}
+
+/// `a · b` exactly (at most 96 bits): one instruction on a 64-bit CPU; elsewhere
+/// [`mul_u32_u64_by_halves`].
+#[inline]
+const fn mul_u32_u64(a: u32, b: u64) -> u128 {
+    #[cfg(target_pointer_width = "64")]
+    {
+        a as u128 * b as u128
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    {
+        mul_u32_u64_by_halves(a, b)
+    }
+}
+
+/// [`mul_u32_u64`] from two 32-by-32-bit products, which is what a 32-bit CPU needs for it (its
+/// general 128-bit multiplication takes several more).
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline]
+const fn mul_u32_u64_by_halves(a: u32, b: u64) -> u128 {
+    let low = a as u64 * (b as u32) as u64;
+    let high = a as u64 * (b >> 32);
+    ((high as u128) << 32) + low as u128
+}
+
+/// `a / d` for `a < d · 2^64` (`d >= 1`; the quotient fits 64 bits): long division by 32-bit
+/// digits, the top digit of the quotient being 0, in two [`div_digit`] steps.
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+const fn div_below_2_64(a: u128, d: u32) -> u64 {
+    let (high, rest) = div_digit((a >> 64) as u32, (a >> 32) as u32, d);
+    let (low, _) = div_digit(rest, a as u32, d);
+    (high as u64) << 32 | low as u64
+}
+
+/// `(hi · 2^32 + lo) / d` and its remainder for `hi < d` (so the quotient fits 32 bits), with
+/// 32-bit divisions only: Knuth's algorithm D on 16-bit halves (Hacker's Delight's `divlu`),
+/// `d` shifted until its top bit is set so that each estimated half-digit is at most 2 over.
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+const fn div_digit(hi: u32, lo: u32, d: u32) -> (u32, u32) {
+    let s = d.leading_zeros();
+    let d = d << s;
+    let (d1, d0) = (d >> 16, d & 0xFFFF);
+    // The dividend times 2^s: `top` its high 32 bits (below `d`), then two 16-bit halves.
+    let top = if s == 0 { hi } else { hi << s | lo >> (32 - s) };
+    let (n1, n0) = ((lo << s) >> 16, (lo << s) & 0xFFFF);
+    let q1 = half_digit(top, n1, d1, d0);
+    // `top · 2^16 + n1 - q1 · d`, below `d`: exact modulo 2^32.
+    let mid = (top << 16)
+        .wrapping_add(n1)
+        .wrapping_sub(q1.wrapping_mul(d));
+    let q0 = half_digit(mid, n0, d1, d0);
+    let r = (mid << 16)
+        .wrapping_add(n0)
+        .wrapping_sub(q0.wrapping_mul(d));
+    (q1 << 16 | q0, r >> s)
+}
+
+/// The 16-bit quotient digit of `(n · 2^16 + next) / d` for a normalized `d = d1 · 2^16 + d0`
+/// (top bit set), `n < d` and `next < 2^16`: the estimate `n / d1`, corrected at most twice
+/// (written out: a loop of subtractions would be turned back into a division).
+#[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+#[inline(never)]
+const fn half_digit(n: u32, next: u32, d1: u32, d0: u32) -> u32 {
+    let mut q = n / d1;
+    let mut rest = n - q * d1;
+    if q >> 16 != 0 || q * d0 > (rest << 16 | next) {
+        q -= 1;
+        rest += d1;
+        if rest >> 16 == 0 && (q >> 16 != 0 || q * d0 > (rest << 16 | next)) {
+            q -= 1;
+        }
+    }
+    q
 }
 
 const COUNT: u128 = 0xFFFF_FFFF;
@@ -146,6 +263,34 @@ impl Counter {
             + (self.cur as u128 + extra as u128) * s.window as u128
     }
 
+    /// Whether `extra` more permits fit `into` ns into the current window: `weighted(into,
+    /// extra) ≤ limit · W`. On a 64-bit CPU, that comparison itself (three products, one
+    /// instruction each); elsewhere [`fits_by_room`](Self::fits_by_room).
+    #[inline]
+    const fn fits(self, into: u64, extra: u32, s: Shape) -> bool {
+        #[cfg(target_pointer_width = "64")]
+        {
+            self.weighted(into, extra, s) <= s.limit as u128 * s.window as u128
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            self.fits_by_room(into, extra, s)
+        }
+    }
+
+    /// [`fits`](Self::fits) as `cur + extra ≤ limit` and `prev · (W - into) ≤ (limit - cur -
+    /// extra) · W`: two products of 96 bits instead of three of 128 (each several multiplies on
+    /// a 32-bit CPU).
+    #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
+    #[inline]
+    const fn fits_by_room(self, into: u64, extra: u32, s: Shape) -> bool {
+        let into = if into > s.window { s.window } else { into };
+        let taken = self.cur as u64 + extra as u64;
+        taken <= s.limit as u64
+            && mul_u32_u64(self.prev, s.window - into)
+                <= mul_u32_u64((s.limit as u64 - taken) as u32, s.window)
+    }
+
     /// Takes `n` permits `into` ns into window `k` (`n <= limit` is checked by the caller). A
     /// probe (`n == 0`) succeeds if one permit would, and changes nothing. Unless `barge`, a
     /// request (not a probe) is refused while waiters are queued.
@@ -164,9 +309,7 @@ impl Counter {
         let (k, into) = self.when(k, into);
         let now = self.at(k);
         let want = if n == 0 { 1 } else { n };
-        if (self.waiters && !barge && n > 0)
-            || now.weighted(into, want, s) > s.limit as u128 * s.window as u128
-        {
+        if (self.waiters && !barge && n > 0) || !now.fits(into, want, s) {
             return Err(Denied::Exhausted);
         }
         if n == 0 {
@@ -202,6 +345,25 @@ impl Counter {
         behind + self.wait_from(k, into, n, s)
     }
 
+    /// [`wait`](Self::wait) saturating at `u64::MAX` ns, which is all a rejection keeps
+    /// ([`Nanos::saturating_u64`](crate::nanos::Nanos)): the same answer up to there, with
+    /// 64-bit sums.
+    pub const fn wait_u64(self, k: u64, into: u64, n: u32, s: Shape) -> u64 {
+        let behind = if k < self.tick {
+            let ns = (self.tick - k) as u128 * s.window as u128 - into as u128;
+            if ns > u64::MAX as u128 {
+                u64::MAX
+            } else {
+                ns as u64
+            }
+        } else {
+            0
+        };
+        let (k, into) = self.when(k, into);
+        let into = if into > s.window { s.window } else { into };
+        behind.saturating_add(self.at(k).wait_in_own_u64(into, n, s))
+    }
+
     const fn wait_from(self, k: u64, into: u64, n: u32, s: Shape) -> u128 {
         let (k, into) = self.when(k, into);
         let into = if into > s.window { s.window } else { into };
@@ -212,35 +374,44 @@ impl Counter {
     /// quick path's denial: no slide to compute, no reading behind the state).
     #[inline]
     pub const fn wait_in_own(self, into: u64, n: u32, s: Shape) -> u128 {
-        let now = self;
-        let w = s.window;
-        let cap = s.limit as u128 * w as u128;
-        let need = (now.cur as u128 + n as u128) * w as u128;
-        if need <= cap {
-            // Within this window: the first x with prev · (W - x) ≤ cap - need.
-            if now.prev == 0 {
-                return 0;
-            }
-            let room = div(cap - need, now.prev); // W - x ≤ room
-            let x = if room >= w as u128 {
-                0
-            } else {
-                w - room as u64
-            };
-            return x.saturating_sub(into) as u128;
+        match self.first_fit_in_own(n, s) {
+            (true, x) => x.saturating_sub(into) as u128,
+            (false, x) => (s.window - into) as u128 + x as u128,
         }
-        // In the next window, where `cur` has become `prev`: cur · (W - x) ≤ (limit - n) · W.
-        let rest = w - into;
-        if now.cur == 0 {
-            return rest as u128;
+    }
+
+    /// [`wait_in_own`](Self::wait_in_own) saturating at `u64::MAX` ns, which is all a
+    /// rejection keeps: the same answer with no 128-bit sum.
+    #[inline]
+    pub const fn wait_in_own_u64(self, into: u64, n: u32, s: Shape) -> u64 {
+        match self.first_fit_in_own(n, s) {
+            (true, x) => x.saturating_sub(into),
+            (false, x) => (s.window - into).saturating_add(x),
         }
-        let room = div((s.limit - n) as u128 * w as u128, now.cur);
-        let x = if room >= w as u128 {
-            0
+    }
+
+    /// When `n` more permits (`1 ≤ n ≤ limit`) first fit, if nothing else is taken: `(true, x)`
+    /// at `x` ns into this state's own window, or `(false, x)` at `x` ns into the next, where
+    /// `cur` has become `prev` (`x ≤ W`). Out of line on a 32-bit target, where the quick path
+    /// and the rejection would otherwise each carry a copy of its wide arithmetic.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    const fn first_fit_in_own(self, n: u32, s: Shape) -> (bool, u64) {
+        // Within this window when `cur + n ≤ limit`: the first x with prev · (W - x) ≤
+        // (limit - cur - n) · W. Otherwise in the next: cur · (W - x) ≤ (limit - n) · W.
+        let this = self.cur as u64 + n as u64 <= s.limit as u64;
+        let (spare, count) = if this {
+            (s.limit - self.cur - n, self.prev)
         } else {
-            w - room as u64
+            (s.limit - n, self.cur)
         };
-        rest as u128 + x as u128
+        if count == 0 {
+            return (this, 0);
+        }
+        (
+            this,
+            first_fit(mul_u32_u64(spare, s.window), count, s.window),
+        )
     }
 
     /// The first window at whose start the estimate is zero (the limiter is idle from then).
@@ -271,7 +442,6 @@ impl Counter {
         }
         let (k, into) = self.when(k, into);
         let want = if n == 0 { 1 } else { n };
-        let cap = s.limit as u128 * s.window as u128;
         // The state's own window, the next, then any later one (where both counts have rolled
         // away, so the earliest of them, two on): the first whose last nanosecond — or `into`,
         // for the window of now — fits.
@@ -283,7 +453,7 @@ impl Counter {
             }
             let last = if j == k { into } else { s.window - 1 };
             let at = self.at(j);
-            if at.weighted(last, want, s) <= cap {
+            if at.fits(last, want, s) {
                 let taken = if n == 0 {
                     self
                 } else {
@@ -632,6 +802,297 @@ mod tests {
             for b in [1u32, 3, 1 << 20, u32::MAX] {
                 assert_eq!(div(a, b), a / u128::from(b), "{a} / {b}");
             }
+        }
+    }
+
+    /// Edge values of a 32-bit divisor, a dividend and a window.
+    fn edges_u32() -> Vec<u32> {
+        let mut v = vec![
+            1,
+            2,
+            3,
+            7,
+            10,
+            0xFFFF,
+            0x1_0000,
+            0x1_0001,
+            0x7FFF_FFFF,
+            0x8000_0000,
+        ];
+        v.extend([
+            0x8000_0001,
+            0xFFFF_0000,
+            0xFFFF_FFFE,
+            u32::MAX,
+            1_000_000_007,
+        ]);
+        v
+    }
+
+    /// A deterministic stream of pseudo-random words (xorshift).
+    fn words(mut x: u64) -> impl Iterator<Item = u64> {
+        core::iter::from_fn(move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Some(x)
+        })
+    }
+
+    #[test]
+    fn a_digit_step_is_the_64_bit_division() {
+        let lows = [
+            0u32,
+            1,
+            0xFFFF,
+            0x1_0000,
+            0x8000_0000,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        for d in edges_u32() {
+            let his = [0, 1, d / 2, d.saturating_sub(2), d - 1];
+            for (&hi, &lo) in his.iter().flat_map(|h| lows.iter().map(move |l| (h, l))) {
+                if hi >= d {
+                    continue;
+                }
+                let a = u64::from(hi) << 32 | u64::from(lo);
+                let want = (a / u64::from(d), a % u64::from(d));
+                let (q, r) = div_digit(hi, lo, d);
+                assert_eq!((u64::from(q), u64::from(r)), want, "{a} / {d}");
+            }
+        }
+        for x in words(0x9E37_79B9_7F4A_7C15).take(200_000) {
+            let d = ((x >> 32) as u32 >> (x & 31)).max(1);
+            let a = x.wrapping_mul(0x2545_F491_4F6C_DD1D) % (u64::from(d) << 32);
+            let (q, r) = div_digit((a >> 32) as u32, a as u32, d);
+            assert_eq!(
+                (u64::from(q), u64::from(r)),
+                (a / u64::from(d), a % u64::from(d))
+            );
+        }
+    }
+
+    #[test]
+    fn the_long_division_is_the_128_bit_one() {
+        for d in edges_u32() {
+            let top = u128::from(d) << 64; // the dividends it takes lie below
+            for a in [
+                0u128,
+                1,
+                u128::from(u32::MAX),
+                u128::from(u64::MAX),
+                1 << 64,
+                (1 << 64) + 1,
+                top / 2,
+                top - u128::from(d),
+                top - 1,
+            ] {
+                if a < top {
+                    let want = a / u128::from(d);
+                    assert_eq!(u128::from(div_below_2_64(a, d)), want, "{a} / {d}");
+                }
+            }
+        }
+    }
+
+    /// Both forms of [`first_fit`] agree with the plain `u128` operators, around every edge: a
+    /// room of 0, exactly `d · w`, just below and above it, up to the largest room a state
+    /// reaches (`limit · W` for `u32::MAX` per a window near 2^64).
+    #[test]
+    fn first_fit_is_w_minus_the_quotient_capped_at_w() {
+        let windows = [
+            1u64,
+            2,
+            1_000_000_000,
+            60_000_000_000,
+            u64::from(u32::MAX),
+            1 << 32,
+        ];
+        let windows = windows.into_iter().chain([1 << 62, u64::MAX - 1, u64::MAX]);
+        for w in windows {
+            for d in edges_u32() {
+                let full = u128::from(d) * u128::from(w);
+                let cap = u128::from(u32::MAX) * u128::from(w);
+                let mut rooms = vec![
+                    0u128,
+                    1,
+                    u128::from(d) - 1,
+                    u128::from(d),
+                    u128::from(u64::MAX),
+                ];
+                rooms.extend([1 << 64, full - 1, full, full + 1, full / 3, cap, cap - 1]);
+                for room in rooms {
+                    let want = w - (room / u128::from(d)).min(u128::from(w)) as u64;
+                    let at = (room, d, w);
+                    assert_eq!(first_fit_by_division(room, d, w), want, "{at:?}");
+                    assert_eq!(first_fit_by_digits(room, d, w), want, "{at:?}");
+                }
+            }
+        }
+        for x in words(12345).take(100_000) {
+            let d = ((x >> 32) as u32 >> (x & 31)).max(1);
+            let w = x.rotate_left(17) >> (x >> 58);
+            let w = w.max(1);
+            let room = u128::from(x.wrapping_mul(31)) * u128::from(d >> (x & 7)) + u128::from(x);
+            let want = w - (room / u128::from(d)).min(u128::from(w)) as u64;
+            assert_eq!(first_fit_by_digits(room, d, w), want, "{room} {d} {w}");
+            assert_eq!(first_fit_by_division(room, d, w), want, "{room} {d} {w}");
+        }
+    }
+
+    /// [`Counter::fits`] is the estimate's plain comparison, `weighted ≤ limit · W`, for every
+    /// small count, offset and limit, and at the extremes.
+    #[test]
+    fn fits_is_the_weighted_comparison() {
+        let mut shapes: Vec<Shape> = (1..=6)
+            .flat_map(|limit| (1..=5).map(move |window| Shape { limit, window }))
+            .collect();
+        shapes.extend([
+            S,
+            Shape {
+                limit: u32::MAX,
+                window: u64::MAX,
+            },
+        ]);
+        shapes.push(Shape {
+            limit: 1,
+            window: u64::MAX,
+        });
+        shapes.push(Shape {
+            limit: u32::MAX,
+            window: 1,
+        });
+        for s in shapes {
+            let counts = [
+                0,
+                1,
+                2,
+                3,
+                5,
+                7,
+                s.limit - 1,
+                s.limit,
+                s.limit.saturating_add(1),
+                u32::MAX,
+            ];
+            let intos = [
+                0,
+                1,
+                2,
+                3,
+                4,
+                s.window / 2,
+                s.window - 1,
+                s.window,
+                u64::MAX,
+            ];
+            for (cur, prev) in counts
+                .iter()
+                .flat_map(|c| counts.iter().map(move |p| (*c, *p)))
+            {
+                let c = Counter {
+                    cur,
+                    prev,
+                    ..Counter::FRESH
+                };
+                for into in intos {
+                    for extra in [0, 1, 2, 3, s.limit, u32::MAX] {
+                        let want = c.weighted(into, extra, s)
+                            <= u128::from(s.limit) * u128::from(s.window);
+                        let at = (c, into, extra, s);
+                        assert_eq!(c.fits(into, extra, s), want, "{at:?}");
+                        assert_eq!(c.fits_by_room(into, extra, s), want, "{at:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Counter::wait_u64`] is [`Counter::wait`] saturated at `u64::MAX`: for every small
+    /// state, reading and request, and at the extremes (a window of `u64::MAX`, whose waits pass
+    /// 2^64).
+    #[test]
+    fn wait_u64_is_wait_saturated() {
+        let shapes = [
+            S,
+            Shape {
+                limit: 3,
+                window: 7,
+            },
+            Shape {
+                limit: 1,
+                window: 2,
+            },
+            Shape {
+                limit: u32::MAX,
+                window: u64::MAX,
+            },
+            Shape {
+                limit: 5,
+                window: u64::MAX,
+            },
+            Shape {
+                limit: 5,
+                window: 1 << 62,
+            },
+        ];
+        for s in shapes {
+            let counts = [0, 1, 2, 3, s.limit / 2, s.limit - 1, s.limit];
+            let intos = [0, 1, 2, s.window / 3, s.window - 1, s.window];
+            for (cur, prev) in counts
+                .iter()
+                .flat_map(|c| counts.iter().map(move |p| (*c, *p)))
+            {
+                for tick in [0, 1, 2, 5] {
+                    let c = Counter {
+                        cur,
+                        prev,
+                        tick,
+                        ..Counter::FRESH
+                    };
+                    for k in [0, 1, 2, 3, 4, 9] {
+                        for into in intos {
+                            for n in [1, 2, s.limit].into_iter().filter(|&n| n <= s.limit) {
+                                let want = c.wait(k, into, n, s).min(u128::from(u64::MAX));
+                                let at = (c, k, into, n, s);
+                                assert_eq!(u128::from(c.wait_u64(k, into, n, s)), want, "{at:?}");
+                                let own = c.wait_in_own(into, n, s).min(u128::from(u64::MAX));
+                                assert_eq!(
+                                    u128::from(c.wait_in_own_u64(into, n, s)),
+                                    own,
+                                    "{at:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mul_u32_u64_is_the_128_bit_product() {
+        let wides = [
+            0u64,
+            1,
+            2,
+            u64::from(u32::MAX),
+            1 << 32,
+            (1 << 32) + 1,
+            1 << 62,
+            u64::MAX,
+        ];
+        for a in edges_u32().into_iter().chain([0]) {
+            for b in wides {
+                let want = u128::from(a) * u128::from(b);
+                assert_eq!(mul_u32_u64(a, b), want, "{a} {b}");
+                assert_eq!(mul_u32_u64_by_halves(a, b), want, "{a} {b}");
+            }
+        }
+        for x in words(777).take(100_000) {
+            let (a, b) = ((x >> 7) as u32, x.rotate_left(29));
+            assert_eq!(mul_u32_u64_by_halves(a, b), u128::from(a) * u128::from(b));
         }
     }
 }

@@ -35,8 +35,8 @@ const _: () = {
     use tollgate::*;
     assert!(size_of::<TokenBucketLimiter<Tick, NoQueue>>() <= 64);
     assert!(size_of::<FixedWindowLimiter<Tick, NoQueue>>() <= 64);
-    assert!(size_of::<GcraLimiter<Tick, NoQueue>>() <= 88);
-    assert!(size_of::<LeakyBucketMeter<Tick, NoQueue>>() <= 128);
+    assert!(size_of::<GcraLimiter<Tick, NoQueue>>() <= 72);
+    assert!(size_of::<LeakyBucketMeter<Tick, NoQueue>>() <= 112);
     assert!(size_of::<SlidingCounterLimiter<Tick, NoQueue>>() <= 72);
     assert!(size_of::<ConcurrencyLimiter<Tick, NoQueue>>() <= 56);
 };
