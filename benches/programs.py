@@ -22,10 +22,10 @@ verbose = os.environ.get("VERBOSE") == "1"
 # program: (budget, ceiling, memcpy allowed). Budgets are issue 35's targets; the ceilings are
 # the figures measured when they were set, so that CI fails on any growth.
 PROGRAMS = {
-    "token_bucket": (900, 924, False),
-    "token_bucket_static": (900, 860, False),
-    "fixed_window": (900, 924, False),
-    "fixed_window_static": (900, 860, False),
+    "token_bucket": (900, 872, False),
+    "token_bucket_static": (900, 872, False),
+    "fixed_window": (900, 872, False),
+    "fixed_window_static": (900, 872, False),
     "gcra": (1024, 904, False),
     "gcra_static": (1024, 880, False),
     "leaky_meter": (1024, 924, False),

@@ -28,13 +28,17 @@
 
 pub(crate) use core::sync::atomic::Ordering;
 
+// Unused on 32-bit MCUs (`tollgate_cs_cells`), where the cells that fence and spin are behind a
+// critical section instead.
 #[cfg(not(loom))]
+#[cfg_attr(tollgate_cs_cells, allow(unused_imports))]
 pub(crate) use core::sync::atomic::fence;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::fence;
 
 /// A spin-wait hint (under loom, a yield, so that the model lets the writer finish).
 #[cfg(not(loom))]
+#[cfg_attr(tollgate_cs_cells, allow(unused_imports))]
 pub(crate) use core::hint::spin_loop;
 #[cfg(loom)]
 pub(crate) use loom::hint::spin_loop;

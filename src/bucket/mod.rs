@@ -129,7 +129,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     ) -> Result<(), (Denied, Bucket, (u64, u64))> {
         self.word
             .transition(|b| {
-                let (k, into) = self.base.ticker.locate(e, b.tick);
+                let (k, into) = self.base.ticker.locate_own(e, b.tick);
                 b.try_take(k, n, r, barge)
                     .map(|next| (next, ()))
                     .map_err(|d| (d, b, (k, into)))
