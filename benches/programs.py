@@ -30,8 +30,8 @@ PROGRAMS = {
     "gcra_static": (1024, 880, False),
     "leaky_meter": (1024, 924, False),
     "leaky_meter_static": (1024, 880, False),
-    "sliding_counter": (1024, 1844, False),
-    "sliding_counter_static": (1024, 1848, False),
+    "sliding_counter": (1024, 1820, False),
+    "sliding_counter_static": (1024, 1844, False),
     "concurrency": (512, 496, False),
     "concurrency_static": (512, 428, False),
 }

@@ -185,3 +185,28 @@ macro_rules! quick_path {
     };
 }
 pub(crate) use quick_path;
+
+/// The general path's attempt, written once for the lock-free cores. Nobody takes past waiters
+/// before they are served: an attempt refused for want of permits on a state that holds waiters
+/// (`behind_waiters`) serves the queue — those whose permits came before now are granted
+/// first, where they fit — and tries once more, barging past the rest when the queue's order
+/// lets it. Without a queue (`Q::QUEUED` false) nobody waits: one attempt, and no code for a
+/// second; whether that attempt may barge (`alone_barges`) then changes no answer (no waiters
+/// flag is ever set), only the code: each core passes what compiles smaller on a 32-bit MCU
+/// (`benches/firmware-size`).
+#[inline(always)]
+pub(crate) fn attempt_after_waiters<Q: crate::queue_kind::QueueKind, E>(
+    queue: &Q,
+    alone_barges: bool,
+    mut attempt: impl FnMut(bool) -> Result<(), E>,
+    behind_waiters: impl FnOnce(&E) -> bool,
+    serve: impl FnOnce(),
+) -> Result<(), E> {
+    match attempt(!Q::QUEUED && alone_barges) {
+        Err(e) if Q::QUEUED && behind_waiters(&e) => {
+            serve();
+            attempt(queue.barging())
+        }
+        result => result,
+    }
+}

@@ -355,3 +355,20 @@ impl<A: cas::Word, S: OneLayout<Raw = A::Value>> StateCell for Single<A, S> {
         .map(|(w, t)| (S::unpack(w), t))
     }
 }
+
+/// A core's state word, in one line: [`Flagged`] for its state, [`Refusal`] for its `Denied`,
+/// and its layouts — `one_layout!` in a word of `$raw` bits, or `two_layouts!` (64 bits when the
+/// configuration fits, else 128).
+macro_rules! state_word {
+    ($state:ty, $denied:ty, $raw:ty) => {
+        $crate::state_cell::flagged!($state);
+        $crate::state_cell::refusal!($denied);
+        $crate::state_cell::one_layout!($state, $raw);
+    };
+    ($state:ty, $denied:ty) => {
+        $crate::state_cell::flagged!($state);
+        $crate::state_cell::refusal!($denied);
+        $crate::state_cell::two_layouts!($state);
+    };
+}
+pub(crate) use state_word;

@@ -21,9 +21,7 @@ use crate::wait::{LockedTake, WaitQueue};
 
 use state::{Bucket, Denied, Refill};
 
-crate::state_cell::flagged!(Bucket);
-crate::state_cell::refusal!(Denied);
-crate::state_cell::two_layouts!(Bucket);
+crate::state_cell::state_word!(Bucket, Denied);
 
 /// The bucket's atomic state word: the native 64-bit layout when every reachable state fits in
 /// it ([`Bucket::narrow_shift`], a token field of `shift` bits), else 128 bits; the [`Bucket`]
@@ -140,17 +138,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// [`QuickPath::take_slow`]: the general transition, the queue, the 128-bit word.
     #[inline(never)]
     fn general(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
-        // Nobody takes past waiters before they are served: those whose tokens came before
-        // now are granted first, as of when they fit (then a newest-first queue lets the
-        // newcomer barge past the rest).
-        // (Without a queue nobody waits: one attempt, and no code for the rest.)
-        let mut result = self.attempt(e, n, r, !Q::QUEUED);
-        if let Err((Denied::Exhausted { .. }, b, _)) = result {
-            if Q::QUEUED && b.waiters {
-                serve();
-                result = self.attempt(e, n, r, self.base.queue.barging());
-            }
-        }
+        let result = crate::quick_path::attempt_after_waiters(
+            &self.base.queue,
+            true,
+            |barge| self.attempt(e, n, r, barge),
+            |(d, b, _)| matches!(d, Denied::Exhausted { .. }) && b.waiters,
+            serve,
+        );
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),

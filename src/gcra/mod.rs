@@ -22,9 +22,7 @@ use crate::wait::{LockedTake, WaitQueue};
 
 use state::{Denied, Gcra, Params, MAX_SPAN};
 
-crate::state_cell::flagged!(Gcra);
-crate::state_cell::refusal!(Denied);
-crate::state_cell::one_layout!(Gcra, u64);
+crate::state_cell::state_word!(Gcra, Denied, u64);
 
 /// The lock-free core shared by [`GcraLimiter`], [`LeakyBucketMeter`](crate::LeakyBucketMeter)
 /// and [`LeakyBucketShaper`](crate::LeakyBucketShaper).
@@ -226,17 +224,13 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
         if n > p.burst {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
-        // Nobody takes past waiters before they are served: those whose slots came before now
-        // are granted first, at their slots (then a newest-first queue lets the newcomer barge
-        // past the rest).
-        // Without a queue the waiters flag is never set: no second attempt to compile.
-        let mut result = self.attempt(now, n, p, false);
-        if let Err((Denied::Exhausted, w)) = result {
-            if Q::QUEUED && Gcra::unpack(w).waiters {
-                serve();
-                result = self.attempt(now, n, p, self.base.queue.barging());
-            }
-        }
+        let result = crate::quick_path::attempt_after_waiters(
+            &self.base.queue,
+            false,
+            |barge| self.attempt(now, n, p, barge),
+            |&(d, w)| d == Denied::Exhausted && Gcra::unpack(w).waiters,
+            serve,
+        );
         result.map_err(|(d, w)| self.rejection(d, w, now, n, p))
     }
 

@@ -18,9 +18,7 @@ use crate::wait::{LockedTake, WaitQueue};
 
 use super::state::{Counter, Denied, Shape};
 
-crate::state_cell::flagged!(Counter);
-crate::state_cell::refusal!(Denied);
-crate::state_cell::one_layout!(Counter, u128);
+crate::state_cell::state_word!(Counter, Denied, u128);
 
 /// The core of a [`SlidingCounterLimiter`](crate::SlidingCounterLimiter).
 #[derive(Debug)]
@@ -107,17 +105,13 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     #[inline(never)]
     fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
         let at = self.base.ticker.locate_own(e, self.load().tick);
-        // Nobody takes past waiters before they are served: those that fit before now are
-        // granted first, counted in the window they fit in (then a newest-first queue lets the
-        // newcomer barge past the rest).
-        // Without a queue the waiters flag is never set: no second attempt to compile.
-        let mut result = self.attempt(at, n, s, false);
-        if let Err((Denied::Exhausted, c)) = result {
-            if Q::QUEUED && c.waiters {
-                serve();
-                result = self.attempt(at, n, s, self.base.queue.barging());
-            }
-        }
+        let result = crate::quick_path::attempt_after_waiters(
+            &self.base.queue,
+            true,
+            |barge| self.attempt(at, n, s, barge),
+            |&(d, c)| d == Denied::Exhausted && c.waiters,
+            serve,
+        );
         result.map_err(|(d, c)| self.rejection(d, c, at, n, s))
     }
 

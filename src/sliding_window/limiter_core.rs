@@ -33,9 +33,7 @@ fn empty_ring<const N: usize>() -> [AtomicU128; N] {
     core::array::from_fn(|_| AtomicU128::new(0))
 }
 
-crate::state_cell::flagged!(Header);
-crate::state_cell::refusal!(Denied);
-crate::state_cell::two_layouts!(Header);
+crate::state_cell::state_word!(Header, Denied);
 
 /// The header's atomic word: the 64-bit layout when the configuration fits it
 /// ([`Header::narrow_width`], `cur` and `prev` of `width` bits), else 128 bits; the [`Header`]
@@ -318,16 +316,13 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     #[inline(never)]
     fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
         let barge = self.base.queue.barging();
-        // Nobody takes past waiters before they are served: those that fit before now are
-        // granted first, counted where they fit (then a newest-first queue lets the newcomer
-        // barge past the rest).
-        let mut result = self.attempt(e, n, s, false);
-        if let Err((Denied::Exhausted { .. }, h, _)) = result {
-            if h.waiters {
-                serve();
-                result = self.attempt(e, n, s, barge);
-            }
-        }
+        let result = crate::quick_path::attempt_after_waiters(
+            &self.base.queue,
+            false,
+            |barge| self.attempt(e, n, s, barge),
+            |(d, h, _)| matches!(d, Denied::Exhausted { .. }) && h.waiters,
+            serve,
+        );
         match result {
             Ok(()) => Ok(()),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
