@@ -1,6 +1,6 @@
 //! The sliding counter's lock-free core: the 128-bit word, the window's clock, the limit, the
-//! counts and the queue, answering the methods [`rate_limiter!`](crate::rate_limiter::rate_limiter)
-//! wires into every capability (the same names as `BucketCore` and `GcraCore`).
+//! counts and the queue; a [`RateCore`] with a [`QuickPath`](crate::quick_path::QuickPath),
+//! which [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into every capability.
 
 use core::time::Duration;
 

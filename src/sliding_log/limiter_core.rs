@@ -1,6 +1,7 @@
 //! The sliding log's core: the ring behind the crate's lock, the limit, the counts and the
-//! queue, answering the methods [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into
-//! every capability (the same names as the lock-free cores').
+//! queue; a [`RateCore`] whose decision (`take`, `try_acquire_counted`, `peek`) and closing are
+//! its own methods, under the names the lock-free cores' `QuickPath` and `CellCore` give them,
+//! which [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into every capability.
 //!
 //! Lock order: the queue's lock, then the log's (`take_locked`, `take_for_waiter` and the
 //! RetryAfter behind the queue run under the first and take the second); nothing takes the

@@ -1,7 +1,7 @@
 //! The sliding window's lock-free core: the header word, the ring of frozen segment counts,
-//! the segment clock, the limit, the counts and the queue, answering the methods
-//! [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into every capability (the same
-//! names as the other rate cores').
+//! the segment clock, the limit, the counts and the queue; a [`RateCore`] with a
+//! [`QuickPath`](crate::quick_path::QuickPath), which
+//! [`rate_limiter!`](crate::rate_limiter::rate_limiter) wires into every capability.
 
 use core::time::Duration;
 
