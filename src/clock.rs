@@ -176,6 +176,9 @@ impl fmt::Debug for Instant {
 /// tolerate a clock that steps backwards (they treat it as no time passing) and one that jumps
 /// forward by any amount, but they can only be as accurate as the clock.
 ///
+/// A clock is `Sync`: every thread (and interrupt handler) that shares a limiter reads it, and
+/// a lease refers to its limiter to [settle](crate::Lease::settle).
+///
 /// ```
 /// use tollgate::{Clock, Instant};
 ///
@@ -191,7 +194,7 @@ impl fmt::Debug for Instant {
 /// # let t = Ticks(core::sync::atomic::AtomicU32::new(5));
 /// # assert_eq!(t.now().as_nanos(), 5_000_000);
 /// ```
-pub trait Clock {
+pub trait Clock: Sync {
     /// The current instant.
     ///
     /// ```
@@ -251,9 +254,9 @@ pub trait Clock {
 
 /// A clock behind a pointer (`&C`, `Arc<C>`) is the clock it points to.
 macro_rules! clock_by_deref {
-    ($($(#[$attr:meta])* $ptr:ty),+) => {$(
+    ($($(#[$attr:meta])* $ptr:ty $(where $bound:path)?),+) => {$(
         $(#[$attr])*
-        impl<C: Clock + ?Sized> Clock for $ptr {
+        impl<C: Clock $(+ $bound)? + ?Sized> Clock for $ptr {
             #[inline]
             fn now(&self) -> Instant {
                 (**self).now()
@@ -269,7 +272,7 @@ macro_rules! clock_by_deref {
     )+};
 }
 
-clock_by_deref!(&C, #[cfg(feature = "alloc")] alloc::sync::Arc<C>);
+clock_by_deref!(&C, #[cfg(feature = "alloc")] alloc::sync::Arc<C> where Send);
 
 /// A clock that moves only when told to: for deterministic tests, simulations, and firmware that
 /// keeps time itself. Share it by reference (`&ManualClock` is a [`Clock`]) or in an `Arc`.

@@ -5,21 +5,82 @@ use crate::nanos::Nanos;
 use core::fmt;
 use core::time::Duration;
 
-/// Something that takes permits back: implemented by limiters whose permits return when a lease
-/// ends (the concurrency limiter, and any user-defined limiter of that kind).
+/// Something that takes permits back, and settles leases whose true cost is known only after
+/// they ran: implemented by every limiter (the concurrency limiter's permits return when a lease
+/// ends; a rate limiter's `release` does nothing, its permits come back with time), and by any
+/// user-defined limiter.
 ///
-/// A [`Lease`] calls [`release`](Release::release) exactly once, when it is dropped. Calling it by
-/// hand returns permits that no lease holds; the built-in limiters never let the available count
-/// exceed the limit, but the accounting is then the caller's responsibility.
+/// A [`Lease`] calls [`release`](Release::release) exactly once, when it is dropped, if it
+/// [returns permits](Lease::returns_permits). Calling it by hand returns permits that no lease
+/// holds; the built-in limiters never let the available count exceed the limit, but the
+/// accounting is then the caller's responsibility.
 pub trait Release {
     /// Returns `permits` to the limiter.
     fn release(&self, permits: u32);
+
+    /// Settles a lease of `held` permits, granted at `stamp` (the limiter's own mark of when
+    /// and where they were counted, as the lease keeps it: its low [`STAMP_BITS`] bits), to
+    /// `actual` permits: gives back
+    /// `held - actual` where the algorithm can, or takes `actual - held` more, into debt if
+    /// they are not there. Called by [`Lease::settle`] (never with `actual == held`).
+    ///
+    /// The default answers [`SettleError::Unsupported`] and changes nothing: a user-defined
+    /// limiter settles only if it says how.
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+        let _ = (held, actual, stamp);
+        Err(SettleError::Unsupported)
+    }
 }
 
-/// Permits held: returned on drop to the limiter that granted them, exactly once.
+/// Why [`Lease::settle`] changed nothing.
 ///
-/// Rate-limiter leases (token bucket, fixed and sliding window) return nothing: their permits
-/// come back with time, as in .NET. A concurrency lease gives its permits back when dropped.
+/// ```
+/// use tollgate::{Lease, SettleError};
+///
+/// // A lease made by hand has no limiter to settle with.
+/// let mut lease = Lease::unreleased(3);
+/// assert_eq!(lease.settle(1), Err(SettleError::Unsupported));
+/// assert_eq!(lease.permits(), 3);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SettleError {
+    /// The lease's limiter cannot settle: a lease built by hand
+    /// ([`Lease::unreleased`]), a user-defined limiter that does not implement
+    /// [`Release::settle`], or a keyed limiter's lease (settle those through the limiter,
+    /// with the key).
+    Unsupported,
+    /// Taking the extra permits would put the limiter deeper in debt than its bound allows
+    /// (the options' debt limit, one `limit` by default): nothing was taken.
+    DebtLimit,
+}
+
+impl SettleError {
+    /// A short human-readable phrase.
+    pub const fn phrase(&self) -> &'static str {
+        match self {
+            SettleError::Unsupported => "this lease's limiter cannot settle",
+            SettleError::DebtLimit => "settling would exceed the limiter's debt limit",
+        }
+    }
+}
+
+/// The error's [`phrase`](SettleError::phrase).
+impl fmt::Display for SettleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.phrase())
+    }
+}
+
+impl core::error::Error for SettleError {}
+
+/// Permits held: returned on drop to the limiter that granted them, exactly once; settled to
+/// their true cost with [`settle`](Self::settle) when that is known only afterwards.
+///
+/// Rate-limiter leases (token bucket, fixed and sliding window, GCRA...) return nothing when
+/// dropped: their permits come back with time, as in .NET. A concurrency lease gives its
+/// permits back when dropped.
 ///
 /// ```
 /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, Limiter};
@@ -34,14 +95,41 @@ pub trait Release {
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct Lease<'a> {
     permits: u32,
-    /// What gives the permits back: never null — [`NOTHING`] for a lease that returns nothing —
-    /// so that a `Result<Lease, Rejection>` keeps its tag in this reference's niche and is
-    /// three words, not four.
-    releaser: &'a (dyn Release + Sync),
+    /// [`RETURNS`] if dropping the lease calls `limiter.release` (a test and a branch, never
+    /// an indirect call to a no-op for a rate limiter's lease), and the limiter's mark of when
+    /// and where the permits were counted (its tick, segment, window or log instant, to
+    /// [`STAMP_BITS`] bits), for [`settle`](Self::settle). One word with the count, so that a
+    /// lease stays three words.
+    mark: u32,
+    /// The limiter that granted the permits — [`NOTHING`] for a lease made by hand — so that
+    /// a `Result<Lease, Rejection>` keeps its tag in this reference's niche.
+    limiter: &'a (dyn Release + Sync),
 }
 
-/// The releaser of a lease that returns nothing (a one-byte static, so that its address is
-/// its own).
+/// How many low bits of a limiter's stamp a lease keeps (see [`Lease::settling`]): a limiter
+/// that needs more (a tick, a segment) finds them from its own state when it settles, which is
+/// exact for any lease settled within 2^31 of its ticks (24 days of 1 ms segments).
+pub const STAMP_BITS: u32 = 31;
+
+/// The tick whose low [`STAMP_BITS`] bits are `stamp`, at or before `reference` (the latest
+/// tick a lease settled now can have been granted at): exact for a lease granted within
+/// 2^31 ticks of `reference`.
+#[inline]
+pub(crate) const fn tick_of_stamp(reference: u64, stamp: u64) -> u64 {
+    reference.saturating_sub(reference.wrapping_sub(stamp) & (RETURNS - 1) as u64)
+}
+
+/// A lease's mark: the flag "returns permits when dropped".
+const RETURNS: u32 = 1 << STAMP_BITS;
+
+/// A stamp as a lease keeps it.
+#[inline(always)]
+const fn mark_of(stamp: u64) -> u32 {
+    stamp as u32 & (RETURNS - 1)
+}
+
+/// The limiter of a lease made by hand: nothing to release, nothing to settle with (a
+/// one-byte static, so that its address is its own).
 struct Nothing(#[allow(dead_code)] u8);
 
 impl Release for Nothing {
@@ -50,36 +138,135 @@ impl Release for Nothing {
 
 static NOTHING: Nothing = Nothing(0);
 
-impl<'a> Lease<'a> {
-    /// A lease whose permits go back to `releaser` when it is dropped.
-    pub fn releasing(permits: u32, releaser: &'a (dyn Release + Sync)) -> Self {
-        Self { permits, releaser }
-    }
+/// The limiter of a lease from a limiter that limits nothing ([`NoopLimiter`](crate::NoopLimiter)):
+/// every settle succeeds, as there is nothing to account.
+struct Free(#[allow(dead_code)] u8);
 
-    /// A lease that returns nothing when dropped (rate limiters, no-op limiters).
-    pub const fn unreleased(permits: u32) -> Self {
+impl Release for Free {
+    fn release(&self, _: u32) {}
+    fn settle(&self, _: u32, _: u32, _: u64) -> Result<(), SettleError> {
+        Ok(())
+    }
+}
+
+static FREE: Free = Free(0);
+
+impl<'a> Lease<'a> {
+    /// A lease whose permits go back to `releaser` when it is dropped (and which settles
+    /// through it: [`Release::settle`]).
+    pub fn releasing(permits: u32, releaser: &'a (dyn Release + Sync)) -> Self {
         Self {
             permits,
-            releaser: &NOTHING,
+            mark: RETURNS,
+            limiter: releaser,
         }
     }
 
-    /// The number of permits this lease holds.
+    /// A lease of a limiter whose permits come back with time (a rate limiter): dropping it
+    /// gives nothing back; [`settle`](Self::settle) goes to `limiter`, with `stamp`, the
+    /// limiter's own mark of when and where the permits were counted (its low
+    /// [`STAMP_BITS`] bits are kept).
+    #[inline(always)]
+    pub fn settling(permits: u32, stamp: u64, limiter: &'a (dyn Release + Sync)) -> Self {
+        Self {
+            permits,
+            mark: mark_of(stamp),
+            limiter,
+        }
+    }
+
+    /// A lease that returns nothing when dropped and has no limiter to settle with (a lease
+    /// made by hand: [`settle`](Self::settle) answers [`SettleError::Unsupported`]).
+    pub const fn unreleased(permits: u32) -> Self {
+        Self {
+            permits,
+            mark: 0,
+            limiter: &NOTHING,
+        }
+    }
+
+    /// A lease of a limiter that limits nothing: returns nothing, and every settle succeeds.
+    pub(crate) const fn free(permits: u32) -> Self {
+        Self {
+            permits,
+            mark: 0,
+            limiter: &FREE,
+        }
+    }
+
+    /// The number of permits this lease holds (after a [`settle`](Self::settle), what it was
+    /// settled to).
     pub const fn permits(&self) -> u32 {
         self.permits
     }
 
     /// Whether dropping this lease returns permits to a limiter.
     #[inline(always)]
-    pub fn returns_permits(&self) -> bool {
-        !core::ptr::addr_eq(self.releaser, &NOTHING)
+    pub const fn returns_permits(&self) -> bool {
+        self.mark & RETURNS != 0
+    }
+
+    /// The limiter's stamp, as kept.
+    const fn stamp(&self) -> u64 {
+        (self.mark & (RETURNS - 1)) as u64
+    }
+
+    /// Settles this lease, taken for an estimate, to its true cost `actual`, once that is
+    /// known (the tokens an LLM call used, the bytes a response carried):
+    /// - **`actual` below the lease's permits**: the difference goes back where the algorithm
+    ///   can express it, as if it had never been taken: a token bucket gets its tokens back
+    ///   (never above its limit), GCRA and the leaky buckets move their theoretical arrival
+    ///   time back (never before the present), the windows and the log take the permits out
+    ///   of the window, segment or entry they were counted in if that is still current (else
+    ///   nothing comes back), a concurrency limiter takes them back at once. Waiters are served
+    ///   as after a release.
+    /// - **`actual` above**: the extra is taken even when it is not there, into **debt** where
+    ///   the limiter keeps one: later requests wait until time repays it, and their RetryAfter
+    ///   counts it. Past the limiter's debt bound, [`SettleError::DebtLimit`] and nothing is
+    ///   taken.
+    ///
+    /// On success the lease holds `actual` permits (a concurrency lease then releases `actual`
+    /// when dropped). A lease can be settled more than once; each settle is from what it holds.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// // 10,000 tokens a minute; a call reserves 1,000 and used 312.
+    /// let budget = TokenBucketLimiter::with_clock(
+    ///     TokenBucketOptions::new(10_000, 10_000, Duration::from_secs(60)), &clock).unwrap();
+    /// let mut lease = budget.try_acquire(1_000).unwrap();
+    /// assert_eq!(budget.available_permits(), 9_000);
+    /// lease.settle(312).unwrap();
+    /// assert_eq!((lease.permits(), budget.available_permits()), (312, 9_688));
+    /// // The next call used 1,500 of its 1,000.
+    /// let mut lease = budget.try_acquire(1_000).unwrap();
+    /// lease.settle(1_500).unwrap();
+    /// assert_eq!(budget.available_permits(), 9_688 - 1_500);
+    /// ```
+    pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        if actual != self.permits {
+            self.limiter.settle(self.permits, actual, self.stamp())?;
+            self.permits = actual;
+        }
+        Ok(())
     }
 
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
     /// by that many until [`Release::release`] gives them back). Returns the permit count.
     pub fn forget(mut self) -> u32 {
-        self.releaser = &NOTHING;
+        self.mark &= !RETURNS;
         self.permits
+    }
+
+    /// The lease's parts, consumed without releasing anything: its permits, its stamp, and
+    /// whether it returns them (what an owned lease is built from).
+    #[cfg(feature = "alloc")]
+    pub(crate) fn into_parts(mut self) -> (u32, u64, bool) {
+        let returns = self.returns_permits();
+        self.mark &= !RETURNS;
+        (self.permits, self.stamp(), returns)
     }
 }
 
@@ -87,7 +274,7 @@ impl Drop for Lease<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.returns_permits() {
-            self.releaser.release(self.permits);
+            self.limiter.release(self.permits);
         }
     }
 }
@@ -108,24 +295,63 @@ impl fmt::Debug for Lease<'_> {
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct OwnedLease {
     permits: u32,
-    releaser: Option<alloc::sync::Arc<dyn Release + Send + Sync>>,
+    /// Whether dropping the lease calls `limiter.release`.
+    returns: bool,
+    /// The limiter's mark of when and where the permits were counted (see [`Lease`]).
+    stamp: u64,
+    limiter: Option<alloc::sync::Arc<dyn Release + Send + Sync>>,
 }
 
 #[cfg(feature = "alloc")]
 impl OwnedLease {
-    /// A lease whose permits go back to `releaser` when it is dropped.
+    /// A lease whose permits go back to `releaser` when it is dropped (and which settles
+    /// through it).
     pub fn releasing(permits: u32, releaser: alloc::sync::Arc<dyn Release + Send + Sync>) -> Self {
         Self {
             permits,
-            releaser: Some(releaser),
+            returns: true,
+            stamp: 0,
+            limiter: Some(releaser),
         }
     }
 
-    /// A lease that returns nothing when dropped.
+    /// A lease of a limiter whose permits come back with time: dropping it gives nothing
+    /// back; [`settle`](Self::settle) goes to `limiter` with `stamp` (see
+    /// [`Lease::settling`]).
+    pub fn settling(
+        permits: u32,
+        stamp: u64,
+        limiter: alloc::sync::Arc<dyn Release + Send + Sync>,
+    ) -> Self {
+        Self {
+            permits,
+            returns: false,
+            stamp,
+            limiter: Some(limiter),
+        }
+    }
+
+    /// The owned form of `lease`, with `limiter` the limiter it came from.
+    pub(crate) fn from_lease(
+        lease: Lease<'_>,
+        limiter: alloc::sync::Arc<dyn Release + Send + Sync>,
+    ) -> Self {
+        let (permits, stamp, returns) = lease.into_parts();
+        Self {
+            permits,
+            returns,
+            stamp,
+            limiter: Some(limiter),
+        }
+    }
+
+    /// A lease that returns nothing when dropped and has nothing to settle with.
     pub const fn unreleased(permits: u32) -> Self {
         Self {
             permits,
-            releaser: None,
+            returns: false,
+            stamp: 0,
+            limiter: None,
         }
     }
 
@@ -136,7 +362,31 @@ impl OwnedLease {
 
     /// Whether dropping this lease returns permits to a limiter.
     pub const fn returns_permits(&self) -> bool {
-        self.releaser.is_some()
+        self.returns
+    }
+
+    /// [`Lease::settle`]: settles this lease to its true cost `actual`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    ///
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
+    /// let mut lease = pool.try_acquire_owned(4).unwrap();
+    /// lease.settle(1).unwrap(); // three permits back at once
+    /// assert_eq!(pool.available_permits(), 7);
+    /// drop(lease);
+    /// assert_eq!(pool.available_permits(), 8);
+    /// ```
+    pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        if actual != self.permits {
+            match &self.limiter {
+                Some(l) => l.settle(self.permits, actual, self.stamp)?,
+                None => return Err(SettleError::Unsupported),
+            }
+            self.permits = actual;
+        }
+        Ok(())
     }
 
     /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
@@ -152,7 +402,7 @@ impl OwnedLease {
     /// assert_eq!(limiter.available_permits(), 1); // never given back
     /// ```
     pub fn forget(mut self) -> u32 {
-        self.releaser = None;
+        self.returns = false;
         self.permits
     }
 }
@@ -160,8 +410,10 @@ impl OwnedLease {
 #[cfg(feature = "alloc")]
 impl Drop for OwnedLease {
     fn drop(&mut self) {
-        if let Some(r) = self.releaser.take() {
-            r.release(self.permits);
+        if self.returns {
+            if let Some(r) = &self.limiter {
+                r.release(self.permits);
+            }
         }
     }
 }
@@ -431,17 +683,18 @@ mod tests {
     use core::mem::size_of;
 
     /// What `try_acquire` returns stays small: a rejection is a wait and a reason reference
-    /// (two words), and the `Result` with a lease four words on a 64-bit target (was six).
+    /// (two words), and the `Result` with a lease four words on a 64-bit target.
     #[test]
     fn a_rejection_is_two_words() {
         assert_eq!(size_of::<Rejection>(), 16);
-        // A lease's releaser is never null, so the `Result` keeps its tag in that reference:
-        // three words on a 64-bit target (four while a lease's releaser was an `Option`).
+        // A lease's limiter is never null, so the `Result` keeps its tag in that reference:
+        // three words on a 64-bit target (the limiter, and the count beside the stamp a settle
+        // needs and the release flag).
         #[cfg(target_pointer_width = "64")]
         assert_eq!(size_of::<Result<Lease<'_>, Rejection>>(), 24);
     }
 
-    // The same on a 32-bit MCU: 16 bytes (was 24), checked where it is built for one.
+    // The same on a 32-bit MCU: 16 bytes, checked where it is built for one.
     #[cfg(target_pointer_width = "32")]
     const _: () = assert!(size_of::<Result<Lease<'_>, Rejection>>() <= 16);
 

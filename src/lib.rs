@@ -139,7 +139,7 @@ pub use driver::Driver;
 pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
-pub use lease::{Lease, Reason, Rejection, Release, Statistics};
+pub use lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
 pub use limiter::{AcquireAsync, Limiter, Peek, Replenishing};

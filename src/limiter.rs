@@ -619,12 +619,6 @@ where
     L: Limiter + crate::lease::Release + Send + Sync + 'static,
 {
     fn own(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> crate::lease::OwnedLease {
-        let returns = lease.returns_permits();
-        let permits = lease.forget();
-        if returns {
-            crate::lease::OwnedLease::releasing(permits, self.clone())
-        } else {
-            crate::lease::OwnedLease::unreleased(permits)
-        }
+        crate::lease::OwnedLease::from_lease(lease, self.clone())
     }
 }

@@ -72,7 +72,7 @@ impl Limiter for NoopLimiter {
     #[inline]
     fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
         self.counters.record_success();
-        Ok(Lease::unreleased(permits))
+        Ok(Lease::free(permits))
     }
 
     fn available_permits(&self) -> u64 {

@@ -27,10 +27,11 @@ pub(crate) trait QuickPath {
 
     fn counters(&self) -> &Counters;
 
-    /// The common decision of `1 <= n <= most` permits at `e`: `Ok` granted, `Err(wait)`
-    /// refused with that wait, `None` for [`take_slow`](Self::take_slow), which decides the
-    /// same on the same state and instant.
-    fn decide_quick(&self, e: u64, n: u32, c: Self::Config) -> Option<Result<(), Nanos>>;
+    /// The common decision of `1 <= n <= most` permits at `e`: `Ok(stamp)` granted (the
+    /// core's mark of where they were counted, for a settle: its tick, segment or window),
+    /// `Err(wait)` refused with that wait, `None` for [`take_slow`](Self::take_slow), which
+    /// decides the same on the same state and instant.
+    fn decide_quick(&self, e: u64, n: u32, c: Self::Config) -> Option<Result<u64, Nanos>>;
 
     /// The general decision of `n <= most` permits at `e` (uncounted): the whole transition,
     /// the queue, the exact RetryAfter. `serve` serves the queue when waiters hold a newcomer
@@ -41,7 +42,7 @@ pub(crate) trait QuickPath {
         n: u32,
         c: Self::Config,
         serve: impl FnOnce(),
-    ) -> Result<(), Rejection>;
+    ) -> Result<u64, Rejection>;
 
     /// What the general decision of `n <= most` permits at `e` would answer, writing nothing
     /// and serving nobody.
@@ -56,13 +57,14 @@ pub(crate) trait QuickPath {
         self.judge(self.elapsed(), n, c)
     }
 
-    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry.
+    /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry;
+    /// the grant's stamp.
     #[inline(always)]
-    fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
-        self.take_as(n, || (), serve)
+    fn take(&self, n: u32, serve: impl FnOnce()) -> Result<u64, Rejection> {
+        self.take_as(n, |stamp| stamp, serve)
     }
 
-    /// [`take`](Self::take), handing back `granted()` on success: the caller's result (a lease)
+    /// [`take`](Self::take), handing back `granted(stamp)` on success: the caller's result (a lease)
     /// is built where the decision is made, not converted from `Ok(())` afterwards. (The
     /// conversion moved the rejection between two layouts of the `Result`, in pieces a CPU
     /// cannot forward from the stores that wrote them: a stall on every denial.)
@@ -70,7 +72,7 @@ pub(crate) trait QuickPath {
     fn take_as<T>(
         &self,
         n: u32,
-        granted: impl FnOnce() -> T,
+        granted: impl FnOnce(u64) -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
         let c = self.config();
@@ -86,9 +88,9 @@ pub(crate) trait QuickPath {
         };
         match quick {
             Some(quick) => quick
-                .map(|()| granted())
+                .map(granted)
                 .map_err(|wait| Rejection::after(&Reason::Exhausted, wait)),
-            None => self.take_slow(e, n, c, serve).map(|()| granted()),
+            None => self.take_slow(e, n, c, serve).map(granted),
         }
     }
 
@@ -99,7 +101,7 @@ pub(crate) trait QuickPath {
     fn try_acquire_counted<T>(
         &self,
         n: u32,
-        granted: impl FnOnce() -> T,
+        granted: impl FnOnce(u64) -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
         // On 32-bit MCUs, where a count is no cheaper than a call: one copy of the decision
@@ -111,7 +113,7 @@ pub(crate) trait QuickPath {
         let c = self.config();
         if n.wrapping_sub(1) < Self::most(c) {
             match self.decide_quick(e, n, c) {
-                Some(Ok(())) => return self.counters().count_granted(granted()),
+                Some(Ok(stamp)) => return self.counters().count_granted(granted(stamp)),
                 Some(Err(wait)) => {
                     return self
                         .counters()
@@ -132,14 +134,14 @@ pub(crate) trait QuickPath {
         &self,
         e: u64,
         n: u32,
-        granted: impl FnOnce() -> T,
+        granted: impl FnOnce(u64) -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
         let c = self.config();
         let taken = if n > Self::most(c) {
             Err(Rejection::new(&Reason::ExceedsLimit))
         } else {
-            self.take_slow(e, n, c, serve).map(|()| granted())
+            self.take_slow(e, n, c, serve).map(granted)
         };
         self.counters().count(taken)
     }
@@ -171,11 +173,11 @@ macro_rules! quick_path {
                 &self.base.counters
             }
             #[inline(always)]
-            fn decide_quick(&self, e: u64, n: u32, c: $config) -> Option<Result<(), $crate::nanos::Nanos>> {
+            fn decide_quick(&self, e: u64, n: u32, c: $config) -> Option<Result<u64, $crate::nanos::Nanos>> {
                 self.$quick(e, n, c)
             }
             #[inline(always)]
-            fn take_slow(&self, e: u64, n: u32, c: $config, serve: impl FnOnce()) -> Result<(), $crate::lease::Rejection> {
+            fn take_slow(&self, e: u64, n: u32, c: $config, serve: impl FnOnce()) -> Result<u64, $crate::lease::Rejection> {
                 self.$general(e, n, c, serve)
             }
             fn judge(&self, e: u64, n: u32, c: $config) -> Result<(), $crate::lease::Rejection> {
@@ -195,13 +197,13 @@ pub(crate) use quick_path;
 /// flag is ever set), only the code: each core passes what compiles smaller on a 32-bit MCU
 /// (`benches/firmware-size`).
 #[inline(always)]
-pub(crate) fn attempt_after_waiters<Q: crate::queue_kind::QueueKind, E>(
+pub(crate) fn attempt_after_waiters<Q: crate::queue_kind::QueueKind, T, E>(
     queue: &Q,
     alone_barges: bool,
-    mut attempt: impl FnMut(bool) -> Result<(), E>,
+    mut attempt: impl FnMut(bool) -> Result<T, E>,
     behind_waiters: impl FnOnce(&E) -> bool,
     serve: impl FnOnce(),
-) -> Result<(), E> {
+) -> Result<T, E> {
     match attempt(!Q::QUEUED && alone_barges) {
         Err(e) if Q::QUEUED && behind_waiters(&e) => {
             serve();

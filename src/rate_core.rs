@@ -12,7 +12,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::core_common::RateBase;
-use crate::lease::Statistics;
+use crate::lease::{SettleError, Statistics};
 use crate::queue_kind::QueueKind;
 use crate::wait::LockedTake;
 
@@ -69,6 +69,19 @@ pub(crate) trait RateCore {
     /// Returns `n` permits granted at `stamp` to a waiter that never received them, where the
     /// algorithm can; whether anyone waits.
     fn give_back(&self, n: u32, stamp: u64) -> bool;
+
+    /// The whole stamp of a lease's (its low [`STAMP_BITS`](crate::lease::STAMP_BITS) bits),
+    /// for [`give_back`](Self::give_back): the same for a core whose stamps fit (or that needs
+    /// none).
+    fn unmark(&self, stamp: u64) -> u64 {
+        stamp
+    }
+
+    /// Takes `n` more permits for a lease settled above its estimate
+    /// ([`Lease::settle`](crate::Lease::settle)): at once, past any waiter, and into debt when
+    /// they are not there, as far as the core's debt bound allows; past it,
+    /// [`SettleError::DebtLimit`] and nothing is taken.
+    fn take_debt(&self, n: u32) -> Result<(), SettleError>;
 
     /// How long until time alone lets `total` permits be granted.
     fn wait_for(&self, total: u64) -> Duration;

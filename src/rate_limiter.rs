@@ -45,11 +45,18 @@ macro_rules! rate_limiter {
     (unqueued $ty:ident $(<const $n:ident>)?) => {
         $crate::rate_limiter::rate_limiter!(@traits);
 
-        /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
-        /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
-        /// map.)
+        /// Nothing to release: a rate limiter's permits come back with time. A settle gives
+        /// back or takes more (see [`Lease::settle`](crate::Lease::settle)).
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             fn release(&self, _permits: u32) {}
+            fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), $crate::lease::SettleError> {
+                if actual < held {
+                    self.core.give_back(held - actual, self.core.unmark(stamp));
+                    Ok(())
+                } else {
+                    self.core.take_debt(actual - held)
+                }
+            }
         }
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
@@ -62,8 +69,11 @@ macro_rules! rate_limiter {
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
-                self.core
-                    .try_acquire_counted(permits, || $crate::lease::Lease::unreleased(permits), || {})
+                self.core.try_acquire_counted(
+                    permits,
+                    |stamp| $crate::lease::Lease::settling(permits, stamp, self),
+                    || {},
+                )
             }
             $crate::rate_limiter::rate_limiter!(@read);
             fn close(&self) {
@@ -146,11 +156,20 @@ macro_rules! rate_limiter {
             }
         }
 
-        /// Nothing to give back: a rate limiter's permits come back with time. (What lets it
-        /// serve where a releasing limiter is expected, e.g. a [`Partitioned`](crate::Partitioned)
-        /// map.)
+        /// Nothing to release: a rate limiter's permits come back with time. A settle gives
+        /// back (serving the waiters that then fit, as a release would) or takes more (see
+        /// [`Lease::settle`](crate::Lease::settle)).
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C $(, $n)?> {
             fn release(&self, _permits: u32) {}
+            fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), $crate::lease::SettleError> {
+                if actual < held {
+                    let stamp = self.core.unmark(stamp);
+                    $crate::wait::Source::give_back(self, held - actual, stamp);
+                    Ok(())
+                } else {
+                    self.core.take_debt(actual - held)
+                }
+            }
         }
 
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C $(, $n)?> {
@@ -164,7 +183,7 @@ macro_rules! rate_limiter {
             fn try_acquire(&self, permits: u32) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
                 self.core.try_acquire_counted(
                     permits,
-                    || $crate::lease::Lease::unreleased(permits),
+                    |stamp| $crate::lease::Lease::settling(permits, stamp, self),
                     || self.core.base.queue.serve(self),
                 )
             }
@@ -217,7 +236,7 @@ macro_rules! rate_limiter {
             fn limit(&self) -> u32 {
                 self.core.limit()
             }
-            fn take_now(&self, n: u32) -> Result<(), $crate::lease::Rejection> {
+            fn take_now(&self, n: u32) -> Result<u64, $crate::lease::Rejection> {
                 self.core.take(n, || self.core.base.queue.serve(self))
             }
             fn take_locked(&self, n: u32, flag: bool) -> $crate::wait::LockedTake {
@@ -249,8 +268,8 @@ macro_rules! rate_limiter {
             fn wait_for_permits(&self, total: u64) -> Option<::core::time::Duration> {
                 Some(self.core.wait_for(total))
             }
-            fn lease(&self, n: u32) -> $crate::lease::Lease<'_> {
-                $crate::lease::Lease::unreleased(n)
+            fn lease(&self, n: u32, stamp: u64) -> $crate::lease::Lease<'_> {
+                $crate::lease::Lease::settling(n, stamp, self)
             }
             fn timed(&self) -> bool {
                 $crate::clock::Clock::advances_by_itself(&self.core.base.clock)

@@ -28,15 +28,17 @@ crate::state_cell::state_word!(Bucket, Denied);
 /// itself on 32-bit MCUs (see [`Packed`]).
 type StateWord = Packed<Bucket>;
 
-/// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: both
-/// fields in one word, so that a decision reads a consistent pair with one load.
+/// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: the
+/// limit and the refill in one word, so that a decision reads a consistent pair with one load;
+/// the debt bound (the floor) beside them, fixed when the limiter is built (the stored token
+/// count is relative to it, so it never changes under a decision).
 #[derive(Debug)]
-struct RefillCell(AtomicU64);
+struct RefillCell(AtomicU64, u32);
 
 impl RefillCell {
     crate::sync::const_unless_loom! {
         fn new(r: Refill) -> Self {
-            Self(AtomicU64::new((r.limit as u64) << 32 | r.per_tick as u64))
+            Self(AtomicU64::new((r.limit as u64) << 32 | r.per_tick as u64), r.floor)
         }
     }
 
@@ -46,15 +48,35 @@ impl RefillCell {
         Refill {
             limit: (w >> 32) as u32,
             per_tick: w as u32,
+            floor: self.1,
         }
     }
 
+    /// The limit and the refill, as a decision reads them (the floor is a constant beside).
+    #[inline(always)]
+    fn rate(&self) -> Rate {
+        let w = self.0.load(crate::sync::Ordering::Acquire);
+        Rate {
+            limit: (w >> 32) as u32,
+            per_tick: w as u32,
+        }
+    }
+
+    /// Sets the limit and the refill of `r` (its floor is not changed: see the type).
     fn set(&self, r: Refill) {
         self.0.store(
             u64::from(r.limit) << 32 | u64::from(r.per_tick),
             crate::sync::Ordering::Release,
         );
     }
+}
+
+/// The limit and the refill: what the quick path reads in one load and keeps in one register
+/// (a [`Refill`] with its floor is three words, which would go by reference).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rate {
+    limit: u32,
+    per_tick: u32,
 }
 
 /// The shared core. `refill.limit` is the largest request that can ever succeed. `Q` is the
@@ -84,13 +106,19 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         ) -> Self {
             Self {
                 word: packed!(
-                    Bucket::full(refill.limit),
-                    Bucket::narrow_shift(refill.limit, period_ns)
+                    Bucket::full(refill.cap()),
+                    Bucket::narrow_shift(refill.cap(), period_ns)
                 ),
                 base: RateBase::new(origin, period_ns, queue, clock),
                 refill: RefillCell::new(refill),
             }
         }
+    }
+
+    /// The limit and the refill now, without the floor (the quick path's reading).
+    #[inline(always)]
+    pub(crate) fn rate(&self) -> Rate {
+        self.refill.rate()
     }
 
     /// The refill now (changed only by [`reconfigure`](Self::reconfigure)).
@@ -100,9 +128,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// The largest token limit the state word's layout holds (the 64-bit word's token field,
-    /// sized at creation with every bit the ticks leave free).
+    /// sized at creation with every bit the ticks leave free, less the debt bound).
     pub(crate) fn max_limit(&self) -> u32 {
-        self.word.max_field()
+        self.word.max_field() - self.refill.1
     }
 
     /// Refuses, with [`OptionsError::LimitTooLarge`], a limit the state word does not hold.
@@ -137,7 +165,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// [`QuickPath::take_slow`]: the general transition, the queue, the 128-bit word.
     #[inline(never)]
-    fn general(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, e: u64, n: u32, _: Rate, serve: impl FnOnce()) -> Result<u64, Rejection> {
+        let r = self.refill();
         let result = crate::quick_path::attempt_after_waiters(
             &self.base.queue,
             true,
@@ -146,7 +175,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             serve,
         );
         match result {
-            Ok(()) => Ok(()),
+            // A bucket needs no stamp to settle: a refund is capped at the limit as of now.
+            Ok(()) => Ok(0),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
             Err((Denied::Exhausted { missing }, b, (k, into))) => {
                 // From the very instant and state the decision was made on: no second clock read.
@@ -164,29 +194,37 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// sends everything else (the 128-bit word, another tick, a flag, a lost race, a wait of
     /// 2^64 ns or more) to it.
     #[inline(always)]
-    fn quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<(), Nanos>> {
+    fn quick(&self, e: u64, n: u32, q: Rate) -> Option<Result<u64, Nanos>> {
+        let r = Refill {
+            limit: q.limit,
+            per_tick: q.per_tick,
+            floor: self.refill.1,
+        };
         let (word, shift) = self.word.narrow()?;
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.base.ticker.offset_in_own(e, tick)?;
-        if tokens >= n {
+        // Only the tokens above the floor (the debt bound) are available; `n + floor` cannot
+        // overflow (`n <= limit`, the caller's gate, and `limit + floor <= u32::MAX`).
+        if tokens >= n + r.floor {
             // Tokens above the limit (it was lowered) are dropped by the general path first.
-            return (tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
-                .then_some(Ok(()));
+            return (tokens <= r.cap() && cas::swap_once(word, w, w - u64::from(n)))
+                .then_some(Ok(0));
         }
-        // Refused: `tokens < n <= limit` (the caller's gate).
+        // Refused: `tokens < n + floor` (`n <= limit`, the caller's gate).
         let ticks = Bucket {
             tokens,
             ..Bucket::full(r.limit)
         }
         .ticks_to_take_within(r, n);
-        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
+        // `ticks >= 1` here (`tokens < n + floor`), so the wait is at least 1 ns.
         let ns = u64::from(ticks).checked_mul(self.base.ticker.period_ns())?;
         Some(Err(Nanos::from_u64(ns - into)))
     }
 
     /// [`QuickPath::judge`].
-    fn judge(&self, e: u64, n: u32, r: Refill) -> Result<(), Rejection> {
+    fn judge(&self, e: u64, n: u32, _: Rate) -> Result<(), Rejection> {
+        let r = self.refill();
         let b = self.word.load();
         let (k, into) = self.base.ticker.locate(e, b.tick);
         match b.try_take(k, n, r, self.base.queue.barging()) {
@@ -215,7 +253,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             let base = k.max(b.tick);
             // At most `n <= limit` (1 for a probe).
             let missing = u32::try_from(missing).unwrap_or(u32::MAX);
-            let ticks = Bucket { tokens: 0, ..b }.ticks_to_take(r, missing);
+            // `missing` counts the floor already: the ticks that bring that many tokens.
+            let gain = Refill {
+                limit: r.cap(),
+                floor: 0,
+                ..r
+            };
+            let ticks = Bucket { tokens: 0, ..b }.ticks_to_take(gain, missing);
             // A rejection keeps 64 bits: no 96-bit product (firmware code size).
             self.base.ticker.wait_one_u64(k, into, base, ticks)
         }
@@ -261,8 +305,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         }
         let base = k.max(b.tick);
         let b = b.at(base, self.refill());
-        let missing = total.saturating_sub(u64::from(b.tokens));
-        let ticks = Bucket::ticks_to_gain(missing, self.refill());
+        let r = self.refill();
+        let missing = (total + u64::from(r.floor)).saturating_sub(u64::from(b.tokens));
+        let ticks = Bucket::ticks_to_gain(missing, r);
         self.base
             .ticker
             .wait_until(k, into, base, base.saturating_add(ticks))
@@ -298,7 +343,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     }
 
     fn available(&self) -> u64 {
-        u64::from(self.now_state().tokens)
+        u64::from(self.refill().available(self.now_state().tokens))
     }
 
     /// Full since the start of the tick it filled at; `None` while not full or while anyone
@@ -323,7 +368,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     /// reading, one refill computation).
     #[inline]
     fn replenished(&self) -> u64 {
-        u64::from(self.catch_up_tokens())
+        u64::from(self.refill().available(self.catch_up_tokens()))
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
@@ -343,8 +388,22 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
         self.word.take_queued(false, |b| b.take_when_fits(k, n, r))
     }
 
-    /// Returns `n` tokens a waiter was granted but never received. Whether the queue needs
-    /// serving afterwards.
+    /// Takes `n` more tokens now, past any waiter, into debt when they are not there, down to
+    /// the floor's bound ([`Bucket::take_debt`]).
+    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+        let (k, _) = self.base.tick();
+        let r = self.refill();
+        self.word
+            .transition(|b| {
+                b.take_debt(k, n, r)
+                    .map(|next| (next, ()))
+                    .ok_or(crate::lease::SettleError::DebtLimit)
+            })
+            .map(|_| ())
+    }
+
+    /// Returns `n` tokens a waiter was granted (or a lease settled below what it took) but
+    /// never used. Whether the queue needs serving afterwards.
     fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let (k, _) = self.base.tick();
         let r = self.refill();
@@ -366,7 +425,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general, judge }
+    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { rate: Rate, limit, quick, general, judge }
 }
 
 impl<C, Q> CellCore for BucketCore<C, Q> {
@@ -527,7 +586,11 @@ mod tests {
             (u32::MAX, u32::MAX, 1 << 33),
             (u32::MAX, 1, 1 << 33),
         ] {
-            let r = Refill { limit, per_tick };
+            let r = Refill {
+                limit,
+                per_tick,
+                floor: 0,
+            };
             let shift = Bucket::narrow_shift(limit, period).expect("fits");
             let narrow: StateWord = packed!(Bucket::full(limit), Some(shift));
             let wide: StateWord = packed!(Bucket::full(limit), None);

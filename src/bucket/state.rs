@@ -35,13 +35,36 @@
 //! | 62                    | `closed`  |
 //! | 63                    | `waiters` |
 
-/// How a bucket refills.
+/// How a bucket refills, and how deep it may go into debt.
+///
+/// **Debt** (a lease settled above its estimate: [`Bucket::take_debt`]) is kept in the token
+/// count itself: the state holds `floor` tokens more than are available, so a count below
+/// `floor` is a debt of `floor - tokens`. A newcomer takes only tokens above the floor; a debt
+/// may take the floor's too, down to zero. Refills fill the bucket to `limit + floor`
+/// ([`cap`](Self::cap)): time repays the debt first, and the RetryAfter of a request counts it.
+/// With a floor of 0 (no debt allowed) this is the plain bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Refill {
-    /// Capacity (token limit, or permits per window).
+    /// Capacity (token limit, or permits per window): the most a request may take.
     pub limit: u32,
     /// Tokens added at the start of every tick (the window's whole limit, for a fixed window).
     pub per_tick: u32,
+    /// The debt bound: tokens kept below what is available (`limit + floor <= u32::MAX`).
+    pub floor: u32,
+}
+
+impl Refill {
+    /// The most tokens the state holds: the limit above the floor.
+    #[inline(always)]
+    pub const fn cap(self) -> u32 {
+        self.limit + self.floor
+    }
+
+    /// Tokens available in a state holding `tokens` (none while in debt).
+    #[inline(always)]
+    pub const fn available(self, tokens: u32) -> u32 {
+        tokens.saturating_sub(self.floor)
+    }
 }
 
 /// The unpacked state.
@@ -173,24 +196,25 @@ impl Bucket {
     /// capped at `limit`. A `k` at or before `tick` changes nothing (time never runs backwards).
     #[inline]
     pub const fn at(self, k: u64, r: Refill) -> Bucket {
-        if self.tokens >= r.limit {
+        let cap = r.cap();
+        if self.tokens >= cap {
             // Full; tokens above a limit lowered at run time are dropped.
             return Bucket {
-                tokens: r.limit,
+                tokens: cap,
                 ..self
             };
         }
         if k <= self.tick {
             return self;
         }
-        let missing = (r.limit - self.tokens) as u64;
+        let missing = (cap - self.tokens) as u64;
         let per_tick = r.per_tick as u64;
         let gained = (k - self.tick) as u128 * per_tick as u128;
         if gained >= missing as u128 {
             // Full: remember the tick at which it filled, which dates its idleness.
             let to_fill = missing.div_ceil(per_tick);
             Bucket {
-                tokens: r.limit,
+                tokens: cap,
                 tick: self.tick + to_fill,
                 ..self
             }
@@ -213,16 +237,20 @@ impl Bucket {
             return Err(Denied::Closed);
         }
         let now = self.at(k, r);
+        // Only tokens above the floor are available: `need` is what the state must hold.
+        let need = n as u64 + r.floor as u64;
         if n == 0 {
-            return if now.tokens > 0 {
+            return if now.tokens > r.floor {
                 Ok(self)
             } else {
-                Err(Denied::Exhausted { missing: 1 })
+                Err(Denied::Exhausted {
+                    missing: r.floor as u64 + 1 - now.tokens as u64,
+                })
             };
         }
-        if (self.waiters && !barge) || now.tokens < n {
-            let missing = if now.tokens < n {
-                (n - now.tokens) as u64
+        if (self.waiters && !barge) || (now.tokens as u64) < need {
+            let missing = if (now.tokens as u64) < need {
+                need - now.tokens as u64
             } else {
                 1
             };
@@ -259,7 +287,8 @@ impl Bucket {
         let now = if k > self.tick { k } else { self.tick };
         if fit > now {
             return Err(Denied::Exhausted {
-                missing: (need - self.at(now, r).tokens) as u64,
+                missing: (need as u64 + r.floor as u64)
+                    .saturating_sub(self.at(now, r).tokens as u64),
             });
         }
         match self.try_take(fit, n, r, true) {
@@ -293,13 +322,14 @@ impl Bucket {
     /// (the quick path's: no clamp).
     #[inline]
     pub const fn ticks_to_take_within(self, r: Refill, n: u32) -> u32 {
-        if self.tokens >= n {
+        let need = n as u64 + r.floor as u64;
+        if self.tokens as u64 >= need {
             0
         } else {
-            // At most `n - tokens <= u32::MAX`: `per_tick` is at least 1 (a zero refill is
-            // refused by the options; treated as 1 here).
+            // At most `need - tokens <= cap <= u32::MAX`: `per_tick` is at least 1 (a zero
+            // refill is refused by the options; treated as 1 here).
             let per_tick = if r.per_tick == 0 { 1 } else { r.per_tick };
-            ceil_div((n - self.tokens) as u64, per_tick as u64) as u32
+            ceil_div(need - self.tokens as u64, per_tick as u64) as u32
         }
     }
 
@@ -311,16 +341,17 @@ impl Bucket {
     /// `limit` (larger ones are clamped).
     pub fn ticks_to_serve(self, r: Refill, requests: impl IntoIterator<Item = u32>) -> u64 {
         let limit = r.limit as u64;
+        let (floor, cap) = (r.floor as u64, r.cap() as u64);
         let per_tick = r.per_tick as u64;
         let mut tokens = self.tokens as u64;
         let mut ticks = 0u64;
         for n in requests {
             let n = (n as u64).min(limit);
-            if tokens < n {
-                // `n - tokens < 2^32` and `per_tick < 2^32`: no overflow.
-                let wait = ceil_div(n - tokens, per_tick);
+            if tokens < n + floor {
+                // `n + floor - tokens < 2^32` and `per_tick < 2^32`: no overflow.
+                let wait = ceil_div(n + floor - tokens, per_tick);
                 ticks = ticks.saturating_add(wait);
-                tokens = (tokens + wait * per_tick).min(limit);
+                tokens = (tokens + wait * per_tick).min(cap);
             }
             tokens -= n;
         }
@@ -330,10 +361,10 @@ impl Bucket {
     /// The tick at which this bucket is (or was) full again, if it is full now or will be by
     /// itself. `None` never happens for a valid refill; it is `Some` for every state.
     pub const fn full_at(self, r: Refill) -> u64 {
-        if self.tokens >= r.limit {
+        if self.tokens >= r.cap() {
             self.tick
         } else {
-            let missing = (r.limit - self.tokens) as u64;
+            let missing = (r.cap() - self.tokens) as u64;
             self.tick
                 .saturating_add(missing.div_ceil(r.per_tick as u64))
         }
@@ -346,10 +377,10 @@ impl Bucket {
     pub const fn give_back(self, k: u64, n: u32, r: Refill) -> Bucket {
         let now = self.at(k, r);
         let sum = now.tokens as u64 + n as u64;
-        if sum >= r.limit as u64 {
+        if sum >= r.cap() as u64 {
             let tick = if k > now.tick { k } else { now.tick };
             Bucket {
-                tokens: r.limit,
+                tokens: r.cap(),
                 tick,
                 ..now
             }
@@ -359,6 +390,24 @@ impl Bucket {
                 ..now
             }
         }
+    }
+
+    /// Takes `n` more tokens at tick `k` for a lease settled above its estimate: past any
+    /// waiter, from the floor too (into debt, see [`Refill`]), closed or not. `None` if the
+    /// state holds fewer than `n` tokens even counting the floor: the debt would pass its
+    /// bound, and nothing is taken.
+    #[inline]
+    pub const fn take_debt(self, k: u64, n: u32, r: Refill) -> Option<Bucket> {
+        let now = self.at(k, r);
+        if now.tokens < n {
+            return None;
+        }
+        let tick = if k > now.tick { k } else { now.tick };
+        Some(Bucket {
+            tokens: now.tokens - n,
+            tick,
+            ..now
+        })
     }
 
     /// The same state with the waiters flag set or cleared.
@@ -383,6 +432,7 @@ mod tests {
     const TB: Refill = Refill {
         limit: 10,
         per_tick: 2,
+        floor: 0,
     };
 
     /// The newcomer's shortcut is the one-request case of the queue walk, on both sides of the
@@ -390,7 +440,11 @@ mod tests {
     #[test]
     fn ticks_to_take_is_ticks_to_serve_of_one_request() {
         for (limit, per_tick) in [(10u32, 2u32), (10, 10), (7, 3), (1, 1), (u32::MAX, 1)] {
-            let r = Refill { limit, per_tick };
+            let r = Refill {
+                limit,
+                per_tick,
+                floor: 0,
+            };
             for tokens in [0, 1, 2, 3, limit / 2, limit - 1, limit] {
                 for n in [0, 1, 2, 3, 4, 5, limit / 2, limit - 1, limit, u32::MAX] {
                     let b = Bucket {
@@ -415,6 +469,7 @@ mod tests {
         let r = Refill {
             limit: 10,
             per_tick: 3,
+            floor: 0,
         };
         let shift = Bucket::narrow_shift(r.limit, 1_000).unwrap();
         for tick in [0u64, 1, 77, (1 << (62 - shift)) - 1] {
@@ -570,6 +625,7 @@ mod tests {
         let r = Refill {
             limit: 10,
             per_tick: 3,
+            floor: 0,
         };
         // One waiter of 10: 4 ticks bring 12, capped at 10; then 1 more tick for the newcomer.
         assert_eq!(empty.ticks_to_serve(r, [10, 1]), 5);
@@ -581,6 +637,7 @@ mod tests {
         let fw = Refill {
             limit: 10,
             per_tick: 10,
+            floor: 0,
         };
         assert_eq!(empty.ticks_to_serve(fw, [6, 6, 5]), 3);
         assert_eq!(empty.ticks_to_serve(fw, [6, 4, 5]), 2);
@@ -616,6 +673,7 @@ mod tests {
         let r = Refill {
             limit: u32::MAX,
             per_tick: u32::MAX,
+            floor: 0,
         };
         let b = Bucket {
             tokens: 0,
@@ -627,6 +685,7 @@ mod tests {
         let r1 = Refill {
             limit: u32::MAX,
             per_tick: 1,
+            floor: 0,
         };
         let b1 = Bucket {
             tokens: 0,
@@ -647,6 +706,7 @@ mod mutant_kills {
     const R: Refill = Refill {
         limit: 10,
         per_tick: 3,
+        floor: 0,
     };
 
     /// A give-back that leaves the bucket exactly full dates it by the give-back's tick, also

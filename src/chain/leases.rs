@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::lease::Lease;
+use crate::lease::{Lease, SettleError};
 
 /// The inner leases of a [`ChainLease`]: a tuple, an array or (feature `alloc`) a `Vec`, which
 /// can give its leases back last to first.
@@ -33,6 +33,30 @@ pub trait Leases {
     /// assert_eq!(*log.borrow(), ["user", "tenant", "global"]);
     /// ```
     fn release_in_reverse(self);
+
+    /// Settles every lease, each holding `held` permits, to `actual`, in order (see
+    /// [`Lease::settle`]): all or nothing where the limiters allow it. When one refuses, those
+    /// settled before it are settled back to `held` and its error is returned (a refused
+    /// debit is undone exactly: undoing a debit is a refund). The default, for leases that
+    /// cannot settle (a [`PartitionedChain`](crate::PartitionedChain)'s), changes nothing and
+    /// answers [`SettleError::Unsupported`].
+    fn settle_each(&mut self, held: u32, actual: u32) -> Result<(), SettleError> {
+        let _ = (held, actual);
+        Err(SettleError::Unsupported)
+    }
+}
+
+/// [`Leases::settle_each`] over a slice of leases.
+fn settle_slice(leases: &mut [Lease<'_>], held: u32, actual: u32) -> Result<(), SettleError> {
+    for i in 0..leases.len() {
+        if let Err(e) = leases[i].settle(actual) {
+            for done in leases[..i].iter_mut().rev() {
+                let _ = done.settle(held);
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 impl<const N: usize> Leases for [Lease<'_>; N] {
@@ -40,6 +64,10 @@ impl<const N: usize> Leases for [Lease<'_>; N] {
         for lease in self.iter_mut().rev() {
             drop(core::mem::replace(lease, Lease::unreleased(0)));
         }
+    }
+
+    fn settle_each(&mut self, held: u32, actual: u32) -> Result<(), SettleError> {
+        settle_slice(self, held, actual)
     }
 }
 
@@ -49,6 +77,10 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
         while let Some(lease) = self.pop() {
             drop(lease);
         }
+    }
+
+    fn settle_each(&mut self, held: u32, actual: u32) -> Result<(), SettleError> {
+        settle_slice(self, held, actual)
     }
 }
 
@@ -96,6 +128,36 @@ impl<T: Leases> ChainLease<T> {
     /// ```
     pub const fn permits(&self) -> u32 {
         self.permits
+    }
+
+    /// Settles the lease of every limiter of the chain to `actual` (see [`Lease::settle`]):
+    /// all or nothing, as [`Leases::settle_each`] says.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let tenant = TokenBucketLimiter::with_clock(TokenBucketOptions::new(10_000, 10_000, minute), &clock).unwrap();
+    /// let user = TokenBucketLimiter::with_clock(TokenBucketOptions::new(2_000, 2_000, minute), &clock).unwrap();
+    /// let chain = Chain::new((&tenant, &user));
+    /// let mut lease = chain.try_acquire(1_000).unwrap();
+    /// lease.settle(250).unwrap();
+    /// assert_eq!((tenant.available_permits(), user.available_permits()), (9_750, 1_750));
+    /// // More than the user's debt bound (one limit, 2,000, below zero): nothing is taken.
+    /// assert_eq!(lease.settle(5_000), Err(SettleError::DebtLimit));
+    /// assert_eq!((tenant.available_permits(), user.available_permits()), (9_750, 1_750));
+    /// ```
+    pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        if actual != self.permits {
+            let Some(leases) = self.leases.as_mut() else {
+                return Err(SettleError::Unsupported);
+            };
+            leases.settle_each(self.permits, actual)?;
+            self.permits = actual;
+        }
+        Ok(())
     }
 }
 

@@ -55,7 +55,7 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::{Clock, Instant};
-use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
+use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
 use crate::limiter::{Limiter, Peek};
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::QueueKind;
@@ -489,8 +489,8 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     fn limit(&self) -> u32 {
         self.limit()
     }
-    fn take_now(&self, n: u32) -> Result<(), Rejection> {
-        self.take(n)
+    fn take_now(&self, n: u32) -> Result<u64, Rejection> {
+        self.take(n).map(|()| 0)
     }
     #[inline]
     fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
@@ -536,7 +536,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
         // queue under its lock.
         true
     }
-    fn lease(&self, n: u32) -> Lease<'_> {
+    fn lease(&self, n: u32, _stamp: u64) -> Lease<'_> {
         if n == 0 {
             Lease::unreleased(0)
         } else {
@@ -693,6 +693,25 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         .is_ok()
     }
 
+    /// Takes `extra` more permits for a lease settled above its estimate (under the queue
+    /// lock, or the slow-path lock of a limiter without a queue, where the debt is kept): the
+    /// available permits give what they can and the rest is owed, as when the limit is lowered
+    /// ([`State::lower`]): releases repay it before anything becomes available again. At most
+    /// one `limit` may be owed: past that, [`SettleError::DebtLimit`] and nothing is taken.
+    fn take_debt(&self, extra: u32) -> Result<(), SettleError> {
+        let debt = self.debt.load(Ordering::Relaxed) as u64;
+        let bound = u64::from(self.limit());
+        let (_, owed) = cas::transition(&self.word, |w| {
+            let (next, owed) = State::unpack(w).lower(extra, debt);
+            if owed > bound {
+                return Err(SettleError::DebtLimit);
+            }
+            Ok((next.pack(), owed))
+        })?;
+        self.debt.store(owed as usize, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// A release's slow path, under the queue lock (or the slow-path lock of a limiter without
     /// a queue): returns the permits, paying what is owed first (capped at the limit, which
     /// holds still there), and hands the rest to `head`, the permits of the waiter at the
@@ -733,6 +752,20 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
         // Waiters, a debt, or a sum above the limit: under the queue lock, then serve the queue.
         self.queue
             .give_back_and_serve(self, |head| self.repay_and_hand(permits, head));
+    }
+
+    /// Below the estimate, the difference is released at once (serving the queue); above, the
+    /// extra is taken past any waiter, into debt when it is not available (see
+    /// [`take_debt`](ConcurrencyLimiter::take_debt)).
+    fn settle(&self, held: u32, actual: u32, _stamp: u64) -> Result<(), SettleError> {
+        if actual < held {
+            self.release(held - actual);
+            return Ok(());
+        }
+        let mut wakes = crate::wait::WakeList::new();
+        let mut take = Some(|| self.take_debt(actual - held));
+        self.queue
+            .locked(&mut wakes, |_, _| take.take().map(|take| take()))
     }
 }
 

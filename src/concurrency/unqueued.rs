@@ -156,4 +156,15 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C, NoQueue> {
             let _ = self.repay_and_hand(permits, None);
         });
     }
+
+    /// Below the estimate, the difference is released at once; above, the extra is taken,
+    /// into debt when it is not available (at most one `limit` owed).
+    fn settle(&self, held: u32, actual: u32, _stamp: u64) -> Result<(), crate::lease::SettleError> {
+        if actual < held {
+            self.release(held - actual);
+            Ok(())
+        } else {
+            slow_path(|| self.take_debt(actual - held))
+        }
+    }
 }

@@ -203,10 +203,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// ([`Gcra::quick`]: what the general path decides on the same word and instant). `None`
     /// sends everything else (a flag, a queue to wait behind, a lost race) to the general path.
     #[inline(always)]
-    fn quick(&self, now: u64, n: u32, p: Params) -> Option<Result<(), Nanos>> {
+    fn quick(&self, now: u64, n: u32, p: Params) -> Option<Result<u64, Nanos>> {
         let w = cas::Word::load(self.word.raw());
         match Gcra::quick(w, now, n, p)? {
-            Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(())),
+            Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(0)),
             Err(wait) => {
                 if !self.base.queue.barging() && self.base.queue.queued_permits() != 0 {
                     return None;
@@ -219,7 +219,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// [`QuickPath::take_slow`]: the general transition and the queue, on the parameters read
     /// again (they may have been reconfigured since the quick path's reading).
     #[inline(never)]
-    fn general(&self, now: u64, n: u32, _: Params, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, now: u64, n: u32, _: Params, serve: impl FnOnce()) -> Result<u64, Rejection> {
         let p = self.params.get();
         if n > p.burst {
             return Err(Rejection::new(&Reason::ExceedsLimit));
@@ -231,7 +231,10 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
             |&(d, w)| d == Denied::Exhausted && Gcra::unpack(w).waiters,
             serve,
         );
-        result.map_err(|(d, w)| self.rejection(d, w, now, n, p))
+        // No stamp: a refund moves the theoretical arrival time back from where it is.
+        result
+            .map(|()| 0)
+            .map_err(|(d, w)| self.rejection(d, w, now, n, p))
     }
 
     /// The rejection of `n` permits denied for `d` on the word `w` at `now`: an exhausted one
@@ -314,7 +317,22 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
             .take_queued(false, |g| g.take_when_fits(now, n, p))
     }
 
-    /// Returns `n` permits a waiter was granted but never received; whether anyone waits.
+    /// `tat` moves on by `n` slots past the tolerance, up to one burst of debt
+    /// ([`Gcra::take_debt`]).
+    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+        let now = self.base.elapsed();
+        let p = self.params.get();
+        self.word
+            .transition(|g| {
+                g.take_debt(now, n, p.burst, p)
+                    .map(|next| (next, ()))
+                    .ok_or(crate::lease::SettleError::DebtLimit)
+            })
+            .map(|_| ())
+    }
+
+    /// Returns `n` permits a waiter was granted (or a lease settled below what it took) but
+    /// never used; whether anyone waits.
     fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let now = self.base.elapsed();
         let p = self.params.get();

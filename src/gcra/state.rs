@@ -317,6 +317,22 @@ impl Gcra {
         }
     }
 
+    /// Takes `n` more permits at `now` for a settled lease, past any waiter and beyond the
+    /// tolerance: `tat` moves on by `n` slots from where it stands (from `now`, if that is
+    /// later), so later requests wait until time repays the debt. `None` if `tat` would then
+    /// lie more than `tolerance + debt · interval` ahead of `now` (the debt bound), or past what
+    /// the word holds: nothing is taken.
+    #[inline]
+    pub const fn take_debt(self, now: u64, n: u32, debt: u32, p: Params) -> Option<Gcra> {
+        let now = clamp_now(now);
+        let next = self.start(now).saturating_add(p.span(n as u64));
+        let bound = p.window.saturating_add(p.span(debt as u64));
+        if next - now > bound || next > TAT {
+            return None;
+        }
+        Some(Gcra { tat: next, ..self })
+    }
+
     /// Since when the limiter has been full (nothing outstanding), if it is at `now`.
     pub const fn full_since(self, now: u64) -> Option<u64> {
         if self.tat <= clamp_now(now) && !self.waiters {

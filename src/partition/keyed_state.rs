@@ -55,7 +55,11 @@ impl KeyedBucket {
     pub(crate) fn token_bucket(o: &TokenBucketOptions, now: Instant) -> Result<Self, OptionsError> {
         let period = o.validate()?;
         Ok(Self {
-            refill: o.refill(),
+            // A keyed limiter's leases do not settle: no debt, no floor.
+            refill: Refill {
+                floor: 0,
+                ..o.refill()
+            },
             ticker: Ticker::new(now, period),
         })
     }

@@ -486,6 +486,9 @@ impl<C: Clock + Sync> Release for PartitionLimiter<C> {
             l.release(permits);
         }
     }
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), crate::lease::SettleError> {
+        each!(self, l => l.settle(held, actual, stamp))
+    }
 }
 
 impl<C: Clock + Sync> Replenishing for PartitionLimiter<C> {
@@ -521,7 +524,7 @@ impl<C: Clock + Sync> Source for PartitionLimiter<C> {
     fn limit(&self) -> u32 {
         each!(self, l => Source::limit(l))
     }
-    fn take_now(&self, n: u32) -> Result<(), Rejection> {
+    fn take_now(&self, n: u32) -> Result<u64, Rejection> {
         each!(self, l => l.take_now(n))
     }
     fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
@@ -548,8 +551,8 @@ impl<C: Clock + Sync> Source for PartitionLimiter<C> {
     fn wait_for_permits(&self, total: u64) -> Option<Duration> {
         each!(self, l => l.wait_for_permits(total))
     }
-    fn lease(&self, n: u32) -> Lease<'_> {
-        each!(self, l => l.lease(n))
+    fn lease(&self, n: u32, stamp: u64) -> Lease<'_> {
+        each!(self, l => l.lease(n, stamp))
     }
 }
 
@@ -647,6 +650,9 @@ impl<C: Clock> Limiter for NoLimitPartition<C> {
 /// Nothing to give back: every request is granted.
 impl<C: Clock> Release for NoLimitPartition<C> {
     fn release(&self, _permits: u32) {}
+    fn settle(&self, _: u32, _: u32, _: u64) -> Result<(), crate::lease::SettleError> {
+        Ok(())
+    }
 }
 
 /// An unlimited partition's quota: the no-op limiter's (unbounded, nothing to reset).
@@ -670,9 +676,9 @@ impl<C: Clock> Source for NoLimitPartition<C> {
     fn limit(&self) -> u32 {
         u32::MAX
     }
-    fn take_now(&self, _n: u32) -> Result<(), Rejection> {
+    fn take_now(&self, _n: u32) -> Result<u64, Rejection> {
         self.touch();
-        Ok(())
+        Ok(0)
     }
     fn take_locked(&self, _n: u32, _flag_if_short: bool) -> LockedTake {
         self.touch();
@@ -695,8 +701,8 @@ impl<C: Clock> Source for NoLimitPartition<C> {
     fn wait_for_permits(&self, _total: u64) -> Option<Duration> {
         Some(Duration::ZERO)
     }
-    fn lease(&self, n: u32) -> Lease<'_> {
-        Lease::unreleased(n)
+    fn lease(&self, n: u32, _stamp: u64) -> Lease<'_> {
+        Lease::free(n)
     }
 }
 

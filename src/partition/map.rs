@@ -82,6 +82,12 @@ impl<K, L: Release> Release for Slot<K, L> {
             l.release(permits);
         }
     }
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), crate::lease::SettleError> {
+        match self.limiter.get() {
+            Some(l) => l.settle(held, actual, stamp),
+            None => Err(crate::lease::SettleError::Unsupported),
+        }
+    }
 }
 
 /// A pinned slot: unpinned when dropped.
@@ -131,7 +137,50 @@ impl<K, L> Drop for Pinned<K, L> {
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct PartitionLease<K, L: Release> {
     permits: u32,
+    /// Whether dropping the lease releases its permits to the partition.
+    returns: bool,
+    /// The partition limiter's mark of the grant, for a settle.
+    stamp: u64,
+    /// The partition (`None` once moved into an owned lease).
     slot: Option<Arc<Slot<K, L>>>,
+}
+
+impl<K, L: Release> PartitionLease<K, L> {
+    /// The lease of `slot` for what its limiter granted.
+    fn of(lease: crate::lease::Lease<'_>, slot: &Arc<Slot<K, L>>) -> Self {
+        let (permits, stamp, returns) = lease.into_parts();
+        Self {
+            permits,
+            returns,
+            stamp,
+            slot: Some(slot.clone()),
+        }
+    }
+
+    /// [`Lease::settle`]: settles this lease to its true cost `actual`, with its partition
+    /// (which it holds, even if the partition was evicted meanwhile).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let kind = PartitionKind::token_bucket(
+    ///     TokenBucketOptions::new(100, 100, Duration::from_secs(60))).unwrap();
+    /// let limiter = Partitioned::new(move |id: &u32| Partition::new(*id, kind), PartitionConfig::default());
+    /// let mut lease = limiter.try_acquire(&7, 40).unwrap();
+    /// lease.settle(10).unwrap(); // 30 tokens back to partition 7
+    /// assert!(limiter.try_acquire(&7, 90).is_ok());
+    /// ```
+    pub fn settle(&mut self, actual: u32) -> Result<(), crate::lease::SettleError> {
+        if actual != self.permits {
+            match &self.slot {
+                Some(slot) => slot.settle(self.permits, actual, self.stamp)?,
+                None => return Err(crate::lease::SettleError::Unsupported),
+            }
+            self.permits = actual;
+        }
+        Ok(())
+    }
 }
 
 impl<K, L: Release> PartitionLease<K, L> {
@@ -160,7 +209,7 @@ impl<K, L: Release> PartitionLease<K, L> {
     /// assert!(!limiter.try_acquire(&7, 1).unwrap().returns_permits());
     /// ```
     pub const fn returns_permits(&self) -> bool {
-        self.slot.is_some()
+        self.returns
     }
 }
 
@@ -185,7 +234,8 @@ where
     /// ```
     pub fn into_owned(mut self) -> crate::lease::OwnedLease {
         match self.slot.take() {
-            Some(slot) => crate::lease::OwnedLease::releasing(self.permits, slot),
+            Some(slot) if self.returns => crate::lease::OwnedLease::releasing(self.permits, slot),
+            Some(slot) => crate::lease::OwnedLease::settling(self.permits, self.stamp, slot),
             None => crate::lease::OwnedLease::unreleased(self.permits),
         }
     }
@@ -194,7 +244,9 @@ where
 impl<K, L: Release> Drop for PartitionLease<K, L> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            slot.release(self.permits);
+            if self.returns {
+                slot.release(self.permits);
+            }
         }
     }
 }
@@ -459,13 +511,7 @@ fn take<K, L: Limiter + Release>(
     limiter: &L,
     permits: u32,
 ) -> Result<PartitionLease<K, L>, Rejection> {
-    let lease = limiter.try_acquire(permits)?;
-    let returns = lease.returns_permits();
-    let permits = lease.forget();
-    Ok(PartitionLease {
-        permits,
-        slot: returns.then(|| slot.clone()),
-    })
+    Ok(PartitionLease::of(limiter.try_acquire(permits)?, slot))
 }
 
 /// What a lookup under the shard's lock found: a made limiter (and `f`'s result on it), or a
@@ -612,12 +658,7 @@ where
         async move {
             let pinned = self.pinned(key, factory)?;
             let lease = pinned.made().acquire(permits).await?;
-            let returns = lease.returns_permits();
-            let permits = lease.forget();
-            Ok(PartitionLease {
-                permits,
-                slot: returns.then(|| pinned.0.clone()),
-            })
+            Ok(PartitionLease::of(lease, &pinned.0))
         }
     }
 
@@ -651,12 +692,7 @@ where
         let Partition { key, factory } = (self.partitioner)(resource);
         let pinned = self.pinned(key, factory)?;
         let lease = crate::wait::acquire_blocking(pinned.made(), permits, timeout)?;
-        let returns = lease.returns_permits();
-        let permits = lease.forget();
-        Ok(PartitionLease {
-            permits,
-            slot: returns.then(|| pinned.0.clone()),
-        })
+        Ok(PartitionLease::of(lease, &pinned.0))
     }
 
     /// The key's slot, pinned (under the shard lock, so that no eviction can take it between

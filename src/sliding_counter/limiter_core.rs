@@ -70,14 +70,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         n: u32,
         s: Shape,
         barge: bool,
-    ) -> Result<(), (Denied, Counter)> {
+    ) -> Result<u64, (Denied, Counter)> {
         self.word
             .transition(|c| {
                 c.try_take(k, into, n, s, barge)
-                    .map(|next| (next, ()))
+                    .map(|next| (next, next.tick))
                     .map_err(|d| (d, c))
             })
-            .map(|_| ())
+            .map(|(_, window)| window)
     }
 
     /// The common decision ([`QuickPath::decide_quick`]): a word with no flag set, still in its
@@ -87,7 +87,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// clear). `None` sends everything else (a flag, a probe, a new window, a lost race) to the
     /// general path, which decides the same on the same word and instant.
     #[inline(always)]
-    fn quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+    fn quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<u64, Nanos>> {
         let w = cas::Word::load(self.word.raw());
         let c = Counter::unpack(w);
         if c.closed || c.waiters {
@@ -95,7 +95,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
         }
         let into = self.base.ticker.offset_in_own(e, c.tick)?;
         match c.try_take(c.tick, into, n, s, false) {
-            Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(())),
+            Ok(next) => cas::swap_once(self.word.raw(), w, next.pack()).then_some(Ok(c.tick)),
             Err(_) => Some(Err(Nanos::from_u64(c.wait_in_own_u64(into, n, s).max(1)))),
         }
     }
@@ -103,7 +103,7 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// [`QuickPath::take_slow`]: the general transition at `e` ns after creation, and the
     /// queue.
     #[inline(never)]
-    fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<u64, Rejection> {
         let at = self.base.ticker.locate_own(e, self.load().tick);
         let result = crate::quick_path::attempt_after_waiters(
             &self.base.queue,
@@ -203,8 +203,23 @@ impl<C: Clock, Q: QueueKind> RateCore for CounterCore<C, Q> {
             .take_queued(false, |c| c.take_when_fits(k, into, n, s))
     }
 
-    /// Returns `n` permits granted in window `stamp` to a waiter that never received them;
-    /// whether anyone waits.
+    /// The window of a lease's stamp: at or before the state's and the clock's.
+    fn unmark(&self, stamp: u64) -> u64 {
+        let k = self.base.tick().0.max(self.load().tick);
+        crate::lease::tick_of_stamp(k, stamp)
+    }
+
+    /// Takes `n` more permits now, past any waiter, if they fit; no debt yet (its bound is 0).
+    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+        let at = self.base.tick();
+        self.attempt(at, n, self.shape(), true)
+            .map(|_| ())
+            .map_err(|_| crate::lease::SettleError::DebtLimit)
+    }
+
+    /// Returns `n` permits granted in window `stamp` to a waiter that never received them (or
+    /// to a lease settled below what it took), if that window still counts; whether anyone
+    /// waits.
     fn give_back(&self, n: u32, stamp: u64) -> bool {
         let (k, _) = self.base.tick();
         self.word.update(|c| c.give_back(k, stamp, n)).waiters

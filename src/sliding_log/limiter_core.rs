@@ -63,21 +63,22 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
 
     /// One attempt under the log's lock, where `closed` is checked (so nothing is admitted
     /// after `close` returns): on a refusal, `None` if closed, else the wait and whether
-    /// waiters hold newcomers back.
-    fn attempt(&self, now: u64, n: u32, barge: bool) -> Result<(), Option<(u128, bool)>> {
+    /// waiters hold newcomers back; on a grant, the entry's time (its stamp).
+    fn attempt(&self, now: u64, n: u32, barge: bool) -> Result<u64, Option<(u128, bool)>> {
         self.log.with(|log| {
             if self.is_closed() {
                 return Err(None);
             }
             let s = self.shape();
             log.try_take(now, n, s, barge)
+                .map(|()| log.effective(now))
                 .map_err(|Denied::Exhausted { wait }| Some((wait, log.waiters)))
         })
     }
 
     /// Takes `n` permits now without waiting (uncounted), or says why not and when to retry;
-    /// `serve` serves the queue when waiters hold a newcomer back.
-    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<(), Rejection> {
+    /// `serve` serves the queue when waiters hold a newcomer back; the entry's time.
+    pub(crate) fn take(&self, n: u32, serve: impl FnOnce()) -> Result<u64, Rejection> {
         if n > self.limit() {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
@@ -95,12 +96,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     pub(crate) fn try_acquire_counted<T>(
         &self,
         n: u32,
-        granted: impl FnOnce() -> T,
+        granted: impl FnOnce(u64) -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
-        self.base
-            .counters
-            .count(self.take(n, serve).map(|()| granted()))
+        self.base.counters.count(self.take(n, serve).map(granted))
     }
 
     /// The rejection of `n` permits at `now` (`None`: closed): the exact wait, behind each
@@ -232,8 +231,22 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for LogCore<C, N, Q> {
         })
     }
 
-    /// Removes the entry of `n` permits recorded at `stamp` for a waiter that never received
-    /// them; whether anyone waits.
+    /// The instant of the newest entry whose instant's low bits are the stamp (`u64::MAX`, which
+    /// no entry has, if none).
+    fn unmark(&self, stamp: u64) -> u64 {
+        self.log.with(|log| log.instant_of_stamp(stamp))
+    }
+
+    /// Takes `n` more permits now, past any waiter, if they fit; no debt (its bound is 0: the
+    /// ring holds at most `limit` entries).
+    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+        self.attempt(self.base.elapsed(), n, true)
+            .map(|_| ())
+            .map_err(|_| crate::lease::SettleError::DebtLimit)
+    }
+
+    /// Takes `n` permits recorded at `stamp` out of the log, for a waiter that never received
+    /// them or a lease settled below what it took; whether anyone waits.
     fn give_back(&self, n: u32, stamp: u64) -> bool {
         self.log.with(|log| {
             log.remove(stamp, n);

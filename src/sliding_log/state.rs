@@ -214,20 +214,43 @@ impl<const N: usize> Log<N> {
         self.try_take(fit, n, s, true).map(|()| fit)
     }
 
-    /// Removes the entry of `n` permits recorded at `at` (the newest such), if it is still held:
-    /// a waiter granted them went away without them.
-    pub fn remove(&mut self, at: u64, n: u32) {
-        let Some(i) = (0..self.len)
+    /// The instant of the newest entry whose instant's low
+    /// [`STAMP_BITS`](crate::lease::STAMP_BITS) bits are `stamp` (a lease's), or `u64::MAX`
+    /// (no entry's) if none. Entries less than 2^31 ns (2.1 s) apart never share their low
+    /// bits; two that do (an exact multiple of 2^31 ns apart, in a window longer than that)
+    /// are told apart by taking the newer.
+    pub fn instant_of_stamp(&self, stamp: u64) -> u64 {
+        let mask = (1u64 << crate::lease::STAMP_BITS) - 1;
+        (0..self.len)
             .rev()
-            .find(|&i| self.nth(i) == Entry { at, permits: n })
-        else {
+            .map(|i| self.nth(i).at)
+            .find(|at| at & mask == stamp)
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Takes `n` permits recorded at `at` out of the log (from the newest entry of that time
+    /// holding at least `n`), if it still holds them: a waiter granted them went away without
+    /// them, or a lease was settled below what it took. An entry left with no permit goes.
+    pub fn remove(&mut self, at: u64, n: u32) {
+        let Some(i) = (0..self.len).rev().find(|&i| {
+            let e = self.nth(i);
+            e.at == at && e.permits >= n
+        }) else {
             return;
         };
+        let e = self.nth(i);
+        self.used -= u64::from(n);
+        if e.permits > n {
+            self.ring[(self.head + i) % N] = Entry {
+                at,
+                permits: e.permits - n,
+            };
+            return;
+        }
         for j in i..self.len - 1 {
             self.ring[(self.head + j) % N] = self.nth(j + 1);
         }
         self.len -= 1;
-        self.used -= u64::from(n);
     }
 
     /// Nanoseconds from `reading` until the last of `requests` is admitted, each (in order, at

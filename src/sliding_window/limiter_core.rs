@@ -174,7 +174,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         n: u32,
         s: Shape,
         barge: bool,
-    ) -> Result<(), (Denied, Header, (u64, u64))> {
+    ) -> Result<u64, (Denied, Header, (u64, u64))> {
         self.header
             .transition(|h| {
                 let (k, into) = self.base.ticker.locate(e, h.tick);
@@ -182,14 +182,14 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
                     .try_take(k, n, s, barge, |j| self.frozen(j))
                     .map_err(|d| (d, h, (k, into)))?;
                 self.leave(h, next);
-                Ok((next, ()))
+                Ok((next, next.tick))
             })
-            .map(|_| ())
+            .map(|(_, segment)| segment)
     }
 
     /// [`QuickPath::decide_quick`] at `e` on the header as read (see [`quick`](Self::quick)).
     #[inline(always)]
-    fn decide_quick_on(&self, e: u64, n: u32, s: Shape) -> Option<Result<(), Nanos>> {
+    fn decide_quick_on(&self, e: u64, n: u32, s: Shape) -> Option<Result<u64, Nanos>> {
         match &self.header {
             #[cfg(not(tollgate_cs_cells))]
             HeaderWord::Narrow { word, width } => {
@@ -239,11 +239,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         grant: impl FnOnce() -> bool,
         prev: impl FnOnce() -> u32,
         unchanged: impl FnOnce() -> bool,
-    ) -> Option<Result<(), Nanos>> {
+    ) -> Option<Result<u64, Nanos>> {
         // The header's tick is one the ticker computed (`locate`, `tick`).
         let into = self.base.ticker.offset_in_own(e, tick)?;
         if used + u64::from(n) <= u64::from(s.limit) {
-            return grant().then_some(Ok(()));
+            return grant().then_some(Ok(tick));
         }
         let slides = match prev() {
             // Every counted permit is in the current segment: they all come back together when
@@ -315,7 +315,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     /// [`QuickPath::take_slow`]: the general transition (a slide, a denial and its RetryAfter,
     /// the queue, a lost race).
     #[inline(never)]
-    fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<(), Rejection> {
+    fn general(&self, e: u64, n: u32, s: Shape, serve: impl FnOnce()) -> Result<u64, Rejection> {
         let barge = self.base.queue.barging();
         let result = crate::quick_path::attempt_after_waiters(
             &self.base.queue,
@@ -325,7 +325,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             serve,
         );
         match result {
-            Ok(()) => Ok(()),
+            Ok(segment) => Ok(segment),
             Err((Denied::Closed, _, _)) => Err(Rejection::new(&Reason::Closed)),
             Err((Denied::Exhausted { missing }, h, (k, into))) => {
                 let wait = self.retry_after(k, into, h, n, missing, barge);
@@ -560,7 +560,22 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for WindowCore<C, N, Q> {
         })
     }
 
-    /// Returns `n` permits granted in segment `stamp` to a waiter that never received them;
+    /// The segment of a lease's stamp: at or before the header's and the clock's.
+    fn unmark(&self, stamp: u64) -> u64 {
+        let k = self.base.tick().0.max(self.header.load().tick);
+        crate::lease::tick_of_stamp(k, stamp)
+    }
+
+    /// Takes `n` more permits now, past any waiter, if they fit; no debt yet (its bound is 0).
+    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+        let e = self.base.elapsed();
+        self.attempt(e, n, self.shape(), true)
+            .map(|_| ())
+            .map_err(|_| crate::lease::SettleError::DebtLimit)
+    }
+
+    /// Returns `n` permits granted in segment `stamp` to a waiter that never received them (or
+    /// to a lease settled below what it took), if that segment is still in the window;
     /// whether anyone waits.
     fn give_back(&self, n: u32, stamp: u64) -> bool {
         self.header.update(|h| h.give_back(stamp, n)).waiters

@@ -57,7 +57,8 @@ pub struct Acquire<'a, L: Source + ?Sized> {
 
 /// What a locked step decided for a newcomer.
 enum Decision {
-    Granted,
+    /// Granted at once, with the grant's stamp.
+    Granted(u64),
     Refused(Rejection),
     /// Linked; `true` if it is the next to be served.
     Queued(bool),
@@ -118,9 +119,9 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             return Ok(Err(r));
         }
         match l.take_now(n) {
-            Ok(()) => {
+            Ok(stamp) => {
                 counters.record_success();
-                return Ok(Ok(l.lease(n)));
+                return Ok(Ok(l.lease(n, stamp)));
             }
             Err(r) if r.reason() != Reason::Exhausted => {
                 counters.record_failure(&r);
@@ -149,7 +150,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             let can_queue = n == 0 || room >= u64::from(n) || (q.barging() && n <= q.limit());
             if !behind {
                 match l.take_locked(n, can_queue) {
-                    Ok(Some(_)) => return Some(Decision::Granted),
+                    Ok(Some(stamp)) => return Some(Decision::Granted(stamp)),
                     Err(reason) => return Some(Decision::Refused(Rejection::new(reason))),
                     Ok(None) => {}
                 }
@@ -200,9 +201,9 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         // The clone went unused unless the waiter was linked: dropped here, unlocked.
         drop(waker);
         match decision {
-            Decision::Granted => {
+            Decision::Granted(stamp) => {
                 counters.record_success();
-                Ok(Ok(l.lease(n)))
+                Ok(Ok(l.lease(n, stamp)))
             }
             Decision::Refused(r) => {
                 counters.record_failure(&r);
@@ -289,9 +290,9 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         }
         let l = p.limiter;
         match Self::leave(l, p.waiter) {
-            Status::Granted(_) => {
+            Status::Granted(stamp) => {
                 l.counters().record_success();
-                Some(Ok(l.lease(p.waiter.permits())))
+                Some(Ok(l.lease(p.waiter.permits(), stamp)))
             }
             Status::Rejected(reason) => {
                 let r = Rejection::new(reason);
@@ -331,14 +332,14 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                 .completed()
                 .map_or_else(|| Self::check(l, p.waiter, cx), |s| (s, false))
             {
-                (Status::Granted(_), _) => {
+                (Status::Granted(stamp), _) => {
                     *p.stage = Stage::Done;
                     l.counters().record_success();
                     #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
                     if let Some(t) = p.timer {
                         t.disarm();
                     }
-                    return Poll::Ready(Ok(l.lease(p.waiter.permits())));
+                    return Poll::Ready(Ok(l.lease(p.waiter.permits(), stamp)));
                 }
                 (Status::Rejected(reason), _) => {
                     *p.stage = Stage::Done;

@@ -87,9 +87,10 @@ pub trait Source: private::Sealed {
     fn counters(&self) -> &Counters;
     #[doc(hidden)]
     fn limit(&self) -> u32;
-    /// A newcomer's lock-free attempt (uncounted): takes `n` unless the queue flag forbids it.
+    /// A newcomer's lock-free attempt (uncounted): takes `n` unless the queue flag forbids it;
+    /// the grant's stamp (as [`take_locked`](Self::take_locked)'s).
     #[doc(hidden)]
-    fn take_now(&self, n: u32) -> Result<(), Rejection>;
+    fn take_now(&self, n: u32) -> Result<u64, Rejection>;
     /// Under the queue lock: takes `n` ignoring the queue flag (`Ok(Some(stamp))`), or finds them
     /// short (`Ok(None)`), setting the flag in the same CAS when `flag_if_short`. `Err` if closed.
     #[doc(hidden)]
@@ -120,9 +121,9 @@ pub trait Source: private::Sealed {
     /// How long until `total` permits are available by the passage of time alone, if ever.
     #[doc(hidden)]
     fn wait_for_permits(&self, total: u64) -> Option<Duration>;
-    /// The lease for `n` permits granted by this limiter.
+    /// The lease for `n` permits granted by this limiter at `stamp` (what the take answered).
     #[doc(hidden)]
-    fn lease(&self, n: u32) -> Lease<'_>;
+    fn lease(&self, n: u32, stamp: u64) -> Lease<'_>;
     /// Whether time alone serves this limiter's queue on a clock that moves by itself (a rate
     /// limiter on a [`Clock`](crate::Clock) whose
     /// [`advances_by_itself`](crate::Clock::advances_by_itself) is true): its waiters then arm

@@ -1,0 +1,230 @@
+//! Settling leases (`Lease::settle`): the property of issue 38 on every rate limiter, on a
+//! manual clock: acquiring an estimate and settling it down to `actual` in the same tick leaves
+//! the limiter exactly as acquiring `actual` would have (the same available permits, the same
+//! answers and RetryAfter later); a debit goes into debt that later requests wait out; the
+//! concurrency limiter, owned, partition and chain leases settle too.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use tollgate::*;
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// A small xorshift generator: deterministic runs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Runs the property on twins built by `make`: one takes `estimate` and settles to `actual`,
+/// the other takes `actual`, at the same instants; their states must never differ.
+fn refund_is_as_if_taken<L: Limiter>(name: &str, make: impl Fn(Arc<ManualClock>) -> L, limit: u32) {
+    for seed in 1..=20u64 {
+        let clock = Arc::new(ManualClock::new());
+        let (settled, direct) = (make(clock.clone()), make(clock.clone()));
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
+        for step in 0..400 {
+            let actual = rng.below(u64::from(limit) + 1) as u32;
+            let estimate = (actual + rng.below(u64::from(limit) + 1) as u32).min(limit);
+            match settled.try_acquire(estimate) {
+                Ok(mut lease) => {
+                    lease.settle(actual).unwrap();
+                    assert_eq!(lease.permits(), actual);
+                    let other = direct.try_acquire(actual);
+                    assert!(
+                        other.is_ok(),
+                        "{name} seed {seed} step {step}: twin refused {actual}"
+                    );
+                }
+                Err(_) => {}
+            }
+            assert_eq!(
+                settled.available_permits(),
+                direct.available_permits(),
+                "{name} seed {seed} step {step}"
+            );
+            // A probe of each size answers the same, with the same RetryAfter.
+            let n = rng.below(u64::from(limit)) as u32 + 1;
+            let (a, b) = (settled.try_acquire(n), direct.try_acquire(n));
+            assert_eq!(
+                a.as_ref()
+                    .map(|l| l.permits())
+                    .map_err(|r| (r.reason(), r.retry_after())),
+                b.as_ref()
+                    .map(|l| l.permits())
+                    .map_err(|r| (r.reason(), r.retry_after())),
+                "{name} seed {seed} step {step}"
+            );
+            clock.advance(Duration::from_millis(rng.below(400)));
+        }
+    }
+}
+
+#[test]
+fn a_refund_leaves_every_rate_limiter_as_if_only_the_actual_was_taken() {
+    let w = SEC;
+    refund_is_as_if_taken(
+        "token bucket",
+        |c| TokenBucketLimiter::with_clock(TokenBucketOptions::new(10, 3, w / 4), c).unwrap(),
+        10,
+    );
+    refund_is_as_if_taken(
+        "fixed window",
+        |c| FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    refund_is_as_if_taken(
+        "sliding window",
+        |c| SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, w, 4), c).unwrap(),
+        10,
+    );
+    refund_is_as_if_taken(
+        "sliding counter",
+        |c| SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    refund_is_as_if_taken(
+        "sliding log",
+        |c| SlidingLogLimiter::with_clock(SlidingLogOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    refund_is_as_if_taken(
+        "gcra",
+        |c| GcraLimiter::with_clock(GcraOptions::per_second(10), c).unwrap(),
+        10,
+    );
+    refund_is_as_if_taken(
+        "leaky meter",
+        |c| LeakyBucketMeter::with_clock(LeakyBucketOptions::new(10, 1, w / 10), c).unwrap(),
+        10,
+    );
+}
+
+/// The token bucket of the LLM gateway: a call settled above its estimate puts the bucket into
+/// debt, which later calls wait out, their RetryAfter counting it; the debt is bounded by one
+/// limit, and a settle past it takes nothing.
+#[test]
+fn a_debit_puts_the_bucket_into_debt_that_later_requests_wait_out() {
+    let clock = ManualClock::new();
+    // 1,000 tokens, 100 back every 100 ms.
+    let opts = TokenBucketOptions::new(1_000, 100, Duration::from_millis(100));
+    let budget = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    let mut lease = budget.try_acquire(800).unwrap();
+    lease.settle(1_300).unwrap(); // 300 tokens of debt
+    assert_eq!(budget.available_permits(), 0);
+    let r = budget.try_acquire(100).unwrap_err();
+    // 300 of debt and 100 for the request: four refills.
+    assert_eq!(r.retry_after(), Some(Duration::from_millis(400)));
+    clock.advance(Duration::from_millis(300));
+    assert_eq!(budget.available_permits(), 0);
+    assert!(budget.try_acquire(1).is_err());
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(budget.available_permits(), 100);
+    // Past the bound (one limit of debt): refused, nothing taken.
+    let mut big = budget.try_acquire(100).unwrap();
+    assert_eq!(big.settle(1_101), Err(SettleError::DebtLimit));
+    assert_eq!(big.permits(), 100);
+    big.settle(1_100).unwrap(); // exactly one limit owed
+    assert!(budget.try_acquire(1).is_err());
+}
+
+#[test]
+fn a_debit_pushes_gcra_and_the_leaky_meter_back() {
+    let clock = ManualClock::new();
+    let gcra = GcraLimiter::with_clock(GcraOptions::per_second(10), &clock).unwrap();
+    let mut lease = gcra.try_acquire(5).unwrap();
+    lease.settle(15).unwrap(); // 10 permits: the burst; 5 more of debt
+    let r = gcra.try_acquire(1).unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_millis(600)));
+    // The bound: one burst of debt beyond the burst (20 in all).
+    assert_eq!(lease.settle(21), Err(SettleError::DebtLimit));
+    lease.settle(20).unwrap();
+    lease.settle(5).unwrap(); // and back: only the estimate stays taken
+    assert_eq!(gcra.available_permits(), 5);
+}
+
+#[test]
+fn a_refund_serves_a_waiter_as_a_release_would() {
+    use core::future::Future;
+    use core::task::{Context, Poll, Waker};
+    let clock = ManualClock::new();
+    let opts = TokenBucketOptions::new(10, 1, SEC).with_queue(10, QueueOrder::OldestFirst);
+    let bucket = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    let mut lease = bucket.try_acquire(10).unwrap();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut waiter = core::pin::pin!(bucket.acquire(4));
+    assert!(waiter.as_mut().poll(&mut cx).is_pending());
+    lease.settle(6).unwrap();
+    assert!(matches!(waiter.as_mut().poll(&mut cx), Poll::Ready(Ok(l)) if l.permits() == 4));
+    assert_eq!(bucket.available_permits(), 0);
+}
+
+#[test]
+fn a_concurrency_lease_gives_back_at_once_and_owes_a_debit() {
+    let pool = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap();
+    let mut lease = pool.try_acquire(3).unwrap();
+    lease.settle(1).unwrap();
+    assert_eq!(pool.available_permits(), 3);
+    let other = pool.try_acquire(3).unwrap();
+    lease.settle(4).unwrap(); // 3 more than it had, none available: 3 owed
+    assert_eq!(pool.available_permits(), 0);
+    drop(other); // repays the debt first
+    assert_eq!(pool.available_permits(), 0);
+    assert_eq!(lease.settle(9), Err(SettleError::DebtLimit)); // 5 more would owe 8 > 4
+    drop(lease);
+    assert_eq!(pool.available_permits(), 4);
+}
+
+#[test]
+fn owned_partition_and_chain_leases_settle() {
+    let clock = ManualClock::new();
+    let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(60));
+    let shared = Arc::new(TokenBucketLimiter::with_clock(opts, ManualClock::new()).unwrap());
+    let mut owned = shared.try_acquire_owned(50).unwrap();
+    owned.settle(20).unwrap();
+    assert_eq!(shared.available_permits(), 80);
+
+    let kind = PartitionKind::fixed_window(FixedWindowOptions::new(10, SEC)).unwrap();
+    let parts = Partitioned::new(
+        move |id: &u32| Partition::new(*id, kind),
+        PartitionConfig::default(),
+    );
+    let mut lease = parts.try_acquire(&1, 10).unwrap();
+    lease.settle(3).unwrap();
+    assert!(parts.try_acquire(&1, 7).is_ok());
+    assert!(parts.try_acquire(&1, 1).is_err());
+    // Into owned form, it still settles with its partition.
+    let mut owned = parts.try_acquire(&2, 5).unwrap().into_owned();
+    owned.settle(1).unwrap();
+    assert!(parts.try_acquire(&2, 9).is_ok());
+
+    let a = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    let b = GcraLimiter::with_clock(GcraOptions::per_second(100), &clock).unwrap();
+    let chain = Chain::new((&a, &b));
+    let mut lease = chain.try_acquire(40).unwrap();
+    lease.settle(10).unwrap();
+    assert_eq!((a.available_permits(), b.available_permits()), (90, 90));
+    // A debit one member cannot take is undone in the others.
+    assert_eq!(lease.settle(500), Err(SettleError::DebtLimit));
+    assert_eq!((a.available_permits(), b.available_permits()), (90, 90));
+    assert_eq!(lease.permits(), 10);
+}
+
+#[test]
+fn a_lease_made_by_hand_or_by_a_keyed_limiter_cannot_settle() {
+    let mut lease = Lease::unreleased(3);
+    assert_eq!(lease.settle(1), Err(SettleError::Unsupported));
+    let noop = NoopLimiter::new();
+    let mut free = noop.try_acquire(3).unwrap();
+    assert_eq!(free.settle(10), Ok(()));
+}
