@@ -20,8 +20,12 @@ use core::time::Duration;
 
 use crate::clock::{Clock, Instant};
 use crate::lease::{Lease, Rejection};
+use crate::reciprocal::Reciprocal;
 use crate::sync::{AtomicU64, Ordering};
 use crate::wait::{Acquire, Source};
+
+/// Division by 1000, by multiplication.
+const THOUSAND: Reciprocal = Reciprocal::of(1000);
 
 /// SplitMix64's increment: 2^64 / φ, odd, so the state visits every 64-bit value.
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -50,13 +54,9 @@ const fn nanos(d: Duration) -> u64 {
 enum Bound {
     /// Up to this many nanoseconds, whatever the wait.
     Fixed(u64),
-    /// Up to `per_mille / 1000` of the wait (as a 32.32 fixed-point factor, rounded down), and
-    /// never more than `cap` nanoseconds.
-    Fraction {
-        per_mille: u32,
-        factor: u64,
-        cap: u64,
-    },
+    /// Up to `per_mille / 1000` of the wait (rounded down to the nanosecond), and never more
+    /// than `cap` nanoseconds.
+    Fraction { per_mille: u32, cap: u64 },
 }
 
 /// A random extra delay for waits and RetryAfters: uniform in `[0, bound]`, the bound a fixed
@@ -142,8 +142,6 @@ impl Jitter {
             Jitter {
                 bound: Bound::Fraction {
                     per_mille,
-                    // At most (2^32 - 1) × 2^32 / 1000: fits in 64 bits.
-                    factor: ((per_mille as u64) << 32) / 1000,
                     cap: u64::MAX,
                 },
                 seeded: false,
@@ -207,13 +205,8 @@ impl Jitter {
         let max = nanos(max);
         self.bound = match self.bound {
             Bound::Fixed(b) => Bound::Fixed(if b < max { b } else { max }),
-            Bound::Fraction {
+            Bound::Fraction { per_mille, cap } => Bound::Fraction {
                 per_mille,
-                factor,
-                cap,
-            } => Bound::Fraction {
-                per_mille,
-                factor,
                 cap: if cap < max { cap } else { max },
             },
         };
@@ -237,8 +230,13 @@ impl Jitter {
     fn bound_ns(&self, exact: u64) -> u64 {
         match self.bound {
             Bound::Fixed(b) => b,
-            Bound::Fraction { factor, cap, .. } => {
-                let f = (u128::from(exact) * u128::from(factor)) >> 32;
+            Bound::Fraction { per_mille, cap } => {
+                // exact × p / 1000 = (a × 1000 + b) × p / 1000 = a × p + b × p / 1000, with
+                // b × p < 2^42: exact, and no division (by multiplication, `Reciprocal`).
+                let p = u64::from(per_mille);
+                let (a, b) = THOUSAND.div_rem(exact, 1000);
+                let (c, _) = THOUSAND.div_rem(b * p, 1000);
+                let f = u128::from(a) * u128::from(p) + u128::from(c);
                 u64::try_from(f).unwrap_or(u64::MAX).min(cap)
             }
         }

@@ -105,6 +105,15 @@ impl Rng {
 }
 
 type Waiting<'a> = Task<'a, Result<Lease<'a>, Rejection>>;
+/// A waiter on the plain limiter and its twin on the jittered one (`None` once dropped), the
+/// instants they completed at, and whether each was granted.
+type Twins<'a> = (
+    Option<Waiting<'a>>,
+    Option<Waiting<'a>>,
+    Option<Instant>,
+    Option<Instant>,
+    [Option<bool>; 2],
+);
 
 /// The property, over 300 pseudo-random runs: a token bucket whose waiters wait with jitter
 /// and its twin whose waiters wait plainly, fed the same requests, drops and clock steps,
@@ -126,14 +135,7 @@ fn a_jittered_queue_grants_what_a_plain_queue_grants() {
         let jittered = TokenBucketLimiter::with_clock(opts, &clock_j).unwrap();
         let bound = Duration::from_millis(rng.next(40));
         let jitter = Jitter::up_to(bound).with_seed(run);
-        // (plain, jittered, plain done at, jittered done at, outcomes)
-        let mut waiters: Vec<(
-            Option<Waiting<'_>>,
-            Option<Waiting<'_>>,
-            Option<Instant>,
-            Option<Instant>,
-            [Option<bool>; 2],
-        )> = Vec::new();
+        let mut waiters: Vec<Twins<'_>> = Vec::new();
         for _ in 0..150 {
             match rng.next(5) {
                 0 | 1 => {
@@ -214,18 +216,7 @@ fn a_jittered_queue_grants_what_a_plain_queue_grants() {
     assert!(delayed > granted / 2 && dropped > 100);
 }
 
-#[allow(clippy::type_complexity)]
-fn poll_all<'a>(
-    waiters: &mut [(
-        Option<Waiting<'a>>,
-        Option<Waiting<'a>>,
-        Option<Instant>,
-        Option<Instant>,
-        [Option<bool>; 2],
-    )],
-    clock_p: &ManualClock,
-    clock_j: &ManualClock,
-) {
+fn poll_all(waiters: &mut [Twins<'_>], clock_p: &ManualClock, clock_j: &ManualClock) {
     for (p, j, at_p, at_j, outcome) in waiters.iter_mut() {
         if let (Some(t), None) = (p.as_mut(), *at_p) {
             if let core::task::Poll::Ready(r) = t.poll() {

@@ -90,10 +90,29 @@ fn bounds_of_fractions_caps_and_extremes() {
     assert_eq!(Jitter::per_mille(1000).bound(s(7)), s(7));
     assert_eq!(Jitter::percent(250).bound(s(4)), s(10));
     assert_eq!(Jitter::per_mille(0).bound(s(4)), Duration::ZERO);
-    // Rounded down, never above the fraction.
-    let third = Jitter::per_mille(333);
-    assert!(third.bound(s(3)) <= Duration::from_millis(999));
-    assert!(third.bound(s(3)) >= Duration::from_millis(999) - Duration::from_nanos(1));
+    // Exact to the nanosecond, rounded down.
+    assert_eq!(
+        Jitter::per_mille(333).bound(s(3)),
+        Duration::from_millis(999)
+    );
+    assert_eq!(
+        Jitter::per_mille(1).bound(Duration::from_nanos(1_999)),
+        Duration::from_nanos(1)
+    );
+    for (ns, p) in [
+        (123_456_789_012u64, 4_294_967_295u32),
+        (999, 999),
+        (1_000_001, 3),
+        (u64::MAX, 7),
+        (u64::MAX, 1000),
+    ] {
+        let want = (u128::from(ns) * u128::from(p) / 1000).min(u128::from(u64::MAX)) as u64;
+        assert_eq!(
+            Jitter::per_mille(p).bound(Duration::from_nanos(ns)),
+            Duration::from_nanos(want),
+            "{ns} {p}"
+        );
+    }
     assert_eq!(Jitter::per_mille(100).at_most(s(1)).bound(s(60)), s(1));
     assert_eq!(Jitter::up_to(s(9)).at_most(s(2)).bound(s(60)), s(2));
     assert_eq!(Jitter::up_to(s(2)).at_most(s(9)).bound(s(60)), s(2));
