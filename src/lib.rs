@@ -88,6 +88,7 @@ pub mod embassy;
 #[cfg(all(test, feature = "embassy-time"))]
 use embassy_time as _;
 mod fixed_window;
+mod jitter;
 mod lease;
 mod limiter;
 mod nanos;
@@ -137,6 +138,7 @@ pub use concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
 #[cfg(feature = "std")]
 pub use driver::Driver;
 pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
+pub use jitter::Jitter;
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
 pub use lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};

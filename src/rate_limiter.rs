@@ -154,6 +154,87 @@ macro_rules! rate_limiter {
             ) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
                 $crate::wait::acquire_blocking(self, permits, timeout)
             }
+
+            /// Waits for `permits` as [`acquire`](Self::acquire) does, then a random extra
+            /// delay drawn from `jitter` (see [`Jitter`](crate::Jitter)), so that waiters
+            /// granted together do not all resume together.
+            ///
+            /// The queue is unchanged: the waiter is granted in queue order at the instant its
+            /// permits fit, as with `acquire`; only its completion is delayed, by up to
+            /// `jitter`'s bound for the time it waited, counted on this limiter's clock from
+            /// the poll that finds the grant. It never completes before its permits came. With
+            /// feature `std` (or `embassy-time`) on a clock that moves by itself, the waiters'
+            /// timer wakes it when the delay is over; on any other clock (a
+            /// [`ManualClock`](crate::ManualClock)) it completes when polled at or after that
+            /// instant. A request granted at its first poll waited for nothing and is not
+            /// delayed.
+            ///
+            /// Cancellation-safe as `acquire`: dropped during the delay, the waiter gives its
+            /// permits back and is not counted (a waiter dropped after its grant but before it
+            /// completed).
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::future::Future;\n",
+                "use core::task::{Context, Waker};\n",
+                "use ::core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let clock = ManualClock::new();\n",
+                "let limiter = ", stringify!($ty), "::with_clock(", $opts, ", &clock).unwrap();\n",
+                "let jitter = Jitter::up_to(Duration::from_millis(50)).with_seed(7);\n",
+                "let _first = limiter.try_acquire(1).unwrap();\n",
+                "let mut cx = Context::from_waker(Waker::noop());\n",
+                "let mut waiter = core::pin::pin!(limiter.acquire_jittered(1, &jitter));\n",
+                "assert!(waiter.as_mut().poll(&mut cx).is_pending()); // queued: its permit is 100 ms away\n",
+                "clock.advance(Duration::from_millis(100)); // granted at the next poll, then held\n",
+                "let mut extra = Duration::ZERO;\n",
+                "while waiter.as_mut().poll(&mut cx).is_pending() {\n",
+                "    clock.advance(Duration::from_millis(1));\n",
+                "    extra += Duration::from_millis(1);\n",
+                "}\n",
+                "assert!(extra <= Duration::from_millis(50)); // within the jitter's bound\n",
+                "```",
+            )]
+            pub fn acquire_jittered<'a>(
+                &'a self,
+                permits: u32,
+                jitter: &'a $crate::jitter::Jitter,
+            ) -> impl ::core::future::Future<
+                Output = Result<$crate::lease::Lease<'a>, $crate::lease::Rejection>,
+            > + 'a {
+                $crate::jitter::acquire(self, &self.core.base.clock, permits, jitter)
+            }
+
+            /// [`acquire_blocking`](Self::acquire_blocking) with a jittered completion, as
+            /// [`acquire_jittered`](Self::acquire_jittered): once granted, the thread sleeps out
+            /// an extra delay drawn from `jitter`, on this limiter's clock. `timeout` bounds
+            /// the whole call: if it ends during the delay, the grant is returned then (jitter
+            /// never turns a grant into a timeout).
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use ::core::time::Duration;\n",
+                "use tollgate::*;\n",
+                "\n",
+                "let limiter = ", stringify!($ty), "::new(", $opts, ").unwrap(); // on `StdClock`\n",
+                "let jitter = Jitter::up_to(Duration::from_millis(20));\n",
+                "let _first = limiter.try_acquire(1).unwrap();\n",
+                "let start = std::time::Instant::now();\n",
+                "let lease = limiter.acquire_blocking_jittered(1, None, &jitter).unwrap();\n",
+                "assert_eq!(lease.permits(), 1);\n",
+                "assert!(start.elapsed() >= Duration::from_millis(100)); // never before its permit came\n",
+                "```",
+            )]
+            #[cfg(feature = "std")]
+            pub fn acquire_blocking_jittered(
+                &self,
+                permits: u32,
+                timeout: Option<::core::time::Duration>,
+                jitter: &$crate::jitter::Jitter,
+            ) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
+                $crate::jitter::acquire_blocking(self, &self.core.base.clock, permits, timeout, jitter)
+            }
         }
 
         /// Nothing to release: a rate limiter's permits come back with time. A settle gives

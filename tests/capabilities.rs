@@ -1,12 +1,12 @@
 //! The capability matrix (issue 25): what each limiter offers, asserted at compile time where a
 //! trait says it (a missing impl fails to build), at run time where a constructor does.
 //!
-//! | limiter | `AcquireAsync` | `Quota` | `NoQueue` | `PartitionKind` | woken by time |
-//! |---|---|---|---|---|---|
-//! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) |
-//! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | limiter | `AcquireAsync` | `Quota` | `NoQueue` | `PartitionKind` | woken by time | jittered waits |
+//! |---|---|---|---|---|---|---|
+//! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) | (released, not timed) |
+//! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
 //!
 //! `NoQueue` is a limiter type without the queue's code or memory (firmware, a proxy that
 //! answers 429 at once). The keyed forms and the HTTP policies: `tests/keyed_*.rs`,
@@ -141,4 +141,54 @@ fn the_sliding_counter_and_log_wait_and_report_their_quota() {
         c.as_mut().poll(&mut cx),
         core::task::Poll::Ready(Ok(_))
     ));
+}
+
+/// Every rate limiter waits with jitter (issue 38): `acquire_jittered` completes no earlier
+/// than a plain `acquire` on a twin limiter (its permit's instant) and at most the jitter's
+/// bound later, polled every millisecond.
+#[test]
+fn every_rate_limiter_waits_with_jitter() {
+    use core::task::{Context, Poll, Waker};
+    let s = Duration::from_secs(1);
+    let ms = Duration::from_millis(1);
+    let q = QueueOrder::OldestFirst;
+    let bound = Duration::from_millis(200);
+    macro_rules! check {
+        ($($ty:ident($opts:expr)),* $(,)?) => {$({
+            let (cp, cj) = (ManualClock::new(), ManualClock::new());
+            let plain = $ty::with_clock($opts.with_queue(2, q), &cp).unwrap();
+            let jittered = $ty::with_clock($opts.with_queue(2, q), &cj).unwrap();
+            while plain.try_acquire(1).is_ok() {}
+            while jittered.try_acquire(1).is_ok() {}
+            let jitter = Jitter::up_to(bound).with_seed(38);
+            let mut p = core::pin::pin!(plain.acquire(1));
+            let mut j = core::pin::pin!(jittered.acquire_jittered(1, &jitter));
+            let mut cx = Context::from_waker(Waker::noop());
+            let (mut at_p, mut at_j) = (None, None);
+            for _ in 0..5_000 {
+                if at_p.is_none() && matches!(p.as_mut().poll(&mut cx), Poll::Ready(Ok(_))) {
+                    at_p = Some(cp.now());
+                }
+                if at_j.is_none() && matches!(j.as_mut().poll(&mut cx), Poll::Ready(Ok(_))) {
+                    at_j = Some(cj.now());
+                }
+                if at_j.is_some() { break; }
+                cp.advance(ms);
+                cj.advance(ms);
+            }
+            let (at_p, at_j) = (at_p.unwrap(), at_j.expect(stringify!($ty)));
+            assert!(at_p > Instant::ZERO, "{}: did not wait", stringify!($ty));
+            assert!(at_j >= at_p && at_j <= at_p + bound, "{}: {at_j:?} vs {at_p:?}", stringify!($ty));
+        })*};
+    }
+    check!(
+        TokenBucketLimiter(TokenBucketOptions::new(2, 1, s)),
+        FixedWindowLimiter(FixedWindowOptions::new(2, s)),
+        SlidingWindowLimiter(SlidingWindowOptions::new(2, s, 2)),
+        GcraLimiter(GcraOptions::per_second(2)),
+        LeakyBucketMeter(LeakyBucketOptions::new(2, 1, s)),
+        LeakyBucketShaper(ShaperOptions::per_second(2).with_max_permits(2)),
+        SlidingCounterLimiter(SlidingCounterOptions::per_second(2)),
+        SlidingLogLimiter(SlidingLogOptions::per_second(2)),
+    );
 }

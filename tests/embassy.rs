@@ -145,3 +145,23 @@ fn every_queued_rate_limiter_wakes_its_waiter_through_embassys_timer() {
         .expect("woken")
         .is_ok());
 }
+
+/// Issue 38: a jittered waiter on embassy's clock is woken by embassy's timer for its delay
+/// too, polled only when its waker is called: it completes (so something woke it after its
+/// delay), and not before its permit came.
+#[test]
+fn a_jittered_waiter_is_woken_by_embassys_timer_after_its_delay() {
+    let bucket = TokenBucketLimiter::with_clock(
+        TokenBucketOptions::new(1, 1, Duration::from_millis(20))
+            .with_queue(1, QueueOrder::OldestFirst),
+        EmbassyClock,
+    )
+    .unwrap();
+    let jitter = tollgate::Jitter::up_to(Duration::from_millis(30)).with_seed(38);
+    bucket.try_acquire(1).unwrap().forget();
+    let start = EmbassyClock.now();
+    let got = common::run_when_woken(bucket.acquire_jittered(1, &jitter), Duration::from_secs(10));
+    assert!(got.expect("woken by embassy's timer").is_ok());
+    let took = EmbassyClock.now() - start;
+    assert!(took >= Duration::from_millis(19), "{took:?}");
+}

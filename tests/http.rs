@@ -24,7 +24,7 @@ use tollgate::http::{
     ClientIp, Endpoint, ForwardedHeader, Key, KeyBy, MissingKey, Policy, RateLimiting,
 };
 use tollgate::{
-    ConcurrencyOptions, FixedWindowOptions, ManualClock, PartitionConfig, QueueOrder,
+    ConcurrencyOptions, FixedWindowOptions, Jitter, ManualClock, PartitionConfig, QueueOrder,
     TokenBucketOptions,
 };
 use tower::{Service, ServiceExt};
@@ -209,6 +209,43 @@ async fn retry_after_is_whole_seconds_rounded_up_never_zero() {
     assert_eq!(r.header("retry-after"), Some("1")); // 1 ms left: 1, never 0
     clock.advance(Duration::from_millis(1));
     assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+}
+
+/// `retry_after_jitter`: the header is never shorter than the exact wait, varies from one
+/// refusal to the next within the jitter's bound, and the quota headers stay exact.
+#[tokio::test]
+async fn a_jittered_retry_after_is_never_shorter_and_varies() {
+    let clock = Arc::new(ManualClock::new());
+    let limits = RateLimiting::builder()
+        .global(fixed(1, 60))
+        .rate_limit_headers(true)
+        .legacy_headers(true)
+        .retry_after_jitter(Jitter::up_to(Duration::from_secs(20)).with_seed(38))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "x" }))
+            .layer(limits.layer()),
+    )
+    .await;
+    let c = client();
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    clock.advance(Duration::from_millis(15_500)); // 44.5 s left: exactly 45 in the header
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let r = fetch(&c, addr, "/").await;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        let secs: u64 = r.header("retry-after").unwrap().parse().unwrap();
+        assert!((45..=65).contains(&secs), "{secs}");
+        seen.insert(secs);
+        // The quota's reset is the quota's truth: exact.
+        assert_eq!(r.header("ratelimit"), Some("\"global\";r=0;t=45"));
+        assert_eq!(r.header("x-ratelimit-reset"), Some("45"));
+    }
+    assert!(seen.len() >= 10, "{seen:?}");
+    println!("Retry-After over 40 refusals (exact 45, jitter up to 20 s): {seen:?}");
 }
 
 #[tokio::test]

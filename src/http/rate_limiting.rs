@@ -18,6 +18,7 @@ use super::shared::Shared;
 #[cfg(doc)]
 use super::{policy::KeyBy, reject::UNKNOWN_POLICY};
 use crate::clock::Clock;
+use crate::jitter::Jitter;
 
 /// The rate-limiting state and configuration: every policy's limiter, in one `Arc`, shared by
 /// every layer and service made from it. Cheap to clone.
@@ -93,6 +94,7 @@ impl RateLimiting {
             legacy: false,
             clock: None,
             body: Bytes::new(),
+            retry_after_jitter: None,
         }
     }
 
@@ -280,6 +282,7 @@ pub struct RateLimitingBuilder {
     pub(super) legacy: bool,
     pub(super) clock: Option<SharedClock>,
     pub(super) body: Bytes,
+    pub(super) retry_after_jitter: Option<Jitter>,
 }
 
 impl fmt::Debug for RateLimitingBuilder {
@@ -548,6 +551,46 @@ impl RateLimitingBuilder {
         /// # }
         /// ```
         fn clock(clock: impl Clock + Send + Sync + 'static) => clock = Some(Arc::new(clock));
+        /// Adds a random extra delay drawn from `jitter` to the `Retry-After` of every refusal
+        /// the layer writes (default: none, the exact wait), so that clients refused at one
+        /// instant do not all come back at the next. The header is never shorter than the
+        /// exact one: the exact wait plus the jitter, in whole seconds rounded up. Whole
+        /// seconds means a jitter under a second moves a client by at most one second: give
+        /// it a few seconds, or a fraction of the wait ([`Jitter::percent`]).
+        ///
+        /// Only `Retry-After` is jittered. The quota headers (`RateLimit`'s `t=`,
+        /// `X-RateLimit-Reset`) keep saying when the quota resets, exactly: that is the
+        /// quota's truth, not advice to one client. An [`on_rejected`](Self::on_rejected)
+        /// hook sees the exact wait in [`Rejected::rejection`] (a `Retry-After` it writes
+        /// itself is kept as it is; use [`Jitter::retry_after`] there). Without jitter the
+        /// refusal path is unchanged.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+        /// use http::{Request, Response, StatusCode};
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::{FixedWindowOptions, Jitter, ManualClock};
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder()
+        ///     .global(two_a_minute())
+        ///     .clock(ManualClock::new())
+        ///     .retry_after_jitter(Jitter::up_to(Duration::from_secs(30)))
+        ///     .build()
+        ///     .unwrap();
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..2 { let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap(); }
+        /// let resp = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
+        /// assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        /// let secs: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        /// assert!((60..=90).contains(&secs)); // the exact 60 s, plus up to 30
+        /// # }
+        /// ```
+        fn retry_after_jitter(jitter: Jitter) => retry_after_jitter = Some(jitter);
     }
 
     /// Builds every policy's limiter.
@@ -585,7 +628,7 @@ impl RateLimitingBuilder {
                 selector: self.selector,
                 client_ip: self.client_ip,
                 headers: Headers::new(self.ietf, self.legacy),
-                refusals: Refusals::new(self.on_rejected, self.body),
+                refusals: Refusals::new(self.on_rejected, self.body, self.retry_after_jitter),
                 clock,
             }),
         })

@@ -8,6 +8,7 @@ use http::{Response, StatusCode};
 use super::body::LimitedBody;
 use super::headers::{ceil_secs, Headers, Reported, RATELIMIT, X_RATELIMIT_LIMIT};
 use super::policy::{Denial, Policy, RequestView, NO_PEER_ADDRESS};
+use crate::jitter::Jitter;
 use crate::lease::{Reason, Rejection};
 use crate::quota::QuotaState;
 
@@ -64,11 +65,14 @@ pub(super) type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + S
 pub(super) struct Refusals {
     hook: Option<Arc<RejectHook>>,
     body: Bytes,
+    /// Added to the `Retry-After` the layer writes
+    /// ([`retry_after_jitter`](crate::http::RateLimitingBuilder::retry_after_jitter)).
+    jitter: Option<Jitter>,
 }
 
 impl Refusals {
-    pub(super) fn new(hook: Option<Arc<RejectHook>>, body: Bytes) -> Self {
-        Self { hook, body }
+    pub(super) fn new(hook: Option<Arc<RejectHook>>, body: Bytes, jitter: Option<Jitter>) -> Self {
+        Self { hook, body, jitter }
     }
 
     /// The response to a request that the policy `name` (`policy`) refused; `report` is its
@@ -147,6 +151,10 @@ impl Refusals {
         let map = resp.headers_mut();
         if let Some(ra) = d.rejection.retry_after() {
             if !map.contains_key(RETRY_AFTER) {
+                let ra = match &self.jitter {
+                    None => ra,
+                    Some(j) => j.apply(ra),
+                };
                 map.insert(RETRY_AFTER, headers.seconds(ceil_secs(ra).max(1)));
             }
         }

@@ -50,6 +50,9 @@ pub struct Acquire<'a, L: Source + ?Sized> {
     limiter: &'a L,
     waiter: Waiter,
     stage: Stage,
+    /// Whether a grant made to this waiter while queued is held (not received) until
+    /// [`unhold`](Self::unhold): a jittered wait (`crate::jitter`).
+    hold: bool,
     /// Whether this waiter arms the process timer for its service instant.
     #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
     timer: Option<super::timer::Timer>,
@@ -70,6 +73,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
             limiter,
             waiter: Waiter::new(permits),
             stage: Stage::Start,
+            hold: false,
             #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
             timer: Some(super::timer::Timer::new()),
         }
@@ -88,6 +92,26 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         self
     }
 
+    /// The same future, holding a grant made to it while queued: a poll that finds it granted
+    /// returns `Pending` and leaves it unreceived ([`is_held`](Self::is_held)), so that dropping
+    /// it then gives the permits back, uncounted, as for any waiter dropped after its grant. What
+    /// completes at its first poll (an immediate grant, a refusal) is not held.
+    pub(crate) fn held(mut self) -> Self {
+        self.hold = true;
+        self
+    }
+
+    /// Whether a grant is held: queued, granted, not yet received.
+    pub(crate) fn is_held(self: Pin<&mut Self>) -> bool {
+        let p = self.project();
+        matches!(p.stage, Stage::Queued) && matches!(p.waiter.completed(), Some(Status::Granted(_)))
+    }
+
+    /// Stops holding: the next poll receives a held grant.
+    pub(crate) fn unhold(self: Pin<&mut Self>) {
+        *self.project().hold = false;
+    }
+
     fn project(self: Pin<&mut Self>) -> Projection<'_, 'a, L> {
         // SAFETY: `waiter` is structurally pinned: it is never moved out of `self`, and `Drop`
         // unlinks it before it is dropped. The other fields are not pinned (plain data).
@@ -97,6 +121,7 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
                 limiter: this.limiter,
                 waiter: Pin::new_unchecked(&this.waiter),
                 stage: &mut this.stage,
+                hold: &mut this.hold,
                 #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
                 timer: &mut this.timer,
             }
@@ -308,6 +333,7 @@ struct Projection<'p, 'a, L: Source + ?Sized> {
     limiter: &'a L,
     waiter: Pin<&'p Waiter>,
     stage: &'p mut Stage,
+    hold: &'p mut bool,
     #[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
     timer: &'p mut Option<super::timer::Timer>,
 }
@@ -332,6 +358,8 @@ impl<'a, L: Source + ?Sized> Future for Acquire<'a, L> {
                 .completed()
                 .map_or_else(|| Self::check(l, p.waiter, cx), |s| (s, false))
             {
+                // Held (a jittered wait): left unreceived, see `held`.
+                (Status::Granted(_), _) if *p.hold => return Poll::Pending,
                 (Status::Granted(stamp), _) => {
                     *p.stage = Stage::Done;
                     l.counters().record_success();

@@ -46,6 +46,9 @@ pub use hook::DriverHandle;
 pub(crate) use hook::Notify;
 pub(crate) use list::{List, Status};
 pub(crate) use lock::Lock;
+/// The waiters' timer (the process timer, or embassy's), also used by a jittered wait's delay.
+#[cfg(all(any(feature = "std", feature = "embassy-time"), not(loom)))]
+pub(crate) use timer::Timer;
 
 use crate::lease::{Lease, Reason, Rejection};
 use crate::options::QueueOrder;
