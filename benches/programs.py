@@ -20,18 +20,19 @@ bin_dir, image_dir = sys.argv[1], sys.argv[2]
 verbose = os.environ.get("VERBOSE") == "1"
 
 # program: (budget, ceiling, memcpy allowed). Budgets are issue 35's targets; the ceilings are
-# the figures measured when they were set, so that CI fails on any growth.
+# the figures measured when they were set, so that CI fails on any growth. Issue 38 (settle,
+# debt) raised the rate programs: see CHANGELOG "Issue 38".
 PROGRAMS = {
-    "token_bucket": (900, 872, False),
-    "token_bucket_static": (900, 872, False),
-    "fixed_window": (900, 872, False),
-    "fixed_window_static": (900, 872, False),
-    "gcra": (1024, 904, False),
-    "gcra_static": (1024, 880, False),
-    "leaky_meter": (1024, 924, False),
-    "leaky_meter_static": (1024, 880, False),
-    "sliding_counter": (1024, 1820, False),
-    "sliding_counter_static": (1024, 1844, False),
+    "token_bucket": (900, 1080, False),
+    "token_bucket_static": (900, 1048, False),
+    "fixed_window": (900, 1088, False),
+    "fixed_window_static": (900, 1048, False),
+    "gcra": (1024, 1028, False),
+    "gcra_static": (1024, 996, False),
+    "leaky_meter": (1024, 1044, False),
+    "leaky_meter_static": (1024, 996, False),
+    "sliding_counter": (1024, 2080, False),
+    "sliding_counter_static": (1024, 2132, False),
     "concurrency": (512, 496, False),
     "concurrency_static": (512, 428, False),
 }

@@ -175,6 +175,19 @@ impl<'a> Lease<'a> {
         }
     }
 
+    /// A lease that returns nothing when dropped and refers to no limiter, with its limiter's
+    /// `stamp`: settled through the limiter ([`settle_with`](Self::settle_with)), not by
+    /// itself (a limiter without a queue: its firmware image links no settle code it does
+    /// not call).
+    #[inline(always)]
+    pub(crate) const fn detached(permits: u32, stamp: u64) -> Self {
+        Self {
+            permits,
+            mark: mark_of(stamp),
+            limiter: &NOTHING,
+        }
+    }
+
     /// A lease that returns nothing when dropped and has no limiter to settle with (a lease
     /// made by hand: [`settle`](Self::settle) answers [`SettleError::Unsupported`]).
     pub const fn unreleased(permits: u32) -> Self {
@@ -248,6 +261,34 @@ impl<'a> Lease<'a> {
     pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
         if actual != self.permits {
             self.limiter.settle(self.permits, actual, self.stamp())?;
+            self.permits = actual;
+        }
+        Ok(())
+    }
+
+    /// [`settle`](Self::settle) through `limiter`, which must be the limiter that granted
+    /// this lease: how the lease of a limiter without a queue ([`NoQueue`](crate::NoQueue)),
+    /// which refers to no limiter, is settled (its limiter's `settle` method calls this). With
+    /// another limiter, the permits are accounted to the wrong one.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    /// let mut lease = bucket.try_acquire(60).unwrap();
+    /// assert_eq!(lease.settle(10), Err(SettleError::Unsupported)); // refers to no limiter
+    /// lease.settle_with(&bucket, 10).unwrap();
+    /// assert_eq!(bucket.available_permits(), 90);
+    /// ```
+    pub fn settle_with<R: Release + ?Sized>(
+        &mut self,
+        limiter: &R,
+        actual: u32,
+    ) -> Result<(), SettleError> {
+        if actual != self.permits {
+            limiter.settle(self.permits, actual, self.stamp())?;
             self.permits = actual;
         }
         Ok(())

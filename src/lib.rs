@@ -141,7 +141,7 @@ pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
 pub use jitter::Jitter;
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
-pub use lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
+pub use lease::{Lease, Reason, Rejection, Release, SettleError, Statistics, STAMP_BITS};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
 pub use limiter::{AcquireAsync, Limiter, Peek, Replenishing};

@@ -42,7 +42,7 @@ macro_rules! rate_limiter {
     };
     // The `NoQueue` form: `Limiter`, `Peek` and `Replenishing`, the same decisions with nothing
     // to serve or wait in.
-    (unqueued $ty:ident $(<const $n:ident>)?) => {
+    (unqueued $ty:ident $(<const $n:ident>)?, $opts:literal) => {
         $crate::rate_limiter::rate_limiter!(@traits);
 
         /// Nothing to release: a rate limiter's permits come back with time. A settle gives
@@ -59,6 +59,32 @@ macro_rules! rate_limiter {
             }
         }
 
+        impl<C: $crate::clock::Clock $(, const $n: usize)?> $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
+            /// Settles `lease`, taken from this limiter, to its true cost `actual` (see
+            /// [`Lease::settle`](crate::Lease::settle)). A lease of a limiter without a queue
+            /// refers to no limiter, so that a firmware image links no settle code it does not
+            /// call: it is settled here, by the limiter that granted it.
+            ///
+            #[doc = concat!(
+                "```\n",
+                "use core::time::Duration;\nuse tollgate::*;\n",
+                "\n",
+                "let limiter = ", stringify!($ty), "::without_queue(", $opts, ", ManualClock::new()).unwrap();\n",
+                "let all = limiter.available_permits() as u32;\n",
+                "let mut lease = limiter.try_acquire(all).unwrap();\n",
+                "limiter.settle(&mut lease, 0).unwrap(); // used nothing: all of it back\n",
+                "assert_eq!(limiter.available_permits(), u64::from(all));\n",
+                "```",
+            )]
+            pub fn settle(
+                &self,
+                lease: &mut $crate::lease::Lease<'_>,
+                actual: u32,
+            ) -> Result<(), $crate::lease::SettleError> {
+                lease.settle_with(self, actual)
+            }
+        }
+
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Peek for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             fn peek(&self, permits: u32) -> Result<(), $crate::lease::Rejection> {
                 self.core.peek(permits)
@@ -69,9 +95,12 @@ macro_rules! rate_limiter {
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::limiter::Limiter for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             #[inline]
             fn try_acquire(&self, permits: u32) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
+                // A detached lease: settled through the limiter (`settle`), so that a firmware
+                // image links no settle code it does not call (a lease referring to its limiter
+                // keeps the limiter's whole `Release` vtable, settle included: +600 bytes).
                 self.core.try_acquire_counted(
                     permits,
-                    |stamp| $crate::lease::Lease::settling(permits, stamp, self),
+                    |stamp| $crate::lease::Lease::detached(permits, stamp),
                     || {},
                 )
             }
@@ -450,7 +479,7 @@ macro_rules! unqueued_constructors {
             }
         }
 
-        $crate::rate_limiter::rate_limiter!(unqueued $ty $(<const $n>)?);
+        $crate::rate_limiter::rate_limiter!(unqueued $ty $(<const $n>)?, $opts);
     };
 }
 pub(crate) use unqueued_constructors;

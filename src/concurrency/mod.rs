@@ -755,8 +755,8 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     }
 
     /// Below the estimate, the difference is released at once (serving the queue); above, the
-    /// extra is taken past any waiter, into debt when it is not available (see
-    /// [`take_debt`](ConcurrencyLimiter::take_debt)).
+    /// extra is taken past any waiter, into debt when it is not available: owed as when the
+    /// limit is lowered (releases repay it first), at most one `limit`.
     fn settle(&self, held: u32, actual: u32, _stamp: u64) -> Result<(), SettleError> {
         if actual < held {
             self.release(held - actual);

@@ -157,7 +157,7 @@ impl<K, L: Release> PartitionLease<K, L> {
         }
     }
 
-    /// [`Lease::settle`]: settles this lease to its true cost `actual`, with its partition
+    /// [`Lease::settle`](crate::Lease::settle): settles this lease to its true cost `actual`, with its partition
     /// (which it holds, even if the partition was evicted meanwhile).
     ///
     /// ```

@@ -29,12 +29,14 @@ impl Clock for Tick {
 /// RAM of each queueless limiter on this target (thumbv7em), checked at compile time against
 /// the sizes measured when these ceilings were set, so that none grows unnoticed. Issue 35's
 /// target is 48 bytes for every rate limiter whose state is one 64-bit word and 32 for the
-/// concurrency limiter; `benches/core-cost-notes.md` says where the bytes go.
+/// concurrency limiter; `benches/core-cost-notes.md` says where the bytes go. The token bucket
+/// and the fixed window took 8 bytes more with their debt bound (issue 38: the floor beside the
+/// refill, 4 bytes and 4 of padding).
 const _: () = {
     use core::mem::size_of;
     use tollgate::*;
-    assert!(size_of::<TokenBucketLimiter<Tick, NoQueue>>() <= 64);
-    assert!(size_of::<FixedWindowLimiter<Tick, NoQueue>>() <= 64);
+    assert!(size_of::<TokenBucketLimiter<Tick, NoQueue>>() <= 72);
+    assert!(size_of::<FixedWindowLimiter<Tick, NoQueue>>() <= 72);
     assert!(size_of::<GcraLimiter<Tick, NoQueue>>() <= 72);
     assert!(size_of::<LeakyBucketMeter<Tick, NoQueue>>() <= 112);
     assert!(size_of::<SlidingCounterLimiter<Tick, NoQueue>>() <= 72);
