@@ -127,6 +127,18 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         self.refill.get()
     }
 
+    /// The refill of `q`, the rate a decision read once (and gated the request on), with the
+    /// floor: every later step of that decision uses this same pair, never a re-read that a
+    /// concurrent `reconfigure` may have changed.
+    #[inline(always)]
+    fn with_floor(&self, q: Rate) -> Refill {
+        Refill {
+            limit: q.limit,
+            per_tick: q.per_tick,
+            floor: self.refill.1,
+        }
+    }
+
     /// The largest token limit the state word's layout holds (the 64-bit word's token field,
     /// sized at creation with every bit the ticks leave free, less the debt bound).
     pub(crate) fn max_limit(&self) -> u32 {
@@ -165,8 +177,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// [`QuickPath::take_slow`]: the general transition, the queue, the 128-bit word.
     #[inline(never)]
-    fn general(&self, e: u64, n: u32, _: Rate, serve: impl FnOnce()) -> Result<u64, Rejection> {
-        let r = self.refill();
+    fn general(&self, e: u64, n: u32, q: Rate, serve: impl FnOnce()) -> Result<u64, Rejection> {
+        let r = self.with_floor(q);
         let result = crate::quick_path::attempt_after_waiters(
             &self.base.queue,
             true,
@@ -195,11 +207,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// 2^64 ns or more) to it.
     #[inline(always)]
     fn quick(&self, e: u64, n: u32, q: Rate) -> Option<Result<u64, Nanos>> {
-        let r = Refill {
-            limit: q.limit,
-            per_tick: q.per_tick,
-            floor: self.refill.1,
-        };
+        let r = self.with_floor(q);
         let (word, shift) = self.word.narrow()?;
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
@@ -223,8 +231,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     }
 
     /// [`QuickPath::judge`].
-    fn judge(&self, e: u64, n: u32, _: Rate) -> Result<(), Rejection> {
-        let r = self.refill();
+    fn judge(&self, e: u64, n: u32, q: Rate) -> Result<(), Rejection> {
+        let r = self.with_floor(q);
         let b = self.word.load();
         let (k, into) = self.base.ticker.locate(e, b.tick);
         match b.try_take(k, n, r, self.base.queue.barging()) {

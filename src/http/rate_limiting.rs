@@ -550,7 +550,7 @@ impl RateLimitingBuilder {
         /// assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
         /// # }
         /// ```
-        fn clock(clock: impl Clock + Send + Sync + 'static) => clock = Some(Arc::new(clock));
+        fn clock(clock: impl Clock + Send + 'static) => clock = Some(Arc::new(clock));
         /// Adds a random extra delay drawn from `jitter` to the `Retry-After` of every refusal
         /// the layer writes (default: none, the exact wait), so that clients refused at one
         /// instant do not all come back at the next. The header is never shorter than the
