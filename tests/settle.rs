@@ -217,6 +217,58 @@ fn owned_partition_and_chain_leases_settle() {
     assert_eq!(lease.permits(), 10);
 }
 
+/// A chain of limits in different units (the issue's example): one request of "requests per
+/// minute" and 800 of "tokens per minute" in one acquire, settled to 1 and 1,312; a per-link
+/// debit one member cannot take is undone in the others, each back to its own count.
+#[test]
+fn a_chain_settles_each_link_to_its_own_count() {
+    let clock = ManualClock::new();
+    let minute = Duration::from_secs(60);
+    let requests =
+        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(500, minute, 6), &clock)
+            .unwrap();
+    let tokens =
+        TokenBucketLimiter::with_clock(TokenBucketOptions::new(100_000, 100_000, minute), &clock)
+            .unwrap();
+    let gcra = GcraLimiter::with_clock(GcraOptions::per_second(2_000), &clock).unwrap();
+    let chain = Chain::new((&requests, &tokens, &gcra));
+    let mut call = chain.try_acquire_links([1, 800, 800]).unwrap();
+    assert_eq!(call.permits_of_links(), [1, 800, 800]);
+    call.settle_links([1, 1_312, 1_312]).unwrap();
+    assert_eq!(
+        (
+            requests.available_permits(),
+            tokens.available_permits(),
+            gcra.available_permits()
+        ),
+        (499, 98_688, 688)
+    );
+    // The bucket can owe one limit (100,000 below zero); GCRA only one burst (2,000) past its
+    // tolerance: 3,000 more is refused there, and the bucket's debit is undone.
+    assert_eq!(
+        call.settle_links([1, 4_312, 4_312]),
+        Err(SettleError::DebtLimit)
+    );
+    assert_eq!(call.permits_of_links(), [1, 1_312, 1_312]);
+    assert_eq!(
+        (tokens.available_permits(), gcra.available_permits()),
+        (98_688, 688)
+    );
+    // A refund of every link, to different counts.
+    call.settle_links([1, 100, 1_000]).unwrap();
+    assert_eq!(
+        (tokens.available_permits(), gcra.available_permits()),
+        (99_900, 1_000)
+    );
+    // The same count for every link.
+    call.settle(1).unwrap();
+    assert_eq!(call.permits_of_links(), [1, 1, 1]);
+    assert_eq!(
+        (tokens.available_permits(), gcra.available_permits()),
+        (99_999, 1_999)
+    );
+}
+
 #[test]
 fn a_lease_made_by_hand_or_by_a_keyed_limiter_cannot_settle() {
     let mut lease = Lease::unreleased(3);

@@ -34,29 +34,40 @@ pub trait Leases {
     /// ```
     fn release_in_reverse(self);
 
-    /// Settles every lease, each holding `held` permits, to `actual`, in order (see
-    /// [`Lease::settle`]): all or nothing where the limiters allow it. When one refuses, those
-    /// settled before it are settled back to `held` and its error is returned (a refused
-    /// debit is undone exactly: undoing a debit is a refund). The default, for leases that
-    /// cannot settle (a [`PartitionedChain`](crate::PartitionedChain)'s), changes nothing and
-    /// answers [`SettleError::Unsupported`].
-    fn settle_each(&mut self, held: u32, actual: u32) -> Result<(), SettleError> {
-        let _ = (held, actual);
+    /// Settles every lease to `actual` (see [`Lease::settle`]), in order: all or nothing
+    /// where the limiters allow it. When one refuses, those settled before it are settled
+    /// back to what they held and its error is returned (a refused debit is undone exactly:
+    /// undoing a debit is a refund). The default, for leases that cannot settle (a
+    /// [`PartitionedChain`](crate::PartitionedChain)'s), changes nothing and answers
+    /// [`SettleError::Unsupported`].
+    fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
+        let _ = actual;
         Err(SettleError::Unsupported)
     }
 }
 
-/// [`Leases::settle_each`] over a slice of leases.
-fn settle_slice(leases: &mut [Lease<'_>], held: u32, actual: u32) -> Result<(), SettleError> {
+/// Settles `leases[i]` to `actual(i)`, in order, all or nothing: when one refuses, those
+/// settled before it are settled back to `held[i]` (what they held before), last first, and
+/// its error is returned.
+fn settle_slice(
+    leases: &mut [Lease<'_>],
+    held: &[u32],
+    actual: impl Fn(usize) -> u32,
+) -> Result<(), SettleError> {
     for i in 0..leases.len() {
-        if let Err(e) = leases[i].settle(actual) {
-            for done in leases[..i].iter_mut().rev() {
-                let _ = done.settle(held);
+        if let Err(e) = leases[i].settle(actual(i)) {
+            for (done, &h) in leases[..i].iter_mut().zip(held).rev() {
+                let _ = done.settle(h);
             }
             return Err(e);
         }
     }
     Ok(())
+}
+
+/// The permits each lease of `leases` holds.
+fn permits_of<const N: usize>(leases: &[Lease<'_>; N]) -> [u32; N] {
+    core::array::from_fn(|i| leases[i].permits())
 }
 
 impl<const N: usize> Leases for [Lease<'_>; N] {
@@ -66,8 +77,9 @@ impl<const N: usize> Leases for [Lease<'_>; N] {
         }
     }
 
-    fn settle_each(&mut self, held: u32, actual: u32) -> Result<(), SettleError> {
-        settle_slice(self, held, actual)
+    fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
+        let held = permits_of(self);
+        settle_slice(self, &held, |_| actual)
     }
 }
 
@@ -79,8 +91,9 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
         }
     }
 
-    fn settle_each(&mut self, held: u32, actual: u32) -> Result<(), SettleError> {
-        settle_slice(self, held, actual)
+    fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
+        let held: alloc::vec::Vec<u32> = self.iter().map(Lease::permits).collect();
+        settle_slice(self, &held, |_| actual)
     }
 }
 
@@ -114,7 +127,8 @@ impl<T: Leases> ChainLease<T> {
         }
     }
 
-    /// The permits this lease holds from each limiter of the chain.
+    /// The permits this lease holds from each limiter of the chain (the first limiter's, when
+    /// the counts differ: see [`permits_of_links`](ChainLease::permits_of_links)).
     ///
     /// ```
     /// use tollgate::{Chain, ConcurrencyLimiter, ConcurrencyOptions, Limiter};
@@ -150,13 +164,64 @@ impl<T: Leases> ChainLease<T> {
     /// assert_eq!((tenant.available_permits(), user.available_permits()), (9_750, 1_750));
     /// ```
     pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
-        if actual != self.permits {
-            let Some(leases) = self.leases.as_mut() else {
-                return Err(SettleError::Unsupported);
-            };
-            leases.settle_each(self.permits, actual)?;
-            self.permits = actual;
+        let Some(leases) = self.leases.as_mut() else {
+            return Err(SettleError::Unsupported);
+        };
+        leases.settle_each(actual)?;
+        self.permits = actual;
+        Ok(())
+    }
+}
+
+impl<const N: usize> ChainLease<[Lease<'_>; N]> {
+    /// The permits this lease holds from each limiter, in chain order (different counts when
+    /// taken with [`Chain::try_acquire_links`](crate::Chain::try_acquire_links), or settled
+    /// with [`settle_links`](Self::settle_links)).
+    ///
+    /// ```
+    /// use tollgate::*;
+    ///
+    /// let a = ConcurrencyLimiter::new(ConcurrencyOptions::new(5)).unwrap();
+    /// let b = ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap();
+    /// let chain = Chain::new((&a, &b));
+    /// assert_eq!(chain.try_acquire(3).unwrap().permits_of_links(), [3, 3]);
+    /// assert_eq!(chain.try_acquire_links([1, 4]).unwrap().permits_of_links(), [1, 4]);
+    /// ```
+    pub fn permits_of_links(&self) -> [u32; N] {
+        match &self.leases {
+            Some(leases) => permits_of(leases),
+            None => [0; N],
         }
+    }
+
+    /// Settles the lease of the `i`-th limiter to `actual[i]` (see [`Lease::settle`]): all or
+    /// nothing, as [`Leases::settle_each`] says. What a chain of "requests per minute" and
+    /// "tokens per minute" does when a call's tokens are known: one request, and the tokens
+    /// it used. [`permits`](Self::permits) then reports the first limiter's count.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let requests = FixedWindowLimiter::with_clock(FixedWindowOptions::new(500, minute), &clock).unwrap();
+    /// let tokens = TokenBucketLimiter::with_clock(TokenBucketOptions::new(100_000, 100_000, minute), &clock).unwrap();
+    /// let chain = Chain::new((&requests, &tokens));
+    /// // One request, and an estimate of 800 tokens...
+    /// let mut call = chain.try_acquire_links([1, 800]).unwrap();
+    /// // ...which used 1,312: the bucket takes the 512 more.
+    /// call.settle_links([1, 1_312]).unwrap();
+    /// assert_eq!((requests.available_permits(), tokens.available_permits()), (499, 98_688));
+    /// assert_eq!(call.permits_of_links(), [1, 1_312]);
+    /// ```
+    pub fn settle_links(&mut self, actual: [u32; N]) -> Result<(), SettleError> {
+        let Some(leases) = self.leases.as_mut() else {
+            return Err(SettleError::Unsupported);
+        };
+        let held = permits_of(leases);
+        settle_slice(leases, &held, |i| actual[i])?;
+        self.permits = actual.first().copied().unwrap_or(0);
         Ok(())
     }
 }

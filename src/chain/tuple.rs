@@ -38,7 +38,74 @@ macro_rules! tuple_links {
             }
         }
 
+        impl<$($T: Limiter),+> Chain<($($T,)+)> {
+            /// Acquires `permits[i]` from the `i`-th limiter, in order, without waiting; all or
+            /// nothing, by the rules of [`try_acquire`](Self::try_acquire). For limits counted
+            /// in different units: one request of a "requests per minute" limiter and a call's
+            /// estimated tokens of a "tokens per minute" one, settled afterwards with
+            /// [`ChainLease::settle_links`].
+            ///
+            /// ```
+            /// use core::time::Duration;
+            /// use tollgate::*;
+            ///
+            /// let clock = ManualClock::new();
+            /// let minute = Duration::from_secs(60);
+            /// let requests = FixedWindowLimiter::with_clock(FixedWindowOptions::new(500, minute), &clock).unwrap();
+            /// let tokens = TokenBucketLimiter::with_clock(TokenBucketOptions::new(100_000, 100_000, minute), &clock).unwrap();
+            /// let chain = Chain::new((&requests, &tokens));
+            /// let call = chain.try_acquire_links([1, 1_000]).unwrap();
+            /// assert_eq!((requests.available_permits(), tokens.available_permits()), (499, 99_000));
+            /// // The tokens limiter refuses 100,000 more: the request's permit is not kept
+            /// // (a window gives nothing back, as in .NET, but nothing more is taken from it).
+            /// assert!(chain.try_acquire_links([1, 100_000]).is_err());
+            /// assert_eq!(tokens.available_permits(), 99_000);
+            /// # drop(call);
+            /// ```
+            pub fn try_acquire_links(
+                &self,
+                permits: [u32; $n],
+            ) -> Result<ChainLease<[Lease<'_>; $n]>, Rejection> {
+                if self.is_closed() {
+                    return Err(Rejection::new(&Reason::Closed));
+                }
+                // On `?`, the leases already bound are dropped in reverse order of binding.
+                $(let $v = self.links.$i.try_acquire(permits[$i])?;)+
+                Ok(ChainLease::new([$($v),+], permits[0]))
+            }
+        }
+
         impl<$($T: AcquireAsync),+> Chain<($($T,)+)> {
+            /// Waits for `permits[i]` from the `i`-th limiter, in order, by the rules of
+            /// [`acquire`](Self::acquire): the waiting form of
+            /// [`try_acquire_links`](Self::try_acquire_links).
+            ///
+            /// ```
+            /// use tollgate::*;
+            /// # fn block_on<F: core::future::Future>(f: F) -> F::Output {
+            /// #     let mut f = core::pin::pin!(f);
+            /// #     let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+            /// #     loop { if let core::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+            /// # }
+            /// let calls = ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap();
+            /// let bytes = ConcurrencyLimiter::new(ConcurrencyOptions::new(1 << 20)).unwrap();
+            /// let chain = Chain::new((&calls, &bytes));
+            /// let lease = block_on(chain.acquire_links([1, 65_536])).unwrap();
+            /// assert_eq!(lease.permits_of_links(), [1, 65_536]);
+            /// ```
+            pub fn acquire_links(
+                &self,
+                permits: [u32; $n],
+            ) -> impl Future<Output = Result<ChainLease<[Lease<'_>; $n]>, Rejection>> + '_ {
+                async move {
+                    if self.is_closed() {
+                        return Err(Rejection::new(&Reason::Closed));
+                    }
+                    $(let $v = self.links.$i.acquire(permits[$i]).await?;)+
+                    Ok(ChainLease::new([$($v),+], permits[0]))
+                }
+            }
+
             /// Waits for `permits` from each limiter in order: each wait completes before the
             /// next limiter is asked. On a rejection, the leases already granted are dropped
             /// last first and the rejection is returned. Dropping the future gives back

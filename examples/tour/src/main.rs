@@ -24,11 +24,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tollgate::{
-    Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
+    Chain, Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
     GcraLimiter, GcraOptions, Instant, LeakyBucketMeter, LeakyBucketOptions, LeakyBucketShaper,
-    Lease, Limiter, ManualClock, QueueOrder, Reason, Rejection, Replenishing, ShaperOptions,
-    SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter, SlidingLogOptions,
-    SlidingWindowLimiter, SlidingWindowOptions, Statistics, TokenBucketLimiter, TokenBucketOptions,
+    Lease, Limiter, ManualClock, QueueOrder, Reason, Rejection, Replenishing, SettleError,
+    ShaperOptions, SlidingCounterLimiter, SlidingCounterOptions, SlidingLogLimiter,
+    SlidingLogOptions, SlidingWindowLimiter, SlidingWindowOptions, Statistics, TokenBucketLimiter,
+    TokenBucketOptions,
 };
 
 use traffic_chart::Panel;
@@ -42,6 +43,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     sliding_window_announcement();
     sliding_window_design_doc();
     boundary_burst();
+    llm_gateway();
     let chart = traffic_over_four_minutes()?;
     println!("\nChart written to {}", chart.display());
     Ok(())
@@ -299,7 +301,7 @@ fn boundary_burst() {
 
 /// Four minutes of bursty traffic against all four limiters at once, drawn as a chart.
 fn traffic_over_four_minutes() -> Result<PathBuf, Box<dyn Error>> {
-    heading("6. Four minutes of bursty traffic against every limiter (the chart)");
+    heading("7. Four minutes of bursty traffic against every limiter (the chart)");
     let clock = ManualClock::new();
     let bucket =
         TokenBucketLimiter::with_clock(TokenBucketOptions::new(20, 1, SEC), &clock).unwrap();
@@ -682,6 +684,74 @@ fn chart_dir() -> PathBuf {
                 .join("target")
         });
     target.join("tour")
+}
+
+/// Reserve, then settle: a call's cost is known only when its answer comes. An LLM gateway
+/// limits requests and tokens per minute; each call reserves an estimate of 1,000 tokens and
+/// settles to what it used: a refund when it used less, a debt when it used more, which the
+/// next calls wait out (their RetryAfter counts it).
+fn llm_gateway() {
+    heading("6. An LLM gateway: 500 calls and 100,000 tokens a minute, reserve then settle");
+    let clock = ManualClock::new();
+    let calls = FixedWindowLimiter::with_clock(FixedWindowOptions::new(500, MIN), &clock).unwrap();
+    // 100,000 tokens a minute, refilled 5,000 every 3 seconds.
+    let tokens =
+        TokenBucketLimiter::with_clock(TokenBucketOptions::new(100_000, 5_000, 3 * SEC), &clock)
+            .unwrap();
+    let gateway = Chain::new((&calls, &tokens));
+    let say = Narrator::new(&clock);
+    let line = |action: &str, result: &str| {
+        println!(
+            "  {:>6}  {action:<30} {result:<43} calls left {}, tokens left {}",
+            say.now(),
+            calls.available_permits(),
+            tokens.available_permits()
+        );
+    };
+
+    let mut call = gateway.try_acquire_links([1, 1_000]).unwrap();
+    line("reserve 1 call, 1,000 tokens", "granted");
+    call.settle_links([1, 312]).unwrap();
+    line("answer used 312 tokens", "settled: 688 refunded");
+    assert_eq!(tokens.available_permits(), 99_688);
+
+    for _ in 0..40 {
+        let mut call = gateway.try_acquire_links([1, 1_000]).unwrap();
+        call.settle_links([1, 2_400]).unwrap();
+    }
+    line(
+        "40 calls, each using 2,400",
+        "settled: 1,400 more taken each",
+    );
+    assert_eq!(tokens.available_permits(), 3_688);
+
+    let mut call = gateway.try_acquire_links([1, 1_000]).unwrap();
+    call.settle_links([1, 4_000]).unwrap();
+    line("a call using 4,000", "settled: 312 tokens in debt");
+    assert_eq!(tokens.available_permits(), 0);
+
+    // The debt counts: 312 owed + 1,000 reserved = 1,312 missing, the next refill's 5,000.
+    let refused = gateway.try_acquire_links([1, 1_000]).unwrap_err();
+    line("reserve 1 call, 1,000 tokens", &denial(&refused));
+    say.note("the refused reservation still counted one call: the window gives nothing back");
+    assert_eq!(
+        (refused.reason(), refused.retry_after()),
+        (Reason::Exhausted, Some(3 * SEC))
+    );
+
+    say.wait(3 * SEC);
+    let mut call = gateway.try_acquire_links([1, 1_000]).unwrap();
+    line("reserve 1 call, 1,000 tokens", "granted");
+    assert_eq!(tokens.available_permits(), 3_688);
+    // A debt is bounded (one limit below zero): a settle past it takes nothing.
+    assert_eq!(call.settle_links([1, 250_000]), Err(SettleError::DebtLimit));
+    line("a call claiming 250,000", "refused: past the debt bound");
+    call.settle_links([1, 0]).unwrap();
+    line("the call failed: it used none", "settled: 1,000 refunded");
+    assert_eq!(tokens.available_permits(), 4_688);
+    // 44 reservations counted: the refused one too (a rate limiter's lease gives nothing back
+    // when a later link refuses, as in .NET).
+    assert_eq!(calls.available_permits(), 500 - 44);
 }
 
 // ---------------------------------------------------------------------------------------------
