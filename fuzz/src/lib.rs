@@ -6,7 +6,8 @@
 //! - [`harness`]: runs a scenario against a limiter on a `ManualClock` and its model, comparing
 //!   every observable at every step;
 //! - [`options_check`]: the options target;
-//! - [`late_service`]: a queue served late against the same queue served at every tick.
+//! - [`late_service`]: a queue served late against the same queue served at every tick;
+//! - [`settle`]: a lease settled to its actual cost against a twin asked for that cost.
 //!
 //! See `fuzz/README.md` for the targets and how to run them.
 
@@ -21,3 +22,4 @@ pub mod model;
 pub mod options_check;
 pub mod seeds;
 pub mod seeds_algos;
+pub mod settle;
