@@ -270,10 +270,79 @@ fn a_chain_settles_each_link_to_its_own_count() {
 }
 
 #[test]
-fn a_lease_made_by_hand_or_by_a_keyed_limiter_cannot_settle() {
+fn a_lease_made_by_hand_cannot_settle() {
     let mut lease = Lease::unreleased(3);
     assert_eq!(lease.settle(1), Err(SettleError::Unsupported));
     let noop = NoopLimiter::new();
     let mut free = noop.try_acquire(3).unwrap();
     assert_eq!(free.settle(10), Ok(()));
+}
+
+/// The keyed limiter's twin property: per key, a lease of an estimate settled through the
+/// limiter (`keyed.settle(key, &mut lease, actual)`) leaves the key as acquiring `actual`
+/// would have, for the token bucket, GCRA and the sliding counter; a debit past what is there
+/// goes into debt (bucket, GCRA) or is refused (sliding counter) on both twins alike.
+#[test]
+fn a_keyed_limiter_settles_per_key_as_if_only_the_actual_was_taken() {
+    type Make = fn(&Arc<ManualClock>) -> KeyedLimiter<u32, Arc<ManualClock>>;
+    let kinds: [(&str, Make); 3] = [
+        ("token bucket", |c| {
+            let o = TokenBucketOptions::new(10, 3, SEC / 4);
+            KeyedLimiter::token_bucket_with_clock(o, PartitionConfig::new(64), c.clone()).unwrap()
+        }),
+        ("gcra", |c| {
+            KeyedLimiter::gcra_with_clock(
+                GcraOptions::per_second(10),
+                PartitionConfig::new(64),
+                c.clone(),
+            )
+            .unwrap()
+        }),
+        ("sliding counter", |c| {
+            let o = SlidingCounterOptions::new(10, SEC);
+            KeyedLimiter::sliding_counter_with_clock(o, PartitionConfig::new(64), c.clone())
+                .unwrap()
+        }),
+    ];
+    for (name, make) in kinds {
+        for seed in 1..=10u64 {
+            let clock = Arc::new(ManualClock::new());
+            let (settled, direct) = (make(&clock), make(&clock));
+            let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ seed);
+            for step in 0..400 {
+                let key = rng.below(3) as u32;
+                let actual = rng.below(14) as u32;
+                let estimate = rng.below(11) as u32;
+                let before = settled.statistics(&key).available_permits;
+                let at = format!("{name} seed {seed} step {step}");
+                if let Ok(mut lease) = settled.try_acquire(&key, estimate) {
+                    let result = settled.settle(&key, &mut lease, actual);
+                    if actual <= estimate || u64::from(actual) <= before {
+                        assert_eq!(result, Ok(()), "{at}");
+                        assert!(direct.try_acquire(&key, actual).is_ok(), "{at}");
+                    } else {
+                        let mut twin = direct.try_acquire(&key, estimate).unwrap();
+                        assert_eq!(direct.settle(&key, &mut twin, actual), result, "{at}");
+                    }
+                } else {
+                    assert!(direct.try_acquire(&key, estimate).is_err(), "{at}");
+                }
+                for k in 0..3 {
+                    assert_eq!(
+                        settled.statistics(&k).available_permits,
+                        direct.statistics(&k).available_permits,
+                        "{at} key {k}"
+                    );
+                }
+                let n = rng.below(10) as u32 + 1;
+                let answer = |l: &KeyedLimiter<u32, Arc<ManualClock>>| {
+                    l.try_acquire(&key, n)
+                        .map(|l| l.permits())
+                        .map_err(|r| (r.reason(), r.retry_after()))
+                };
+                assert_eq!(answer(&settled), answer(&direct), "{at}");
+                clock.advance(Duration::from_millis(rng.below(300)));
+            }
+        }
+    }
 }

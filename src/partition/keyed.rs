@@ -15,7 +15,7 @@ use super::keyed_state::{KeyedRule, Rule};
 use super::table::{self, fingerprint, Table};
 use super::PartitionedLimiter;
 use crate::clock::{Clock, Instant, StdClock};
-use crate::lease::{Lease, Reason, Rejection, Statistics};
+use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
 use crate::stats::Counters as Tally;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::Lock;
@@ -381,7 +381,7 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
     /// One decision for the key of fingerprint `fp`: one match on the rule, then that rule's
     /// own copy of the decision (no further match on the way).
     #[inline]
-    fn decide(&self, fp: u64, permits: u32) -> Result<(), Rejection> {
+    fn decide(&self, fp: u64, permits: u32) -> Result<u64, Rejection> {
         match &self.bucket {
             KeyedRule::Bucket(r) => self.decide_by(r, fp, permits),
             KeyedRule::Gcra(r) => self.decide_by(r, fp, permits),
@@ -389,9 +389,10 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         }
     }
 
-    /// One decision by `rule` (the limiter's) for the key of fingerprint `fp`.
+    /// One decision by `rule` (the limiter's) for the key of fingerprint `fp`; granted, the
+    /// rule's time of the decision (the lease's stamp, for a settle).
     #[inline(always)]
-    fn decide_by(&self, rule: &impl Rule, fp: u64, permits: u32) -> Result<(), Rejection> {
+    fn decide_by(&self, rule: &impl Rule, fp: u64, permits: u32) -> Result<u64, Rejection> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(Rejection::new(&Reason::Closed));
         }
@@ -416,13 +417,44 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         #[allow(clippy::redundant_closure)]
         let done = match shard.table.update(fp, |v| take(v)) {
             Some(done) => done,
-            None if permits == 0 => return Ok(()), // a fresh bucket is full: nothing to store
+            None if permits == 0 => return Ok(at.0), // a fresh bucket is full: nothing to store
             None => self.insert(shard, fp, now, &take)?,
         };
-        done.map_err(|()| {
-            let (v, k, into) = seen.get();
-            rule.refusal(v, k, into, permits)
-        })
+        let (v, k, into) = seen.get();
+        done.map(|()| k)
+            .map_err(|()| rule.refusal(v, k, into, permits))
+    }
+
+    /// Settles, for the key of fingerprint `fp`, a lease of `held` permits granted at `stamp`
+    /// to `actual`, by `rule`. A key no longer stored was full (an idle key is evicted only
+    /// when full, and a key in debt is not idle): a refund has nothing to give back, a debit
+    /// stores the key again, if there is room.
+    fn settle_by(
+        &self,
+        rule: &impl Rule,
+        fp: u64,
+        held: u32,
+        actual: u32,
+        stamp: u64,
+    ) -> Result<(), SettleError> {
+        let now = self.clock.now();
+        let at = self.publish(rule.time_of(now));
+        let shard = self.shard(fp);
+        let why = Cell::new(SettleError::DebtLimit);
+        let settle = |v: u64| {
+            let (k, into) = self.at_least_latest(at);
+            rule.settle_from(v, k, into, held, actual, stamp)
+                .map_err(|e| why.set(e))
+        };
+        #[allow(clippy::redundant_closure)]
+        let done = match shard.table.update(fp, |v| settle(v)) {
+            Some(done) => done,
+            None if actual <= held => return Ok(()),
+            None => self
+                .insert(shard, fp, now, &settle)
+                .map_err(|_| SettleError::DebtLimit)?,
+        };
+        done.map_err(|()| why.get())
     }
 
     /// The slow path: stores `fp` (under its shard's lock, if there is room), then `take`s.
@@ -495,9 +527,46 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         // The lease is built where the grant is counted (a `map` afterwards moved the result
         // between two layouts).
         match self.decide(self.fingerprint(key), permits) {
-            Ok(()) => self.tally.count_granted(Lease::unreleased(permits)),
+            Ok(stamp) => self.tally.count_granted(Lease::detached(permits, stamp)),
             Err(r) => self.tally.count_rejected(r),
         }
+    }
+
+    /// Settles `lease`, granted for `key` by this limiter, to `actual` permits (see
+    /// [`Lease::settle`]): a refund gives the difference back to `key`'s state as if it had
+    /// never been taken (the token bucket's tokens, GCRA's and the leaky meter's arrival time,
+    /// the sliding counter's count while its window still counts); a debit takes the extra,
+    /// into debt for the token bucket, fixed window (one limit), GCRA and the leaky meter (one
+    /// burst past the tolerance), where it fits for the sliding counter. Past the bound:
+    /// [`SettleError::DebtLimit`], nothing taken. A key's lease refers to no limiter (it is
+    /// one word of a table), so it settles through the limiter and its key; with another key
+    /// or limiter the permits are accounted to the wrong one.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let opts = TokenBucketOptions::new(10_000, 10_000, minute);
+    /// let tokens: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(1_000), &clock).unwrap();
+    /// let mut call = tokens.try_acquire("tenant-a", 1_000).unwrap();
+    /// tokens.settle("tenant-a", &mut call, 312).unwrap(); // used 312: 688 back
+    /// assert_eq!(tokens.statistics("tenant-a").available_permits, 9_688);
+    /// tokens.settle("tenant-a", &mut call, 12_000).unwrap(); // used 12,000: into debt
+    /// assert_eq!(tokens.statistics("tenant-a").available_permits, 0);
+    /// let r = tokens.try_acquire("tenant-a", 1).unwrap_err();
+    /// assert_eq!(r.retry_after(), Some(minute)); // the debt and the request: one refill
+    /// assert_eq!(tokens.settle("tenant-a", &mut call, 30_000), Err(SettleError::DebtLimit));
+    /// ```
+    pub fn settle(&self, key: &K, lease: &mut Lease<'_>, actual: u32) -> Result<(), SettleError> {
+        lease.settle_with(
+            &KeySettle {
+                limiter: self,
+                fp: self.fingerprint(key),
+            },
+            actual,
+        )
     }
 
     /// `key`'s available tokens (the limit, if the key is not stored), and the limiter's totals:
@@ -675,5 +744,25 @@ impl<K: ?Sized, C: Clock, S> fmt::Debug for KeyedLimiter<K, C, S> {
             .field("len", &self.len())
             .field("capacity", &self.capacity())
             .finish_non_exhaustive()
+    }
+}
+
+/// A key of a [`KeyedLimiter`] as [`Lease::settle_with`] settles through it.
+struct KeySettle<'a, K: ?Sized, C, S> {
+    limiter: &'a KeyedLimiter<K, C, S>,
+    fp: u64,
+}
+
+impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> Release for KeySettle<'_, K, C, S> {
+    /// A key's lease returns nothing (rate limiting).
+    fn release(&self, _: u32) {}
+
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+        let (l, fp) = (self.limiter, self.fp);
+        match &l.bucket {
+            KeyedRule::Bucket(r) => l.settle_by(r, fp, held, actual, stamp),
+            KeyedRule::Gcra(r) => l.settle_by(r, fp, held, actual, stamp),
+            KeyedRule::Sliding(r) => l.settle_by(r, fp, held, actual, stamp),
+        }
     }
 }

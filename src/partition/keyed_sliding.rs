@@ -147,6 +147,12 @@ impl KeyedSliding {
         }
     }
 
+    /// State `v` at window `k` with `n` permits granted in window `window` given back, if that
+    /// window still counts (as `SlidingCounterLimiter`'s refund).
+    pub(crate) fn give_back(&self, v: u64, k: u64, window: u64, n: u32) -> u64 {
+        self.pack(self.unpack(v).give_back(k, window, n))
+    }
+
     /// The rejection of `n` from state `v`, `into` ns into window `k`: the exact wait until the
     /// estimate makes room (as `SlidingCounterLimiter` computes it).
     pub(crate) fn rejection(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {

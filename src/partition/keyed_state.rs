@@ -19,7 +19,7 @@ use core::time::Duration;
 
 use crate::bucket::state::{Bucket, Denied, Refill};
 use crate::clock::Instant;
-use crate::lease::{Reason, Rejection};
+use crate::lease::{Reason, Rejection, SettleError};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
 use crate::token_bucket::TokenBucketOptions;
@@ -55,7 +55,7 @@ impl KeyedBucket {
     pub(crate) fn token_bucket(o: &TokenBucketOptions, now: Instant) -> Result<Self, OptionsError> {
         let period = o.validate()?;
         Ok(Self {
-            // A keyed limiter's leases do not settle: no debt, no floor.
+            // No floor: the 64-bit form keeps a debt as a deficit past the limit (`v_settle`).
             refill: Refill {
                 floor: 0,
                 ..o.refill()
@@ -205,9 +205,37 @@ impl KeyedBucket {
     }
 
     /// The rejection of `n` at tick `k` (`into` ns into it) from state `v`.
+    /// Settles a lease of `held` to `actual` at tick `k`: a refund makes the bucket full that
+    /// much earlier (never earlier than now: a full bucket stays as it is); a debit that much
+    /// later, into debt (a deficit past the limit) up to one limit, as `TokenBucketLimiter`'s.
+    pub(crate) fn v_settle(
+        &self,
+        v: u64,
+        k: u64,
+        held: u32,
+        actual: u32,
+    ) -> Result<u64, SettleError> {
+        let t = self.token_time(k);
+        if actual <= held {
+            return Ok(if v <= t {
+                v
+            } else {
+                v.saturating_sub(u64::from(held - actual)).max(t)
+            });
+        }
+        let next = v.max(t) + u64::from(actual - held);
+        if next - t > 2 * u64::from(self.refill.limit) {
+            return Err(SettleError::DebtLimit);
+        }
+        Ok(next)
+    }
+
     pub(crate) fn v_rejection(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
-        let tokens = self.v_tokens(v, k);
-        let missing = u64::from(n.max(1)).saturating_sub(u64::from(tokens)).max(1);
+        // The deficit counts a debt (a deficit past the limit) too: `n - tokens` without one.
+        let deficit = v.saturating_sub(self.token_time(k));
+        let missing = (u64::from(n.max(1)) + deficit)
+            .saturating_sub(u64::from(self.refill.limit))
+            .max(1);
         let wait = self
             .ticker
             .wait_for(Bucket::ticks_to_gain(missing, self.refill), into);
@@ -304,6 +332,18 @@ pub(crate) trait Rule {
     fn take_from(&self, v: u64, k: u64, into: u64, n: u32) -> Result<u64, ()>;
     /// The rejection of `n` from state `v` at time `k`, `into` ns into it.
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection;
+    /// Settles a lease of `held` permits, granted at time `stamp` (as the lease keeps it: the
+    /// low [`STAMP_BITS`](crate::STAMP_BITS) bits), to `actual`, from state `v` at time `k`,
+    /// `into` ns into it: the new state, or why nothing changes.
+    fn settle_from(
+        &self,
+        v: u64,
+        k: u64,
+        into: u64,
+        held: u32,
+        actual: u32,
+        stamp: u64,
+    ) -> Result<u64, SettleError>;
 }
 
 #[cfg(feature = "std")]
@@ -322,6 +362,17 @@ impl Rule for KeyedBucket {
     }
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         self.v_rejection(v, k, into, n)
+    }
+    fn settle_from(
+        &self,
+        v: u64,
+        k: u64,
+        _: u64,
+        held: u32,
+        actual: u32,
+        _: u64,
+    ) -> Result<u64, SettleError> {
+        self.v_settle(v, k, held, actual)
     }
 }
 
@@ -342,6 +393,24 @@ impl Rule for KeyedGcra {
     fn refusal(&self, v: u64, k: u64, _: u64, n: u32) -> Rejection {
         self.rejection(v, k, n)
     }
+    fn settle_from(
+        &self,
+        v: u64,
+        k: u64,
+        _: u64,
+        held: u32,
+        actual: u32,
+        _: u64,
+    ) -> Result<u64, SettleError> {
+        let g = Self::state(v);
+        if actual <= held {
+            return Ok(g.give_back(k, held - actual, self.params).tat);
+        }
+        // Debt up to one burst past the tolerance, as `GcraLimiter`'s.
+        g.take_debt(k, actual - held, self.params.burst, self.params)
+            .map(|g| g.tat)
+            .ok_or(SettleError::DebtLimit)
+    }
 }
 
 #[cfg(feature = "std")]
@@ -360,6 +429,23 @@ impl Rule for KeyedSliding {
     }
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         self.rejection(v, k, into, n)
+    }
+    fn settle_from(
+        &self,
+        v: u64,
+        k: u64,
+        into: u64,
+        held: u32,
+        actual: u32,
+        stamp: u64,
+    ) -> Result<u64, SettleError> {
+        if actual <= held {
+            let window = crate::lease::tick_of_stamp(k, stamp);
+            return Ok(self.give_back(v, k, window, held - actual));
+        }
+        // A debit only where it fits (no debt, as `SlidingCounterLimiter`'s).
+        self.take(v, k, into, actual - held)
+            .map_err(|()| SettleError::DebtLimit)
     }
 }
 
