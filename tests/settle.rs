@@ -346,3 +346,55 @@ fn a_keyed_limiter_settles_per_key_as_if_only_the_actual_was_taken() {
         }
     }
 }
+
+/// A partitioned chain settles every link for its resource, all or nothing: a link that
+/// cannot take a debit (the sliding counter takes one only where it fits) leaves the links
+/// settled before it as they were; links of `Partitioned` settle with their partitions.
+#[test]
+fn a_partitioned_chain_settles_every_link_for_its_resource() {
+    let clock = Arc::new(ManualClock::new());
+    let minute = Duration::from_secs(60);
+    let tokens: KeyedLimiter<str, Arc<ManualClock>> = KeyedLimiter::token_bucket_with_clock(
+        TokenBucketOptions::new(1_000, 1_000, minute),
+        PartitionConfig::new(16),
+        clock.clone(),
+    )
+    .unwrap();
+    let kind = PartitionKind::gcra(GcraOptions::per_minute(1_000)).unwrap();
+    let per_route = Partitioned::with_clock(
+        move |route: &str| Partition::new(route.len(), kind),
+        PartitionConfig::default(),
+        clock.clone(),
+    );
+    let window: KeyedLimiter<str, Arc<ManualClock>> = KeyedLimiter::sliding_counter_with_clock(
+        SlidingCounterOptions::new(1_000, minute),
+        PartitionConfig::new(16),
+        clock.clone(),
+    )
+    .unwrap();
+    let chain = PartitionedChain::new((&tokens, &per_route, &window));
+    let mut call = chain.try_acquire("acme", 600).unwrap();
+    chain.settle("acme", &mut call, 100).unwrap();
+    let left = || {
+        (
+            tokens.statistics("acme").available_permits,
+            per_route.statistics("acme").available_permits,
+            window.statistics("acme").available_permits,
+        )
+    };
+    assert_eq!(left(), (900, 900, 900));
+    assert_eq!(call.permits(), 100);
+    // 950 fits in the bucket (debt) and GCRA (debt), not in the window: all undone.
+    assert_eq!(
+        chain.settle("acme", &mut call, 1_050),
+        Err(SettleError::DebtLimit)
+    );
+    assert_eq!(left(), (900, 900, 900));
+    assert_eq!(call.permits(), 100);
+    // 900 fits everywhere.
+    chain.settle("acme", &mut call, 1_000).unwrap();
+    assert_eq!(left(), (0, 0, 0));
+    // Through the trait, as generic code calls it.
+    PartitionedLimiter::settle(&chain, "acme", &mut call, 0).unwrap();
+    assert_eq!(left(), (1_000, 1_000, 1_000));
+}

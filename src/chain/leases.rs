@@ -116,7 +116,7 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct ChainLease<T: Leases> {
     pub(super) leases: Option<T>,
-    permits: u32,
+    pub(super) permits: u32,
 }
 
 impl<T: Leases> ChainLease<T> {

@@ -229,6 +229,31 @@ pub trait PartitionedLinks<R: ?Sized> {
     /// ```
     fn try_acquire_each(&self, resource: &R, permits: u32) -> Result<Self::Leases<'_>, Rejection>;
 
+    /// Settles every lease of `leases`, each holding `held` permits of `resource`'s
+    /// partitions, to `actual` ([`PartitionedLimiter::settle`]), in order: all or nothing
+    /// where the limiters allow it (when one refuses, those settled before it are settled back
+    /// to `held` and its error is returned).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(60));
+    /// let a: KeyedLimiter<str> = KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
+    /// let b: KeyedLimiter<str> = KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
+    /// let links = (&a, &b);
+    /// let mut leases = links.try_acquire_each("alice", 40).unwrap();
+    /// links.settle_each("alice", &mut leases, 40, 10).unwrap();
+    /// assert_eq!((a.statistics("alice").available_permits, b.statistics("alice").available_permits), (90, 90));
+    /// ```
+    fn settle_each<'s>(
+        &'s self,
+        resource: &R,
+        leases: &mut Self::Leases<'s>,
+        held: u32,
+        actual: u32,
+    ) -> Result<(), crate::lease::SettleError>;
+
     /// The statistics of `resource`'s partitions, folded by the chain rules.
     ///
     /// ```

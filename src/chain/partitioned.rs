@@ -5,7 +5,7 @@ use core::fmt;
 #[cfg(doc)]
 use super::Chain; // for the doc links
 use super::{ChainLease, PartitionedLinks};
-use crate::lease::{Reason, Rejection, Statistics};
+use crate::lease::{Reason, Rejection, SettleError, Statistics};
 use crate::partition::PartitionedLimiter;
 use crate::sync::{AtomicBool, Ordering};
 
@@ -99,6 +99,44 @@ impl<T> PartitionedChain<T> {
         Ok(ChainLease::new(leases, permits))
     }
 
+    /// Settles `lease`, granted for `resource` by this chain, to `actual` in every link (see
+    /// [`PartitionedLimiter::settle`]): all or nothing, as
+    /// [`PartitionedLinks::settle_each`] says. A link that cannot settle (a
+    /// [`FixedKeyedLimiter`](crate::FixedKeyedLimiter)'s) answers
+    /// [`SettleError::Unsupported`], and the links settled before it are settled back.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let minute = Duration::from_secs(60);
+    /// let tenant: KeyedLimiter<str> =
+    ///     KeyedLimiter::token_bucket(TokenBucketOptions::new(10_000, 10_000, minute), PartitionConfig::default()).unwrap();
+    /// let user: KeyedLimiter<str> =
+    ///     KeyedLimiter::gcra(GcraOptions::per_minute(2_000), PartitionConfig::default()).unwrap();
+    /// let chain = PartitionedChain::new((tenant, user));
+    /// let mut call = chain.try_acquire("acme", 1_000).unwrap();
+    /// chain.settle("acme", &mut call, 250).unwrap();
+    /// assert_eq!(chain.statistics("acme").available_permits, 1_750); // the smaller: user's
+    /// ```
+    pub fn settle<'s, R: ?Sized>(
+        &'s self,
+        resource: &R,
+        lease: &mut ChainLease<T::Leases<'s>>,
+        actual: u32,
+    ) -> Result<(), SettleError>
+    where
+        T: PartitionedLinks<R>,
+    {
+        let held = lease.permits();
+        let Some(leases) = lease.leases.as_mut() else {
+            return Err(SettleError::Unsupported);
+        };
+        self.links.settle_each(resource, leases, held, actual)?;
+        lease.permits = actual;
+        Ok(())
+    }
+
     /// The statistics of `resource`'s partitions, folded by the chain rules.
     ///
     /// ```
@@ -129,6 +167,15 @@ impl<R: ?Sized, T: PartitionedLinks<R>> PartitionedLimiter<R> for PartitionedCha
 
     fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
         PartitionedChain::try_acquire(self, resource, permits)
+    }
+
+    fn settle<'s>(
+        &'s self,
+        resource: &R,
+        lease: &mut Self::Lease<'s>,
+        actual: u32,
+    ) -> Result<(), SettleError> {
+        PartitionedChain::settle(self, resource, lease, actual)
     }
 
     fn statistics(&self, resource: &R) -> Statistics {

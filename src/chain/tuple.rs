@@ -6,7 +6,7 @@ use core::future::Future;
 use core::time::Duration;
 
 use super::{combine, combine_idle, ChainLease, Leases, Links, PartitionedChain, PartitionedLinks};
-use crate::lease::{Lease, Reason, Rejection, Statistics};
+use crate::lease::{Lease, Reason, Rejection, SettleError, Statistics};
 use crate::limiter::{AcquireAsync, Limiter};
 use crate::partition::{PartitionedAcquireAsync, PartitionedLimiter};
 use crate::sync::{AtomicBool, Ordering};
@@ -154,6 +154,26 @@ macro_rules! tuple_links {
             ) -> Result<Self::Leases<'_>, Rejection> {
                 $(let $v = self.$i.try_acquire(resource, permits)?;)+
                 Ok(($($v,)+))
+            }
+
+            fn settle_each<'s>(
+                &'s self,
+                resource: &R,
+                leases: &mut Self::Leases<'s>,
+                held: u32,
+                actual: u32,
+            ) -> Result<(), SettleError> {
+                let ($($v,)+) = leases;
+                let mut settle = || -> Result<(), (SettleError, usize)> {
+                    $(self.$i.settle(resource, $v, actual).map_err(|e| (e, $i))?;)+
+                    Ok(())
+                };
+                let Err((e, failed)) = settle() else { return Ok(()) };
+                // Those settled before the one that refused go back to what they held.
+                $(if $i < failed {
+                    let _ = self.$i.settle(resource, $v, held);
+                })+
+                Err(e)
             }
 
             fn statistics(&self, resource: &R) -> Statistics {

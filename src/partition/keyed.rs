@@ -717,7 +717,10 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    partitioned_by_inherent!(KeyedLimiter, K, type Lease<'a> = Lease<'static>);
+    partitioned_by_inherent!(
+        KeyedLimiter, K, type Lease<'a> = Lease<'static>;
+        settle: |this, key, lease, actual| this.settle(key, lease, actual)
+    );
 }
 
 /// No queue: waiting is trying, once (a .NET limiter with a queue limit of 0).

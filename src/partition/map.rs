@@ -897,7 +897,10 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    partitioned_by_inherent!(Partitioned, R, type Lease<'a> = PartitionLease<K, L>);
+    partitioned_by_inherent!(
+        Partitioned, R, type Lease<'a> = PartitionLease<K, L>;
+        settle: |_this, _resource, lease, actual| lease.settle(actual)
+    );
 }
 
 /// For factories that borrow nothing (`F: 'static`: a [`PartitionKind`](crate::PartitionKind),

@@ -42,11 +42,26 @@
 /// inherent methods of the same names: its lease type, and methods that call `$ty`'s own, for
 /// resources of type `$r`.
 macro_rules! partitioned_by_inherent {
-    ($ty:ident, $r:ty, type Lease<$a:lifetime> = $lease:ty) => {
+    (
+        $ty:ident, $r:ty, type Lease<$a:lifetime> = $lease:ty
+        $(; settle: |$s:ident, $res:ident, $l:ident, $n:ident| $settle:expr)?
+    ) => {
         type Lease<$a>
             = $lease
         where
             Self: $a;
+
+        $(
+            fn settle<'s>(
+                &'s self,
+                resource: &$r,
+                lease: &mut Self::Lease<'s>,
+                actual: u32,
+            ) -> Result<(), crate::lease::SettleError> {
+                let ($s, $res, $l, $n) = (self, resource, lease, actual);
+                $settle
+            }
+        )?
 
         fn try_acquire(&self, resource: &$r, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
             $ty::try_acquire(self, resource, permits)
@@ -140,6 +155,34 @@ pub trait PartitionedLimiter<R: ?Sized> {
     /// assert!(PartitionedLimiter::try_acquire(&per_user, "bob", 1).is_ok()); // another partition
     /// ```
     fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection>;
+
+    /// Settles `lease`, granted for `resource` by this limiter, to `actual` permits (see
+    /// [`Lease::settle`](crate::Lease::settle)): a refund of what it took beyond `actual`, or
+    /// a debit of the extra. [`Partitioned`]'s leases settle with their partition,
+    /// [`KeyedLimiter`]'s through the limiter and the key, a
+    /// [`PartitionedChain`](crate::PartitionedChain)'s in every link; the default (and
+    /// [`FixedPartitioned`], [`FixedKeyedLimiter`]) changes nothing and answers
+    /// [`SettleError::Unsupported`](crate::SettleError::Unsupported).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = TokenBucketOptions::new(1_000, 1_000, Duration::from_secs(60));
+    /// let per_tenant: KeyedLimiter<str> = KeyedLimiter::token_bucket(opts, PartitionConfig::default()).unwrap();
+    /// let mut lease = PartitionedLimiter::try_acquire(&per_tenant, "acme", 800).unwrap();
+    /// PartitionedLimiter::settle(&per_tenant, "acme", &mut lease, 100).unwrap();
+    /// assert_eq!(per_tenant.statistics("acme").available_permits, 900);
+    /// ```
+    fn settle<'s>(
+        &'s self,
+        resource: &R,
+        lease: &mut Self::Lease<'s>,
+        actual: u32,
+    ) -> Result<(), crate::lease::SettleError> {
+        let _ = (resource, lease, actual);
+        Err(crate::lease::SettleError::Unsupported)
+    }
 
     /// A snapshot of `resource`'s partition's counters (a fresh partition's, if it has none yet).
     ///
@@ -258,6 +301,14 @@ impl<R: ?Sized, P: PartitionedLimiter<R> + ?Sized> PartitionedLimiter<R> for &P 
 
     fn try_acquire(&self, resource: &R, permits: u32) -> Result<Self::Lease<'_>, Rejection> {
         (**self).try_acquire(resource, permits)
+    }
+    fn settle<'s>(
+        &'s self,
+        resource: &R,
+        lease: &mut Self::Lease<'s>,
+        actual: u32,
+    ) -> Result<(), crate::lease::SettleError> {
+        (**self).settle(resource, lease, actual)
     }
     fn statistics(&self, resource: &R) -> Statistics {
         (**self).statistics(resource)
