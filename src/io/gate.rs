@@ -7,18 +7,43 @@ use core::future::Future;
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll, Waker};
 
-use crate::lease::{OwnedLease, Reason, Rejection};
-use crate::limiter::{AcquireAsync, AcquireOwned};
+use crate::lease::{Lease, Reason, Rejection, Release};
+use crate::limiter::AcquireAsync;
 
-/// A waiting acquisition that owns its handle to the limiter.
-type Waiting = Pin<Box<dyn Future<Output = Result<OwnedLease, Rejection>> + Send>>;
+/// A waiting acquisition that owns its handle to the limiter; it resolves to the lease's parts.
+type Waiting = Pin<Box<dyn Future<Output = Result<Held, Rejection>> + Send>>;
+
+/// A lease of the gate's limiter, taken apart (the limiter is the gate's, so the lease need not
+/// hold a handle to it): its permits, the limiter's stamp, and whether it returns its permits
+/// when it ends (a concurrency limiter's).
+#[derive(Clone, Copy, Debug)]
+#[doc(hidden)]
+pub struct Held {
+    permits: u32,
+    stamp: u64,
+    returns: bool,
+}
+
+impl Held {
+    fn of(lease: Lease<'_>) -> Self {
+        let (permits, stamp, returns) = lease.into_parts();
+        Self {
+            permits,
+            stamp,
+            returns,
+        }
+    }
+}
 
 /// The bounds a limiter meets to be charged by the adapters: a waiting, shareable limiter
 /// whose waits can be held across polls and moved between threads.
 ///
 /// Implemented for every such limiter: the built-in ones (on a `Send + Sync` clock),
 /// [`NoopLimiter`](crate::NoopLimiter), and any limiter of yours that implements
-/// [`AcquireAsync`] and [`Release`](crate::Release) with a `Send` future.
+/// [`AcquireAsync`] and [`Release`] with a `Send` future. As for
+/// [`AcquireOwned`](crate::AcquireOwned), the limiter is taken to be what its leases release
+/// and settle through: an adapter keeps a lease's count and stamp, not the lease, and settles
+/// and releases it through the limiter.
 ///
 /// ```
 /// use tollgate::io::Chargeable;
@@ -29,7 +54,7 @@ type Waiting = Pin<Box<dyn Future<Output = Result<OwnedLease, Rejection>> + Send
 /// chargeable::<GcraLimiter<StdClock>>();
 /// chargeable::<NoopLimiter>();
 /// ```
-pub trait Chargeable: AcquireAsync + AcquireOwned + Send + Sync + 'static {
+pub trait Chargeable: AcquireAsync + Release + Send + Sync + 'static {
     /// The limiter's waiting acquisition of `permits`, owning a handle to it (boxed, so that an
     /// adapter can keep it across polls).
     #[doc(hidden)]
@@ -38,14 +63,11 @@ pub trait Chargeable: AcquireAsync + AcquireOwned + Send + Sync + 'static {
 
 impl<L> Chargeable for L
 where
-    L: AcquireAsync + AcquireOwned + Send + Sync + 'static,
+    L: AcquireAsync + Release + Send + Sync + 'static,
     for<'a> L::Acquire<'a>: Send,
 {
     fn wait_owned(self: Arc<Self>, permits: u32) -> Waiting {
-        Box::pin(async move {
-            let lease = self.acquire(permits).await?;
-            Ok(self.own(lease))
-        })
+        Box::pin(async move { Ok(Held::of(self.acquire(permits).await?)) })
     }
 }
 
@@ -57,7 +79,7 @@ pub(crate) struct Gate<L: Chargeable> {
     /// whenever the limiter answers [`Reason::ExceedsLimit`].
     max_chunk: u32,
     /// Permits granted and not yet settled: kept while the inner transfer is pending.
-    lease: Option<OwnedLease>,
+    lease: Option<Held>,
     /// The acquisition under way, when the permits were not there at once.
     waiting: Option<Waiting>,
 }
@@ -91,7 +113,7 @@ impl<L: Chargeable> Gate<L> {
     ) -> Poll<Result<u32, Rejection>> {
         loop {
             if let Some(lease) = &self.lease {
-                return Poll::Ready(Ok(lease.permits()));
+                return Poll::Ready(Ok(lease.permits));
             }
             let n = want.clamp(1, self.max_chunk);
             let granted = match &mut self.waiting {
@@ -120,22 +142,32 @@ impl<L: Chargeable> Gate<L> {
         }
     }
 
-    /// The fast path: the limiter's own future, polled once in place (no allocation). Pending
-    /// means the permits are not there now; the future is dropped, which takes nothing.
-    fn acquire_at_once(&self, n: u32) -> Poll<Result<OwnedLease, Rejection>> {
+    /// The fast path: the limiter's own future, polled once in place (no allocation, no
+    /// handle taken). Pending means the permits are not there now; the future is dropped,
+    /// which takes nothing.
+    fn acquire_at_once(&self, n: u32) -> Poll<Result<Held, Rejection>> {
         let acquire = pin!(self.limiter.acquire(n));
-        match acquire.poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(Ok(lease)) => Poll::Ready(Ok(self.limiter.own(lease))),
-            Poll::Ready(Err(r)) => Poll::Ready(Err(r)),
-            Poll::Pending => Poll::Pending,
-        }
+        acquire
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .map_ok(Held::of)
     }
 
     /// Ends the transfer: the lease held is settled to the `used` permits (never more than it
-    /// holds) and dropped. A limiter that cannot settle keeps the whole lease charged.
+    /// holds), as [`Lease::settle`] does, and ends (a concurrency limiter's permits go back).
+    /// A limiter that cannot settle keeps the whole lease charged.
     pub(crate) fn settle(&mut self, used: u32) {
-        if let Some(mut lease) = self.lease.take() {
-            let _ = lease.settle(used.min(lease.permits()));
+        if let Some(held) = self.lease.take() {
+            let used = used.min(held.permits);
+            let kept = if used == held.permits
+                || self.limiter.settle(held.permits, used, held.stamp).is_ok()
+            {
+                used
+            } else {
+                held.permits
+            };
+            if held.returns {
+                self.limiter.release(kept);
+            }
         }
     }
 }

@@ -244,9 +244,7 @@ impl<S: Stream, L: Chargeable, F: FnMut(&S::Item) -> u32> Stream for ThrottledSt
     }
 }
 
-impl<S: Stream, L: Chargeable, F: FnMut(&S::Item) -> u32> FusedStream
-    for ThrottledStream<S, L, F>
-{
+impl<S: Stream, L: Chargeable, F: FnMut(&S::Item) -> u32> FusedStream for ThrottledStream<S, L, F> {
     fn is_terminated(&self) -> bool {
         self.done
     }
