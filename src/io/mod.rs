@@ -17,7 +17,7 @@
 //! it fits.
 //!
 //! **Reserve, then settle.** A read or write reserves permits for the bytes it may move, then
-//! settles the lease ([`OwnedLease::settle`](crate::OwnedLease::settle)) to the bytes it moved:
+//! settles the lease (as [`Lease::settle`](crate::Lease::settle) does) to the bytes it moved:
 //! a slow reader is not charged for bytes it did not get, an end of file takes nothing. The
 //! reservation is kept while the inner reader or writer is pending (the next poll uses it, it
 //! is not taken again).
@@ -104,3 +104,8 @@ pub fn rejection(error: &std::io::Error) -> Option<crate::lease::Rejection> {
         .and_then(|e| e.downcast_ref::<crate::lease::Rejection>())
         .copied()
 }
+
+/// The examples of `docs/io.md`, run as doc tests as the README's are.
+#[cfg(all(doctest, feature = "tokio-io"))]
+#[doc = include_str!("../../docs/io.md")]
+pub struct IoDoc;
