@@ -522,6 +522,29 @@ fn refusals_come_out_typed() {
 }
 
 #[test]
+fn a_duplex_stream_is_charged_each_way_by_its_own_limiter() {
+    let clock = Arc::new(ManualClock::new());
+    let (down, up) = (no_refill(&clock, 10_000), no_refill(&clock, 10_000));
+    let (near, mut far) = tokio::io::duplex(64 * KIB);
+    let mut both = ThrottledReader::new(ThrottledWriter::new(near, up.clone()), down.clone());
+    let wrote = Pin::new(&mut both).poll_write(&mut cx(), &[1; 300]);
+    assert!(matches!(wrote, Poll::Ready(Ok(300))));
+    assert!(matches!(
+        Pin::new(&mut far).poll_write(&mut cx(), &[2; 700]),
+        Poll::Ready(Ok(700))
+    ));
+    let mut buf = [0u8; 4096];
+    assert!(matches!(
+        poll_read_tokio(&mut both, &mut cx(), &mut buf),
+        Poll::Ready(Ok(700))
+    ));
+    assert_eq!(
+        (up.available_permits(), down.available_permits()),
+        (9_700, 9_300)
+    );
+}
+
+#[test]
 fn on_the_real_clock_a_copy_takes_about_the_computed_time() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -144,7 +144,10 @@ impl<L: Chargeable> Gate<L> {
 
     /// The fast path: the limiter's own future, polled once in place (no allocation, no
     /// handle taken). Pending means the permits are not there now; the future is dropped,
-    /// which takes nothing.
+    /// which takes nothing, and the caller queues a boxed one at once, in the same place: at
+    /// the tail of an oldest-first queue, at the head of a newest-first one (where the room
+    /// the dropped waiter made means no second eviction). A full oldest-first queue answers
+    /// `QueueFull` on this first poll.
     fn acquire_at_once(&self, n: u32) -> Poll<Result<Held, Rejection>> {
         let acquire = pin!(self.limiter.acquire(n));
         acquire

@@ -7,7 +7,9 @@
 //!   tokio's and `futures-io`'s `AsyncRead` / `AsyncWrite`, charged one permit a byte.
 //!
 //! The limiter is any waiting limiter ([`Chargeable`]) behind an `Arc`: one budget can cover
-//! many streams, readers and writers, which then share it as its queue orders them.
+//! many streams, readers and writers, which then share it as its queue orders them. A duplex
+//! stream is charged both ways by nesting, `ThrottledReader::new(ThrottledWriter::new(tcp,
+//! up), down)`: each adapter passes the other direction through uncharged.
 //!
 //! **Chunks.** A transfer asks at most the limiter's largest request at once (its
 //! [`Quota`](crate::Quota) limit: a token bucket's `token_limit`, GCRA's burst, a window's

@@ -192,3 +192,45 @@ impl<R: futures_io::AsyncRead, L: Chargeable> futures_io::AsyncRead for Throttle
         })
     }
 }
+
+/// Writes pass through uncharged (a duplex stream: charge its writes with a
+/// [`ThrottledWriter`](super::ThrottledWriter) inside).
+#[cfg(feature = "tokio-io")]
+impl<R: tokio::io::AsyncWrite, L: Chargeable> tokio::io::AsyncWrite for ThrottledReader<R, L> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_shutdown(cx)
+    }
+}
+
+/// Writes pass through uncharged (a duplex stream: charge its writes with a
+/// [`ThrottledWriter`](super::ThrottledWriter) inside).
+#[cfg(feature = "futures-io")]
+impl<R: futures_io::AsyncWrite, L: Chargeable> futures_io::AsyncWrite for ThrottledReader<R, L> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_close(cx)
+    }
+}

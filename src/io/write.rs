@@ -187,3 +187,29 @@ impl<W: futures_io::AsyncWrite, L: Chargeable> futures_io::AsyncWrite for Thrott
         self.project().inner.poll_close(cx)
     }
 }
+
+/// Reads pass through uncharged (a duplex stream: wrap it in a
+/// [`ThrottledReader`](super::ThrottledReader) to charge its reads too).
+#[cfg(feature = "tokio-io")]
+impl<W: tokio::io::AsyncRead, L: Chargeable> tokio::io::AsyncRead for ThrottledWriter<W, L> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_read(cx, buf)
+    }
+}
+
+/// Reads pass through uncharged (a duplex stream: wrap it in a
+/// [`ThrottledReader`](super::ThrottledReader) to charge its reads too).
+#[cfg(feature = "futures-io")]
+impl<W: futures_io::AsyncRead, L: Chargeable> futures_io::AsyncRead for ThrottledWriter<W, L> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_read(cx, buf)
+    }
+}
