@@ -14,9 +14,9 @@
 //! **Chunks.** A transfer asks at most the limiter's largest request at once (its
 //! [`Quota`](crate::Quota) limit: a token bucket's `token_limit`, GCRA's burst, a window's
 //! `permit_limit`), so a read, write or item larger than the burst is split, never refused.
-//! The `with_max_chunk` constructors set the size for limiters without a quota; a size the
-//! limiter refuses with [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit) is halved until
-//! it fits.
+//! The `with_max_chunk` constructors set the size (a limiter of yours without a quota, or
+//! parts smaller than the limit); a size the limiter refuses with
+//! [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit) is halved until it fits.
 //!
 //! **Reserve, then settle.** A read or write reserves permits for the bytes it may move, then
 //! settles the lease (as [`Lease::settle`](crate::Lease::settle) does) to the bytes it moved:

@@ -73,7 +73,8 @@ impl<R, L: Chargeable> ThrottledReader<R, L> {
     }
 
     /// `inner`, charged to `limiter`, asking at most `max_chunk` permits at once (0 counts as
-    /// 1): for a limiter that does not report its [`Quota`] (a chain). Too large a value is
+    /// 1): for a limiter of yours that does not report its [`Quota`], or for parts smaller than
+    /// the limit (a finer interleaving of readers sharing it). Too large a value is
     /// harmless: when the limiter answers
     /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the reader asks half as much,
     /// and keeps the smaller size.

@@ -135,8 +135,9 @@ impl<S: Stream, L: Chargeable, F: FnMut(&S::Item) -> u32> ThrottledStream<S, L, 
     }
 
     /// As [`weighted`](Self::weighted), in parts of at most `max_chunk` permits (0 counts as
-    /// 1), for a limiter that does not report its [`Quota`]; halved whenever the limiter
-    /// answers [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
+    /// 1), for a limiter of yours that does not report its [`Quota`] or for parts smaller than
+    /// the limit; halved whenever the limiter answers
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
     ///
     /// ```
     /// use std::sync::Arc;

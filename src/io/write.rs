@@ -69,8 +69,9 @@ impl<W, L: Chargeable> ThrottledWriter<W, L> {
     }
 
     /// `inner`, charged to `limiter`, asking at most `max_chunk` permits at once (0 counts as
-    /// 1), for a limiter that does not report its [`Quota`]; halved whenever the limiter
-    /// answers [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
+    /// 1), for a limiter of yours that does not report its [`Quota`] or for parts smaller than
+    /// the limit; halved whenever the limiter answers
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit).
     ///
     /// ```
     /// use std::sync::Arc;
