@@ -88,6 +88,12 @@ pub mod embassy;
 #[cfg(all(test, feature = "embassy-time"))]
 use embassy_time as _;
 mod fixed_window;
+#[cfg(any(feature = "stream", feature = "tokio-io", feature = "futures-io"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "stream", feature = "tokio-io", feature = "futures-io")))
+)]
+pub mod io;
 mod jitter;
 mod lease;
 mod limiter;

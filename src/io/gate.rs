@@ -1,0 +1,194 @@
+//! The state every adapter keeps between polls: the lease it holds, or the acquisition it waits
+//! on, and the largest request it makes of the limiter.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::future::Future;
+use core::pin::{pin, Pin};
+use core::task::{Context, Poll, Waker};
+
+use crate::lease::{Lease, Reason, Rejection, Release};
+use crate::limiter::AcquireAsync;
+
+/// A waiting acquisition that owns its handle to the limiter; it resolves to the lease's parts.
+type Waiting = Pin<Box<dyn Future<Output = Result<Held, Rejection>> + Send>>;
+
+/// A lease of the gate's limiter, taken apart (the limiter is the gate's, so the lease need not
+/// hold a handle to it): its permits, the limiter's stamp, and whether it returns its permits
+/// when it ends (a concurrency limiter's).
+#[derive(Clone, Copy, Debug)]
+#[doc(hidden)]
+pub struct Held {
+    permits: u32,
+    stamp: u64,
+    returns: bool,
+}
+
+impl Held {
+    fn of(lease: Lease<'_>) -> Self {
+        let (permits, stamp, returns) = lease.into_parts();
+        Self {
+            permits,
+            stamp,
+            returns,
+        }
+    }
+}
+
+/// The bounds a limiter meets to be charged by the adapters: a waiting, shareable limiter
+/// whose waits can be held across polls and moved between threads.
+///
+/// Implemented for every such limiter: the built-in ones (on a `Send + Sync` clock),
+/// [`NoopLimiter`](crate::NoopLimiter), and any limiter of yours that implements
+/// [`AcquireAsync`] and [`Release`] with a `Send` future. As for
+/// [`AcquireOwned`](crate::AcquireOwned), the limiter is taken to be what its leases release
+/// and settle through: an adapter keeps a lease's count and stamp, not the lease, and settles
+/// and releases it through the limiter.
+///
+/// ```
+/// use tollgate::io::Chargeable;
+/// use tollgate::{GcraLimiter, NoopLimiter, StdClock, TokenBucketLimiter};
+///
+/// fn chargeable<L: Chargeable>() {}
+/// chargeable::<TokenBucketLimiter<StdClock>>();
+/// chargeable::<GcraLimiter<StdClock>>();
+/// chargeable::<NoopLimiter>();
+/// ```
+pub trait Chargeable: AcquireAsync + Release + Send + Sync + 'static {
+    /// The limiter's waiting acquisition of `permits`, owning a handle to it (boxed, so that an
+    /// adapter can keep it across polls).
+    #[doc(hidden)]
+    fn wait_owned(self: Arc<Self>, permits: u32) -> Waiting;
+}
+
+impl<L> Chargeable for L
+where
+    L: AcquireAsync + Release + Send + Sync + 'static,
+    for<'a> L::Acquire<'a>: Send,
+{
+    fn wait_owned(self: Arc<Self>, permits: u32) -> Waiting {
+        Box::pin(async move { Ok(Held::of(self.acquire(permits).await?)) })
+    }
+}
+
+/// One direction's charging state: the limiter, the largest request made of it, and the lease
+/// held (or the acquisition waited on) for the transfer in progress.
+pub(crate) struct Gate<L: Chargeable> {
+    limiter: Arc<L>,
+    /// The largest request made at once (at least 1): the limiter's limit when known, halved
+    /// whenever the limiter answers [`Reason::ExceedsLimit`].
+    max_chunk: u32,
+    /// Permits granted and not yet settled: kept while the inner transfer is pending.
+    lease: Option<Held>,
+    /// The acquisition under way, when the permits were not there at once.
+    waiting: Option<Waiting>,
+}
+
+impl<L: Chargeable> Gate<L> {
+    /// A gate on `limiter` asking at most `max_chunk` permits at once (0 counts as 1).
+    pub(crate) fn new(limiter: Arc<L>, max_chunk: u64) -> Self {
+        Self {
+            limiter,
+            max_chunk: max_chunk.clamp(1, u64::from(u32::MAX)) as u32,
+            lease: None,
+            waiting: None,
+        }
+    }
+
+    pub(crate) fn limiter(&self) -> &Arc<L> {
+        &self.limiter
+    }
+
+    pub(crate) fn max_chunk(&self) -> u32 {
+        self.max_chunk
+    }
+
+    /// Permits for a transfer of up to `want` (at least 1): the lease already held, whatever
+    /// its size, or a new one of `min(want, max_chunk)`. Resolves to the permits held; a
+    /// refusal other than waiting (closed, queue full, evicted, timed out) is the error.
+    pub(crate) fn poll_grant(
+        &mut self,
+        cx: &mut Context<'_>,
+        want: u32,
+    ) -> Poll<Result<u32, Rejection>> {
+        loop {
+            if let Some(lease) = &self.lease {
+                return Poll::Ready(Ok(lease.permits));
+            }
+            let n = want.clamp(1, self.max_chunk);
+            let granted = match &mut self.waiting {
+                Some(waiting) => {
+                    let polled = waiting.as_mut().poll(cx);
+                    if polled.is_ready() {
+                        self.waiting = None;
+                    }
+                    polled
+                }
+                None => self.acquire_at_once(n),
+            };
+            match granted {
+                Poll::Pending if self.waiting.is_none() => {
+                    // Not there at once: wait with a future that owns its handle.
+                    self.waiting = Some(self.limiter.clone().wait_owned(n));
+                }
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(lease)) => self.lease = Some(lease),
+                Poll::Ready(Err(r)) if r.reason() == Reason::ExceedsLimit && n > 1 => {
+                    // Larger than the limiter's largest request: ask half as much from now on.
+                    self.max_chunk = n / 2;
+                }
+                Poll::Ready(Err(r)) => return Poll::Ready(Err(r)),
+            }
+        }
+    }
+
+    /// The fast path: the limiter's own future, polled once in place (no allocation, no
+    /// handle taken). Pending means the permits are not there now; the future is dropped,
+    /// which takes nothing, and the caller queues a boxed one at once, in the same place: at
+    /// the tail of an oldest-first queue, at the head of a newest-first one (where the room
+    /// the dropped waiter made means no second eviction). A full oldest-first queue answers
+    /// `QueueFull` on this first poll.
+    fn acquire_at_once(&self, n: u32) -> Poll<Result<Held, Rejection>> {
+        let acquire = pin!(self.limiter.acquire(n));
+        acquire
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .map_ok(Held::of)
+    }
+
+    /// Ends the transfer: the lease held is settled to the `used` permits (never more than it
+    /// holds), as [`Lease::settle`] does, and ends (a concurrency limiter's permits go back).
+    /// A limiter that cannot settle keeps the whole lease charged.
+    pub(crate) fn settle(&mut self, used: u32) {
+        if let Some(held) = self.lease.take() {
+            let used = used.min(held.permits);
+            let kept = if used == held.permits
+                || self.limiter.settle(held.permits, used, held.stamp).is_ok()
+            {
+                used
+            } else {
+                held.permits
+            };
+            if held.returns {
+                self.limiter.release(kept);
+            }
+        }
+    }
+}
+
+/// A lease still held when the adapter goes away was for a transfer that never happened: its
+/// permits go back.
+impl<L: Chargeable> Drop for Gate<L> {
+    fn drop(&mut self) {
+        self.settle(0);
+    }
+}
+
+impl<L: Chargeable> core::fmt::Debug for Gate<L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Gate")
+            .field("max_chunk", &self.max_chunk)
+            .field("lease", &self.lease)
+            .field("waiting", &self.waiting.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,237 @@
+//! [`ThrottledReader`]: bytes read, charged to a limiter.
+
+use alloc::sync::Arc;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use super::gate::{Chargeable, Gate};
+use crate::quota::Quota;
+
+pin_project_lite::pin_project! {
+    /// A reader whose bytes are charged to a limiter, one permit a byte (features `tokio-io`
+    /// and `futures-io`: it implements tokio's and `futures-io`'s `AsyncRead`).
+    ///
+    /// Each read reserves permits for `min(buffer room, largest request)` bytes, waiting for
+    /// them as the limiter's `acquire` waits, then reads into at most that many bytes and
+    /// settles the lease to the bytes actually read: a short read, an end of file (0 bytes) or
+    /// an error gives the rest back (see [`Lease::settle`](crate::Lease::settle); a limiter
+    /// that cannot settle keeps the whole reservation charged). While the inner reader is
+    /// pending, the reservation is kept for the next poll, not taken again. A read larger than
+    /// the limiter's largest request is cut to it: never refused.
+    ///
+    /// The limiter is shared (`Arc`): one budget can cover many readers and writers. A refusal
+    /// other than waiting (the limiter closed, its queue full) is an `std::io::Error` of kind
+    /// `Other` whose source is the [`Rejection`](crate::Rejection) (see
+    /// [`rejection`](super::rejection)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tokio::io::AsyncReadExt;
+    /// use tollgate::io::ThrottledReader;
+    /// use tollgate::{Limiter, TokenBucketLimiter, TokenBucketOptions};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// // 64 KiB at once, then 1 MiB/s.
+    /// let opts = TokenBucketOptions::per(Duration::from_millis(62_500), 65_536);
+    /// let budget = Arc::new(TokenBucketLimiter::new(opts).unwrap());
+    /// let data = vec![7u8; 10_000];
+    /// let mut reader = ThrottledReader::new(&data[..], budget.clone());
+    /// let mut out = Vec::new();
+    /// reader.read_to_end(&mut out).await.unwrap();
+    /// assert_eq!(out, data);
+    /// assert_eq!(budget.available_permits(), 65_536 - 10_000); // the bytes read, no more
+    /// # });
+    /// ```
+    #[derive(Debug)]
+    pub struct ThrottledReader<R, L: Chargeable> {
+        #[pin]
+        inner: R,
+        gate: Gate<L>,
+    }
+}
+
+impl<R, L: Chargeable> ThrottledReader<R, L> {
+    /// `inner`, charged to `limiter`, asking at most the limiter's limit
+    /// ([`Quota::quota`]`().limit`, its largest request) at once.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::io::ThrottledReader;
+    /// use tollgate::{GcraLimiter, GcraOptions};
+    ///
+    /// let gcra = Arc::new(GcraLimiter::new(GcraOptions::per_second(1_000_000).with_burst(4096)).unwrap());
+    /// let reader = ThrottledReader::new(&b"hello"[..], gcra);
+    /// assert_eq!(reader.max_chunk(), 4096);
+    /// ```
+    pub fn new(inner: R, limiter: Arc<L>) -> Self
+    where
+        L: Quota,
+    {
+        let limit = limiter.quota().limit;
+        Self::with_max_chunk(inner, limiter, limit)
+    }
+
+    /// `inner`, charged to `limiter`, asking at most `max_chunk` permits at once (0 counts as
+    /// 1): for a limiter of yours that does not report its [`Quota`], or for parts smaller than
+    /// the limit (a finer interleaving of readers sharing it). Too large a value is
+    /// harmless: when the limiter answers
+    /// [`Reason::ExceedsLimit`](crate::Reason::ExceedsLimit), the reader asks half as much,
+    /// and keeps the smaller size.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::io::ThrottledReader;
+    /// use tollgate::NoopLimiter;
+    ///
+    /// let reader = ThrottledReader::with_max_chunk(&b"hello"[..], Arc::new(NoopLimiter::new()), 1024);
+    /// assert_eq!(reader.max_chunk(), 1024);
+    /// ```
+    pub fn with_max_chunk(inner: R, limiter: Arc<L>, max_chunk: u64) -> Self {
+        Self {
+            inner,
+            gate: Gate::new(limiter, max_chunk),
+        }
+    }
+
+    /// The largest number of bytes charged (and read) at once.
+    pub fn max_chunk(&self) -> u32 {
+        self.gate.max_chunk()
+    }
+
+    /// The limiter charged.
+    pub fn limiter(&self) -> &Arc<L> {
+        self.gate.limiter()
+    }
+
+    /// The inner reader.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    /// The inner reader, mutably (bytes read from it directly are not charged).
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
+    /// The inner reader, pinned.
+    pub fn get_pin_mut(self: Pin<&mut Self>) -> Pin<&mut R> {
+        self.project().inner
+    }
+
+    /// The inner reader; a reservation still held goes back to the limiter.
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+
+    /// Reads through `read`, which fills a buffer of the given length and answers the bytes
+    /// read: the charging common to both `AsyncRead`s.
+    #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
+    fn poll_charged(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        room: usize,
+        read: impl FnOnce(Pin<&mut R>, &mut Context<'_>, usize) -> Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.project();
+        let want = u32::try_from(room).unwrap_or(u32::MAX);
+        let granted = match this.gate.poll_grant(cx, want) {
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(r)) => return Poll::Ready(Err(super::io_error(r))),
+            Poll::Pending => return Poll::Pending,
+        };
+        let len = room.min(granted as usize);
+        match read(this.inner, cx, len) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(n)) => {
+                this.gate.settle(u32::try_from(n).unwrap_or(u32::MAX));
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => {
+                this.gate.settle(0);
+                Poll::Ready(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl<R: tokio::io::AsyncRead, L: Chargeable> tokio::io::AsyncRead for ThrottledReader<R, L> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let room = buf.remaining();
+        if room == 0 {
+            return self.project().inner.poll_read(cx, buf);
+        }
+        let read = self.poll_charged(cx, room, |inner, cx, len| {
+            // Initialized once per buffer (tokio tracks it), so that no unsafe is needed here.
+            let mut part = tokio::io::ReadBuf::new(buf.initialize_unfilled_to(len));
+            inner
+                .poll_read(cx, &mut part)
+                .map_ok(|()| part.filled().len())
+        });
+        read.map_ok(|n| buf.advance(n))
+    }
+}
+
+#[cfg(feature = "futures-io")]
+impl<R: futures_io::AsyncRead, L: Chargeable> futures_io::AsyncRead for ThrottledReader<R, L> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if buf.is_empty() {
+            return self.project().inner.poll_read(cx, buf);
+        }
+        let room = buf.len();
+        self.poll_charged(cx, room, |inner, cx, len| {
+            inner.poll_read(cx, &mut buf[..len])
+        })
+    }
+}
+
+/// Writes pass through uncharged (a duplex stream: charge its writes with a
+/// [`ThrottledWriter`](super::ThrottledWriter) inside).
+#[cfg(feature = "tokio-io")]
+impl<R: tokio::io::AsyncWrite, L: Chargeable> tokio::io::AsyncWrite for ThrottledReader<R, L> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_shutdown(cx)
+    }
+}
+
+/// Writes pass through uncharged (a duplex stream: charge its writes with a
+/// [`ThrottledWriter`](super::ThrottledWriter) inside).
+#[cfg(feature = "futures-io")]
+impl<R: futures_io::AsyncWrite, L: Chargeable> futures_io::AsyncWrite for ThrottledReader<R, L> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.project().inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.project().inner.poll_close(cx)
+    }
+}
