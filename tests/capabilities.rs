@@ -1,12 +1,12 @@
 //! The capability matrix (issue 25): what each limiter offers, asserted at compile time where a
 //! trait says it (a missing impl fails to build), at run time where a constructor does.
 //!
-//! | limiter | `AcquireAsync` | `Quota` | `NoQueue` | `PartitionKind` | woken by time | jittered waits |
-//! |---|---|---|---|---|---|---|
-//! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) | (released, not timed) |
-//! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | limiter | `AcquireAsync` | `Quota` | `NoQueue` | `PartitionKind` | woken by time | jittered waits | settle |
+//! |---|---|---|---|---|---|---|---|
+//! | concurrency | ✓ | ✓ | ✓ | ✓ | (released, not timed) | (released, not timed) | ✓ |
+//! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
 //!
 //! `NoQueue` is a limiter type without the queue's code or memory (firmware, a proxy that
 //! answers 429 at once). The keyed forms and the HTTP policies: `tests/keyed_*.rs`,
@@ -190,5 +190,54 @@ fn every_rate_limiter_waits_with_jitter() {
         LeakyBucketShaper(ShaperOptions::per_second(2).with_max_permits(2)),
         SlidingCounterLimiter(SlidingCounterOptions::per_second(2)),
         SlidingLogLimiter(SlidingLogOptions::per_second(2)),
+    );
+}
+
+/// Every limiter's lease settles (issue 38), queued (`lease.settle`) and queueless
+/// (`limiter.settle(&mut lease, n)`): a lease of 2 settled to 1 leaves the limiter as a twin
+/// that was asked for 1 (the same available permits, the same answer to the next request).
+#[test]
+fn every_limiter_settles_its_leases() {
+    let s = Duration::from_secs(1);
+    macro_rules! check {
+        ($($ty:ident($opts:expr)),* $(,)?) => {$({
+            let clock = ManualClock::new();
+            let answer = |l: &dyn Limiter| {
+                (l.available_permits(), l.try_acquire(1).map(|_| ()).map_err(|r| r.retry_after()))
+            };
+            // (Without a queue: the queue limit 0, which a shaper's options do not default to.)
+            let twin = $ty::without_queue($opts.with_queue(0, QueueOrder::OldestFirst), &clock).unwrap();
+            drop(twin.try_acquire(1).unwrap());
+            let queued = $ty::with_clock($opts.with_queue(2, QueueOrder::OldestFirst), &clock).unwrap();
+            let mut lease = queued.try_acquire(2).unwrap();
+            lease.settle(1).unwrap();
+            let bare = $ty::without_queue($opts.with_queue(0, QueueOrder::OldestFirst), &clock).unwrap();
+            let mut lease = bare.try_acquire(2).unwrap();
+            bare.settle(&mut lease, 1).unwrap();
+            let expected = answer(&twin);
+            assert_eq!(answer(&queued), expected, "{}", stringify!($ty));
+            assert_eq!(answer(&bare), expected, "{} without a queue", stringify!($ty));
+        })*};
+    }
+    check!(
+        TokenBucketLimiter(TokenBucketOptions::new(4, 1, s)),
+        FixedWindowLimiter(FixedWindowOptions::new(4, s)),
+        SlidingWindowLimiter(SlidingWindowOptions::new(4, s, 4)),
+        GcraLimiter(GcraOptions::per_second(4)),
+        LeakyBucketMeter(LeakyBucketOptions::new(4, 1, s)),
+        LeakyBucketShaper(ShaperOptions::per_second(4).with_max_permits(4)),
+        SlidingCounterLimiter(SlidingCounterOptions::per_second(4)),
+        SlidingLogLimiter(SlidingLogOptions::per_second(4)),
+    );
+    // A concurrency lease refers to its limiter (it releases when dropped), queue or not.
+    let opts = ConcurrencyOptions::new(4);
+    let queued = ConcurrencyLimiter::new(opts.with_queue(2, QueueOrder::OldestFirst)).unwrap();
+    let bare = ConcurrencyLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    let (mut a, mut b) = (queued.try_acquire(2).unwrap(), bare.try_acquire(2).unwrap());
+    a.settle(1).unwrap();
+    b.settle(1).unwrap();
+    assert_eq!(
+        (queued.available_permits(), bare.available_permits()),
+        (3, 3)
     );
 }
