@@ -417,12 +417,13 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         #[allow(clippy::redundant_closure)]
         let done = match shard.table.update(fp, |v| take(v)) {
             Some(done) => done,
-            None if permits == 0 => return Ok(at.0), // a fresh bucket is full: nothing to store
+            None if permits == 0 => return Ok(rule.stamp(at.0)), // a fresh bucket is full: nothing to store
             None => self.insert(shard, fp, now, &take)?,
         };
-        let (v, k, into) = seen.get();
-        done.map(|()| k)
-            .map_err(|()| rule.refusal(v, k, into, permits))
+        done.map(|()| rule.stamp(seen.get().1)).map_err(|()| {
+            let (v, k, into) = seen.get();
+            rule.refusal(v, k, into, permits)
+        })
     }
 
     /// Settles, for the key of fingerprint `fp`, a lease of `held` permits granted at `stamp`

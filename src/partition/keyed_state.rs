@@ -332,6 +332,13 @@ pub(crate) trait Rule {
     fn take_from(&self, v: u64, k: u64, into: u64, n: u32) -> Result<u64, ()>;
     /// The rejection of `n` from state `v` at time `k`, `into` ns into it.
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection;
+    /// The stamp a lease granted at time `k` keeps for a settle: the time itself for a rule
+    /// whose refund depends on it (the sliding counter's window), else 0 (nothing to store).
+    #[inline(always)]
+    fn stamp(&self, k: u64) -> u64 {
+        let _ = k;
+        0
+    }
     /// Settles a lease of `held` permits, granted at time `stamp` (as the lease keeps it: the
     /// low [`STAMP_BITS`](crate::STAMP_BITS) bits), to `actual`, from state `v` at time `k`,
     /// `into` ns into it: the new state, or why nothing changes.
@@ -429,6 +436,10 @@ impl Rule for KeyedSliding {
     }
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         self.rejection(v, k, into, n)
+    }
+    #[inline(always)]
+    fn stamp(&self, k: u64) -> u64 {
+        k
     }
     fn settle_from(
         &self,
