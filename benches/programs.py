@@ -23,10 +23,10 @@ verbose = os.environ.get("VERBOSE") == "1"
 # the figures measured when they were set, so that CI fails on any growth. Issue 38 (settle,
 # debt) raised the rate programs: see CHANGELOG "Issue 38".
 PROGRAMS = {
-    "token_bucket": (900, 1080, False),
-    "token_bucket_static": (900, 1048, False),
-    "fixed_window": (900, 1088, False),
-    "fixed_window_static": (900, 1048, False),
+    "token_bucket": (900, 1148, False),
+    "token_bucket_static": (900, 1052, False),
+    "fixed_window": (900, 1148, False),
+    "fixed_window_static": (900, 1052, False),
     "gcra": (1024, 1028, False),
     "gcra_static": (1024, 996, False),
     "leaky_meter": (1024, 1044, False),

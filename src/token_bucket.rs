@@ -47,17 +47,11 @@ impl TokenBucketOptions {
         }
     }
 
-    /// The bucket's refill, with the default debt bound: one limit (less where the two would
-    /// pass `u32::MAX`).
+    /// The bucket's refill.
     pub(crate) const fn refill(&self) -> Refill {
         Refill {
             limit: self.token_limit,
             per_tick: self.tokens_per_period,
-            floor: if self.token_limit > u32::MAX - self.token_limit {
-                u32::MAX - self.token_limit
-            } else {
-                self.token_limit
-            },
         }
     }
 

@@ -29,16 +29,14 @@ crate::state_cell::state_word!(Bucket, Denied);
 type StateWord = Packed<Bucket>;
 
 /// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: the
-/// limit and the refill in one word, so that a decision reads a consistent pair with one load;
-/// the debt bound (the floor) beside them, fixed when the limiter is built (the stored token
-/// count is relative to it, so it never changes under a decision).
+/// limit and the refill in one word, so that a decision reads a consistent pair with one load.
 #[derive(Debug)]
-struct RefillCell(AtomicU64, u32);
+struct RefillCell(AtomicU64);
 
 impl RefillCell {
     crate::sync::const_unless_loom! {
         fn new(r: Refill) -> Self {
-            Self(AtomicU64::new((r.limit as u64) << 32 | r.per_tick as u64), r.floor)
+            Self(AtomicU64::new((r.limit as u64) << 32 | r.per_tick as u64))
         }
     }
 
@@ -48,35 +46,15 @@ impl RefillCell {
         Refill {
             limit: (w >> 32) as u32,
             per_tick: w as u32,
-            floor: self.1,
         }
     }
 
-    /// The limit and the refill, as a decision reads them (the floor is a constant beside).
-    #[inline(always)]
-    fn rate(&self) -> Rate {
-        let w = self.0.load(crate::sync::Ordering::Acquire);
-        Rate {
-            limit: (w >> 32) as u32,
-            per_tick: w as u32,
-        }
-    }
-
-    /// Sets the limit and the refill of `r` (its floor is not changed: see the type).
     fn set(&self, r: Refill) {
         self.0.store(
             u64::from(r.limit) << 32 | u64::from(r.per_tick),
             crate::sync::Ordering::Release,
         );
     }
-}
-
-/// The limit and the refill: what the quick path reads in one load and keeps in one register
-/// (a [`Refill`] with its floor is three words, which would go by reference).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Rate {
-    limit: u32,
-    per_tick: u32,
 }
 
 /// The shared core. `refill.limit` is the largest request that can ever succeed. `Q` is the
@@ -106,19 +84,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         ) -> Self {
             Self {
                 word: packed!(
-                    Bucket::full(refill.cap()),
-                    Bucket::narrow_shift(refill.cap(), period_ns)
+                    Bucket::full(refill.limit),
+                    Bucket::narrow_shift(refill.limit, period_ns)
                 ),
                 base: RateBase::new(origin, period_ns, queue, clock),
                 refill: RefillCell::new(refill),
             }
         }
-    }
-
-    /// The limit and the refill now, without the floor (the quick path's reading).
-    #[inline(always)]
-    pub(crate) fn rate(&self) -> Rate {
-        self.refill.rate()
     }
 
     /// The refill now (changed only by [`reconfigure`](Self::reconfigure)).
@@ -127,22 +99,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         self.refill.get()
     }
 
-    /// The refill of `q`, the rate a decision read once (and gated the request on), with the
-    /// floor: every later step of that decision uses this same pair, never a re-read that a
-    /// concurrent `reconfigure` may have changed.
-    #[inline(always)]
-    fn with_floor(&self, q: Rate) -> Refill {
-        Refill {
-            limit: q.limit,
-            per_tick: q.per_tick,
-            floor: self.refill.1,
-        }
-    }
-
     /// The largest token limit the state word's layout holds (the 64-bit word's token field,
-    /// sized at creation with every bit the ticks leave free, less the debt bound).
+    /// sized at creation with every bit the ticks leave free).
     pub(crate) fn max_limit(&self) -> u32 {
-        self.word.max_field() - self.refill.1
+        match self.word.narrow() {
+            Some((_, shift)) => Bucket::narrow_max_limit(shift),
+            None => u32::MAX,
+        }
     }
 
     /// Refuses, with [`OptionsError::LimitTooLarge`], a limit the state word does not hold.
@@ -177,8 +140,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
 
     /// [`QuickPath::take_slow`]: the general transition, the queue, the 128-bit word.
     #[inline(never)]
-    fn general(&self, e: u64, n: u32, q: Rate, serve: impl FnOnce()) -> Result<u64, Rejection> {
-        let r = self.with_floor(q);
+    fn general(&self, e: u64, n: u32, r: Refill, serve: impl FnOnce()) -> Result<u64, Rejection> {
         let result = crate::quick_path::attempt_after_waiters(
             &self.base.queue,
             true,
@@ -206,33 +168,29 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// sends everything else (the 128-bit word, another tick, a flag, a lost race, a wait of
     /// 2^64 ns or more) to it.
     #[inline(always)]
-    fn quick(&self, e: u64, n: u32, q: Rate) -> Option<Result<u64, Nanos>> {
-        let r = self.with_floor(q);
+    fn quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<u64, Nanos>> {
         let (word, shift) = self.word.narrow()?;
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64(w, shift)?;
         let into = self.base.ticker.offset_in_own(e, tick)?;
-        // Only the tokens above the floor (the debt bound) are available; `n + floor` cannot
-        // overflow (`n <= limit`, the caller's gate, and `limit + floor <= u32::MAX`).
-        if tokens >= n + r.floor {
+        if tokens >= n {
             // Tokens above the limit (it was lowered) are dropped by the general path first.
-            return (tokens <= r.cap() && cas::swap_once(word, w, w - u64::from(n)))
+            return (tokens <= r.limit && cas::swap_once(word, w, w - u64::from(n)))
                 .then_some(Ok(0));
         }
-        // Refused: `tokens < n + floor` (`n <= limit`, the caller's gate).
+        // Refused: `tokens < n <= limit` (the caller's gate).
         let ticks = Bucket {
             tokens,
             ..Bucket::full(r.limit)
         }
         .ticks_to_take_within(r, n);
-        // `ticks >= 1` here (`tokens < n + floor`), so the wait is at least 1 ns.
+        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
         let ns = u64::from(ticks).checked_mul(self.base.ticker.period_ns())?;
         Some(Err(Nanos::from_u64(ns - into)))
     }
 
     /// [`QuickPath::judge`].
-    fn judge(&self, e: u64, n: u32, q: Rate) -> Result<(), Rejection> {
-        let r = self.with_floor(q);
+    fn judge(&self, e: u64, n: u32, r: Refill) -> Result<(), Rejection> {
         let b = self.word.load();
         let (k, into) = self.base.ticker.locate(e, b.tick);
         match b.try_take(k, n, r, self.base.queue.barging()) {
@@ -259,15 +217,15 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             self.retry_after_queued(k, into, n)
         } else {
             let base = k.max(b.tick);
-            // At most `n <= limit` (1 for a probe).
+            // At most `n + debt <= u32::MAX` (the debt bound keeps it there; 1 for a probe).
             let missing = u32::try_from(missing).unwrap_or(u32::MAX);
-            // `missing` counts the floor already: the ticks that bring that many tokens.
-            let gain = Refill {
-                limit: r.cap(),
-                floor: 0,
-                ..r
-            };
-            let ticks = Bucket { tokens: 0, ..b }.ticks_to_take(gain, missing);
+            // The ticks that bring `missing` tokens (a debt counted in it already).
+            let ticks = Bucket {
+                tokens: 0,
+                debt: false,
+                ..b
+            }
+            .ticks_to_take_within(r, missing);
             // A rejection keeps 64 bits: no 96-bit product (firmware code size).
             self.base.ticker.wait_one_u64(k, into, base, ticks)
         }
@@ -314,7 +272,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let base = k.max(b.tick);
         let b = b.at(base, self.refill());
         let r = self.refill();
-        let missing = (total + u64::from(r.floor)).saturating_sub(u64::from(b.tokens));
+        let missing = (total + u64::from(b.owed())).saturating_sub(u64::from(b.available()));
         let ticks = Bucket::ticks_to_gain(missing, r);
         self.base
             .ticker
@@ -333,7 +291,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let r = self.refill();
         let Ok((_, tokens)) = self.word.transition(|b| {
             let now = b.at(k, r);
-            Ok::<_, Infallible>((now, now.tokens))
+            Ok::<_, Infallible>((now, now.available()))
         });
         tokens
     }
@@ -351,7 +309,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     }
 
     fn available(&self) -> u64 {
-        u64::from(self.refill().available(self.now_state().tokens))
+        u64::from(self.now_state().available())
     }
 
     /// Full since the start of the tick it filled at; `None` while not full or while anyone
@@ -376,7 +334,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     /// reading, one refill computation).
     #[inline]
     fn replenished(&self) -> u64 {
-        u64::from(self.refill().available(self.catch_up_tokens()))
+        u64::from(self.catch_up_tokens())
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
@@ -397,13 +355,13 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     }
 
     /// Takes `n` more tokens now, past any waiter, into debt when they are not there, down to
-    /// the floor's bound ([`Bucket::take_debt`]).
+    /// its bound ([`Bucket::take_debt`]).
     fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
         let (k, _) = self.base.tick();
         let r = self.refill();
         self.word
             .transition(|b| {
-                b.take_debt(k, n, r)
+                b.take_debt(k, n, r, self.max_limit())
                     .map(|next| (next, ()))
                     .ok_or(crate::lease::SettleError::DebtLimit)
             })
@@ -433,7 +391,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { rate: Rate, limit, quick, general, judge }
+    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general, judge }
 }
 
 impl<C, Q> CellCore for BucketCore<C, Q> {
@@ -588,17 +546,13 @@ mod tests {
     fn both_layouts_follow_the_same_transitions() {
         let sec = 1_000_000_000;
         for (limit, per_tick, period) in [
-            (1u32, 1u32, 4u64),
-            ((1 << 28) - 1, 1 << 20, sec),
+            (1u32, 1u32, 8u64),
+            ((1 << 27) - 1, 1 << 20, sec),
             (5, 2, 1_000),
-            (u32::MAX, u32::MAX, 1 << 33),
-            (u32::MAX, 1, 1 << 33),
+            (u32::MAX, u32::MAX, 1 << 34),
+            (u32::MAX, 1, 1 << 34),
         ] {
-            let r = Refill {
-                limit,
-                per_tick,
-                floor: 0,
-            };
+            let r = Refill { limit, per_tick };
             let shift = Bucket::narrow_shift(limit, period).expect("fits");
             let narrow: StateWord = packed!(Bucket::full(limit), Some(shift));
             let wide: StateWord = packed!(Bucket::full(limit), None);
@@ -615,10 +569,12 @@ mod tests {
                     _ => (x >> 4) % (max_tick + 1),
                 };
                 let n = ((x >> 20) as u32) % limit.saturating_add(1).max(1);
+                let field_max = Bucket::narrow_max_limit(shift);
                 let op = |b: Bucket| -> Result<(Bucket, ()), Denied> {
-                    match (x >> 40) % 6 {
+                    match (x >> 40) % 7 {
                         0 | 1 => b.try_take(k, n, r, x & 1 == 0).map(|b| (b, ())),
                         2 => Ok((b.give_back(k, n, r), ())),
+                        6 => Ok((b.take_debt(k, n, r, field_max).unwrap_or(b), ())),
                         3 => Ok((b.at(k, r), ())),
                         4 => Ok((b.with_waiters(x & 2 == 0), ())),
                         _ if step % 500 == 499 => Ok((b.close(), ())),

@@ -12,7 +12,8 @@
 //! | 0..32   | `tokens`  | tokens in the bucket as of tick `tick`                            |
 //! | 32      | `closed`  | `close()` was called                                               |
 //! | 33      | `waiters` | the wait queue is not empty (reserved for waiting)                |
-//! | 34..64  | —         | zero                                                              |
+//! | 34      | `debt`    | `tokens` are owed, not held (a lease settled above its estimate)  |
+//! | 35..64  | —         | zero                                                              |
 //! | 64..128 | `tick`    | periods since creation: of the last write, or, for a full bucket, |
 //! |         |           | of the moment it became full                                      |
 //!
@@ -22,8 +23,8 @@
 //!
 //! **The native 64-bit layout.** No tick can exceed `(2^63 − 1) / period` (a limiter reads its
 //! clock as stepped back from 2^63 ns after creation on: see `ticks`), and no token count can
-//! exceed the limit. When both fit beside the two flags — `bits(limit) + bits(max tick) <= 62`,
-//! (a limit below 2^28 with a 1 s period, 2^15 with 100 ms, 4,096 with 10 ms, 256 with 1 ms)
+//! exceed the limit (nor can a debt). When both fit beside the three flags —
+//! `bits(limit) + bits(max tick) <= 61` (a limit below 2^27 with a 1 s period, 2^17 with 1 ms)
 //! — the same state is packed into one `u64` ([`Bucket::pack64`]), losing nothing: every state
 //! the transitions can reach round-trips, so no idle gap aliases and the behaviour is identical.
 //! Otherwise the limiter keeps the 128-bit word.
@@ -31,46 +32,32 @@
 //! | bits (64-bit layout)  | field     |
 //! |-----------------------|-----------|
 //! | 0..shift              | `tokens`  |
-//! | shift..62             | `tick`    |
+//! | shift..61             | `tick`    |
+//! | 61                    | `debt`    |
 //! | 62                    | `closed`  |
 //! | 63                    | `waiters` |
 
-/// How a bucket refills, and how deep it may go into debt.
-///
-/// **Debt** (a lease settled above its estimate: [`Bucket::take_debt`]) is kept in the token
-/// count itself: the state holds `floor` tokens more than are available, so a count below
-/// `floor` is a debt of `floor - tokens`. A newcomer takes only tokens above the floor; a debt
-/// may take the floor's too, down to zero. Refills fill the bucket to `limit + floor`
-/// ([`cap`](Self::cap)): time repays the debt first, and the RetryAfter of a request counts it.
-/// With a floor of 0 (no debt allowed) this is the plain bucket.
+/// How a bucket refills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Refill {
-    /// Capacity (token limit, or permits per window): the most a request may take.
+    /// Capacity (token limit, or permits per window): the most a request may take, and the
+    /// most a settled lease may owe (the debt bound).
     pub limit: u32,
     /// Tokens added at the start of every tick (the window's whole limit, for a fixed window).
     pub per_tick: u32,
-    /// The debt bound: tokens kept below what is available (`limit + floor <= u32::MAX`).
-    pub floor: u32,
-}
-
-impl Refill {
-    /// The most tokens the state holds: the limit above the floor.
-    #[inline(always)]
-    pub const fn cap(self) -> u32 {
-        self.limit + self.floor
-    }
-
-    /// Tokens available in a state holding `tokens` (none while in debt).
-    #[inline(always)]
-    pub const fn available(self, tokens: u32) -> u32 {
-        tokens.saturating_sub(self.floor)
-    }
 }
 
 /// The unpacked state.
+///
+/// **Debt** (a lease settled above its estimate: [`Bucket::take_debt`]) is the `debt` flag
+/// with `tokens` counting what is owed: nothing is available until refills have repaid it,
+/// and a request's wait counts it. Packed, the flag is a bit beside `closed` and `waiters`,
+/// so that the quick path, which takes only from a word with no flag set
+/// ([`plain64`](Self::plain64)), leaves a bucket in debt to the general path and pays nothing
+/// for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bucket {
-    /// Tokens as of `tick`.
+    /// Tokens as of `tick` (owed, if `debt`).
     pub tokens: u32,
     /// Periods since creation (see the module docs).
     pub tick: u64,
@@ -78,11 +65,14 @@ pub struct Bucket {
     pub closed: bool,
     /// The wait queue is not empty.
     pub waiters: bool,
+    /// `tokens` are owed, not held.
+    pub debt: bool,
 }
 
 const TOKENS: u128 = 0xFFFF_FFFF;
 const CLOSED: u128 = 1 << 32;
 const WAITERS: u128 = 1 << 33;
+const DEBT: u128 = 1 << 34;
 
 /// Why a take was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +105,47 @@ impl Bucket {
             tick: 0,
             closed: false,
             waiters: false,
+            debt: false,
+        }
+    }
+
+    /// Tokens available (none while in debt).
+    #[inline(always)]
+    pub const fn available(self) -> u32 {
+        if self.debt {
+            0
+        } else {
+            self.tokens
+        }
+    }
+
+    /// Tokens owed (none unless in debt).
+    #[inline(always)]
+    pub const fn owed(self) -> u32 {
+        if self.debt {
+            self.tokens
+        } else {
+            0
+        }
+    }
+
+    /// Tokens held less tokens owed.
+    #[inline(always)]
+    const fn balance(self) -> i64 {
+        if self.debt {
+            -(self.tokens as i64)
+        } else {
+            self.tokens as i64
+        }
+    }
+
+    /// The same state with `balance` tokens held (owed, if negative; `|balance| < 2^32`).
+    #[inline(always)]
+    const fn with_balance(self, balance: i64) -> Bucket {
+        Bucket {
+            tokens: balance.unsigned_abs() as u32,
+            debt: balance < 0,
+            ..self
         }
     }
 
@@ -126,6 +157,7 @@ impl Bucket {
             tick: (w >> 64) as u64,
             closed: w & CLOSED != 0,
             waiters: w & WAITERS != 0,
+            debt: w & DEBT != 0,
         }
     }
 
@@ -136,23 +168,31 @@ impl Bucket {
             | self.tokens as u128
             | if self.closed { CLOSED } else { 0 }
             | if self.waiters { WAITERS } else { 0 }
+            | if self.debt { DEBT } else { 0 }
     }
 
     /// The width of the token field of the 64-bit layout for a bucket of `limit` tokens and
     /// ticks of `period_ns`, if every reachable state fits in it (see the module docs).
     ///
     /// The token field gets every bit the ticks leave free (at most 32), not just the bits of
-    /// `limit`, so that the limit can be raised at run time up to `2^shift - 1`.
+    /// `limit`, so that the limit can be raised at run time up to `2^shift - 1`
+    /// ([`narrow_max_limit`](Self::narrow_max_limit)); a debt is at most the limit, so it
+    /// fits the same field.
     pub const fn narrow_shift(limit: u32, period_ns: u64) -> Option<u32> {
         let period = if period_ns == 0 { 1 } else { period_ns };
         let needed = 32 - limit.leading_zeros();
         let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
         let tick_bits = 64 - max_tick.leading_zeros();
-        if needed + tick_bits > 62 {
+        if needed + tick_bits > 61 {
             return None;
         }
-        let free = 62 - tick_bits;
+        let free = 61 - tick_bits;
         Some(if free > 32 { 32 } else { free })
+    }
+
+    /// The largest limit (and debt) a 64-bit layout with a token field of `shift` bits holds.
+    pub const fn narrow_max_limit(shift: u32) -> u32 {
+        ((1u64 << shift) - 1) as u32
     }
 
     /// Reads a 64-bit word packed with a token field of `shift` bits.
@@ -161,69 +201,85 @@ impl Bucket {
     pub const fn unpack64(w: u64, shift: u32) -> Self {
         Self {
             tokens: (w & ((1 << shift) - 1)) as u32,
-            tick: (w & !(3 << 62)) >> shift,
+            tick: (w & !(7 << 61)) >> shift,
+            debt: w & 1 << 61 != 0,
             closed: w & 1 << 62 != 0,
             waiters: w & 1 << 63 != 0,
         }
     }
 
     /// Packs into a 64-bit word with a token field of `shift` bits (from [`narrow_shift`]
-    /// (Self::narrow_shift), so that `tokens < 2^shift` and `tick < 2^(62 - shift)`).
+    /// (Self::narrow_shift), so that `tokens < 2^shift` and `tick < 2^(61 - shift)`).
     #[inline]
     #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // the state is kept unpacked there
     pub const fn pack64(self, shift: u32) -> u64 {
-        debug_assert!((self.tokens as u64) < 1 << shift && self.tick < 1 << (62 - shift));
+        debug_assert!((self.tokens as u64) < 1 << shift && self.tick < 1 << (61 - shift));
         self.tokens as u64
             | self.tick << shift
+            | if self.debt { 1 << 61 } else { 0 }
             | if self.closed { 1 << 62 } else { 0 }
             | if self.waiters { 1 << 63 } else { 0 }
     }
 
     /// The state of a 64-bit word with a token field of `shift` bits, read without unpacking
-    /// when it is the common one — no flag set — as `(tick, tokens)`; `None` for a closed word
-    /// or one with waiters. In its own tick such a bucket holds exactly `tokens` (no refill is
-    /// due before the next tick), and taking `n <= tokens` from it is `w - n`: the same word
-    /// [`try_take`](Self::try_take) writes, with the tick unchanged.
+    /// when it is the common one — no flag set — as `(tick, tokens)`; `None` for a word in
+    /// debt, closed or with waiters. In its own tick such a bucket holds exactly `tokens` (no
+    /// refill is due before the next tick), and taking `n <= tokens` from it is `w - n`: the
+    /// same word [`try_take`](Self::try_take) writes, with the tick unchanged.
     #[inline(always)]
     pub const fn plain64(w: u64, shift: u32) -> Option<(u64, u32)> {
-        if w >> 62 != 0 {
+        if w >> 61 != 0 {
             return None;
         }
         Some((w >> shift, (w & ((1 << shift) - 1)) as u32))
     }
 
-    /// The bucket as of tick `k`: `per_tick` tokens added for every tick started since `tick`,
-    /// capped at `limit`. A `k` at or before `tick` changes nothing (time never runs backwards).
+    /// The bucket as of tick `k`: `per_tick` tokens added for every tick started since `tick`
+    /// (repaying a debt first), capped at `limit`. A `k` at or before `tick` changes nothing
+    /// (time never runs backwards).
     #[inline]
     pub const fn at(self, k: u64, r: Refill) -> Bucket {
-        let cap = r.cap();
-        if self.tokens >= cap {
+        if !self.debt && self.tokens >= r.limit {
             // Full; tokens above a limit lowered at run time are dropped.
             return Bucket {
-                tokens: cap,
+                tokens: r.limit,
                 ..self
             };
         }
         if k <= self.tick {
             return self;
         }
-        let missing = (cap - self.tokens) as u64;
-        let per_tick = r.per_tick as u64;
-        let gained = (k - self.tick) as u128 * per_tick as u128;
+        // Tokens to full: a debt, then the limit (within `u32::MAX`: the debt bound).
+        let missing = self.to_full(r);
+        let gained = (k - self.tick) as u128 * r.per_tick as u128;
         if gained >= missing as u128 {
-            // Full: remember the tick at which it filled, which dates its idleness.
-            let to_fill = missing.div_ceil(per_tick);
-            Bucket {
-                tokens: cap,
-                tick: self.tick + to_fill,
+            // Full: remember the tick at which it filled, which dates its idleness. (A 32-bit
+            // division: a hardware one on a 32-bit MCU.)
+            let to_fill = missing.div_ceil(r.per_tick);
+            return Bucket {
+                tokens: r.limit,
+                tick: self.tick + to_fill as u64,
+                debt: false,
                 ..self
-            }
+            };
+        }
+        // `gained < missing <= u32::MAX`.
+        let gained = gained as u32;
+        // Held: `tokens + gained`; owed: the debt less the refills, or what they left over.
+        // (Not `abs_diff`: 40 bytes more in a firmware image.)
+        #[allow(clippy::manual_abs_diff)]
+        let tokens = if !self.debt {
+            self.tokens + gained
+        } else if gained < self.tokens {
+            self.tokens - gained
         } else {
-            Bucket {
-                tokens: self.tokens + gained as u32,
-                tick: k,
-                ..self
-            }
+            gained - self.tokens
+        };
+        Bucket {
+            tokens,
+            tick: k,
+            debt: self.debt && gained < self.tokens,
+            ..self
         }
     }
 
@@ -237,24 +293,25 @@ impl Bucket {
             return Err(Denied::Closed);
         }
         let now = self.at(k, r);
-        // Only tokens above the floor are available: `need` is what the state must hold.
-        let need = n as u64 + r.floor as u64;
+        if now.debt {
+            // Nothing is held: the debt and the request (a probe needs 1) are missing.
+            let need = if n == 0 { 1 } else { n };
+            return Err(Denied::Exhausted {
+                missing: need as u64 + now.tokens as u64,
+            });
+        }
         if n == 0 {
-            return if now.tokens > r.floor {
+            return if now.tokens > 0 {
                 Ok(self)
             } else {
-                Err(Denied::Exhausted {
-                    missing: r.floor as u64 + 1 - now.tokens as u64,
-                })
+                Err(Denied::Exhausted { missing: 1 })
             };
         }
-        if (self.waiters && !barge) || (now.tokens as u64) < need {
-            let missing = if (now.tokens as u64) < need {
-                need - now.tokens as u64
-            } else {
-                1
-            };
-            return Err(Denied::Exhausted { missing });
+        if (self.waiters && !barge) || now.tokens < n {
+            let missing = if now.tokens < n { n - now.tokens } else { 1 };
+            return Err(Denied::Exhausted {
+                missing: missing as u64,
+            });
         }
         // Refills count from the current tick: the next one comes at tick k + 1.
         let tick = if k > now.tick { k } else { now.tick };
@@ -286,9 +343,9 @@ impl Bucket {
         let fit = self.tick.saturating_add(own.ticks_to_take(r, need) as u64);
         let now = if k > self.tick { k } else { self.tick };
         if fit > now {
+            let then = self.at(now, r);
             return Err(Denied::Exhausted {
-                missing: (need as u64 + r.floor as u64)
-                    .saturating_sub(self.at(now, r).tokens as u64),
+                missing: (need as u64 + then.owed() as u64).saturating_sub(then.available() as u64),
             });
         }
         match self.try_take(fit, n, r, true) {
@@ -319,17 +376,22 @@ impl Bucket {
     }
 
     /// [`ticks_to_take`](Self::ticks_to_take) of a request `n <= limit`, as the caller knows
-    /// (the quick path's: no clamp).
+    /// (the quick path's: no clamp). A debt is repaid first.
     #[inline]
     pub const fn ticks_to_take_within(self, r: Refill, n: u32) -> u32 {
-        let need = n as u64 + r.floor as u64;
-        if self.tokens as u64 >= need {
+        // At most `u32::MAX` (the debt bound keeps a request and the debt within it).
+        let (need, held) = if self.debt {
+            (n.saturating_add(self.tokens), 0)
+        } else {
+            (n, self.tokens)
+        };
+        if held >= need {
             0
         } else {
-            // At most `need - tokens <= cap <= u32::MAX`: `per_tick` is at least 1 (a zero
-            // refill is refused by the options; treated as 1 here).
+            // `per_tick` is at least 1 (a zero refill is refused by the options; treated as 1
+            // here).
             let per_tick = if r.per_tick == 0 { 1 } else { r.per_tick };
-            ceil_div(need - self.tokens as u64, per_tick as u64) as u32
+            ceil_div((need - held) as u64, per_tick as u64) as u32
         }
     }
 
@@ -338,22 +400,21 @@ impl Bucket {
     /// meanwhile are capped at the limit (a refill that would overflow the bucket is lost, as
     /// one does while a waiter larger than what the bucket holds waits). Zero if all fit now.
     /// `self` must be the bucket as of its own tick (`at` applied); every request is at most
-    /// `limit` (larger ones are clamped).
+    /// `limit` (larger ones are clamped). A debt is repaid first.
     pub fn ticks_to_serve(self, r: Refill, requests: impl IntoIterator<Item = u32>) -> u64 {
-        let limit = r.limit as u64;
-        let (floor, cap) = (r.floor as u64, r.cap() as u64);
-        let per_tick = r.per_tick as u64;
-        let mut tokens = self.tokens as u64;
+        let limit = i64::from(r.limit);
+        let per_tick = u64::from(r.per_tick);
+        let mut balance = self.balance();
         let mut ticks = 0u64;
         for n in requests {
-            let n = (n as u64).min(limit);
-            if tokens < n + floor {
-                // `n + floor - tokens < 2^32` and `per_tick < 2^32`: no overflow.
-                let wait = ceil_div(n + floor - tokens, per_tick);
+            let n = i64::from(n).min(limit);
+            if balance < n {
+                // `n - balance < 2^33` and `per_tick < 2^32`: no overflow.
+                let wait = ceil_div((n - balance) as u64, per_tick);
                 ticks = ticks.saturating_add(wait);
-                tokens = (tokens + wait * per_tick).min(cap);
+                balance = (balance + (wait * per_tick) as i64).min(limit);
             }
-            tokens -= n;
+            balance -= n;
         }
         ticks
     }
@@ -361,52 +422,68 @@ impl Bucket {
     /// The tick at which this bucket is (or was) full again, if it is full now or will be by
     /// itself. `None` never happens for a valid refill; it is `Some` for every state.
     pub const fn full_at(self, r: Refill) -> u64 {
-        if self.tokens >= r.cap() {
+        if !self.debt && self.tokens >= r.limit {
             self.tick
         } else {
-            let missing = (r.cap() - self.tokens) as u64;
+            let missing = self.to_full(r) as u64;
             self.tick
                 .saturating_add(missing.div_ceil(r.per_tick as u64))
         }
     }
 
+    /// Tokens short of a full bucket: the debt, then the limit (`u32::MAX` at most: the debt
+    /// bound keeps the two within it). For a bucket not full.
+    #[inline(always)]
+    const fn to_full(self, r: Refill) -> u32 {
+        if self.debt {
+            r.limit.saturating_add(self.tokens)
+        } else {
+            r.limit - self.tokens
+        }
+    }
+
     /// Gives back `n` tokens that were taken at or before tick `k` but never used (a waiter
-    /// granted them and went away): the bucket as if they had never been taken, capped at the
-    /// limit.
+    /// granted them and went away, or a lease settled below what it took): the bucket as if
+    /// they had never been taken, capped at the limit (a debt is repaid first).
     #[inline]
     pub const fn give_back(self, k: u64, n: u32, r: Refill) -> Bucket {
         let now = self.at(k, r);
-        let sum = now.tokens as u64 + n as u64;
-        if sum >= r.cap() as u64 {
+        let sum = if now.debt {
+            n as i64 - now.tokens as i64
+        } else {
+            now.tokens as i64 + n as i64
+        };
+        if sum >= r.limit as i64 {
             let tick = if k > now.tick { k } else { now.tick };
             Bucket {
-                tokens: r.cap(),
+                tokens: r.limit,
                 tick,
+                debt: false,
                 ..now
             }
         } else {
-            Bucket {
-                tokens: sum as u32,
-                ..now
-            }
+            now.with_balance(sum)
         }
     }
 
     /// Takes `n` more tokens at tick `k` for a lease settled above its estimate: past any
-    /// waiter, from the floor too (into debt, see [`Refill`]), closed or not. `None` if the
-    /// state holds fewer than `n` tokens even counting the floor: the debt would pass its
-    /// bound, and nothing is taken.
+    /// waiter, into debt when they are not there, closed or not. `None` if the debt would then
+    /// pass its bound, one limit (less where a request and the debt would pass `u32::MAX`
+    /// tokens: a limit above 2^31), or what the layout's token field holds: nothing is taken.
     #[inline]
-    pub const fn take_debt(self, k: u64, n: u32, r: Refill) -> Option<Bucket> {
+    pub const fn take_debt(self, k: u64, n: u32, r: Refill, field_max: u32) -> Option<Bucket> {
         let now = self.at(k, r);
-        if now.tokens < n {
+        let balance = now.balance() - n as i64;
+        let room = u32::MAX - r.limit;
+        let bound = if r.limit < room { r.limit } else { room };
+        let bound = if bound < field_max { bound } else { field_max };
+        if balance < -(bound as i64) {
             return None;
         }
         let tick = if k > now.tick { k } else { now.tick };
         Some(Bucket {
-            tokens: now.tokens - n,
             tick,
-            ..now
+            ..now.with_balance(balance)
         })
     }
 
@@ -432,7 +509,6 @@ mod tests {
     const TB: Refill = Refill {
         limit: 10,
         per_tick: 2,
-        floor: 0,
     };
 
     /// The newcomer's shortcut is the one-request case of the queue walk, on both sides of the
@@ -440,11 +516,7 @@ mod tests {
     #[test]
     fn ticks_to_take_is_ticks_to_serve_of_one_request() {
         for (limit, per_tick) in [(10u32, 2u32), (10, 10), (7, 3), (1, 1), (u32::MAX, 1)] {
-            let r = Refill {
-                limit,
-                per_tick,
-                floor: 0,
-            };
+            let r = Refill { limit, per_tick };
             for tokens in [0, 1, 2, 3, limit / 2, limit - 1, limit] {
                 for n in [0, 1, 2, 3, 4, 5, limit / 2, limit - 1, limit, u32::MAX] {
                     let b = Bucket {
@@ -469,16 +541,16 @@ mod tests {
         let r = Refill {
             limit: 10,
             per_tick: 3,
-            floor: 0,
         };
         let shift = Bucket::narrow_shift(r.limit, 1_000).unwrap();
-        for tick in [0u64, 1, 77, (1 << (62 - shift)) - 1] {
+        for tick in [0u64, 1, 77, (1 << (61 - shift)) - 1] {
             for tokens in 0..=r.limit {
                 let b = Bucket {
                     tokens,
                     tick,
                     closed: false,
                     waiters: false,
+                    debt: false,
                 };
                 let w = b.pack64(shift);
                 assert_eq!(Bucket::plain64(w, shift), Some((tick, tokens)));
@@ -508,12 +580,14 @@ mod tests {
                 tick: u64::MAX,
                 closed: true,
                 waiters: true,
+                debt: false,
             },
             Bucket {
                 tokens: 3,
                 tick: 1 << 40,
                 closed: false,
                 waiters: true,
+                debt: false,
             },
         ] {
             assert_eq!(Bucket::unpack(b.pack()), b);
@@ -522,19 +596,23 @@ mod tests {
 
     #[test]
     fn the_64_bit_layout_round_trips_every_reachable_extreme() {
-        // 1 s periods: ticks below 2^34, so limits up to 2^28 - 1 fit.
+        // 1 s periods: ticks below 2^34, so a token field of 27 bits (the debt, closed and
+        // waiters flags take the top three).
         let sec = 1_000_000_000;
-        assert_eq!(Bucket::narrow_shift((1 << 28) - 1, sec), Some(28));
-        assert_eq!(Bucket::narrow_shift(1 << 28, sec), None);
+        assert_eq!(Bucket::narrow_shift((1 << 27) - 1, sec), Some(27));
+        assert_eq!(Bucket::narrow_max_limit(27), (1 << 27) - 1);
+        assert_eq!(Bucket::narrow_shift(1 << 27, sec), None);
         assert_eq!(Bucket::narrow_shift(u32::MAX, 1), None);
         assert_eq!(Bucket::narrow_shift(1, 1), None); // 2^63 ticks of 1 ns
-        assert_eq!(Bucket::narrow_shift(1, 2), None);
-        assert_eq!(Bucket::narrow_shift(1, 4), Some(1));
+        assert_eq!(Bucket::narrow_shift(1, 4), None);
+        assert_eq!(Bucket::narrow_shift(1, 8), Some(1));
+        assert_eq!(Bucket::narrow_shift(u32::MAX, 1 << 34), Some(32));
+        assert_eq!(Bucket::narrow_max_limit(32), u32::MAX);
         for (limit, period) in [
-            (1, 4),
-            ((1 << 28) - 1, sec),
+            (1, 8),
+            ((1 << 27) - 1, sec),
             (5, 1_000),
-            (u32::MAX, 1 << 33),
+            (u32::MAX, 1 << 34),
         ] {
             let shift = Bucket::narrow_shift(limit, period).unwrap();
             let max_tick = ((1u64 << 63) - 1) / period;
@@ -545,18 +623,29 @@ mod tests {
                     tick: max_tick,
                     closed: true,
                     waiters: true,
+                    debt: false,
                 },
                 Bucket {
                     tokens: 0,
                     tick: max_tick,
                     closed: false,
                     waiters: true,
+                    debt: false,
                 },
                 Bucket {
                     tokens: limit / 2,
                     tick: max_tick / 3,
                     closed: true,
                     waiters: false,
+                    debt: false,
+                },
+                // In debt of one limit.
+                Bucket {
+                    tokens: limit,
+                    tick: max_tick,
+                    closed: false,
+                    waiters: true,
+                    debt: true,
                 },
             ] {
                 assert_eq!(
@@ -575,6 +664,7 @@ mod tests {
             tick: 5,
             closed: false,
             waiters: false,
+            debt: false,
         };
         assert_eq!(b.at(5, TB).tokens, 0);
         assert_eq!(b.at(6, TB).tokens, 2);
@@ -599,6 +689,7 @@ mod tests {
             tick: 0,
             closed: false,
             waiters: false,
+            debt: false,
         };
         assert_eq!(
             b.try_take(0, 7, TB, false),
@@ -621,11 +712,11 @@ mod tests {
             tick: 0,
             closed: false,
             waiters: false,
+            debt: false,
         };
         let r = Refill {
             limit: 10,
             per_tick: 3,
-            floor: 0,
         };
         // One waiter of 10: 4 ticks bring 12, capped at 10; then 1 more tick for the newcomer.
         assert_eq!(empty.ticks_to_serve(r, [10, 1]), 5);
@@ -637,7 +728,6 @@ mod tests {
         let fw = Refill {
             limit: 10,
             per_tick: 10,
-            floor: 0,
         };
         assert_eq!(empty.ticks_to_serve(fw, [6, 6, 5]), 3);
         assert_eq!(empty.ticks_to_serve(fw, [6, 4, 5]), 2);
@@ -650,6 +740,7 @@ mod tests {
             tick: 3,
             closed: false,
             waiters: false,
+            debt: false,
         };
         let taken = b.try_take(3, 4, TB, false).unwrap();
         assert_eq!(taken.give_back(3, 4, TB), b);
@@ -673,25 +764,25 @@ mod tests {
         let r = Refill {
             limit: u32::MAX,
             per_tick: u32::MAX,
-            floor: 0,
         };
         let b = Bucket {
             tokens: 0,
             tick: 0,
             closed: false,
             waiters: false,
+            debt: false,
         };
         assert_eq!(b.at(u64::MAX, r).tokens, u32::MAX);
         let r1 = Refill {
             limit: u32::MAX,
             per_tick: 1,
-            floor: 0,
         };
         let b1 = Bucket {
             tokens: 0,
             tick: u64::MAX - 10,
             closed: false,
             waiters: false,
+            debt: false,
         };
         assert_eq!(b1.at(u64::MAX, r1).tokens, 10);
         assert_eq!(b1.full_at(r1), u64::MAX);
@@ -706,7 +797,6 @@ mod mutant_kills {
     const R: Refill = Refill {
         limit: 10,
         per_tick: 3,
-        floor: 0,
     };
 
     /// A give-back that leaves the bucket exactly full dates it by the give-back's tick, also
@@ -719,6 +809,7 @@ mod mutant_kills {
             tick: 2,
             closed: false,
             waiters: false,
+            debt: false,
         };
         let b = full_since_2.give_back(7, 0, R);
         assert_eq!((b.tokens, b.tick), (10, 7));

@@ -19,7 +19,9 @@ use core::time::Duration;
 
 use crate::bucket::state::{Bucket, Denied, Refill};
 use crate::clock::Instant;
-use crate::lease::{Reason, Rejection, SettleError};
+#[cfg(feature = "std")]
+use crate::lease::SettleError;
+use crate::lease::{Reason, Rejection};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
 use crate::token_bucket::TokenBucketOptions;
@@ -55,11 +57,7 @@ impl KeyedBucket {
     pub(crate) fn token_bucket(o: &TokenBucketOptions, now: Instant) -> Result<Self, OptionsError> {
         let period = o.validate()?;
         Ok(Self {
-            // No floor: the 64-bit form keeps a debt as a deficit past the limit (`v_settle`).
-            refill: Refill {
-                floor: 0,
-                ..o.refill()
-            },
+            refill: o.refill(),
             ticker: Ticker::new(now, period),
         })
     }

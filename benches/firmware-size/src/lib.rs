@@ -35,8 +35,8 @@ impl Clock for Tick {
 const _: () = {
     use core::mem::size_of;
     use tollgate::*;
-    assert!(size_of::<TokenBucketLimiter<Tick, NoQueue>>() <= 72);
-    assert!(size_of::<FixedWindowLimiter<Tick, NoQueue>>() <= 72);
+    assert!(size_of::<TokenBucketLimiter<Tick, NoQueue>>() <= 64);
+    assert!(size_of::<FixedWindowLimiter<Tick, NoQueue>>() <= 64);
     assert!(size_of::<GcraLimiter<Tick, NoQueue>>() <= 72);
     assert!(size_of::<LeakyBucketMeter<Tick, NoQueue>>() <= 112);
     assert!(size_of::<SlidingCounterLimiter<Tick, NoQueue>>() <= 72);
