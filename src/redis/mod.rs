@@ -174,6 +174,7 @@ mod lease;
 mod limiter;
 mod options;
 mod scripts;
+mod settle;
 mod stats;
 
 use core::time::Duration;
@@ -188,6 +189,7 @@ pub use decision::{DecidedBy, RedisDecision};
 pub use failure::{FailurePolicy, Health, PolicyKind, REDIS_KEY_ERROR, REDIS_UNAVAILABLE};
 pub use limiter::{ChainedLease, RedisLimiter};
 pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
+pub use settle::RedisSettleError;
 pub use stats::RedisStatistics;
 
 /// The default batch size of [`RedisLimiterBuilder::batch_size`]: at most 64 concurrent

@@ -245,6 +245,10 @@ pub(super) struct Plan {
     /// The one-decision form of the script (its source and SHA1), if it has one
     /// ([`scripts::render_one`]): what a run of one decision sends, the same reply.
     pub(super) one: Option<(String, Script)>,
+    /// The settle script (its source and SHA1) of the algorithms whose state can take a
+    /// settle: the fixed window ([`scripts::FIXED_SETTLE`]), GCRA and the leaky meter
+    /// ([`scripts::GCRA_SETTLE`]). `None` for the others: a settle answers `Unsupported`.
+    pub(super) settle: Option<(String, Script)>,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
     /// window µs, 0]` (sliding counter), `[limit, segments, segment µs]` (sliding window).
@@ -273,6 +277,7 @@ impl Plan {
             script: Script::new(&source),
             source,
             one,
+            settle: None,
             consts,
             limit,
             shape,
@@ -283,14 +288,25 @@ impl Plan {
     /// `<tag><t>`.
     fn gcra(burst: u32, t: u64, tag: &str) -> Self {
         let cap = u64::from(burst) * t;
+        // The tolerance and one burst of debt: within 2^51 µs (the span is at most 2^50).
+        let constants = [("CAP", cap), ("DEBT", 2 * cap), ("EM", t)];
         Self::new(
             Kind::Gcra,
             scripts::GCRA,
-            &[("CAP", cap), ("EM", t)],
+            &constants,
             [cap, t, 0],
             burst,
             format!("{tag}{t}"),
         )
+        .with_settle(scripts::GCRA_SETTLE, &constants)
+    }
+
+    /// The plan with the settle script `template`, its constants written in.
+    fn with_settle(mut self, template: &str, constants: &[(&str, u64)]) -> Self {
+        let source = scripts::render(template, constants);
+        let script = Script::new(&source);
+        self.settle = Some((source, script));
+        self
     }
 }
 
@@ -375,7 +391,8 @@ impl Algorithm {
                     [l, w, 0],
                     o.permit_limit,
                     format!("fw{w}"),
-                ))
+                )
+                .with_settle(scripts::FIXED_SETTLE, &[("L", l), ("L2", 2 * l), ("W", w)]))
             }
             Algorithm::SlidingWindow(o) => {
                 o.validate(MAX_SEGMENTS as usize)?;

@@ -266,7 +266,10 @@ fn splice(template: &str, snippets: &[(&str, &str)], constants: &[(&str, u64)]) 
 /// takes its count with it, exactly at its end whatever the TTL's millisecond rounding.
 ///
 /// Constants: `L` (the limit), `W` (the window, µs). A negative count `-m` asks for *up to* `m`
-/// (a lease): it takes what is there, from 1 to `m`.
+/// (a lease): it takes what is there, from 1 to `m`. A refusal that finds the count past the
+/// limit (a settled lease's debt, [`FIXED_SETTLE`], or a count of a higher limit) reads the
+/// next window's count, and replies `x+o` if the debt carried there is `o > 0` (one `GET`, on
+/// those refusals only), so that the RetryAfter counts it.
 pub(crate) const FIXED: &str = r#"
 @@CLOCK@@
 local into = now % @W@
@@ -285,6 +288,11 @@ for i = 1, #KEYS do
     elseif c > @L@ then
       redis.call('DECRBY', key, a)
       r = fmt('%d', n - c - 1)
+      if c - n > @L@ then
+        -- Past the limit: a settled lease's debt, carried into the next window, says so.
+        local o = tonumber(redis.pcall('GET', KEYS[i] .. ':' .. fmt('%d', (now - into) / @W@ + 1)))
+        if o and o > 0 then r = r .. '+' .. fmt('%d', o) end
+      end
     else
       if c == n then redis.call('PEXPIRE', key, ms) end
       r = fmt('%d', c)
@@ -556,20 +564,38 @@ local ks = fmt('%d', k)
 /// theoretical arrival time `tat`; a request of `n` is granted if
 /// `max(tat, now) + n * T - burst * T <= now`, and moves `tat` there. A `tat` beyond
 /// `now + burst * T` (written under a larger burst) counts as `now + burst * T`: the burst is
-/// spent, no more.
+/// spent, no more. A lease settled past the tolerance ([`GCRA_SETTLE`]) writes
+/// `"<tat> <CAP>"`: under the same burst, its debt counts up to one burst more (`DEBT`);
+/// under another, up to the tolerance (no configuration change locks a key). A plain number
+/// parses with one `tonumber`, as before.
 ///
-/// Constants: `CAP` (`burst × T`, µs), `EM` (the emission interval `T`, µs).
+/// Constants: `CAP` (`burst × T`, µs), `DEBT` (`2 × CAP`: the tolerance and the debt bound),
+/// `EM` (the emission interval `T`, µs).
 pub(crate) const GCRA: &str = r#"
 local ERR = 'e'
 @@READ@@
 @@EACH@@
-  local debt, old = 0
+  local debt, old, deep = 0
   if v then
     debt = tonumber(v)
+    if not debt then
+      -- A settled debt past the tolerance: `<tat> <CAP it was written under>` (GCRA_SETTLE).
+      local sp = find(v, ' ', 1, true)
+      if sp then
+        debt = tonumber(sub(v, 1, sp - 1))
+        deep = sub(v, sp + 1) == '@CAP@'
+      end
+    end
     old = debt
     if debt then
       debt = debt - now
-      if debt < 0 then debt = 0 elseif debt > @CAP@ then debt = @CAP@ end
+      if debt < 0 then
+        debt = 0
+      elseif deep then
+        if debt > @DEBT@ then debt = @DEBT@ end
+      elseif debt > @CAP@ then
+        debt = @CAP@
+      end
     end
   end
   if not debt then
@@ -590,6 +616,137 @@ local ERR = 'e'
     end
   end
 @@STORE@@
+"#;
+
+/// The settle of a fixed window's lease (`KEYS[1]` the partition's key, without the window):
+/// `ARGV[1]` the permits to add (a debit, > 0) or give back (a refund, < 0), `ARGV[2]` the
+/// lease's window index modulo 2^29. A refund goes back only into the lease's window, if it is
+/// still the current one (else the reply is `w`: nothing back), never below 0. A debit is
+/// taken in the current window, past the limit up to one limit more (`L2`, twice the limit:
+/// the debt bound; past it the reply is `d` and nothing is taken). The count past the limit is
+/// **carried into the next window** (its key made with the count carried, expired when that
+/// window ends): as the local window, whose debt the next window's refill repays first, a
+/// debt of `D` leaves `limit - D` to the next window. A refund in a window in debt takes its
+/// share back from the carried count too. Replies `sec usec x`: `x` the window's count after
+/// the settle, or `w`, `d`, `e` (a value that is not a count: the key's error).
+///
+/// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
+pub(crate) const FIXED_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local into = now % @W@
+local k = (now - into) / @W@
+local d, r = tonumber(ARGV[1])
+if d < 0 and k % 536870912 ~= tonumber(ARGV[2]) then
+  r = 'w'
+else
+  local base = KEYS[1] .. ':'
+  local key = base .. fmt('%d', k)
+  local v = redis.pcall('GET', key)
+  local c = 0
+  if v then c = tonumber(v) end
+  if not c or c < 0 then
+    r = 'e'
+  else
+    local nc = c + d
+    if nc < 0 then nc = 0 end
+    if nc > @L2@ then
+      r = 'd'
+    else
+      if nc ~= c then
+        local ms = @W@ - into + 999
+        ms = (ms - ms % 1000) / 1000
+        if v then
+          redis.call('SET', key, fmt('%d', nc), 'KEEPTTL')
+        else
+          redis.call('SET', key, fmt('%d', nc), 'PX', ms)
+        end
+        -- The debt (the count past the limit) carried into the next window.
+        local o, p = nc - @L@, c - @L@
+        if o < 0 then o = 0 end
+        if p < 0 then p = 0 end
+        if o ~= p then
+          local nk = base .. fmt('%d', k + 1)
+          local x = redis.pcall('INCRBY', nk, fmt('%d', o - p))
+          if type(x) == 'number' then
+            if x <= 0 then
+              redis.call('DEL', nk)
+            elseif x == o - p then
+              local ms2 = 2 * @W@ - into + 999
+              redis.call('PEXPIRE', nk, (ms2 - ms2 % 1000) / 1000)
+            end
+          end
+        end
+      end
+      r = fmt('%d', nc)
+    end
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
+"#;
+
+/// The settle of a GCRA lease (also the leaky meter's): `ARGV[1]` the permits to add (> 0)
+/// or give back (< 0). A refund moves `tat` back by that many intervals, never before now; a
+/// debit moves it forward, up to one burst past the tolerance (`now + DEBT`; past it the
+/// reply is `d` and nothing is taken). Later requests are refused until time repays the debt,
+/// and their RetryAfter counts it: a `tat` past the tolerance is written `"<tat> <CAP>"`,
+/// which [`GCRA`] reads as a debt up to `DEBT` under the same burst. Replies `sec usec x`:
+/// `x` the `tat` after the settle (at least now), or `d`, `e` (the key's error). A refund
+/// keeps the key's expiry (the new `tat` is earlier); a debit sets it past the new `tat`.
+///
+/// Constants: `CAP` (`burst × T`, µs), `DEBT` (`2 × CAP`), `EM` (the emission interval `T`,
+/// µs).
+pub(crate) const GCRA_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local key, d, r = KEYS[1], tonumber(ARGV[1])
+local v = redis.pcall('GET', key)
+local tat, deep = now
+if type(v) == 'string' then
+  tat = tonumber(v)
+  if not tat then
+    local sp = string.find(v, ' ', 1, true)
+    if sp then
+      tat = tonumber(string.sub(v, 1, sp - 1))
+      deep = string.sub(v, sp + 1) == '@CAP@'
+    end
+  end
+elseif v then
+  tat = nil
+end
+if not tat or tat ~= tat then
+  r = 'e'
+else
+  local debt = tat - now
+  if debt < 0 then
+    debt = 0
+  elseif deep then
+    if debt > @DEBT@ then debt = @DEBT@ end
+  elseif debt > @CAP@ then
+    debt = @CAP@
+  end
+  local nd = debt + d * @EM@
+  if nd < 0 then nd = 0 end
+  if nd > @DEBT@ then
+    r = 'd'
+  else
+    local need = now + nd
+    -- Past the tolerance, the state says so (and under which burst): see GCRA.
+    local val = fmt('%d', need)
+    if nd > @CAP@ then val = val .. ' @CAP@' end
+    if nd < debt then
+      redis.call('SET', key, val, 'KEEPTTL')
+    elseif nd > debt then
+      local exp = need + 999999
+      exp = exp - exp % 1000000
+      redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+    end
+    r = fmt('%d', need)
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// The sliding-window counter (article 001's estimate, as the local
@@ -699,12 +856,14 @@ mod tests {
 
     #[test]
     fn every_marker_is_spliced_and_every_constant_written_in() {
-        let scripts: [(&str, &[&str]); 6] = [
+        let scripts: [(&str, &[&str]); 8] = [
             (FIXED, &["L", "W"]),
             (BUCKET, &["L", "PER", "P"]),
             (BUCKET_ONE, &["L", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
-            (GCRA, &["CAP", "EM"]),
+            (GCRA, &["CAP", "DEBT", "EM"]),
+            (FIXED_SETTLE, &["L", "L2", "W"]),
+            (GCRA_SETTLE, &["CAP", "DEBT", "EM"]),
             (COUNTER, &["L", "W"]),
         ];
         let mut ones = 0;
