@@ -79,7 +79,9 @@
 //!   leaky meter runs the same script (its level is GCRA's debt); its fallback is a local meter.
 //!   The sliding counter's fallback is a local fixed window (no partition kind is a counter).
 //! - **Leases** return nothing (as every rate limiter's), and there is no `close` on the server:
-//!   [`RedisLimiter::close`] closes this client only.
+//!   [`RedisLimiter::close`] closes this client only. A lease is settled to its true cost
+//!   through the limiter, with its partition ([`RedisLimiter::settle`], below), not by
+//!   [`Lease::settle`](crate::Lease::settle), which answers `Unsupported` for it.
 //!
 //! ## Batching and leases
 //! Two ways to spend fewer round trips:
@@ -97,6 +99,17 @@
 //!   limit, at the cost of up to `size - 1` permits per machine per key left unused. A token
 //!   bucket's or GCRA's permits do not expire with a window, so a lease of them would lend
 //!   what the limit refuses later.
+//!
+//! ## Settling leases
+//! A lease taken for an estimate is settled once its cost is known with
+//! [`settle`](RedisLimiter::settle)`(partition, &mut lease, actual)`: one script run (none when
+//! this machine's [lease](RedisLimiterBuilder::lease) of the window can take it). The fixed
+//! window gives a refund back only to the window the lease was counted in, if it is still
+//! current, and counts a debit past the limit into debt (up to one limit more), carried into
+//! the next window; GCRA and the leaky meter move `tat` back (never before now) or forward (up
+//! to one burst past the tolerance). Past the bound, [`SettleError::DebtLimit`](crate::SettleError)
+//! and nothing is taken; the token bucket, sliding window and sliding counter answer
+//! `Unsupported`. A failure is a typed [`RedisSettleError`], and changes nothing here.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
