@@ -627,8 +627,10 @@ local ERR = 'e'
 /// **carried into the next window** (its key made with the count carried, expired when that
 /// window ends): as the local window, whose debt the next window's refill repays first, a
 /// debt of `D` leaves `limit - D` to the next window. A refund in a window in debt takes its
-/// share back from the carried count too. Replies `sec usec x`: `x` the window's count after
-/// the settle, or `w`, `d`, `e` (a value that is not a count: the key's error).
+/// share back from the carried count too. One `INCRBY`, as a decision (`DECRBY` back past the
+/// bound; `PEXPIRE` on a key it makes; `DEL` for a refund past the count), and one more on the
+/// next window's key while in debt. Replies `sec usec x`: `x` the window's count after the
+/// settle, or `w`, `d`, `e` (a value that is not a count: the key's error).
 ///
 /// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const FIXED_SETTLE: &str = r#"
@@ -637,50 +639,47 @@ local now = t[1] * 1000000 + t[2]
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
-local d, r = tonumber(ARGV[1])
+local a = ARGV[1]
+local d, r = tonumber(a)
 if d < 0 and k % 536870912 ~= tonumber(ARGV[2]) then
   r = 'w'
 else
   local base = KEYS[1] .. ':'
   local key = base .. fmt('%d', k)
-  local v = redis.pcall('GET', key)
-  local c = 0
-  if v then c = tonumber(v) end
-  if not c or c < 0 then
+  local nc = redis.pcall('INCRBY', key, a)
+  if type(nc) ~= 'number' then
     r = 'e'
+  elseif nc > @L2@ then
+    redis.call('DECRBY', key, a)
+    r = 'd'
   else
-    local nc = c + d
-    if nc < 0 then nc = 0 end
-    if nc > @L2@ then
-      r = 'd'
-    else
-      if nc ~= c then
-        local ms = @W@ - into + 999
-        ms = (ms - ms % 1000) / 1000
-        if v then
-          redis.call('SET', key, fmt('%d', nc), 'KEEPTTL')
-        else
-          redis.call('SET', key, fmt('%d', nc), 'PX', ms)
-        end
-        -- The debt (the count past the limit) carried into the next window.
-        local o, p = nc - @L@, c - @L@
-        if o < 0 then o = 0 end
-        if p < 0 then p = 0 end
-        if o ~= p then
-          local nk = base .. fmt('%d', k + 1)
-          local x = redis.pcall('INCRBY', nk, fmt('%d', o - p))
-          if type(x) == 'number' then
-            if x <= 0 then
-              redis.call('DEL', nk)
-            elseif x == o - p then
-              local ms2 = 2 * @W@ - into + 999
-              redis.call('PEXPIRE', nk, (ms2 - ms2 % 1000) / 1000)
-            end
-          end
+    local c = nc - d
+    local ms = @W@ - into + 999
+    ms = (ms - ms % 1000) / 1000
+    if nc < 0 then
+      -- More given back than counted (or a key the refund made): an empty window.
+      redis.call('DEL', key)
+      nc = 0
+    elseif nc == d then
+      redis.call('PEXPIRE', key, ms)
+    end
+    -- The debt (the count past the limit) carried into the next window.
+    local o, p = nc - @L@, c - @L@
+    if o < 0 then o = 0 end
+    if p < 0 then p = 0 end
+    if o ~= p then
+      local nk = base .. fmt('%d', k + 1)
+      local x = redis.pcall('INCRBY', nk, fmt('%d', o - p))
+      if type(x) == 'number' then
+        if x <= 0 then
+          redis.call('DEL', nk)
+        elseif x == o - p then
+          local ms2 = 2 * @W@ - into + 999
+          redis.call('PEXPIRE', nk, (ms2 - ms2 % 1000) / 1000)
         end
       end
-      r = fmt('%d', nc)
     end
+    r = fmt('%d', nc)
   end
 end
 return t[1] .. ' ' .. t[2] .. ' ' .. r
