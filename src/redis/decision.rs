@@ -444,7 +444,11 @@ fn read_reply(
                 "e" => key_error = true,
                 // A fixed window's refusal in debt: `x+o`, `o` the debt carried into the next
                 // window (in `x[3]`, which no fixed window's reply uses otherwise).
-                w if plan.kind == Kind::Fixed && width == 1 && w.contains('+') => {
+                // A one-number bucket's refusal in debt: `-1+D`, `D` owed past the limit.
+                w if matches!(plan.kind, Kind::Fixed | Kind::BucketOne)
+                    && width == 1
+                    && w.contains('+') =>
+                {
                     let (a, o) = w.split_once('+')?;
                     *slot = a.parse().ok()?;
                     carried = o.parse().ok()?;
@@ -452,7 +456,7 @@ fn read_reply(
                 w => *slot = w.parse().ok()?,
             }
         }
-        if plan.kind == Kind::Fixed && width == 1 {
+        if matches!(plan.kind, Kind::Fixed | Kind::BucketOne) && width == 1 {
             x[3] = carried;
         }
         if key_error {
@@ -526,12 +530,14 @@ fn decode(
                 v
             };
             let tokens = if granted { c0.saturating_sub(v) } else { v };
-            let owed = c0.saturating_sub(tokens);
+            // A settled lease's debt past the limit (a refusal of the one-number bucket's).
+            let debt = u128::from(x[3].unsigned_abs());
+            let owed = c0.saturating_sub(tokens) + debt;
             let reset = if owed > 0 { at(owed.div_ceil(c1)) } else { 0 };
             let retry = if granted {
                 0
             } else {
-                at(want.saturating_sub(tokens).div_ceil(c1))
+                at((want + debt).saturating_sub(tokens).div_ceil(c1))
             };
             (tokens, retry, reset)
         }

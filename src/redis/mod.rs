@@ -107,9 +107,12 @@
 //! window gives a refund back only to the window the lease was counted in, if it is still
 //! current, and counts a debit past the limit into debt (up to one limit more), carried into
 //! the next window; GCRA and the leaky meter move `tat` back (never before now) or forward (up
-//! to one burst past the tolerance). Past the bound, [`SettleError::DebtLimit`](crate::SettleError)
-//! and nothing is taken; the token bucket, sliding window and sliding counter answer
-//! `Unsupported`. A failure is a typed [`RedisSettleError`], and changes nothing here.
+//! to one burst past the tolerance); the token bucket (below about 2 million tokens a second:
+//! its one-number state) gives tokens back (never above its limit) or takes them into debt (up
+//! to one limit more). Past the bound, [`SettleError::DebtLimit`](crate::SettleError) and
+//! nothing is taken; the faster (two-number) token bucket, the sliding window and the sliding
+//! counter answer `Unsupported`. A failure is a typed [`RedisSettleError`], and changes
+//! nothing here.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),

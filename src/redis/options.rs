@@ -247,7 +247,8 @@ pub(super) struct Plan {
     pub(super) one: Option<(String, Script)>,
     /// The settle script (its source and SHA1) of the algorithms whose state can take a
     /// settle: the fixed window ([`scripts::FIXED_SETTLE`]), GCRA and the leaky meter
-    /// ([`scripts::GCRA_SETTLE`]). `None` for the others: a settle answers `Unsupported`.
+    /// ([`scripts::GCRA_SETTLE`]), the one-number token bucket
+    /// ([`scripts::BUCKET_ONE_SETTLE`]). `None` for the others: a settle answers `Unsupported`.
     pub(super) settle: Option<(String, Script)>,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
@@ -358,14 +359,24 @@ impl Algorithm {
                 within_span(u128::from(periods) * u128::from(p))?;
                 let (l, per) = (u64::from(o.token_limit), u64::from(o.tokens_per_period));
                 Ok(match one_number_last_period(p, per) {
-                    Some(kmax) => Plan::new(
-                        Kind::BucketOne,
-                        scripts::BUCKET_ONE,
-                        &[("L", l), ("PER", per), ("P", p), ("KMAX", kmax)],
-                        [l, per, p],
-                        o.token_limit,
-                        format!("tbf{p}x{per}"),
-                    ),
+                    Some(kmax) => {
+                        let constants = [
+                            ("L", l),
+                            ("L2", 2 * l),
+                            ("PER", per),
+                            ("P", p),
+                            ("KMAX", kmax),
+                        ];
+                        Plan::new(
+                            Kind::BucketOne,
+                            scripts::BUCKET_ONE,
+                            &constants,
+                            [l, per, p],
+                            o.token_limit,
+                            format!("tbf{p}x{per}"),
+                        )
+                        .with_settle(scripts::BUCKET_ONE_SETTLE, &constants)
+                    }
                     None => Plan::new(
                         Kind::Bucket,
                         scripts::BUCKET,

@@ -403,7 +403,13 @@ local ks = fmt('%d', k)
 /// every key's error) rather than round. Faster buckets keep [`BUCKET`]. The key's shape
 /// (`tbf...`) is not the two-number form's (`tb...`): the two are never read as each other.
 ///
-/// Constants: `L` (the limit), `PER` (tokens per period), `P` (the period, µs), `KMAX`.
+/// A lease settled past the limit ([`BUCKET_ONE_SETTLE`]) writes `"<f> <L>"`: under the same
+/// limit the bucket owes up to one limit more (`L2`), and a refusal then replies `-1+D` (no
+/// tokens, `D` owed past the limit), so that its RetryAfter counts the debt; under another
+/// limit the debt counts up to the limit, as before.
+///
+/// Constants: `L` (the limit), `L2` (twice the limit), `PER` (tokens per period), `P` (the
+/// period, µs), `KMAX`.
 pub(crate) const BUCKET_ONE: &str = r#"
 local ERR = 'e'
 @@READ@@
@@ -411,14 +417,23 @@ local k = (now - now % @P@) / @P@
 if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
 local base = k * @PER@
 @@EACH@@
-  local f, old = base
+  local f, old, top = base
   if v then
     f = tonumber(v)
+    top = base + @L@
+    if not f then
+      -- A settled debt past the limit: `<f> <L it was written under>` (BUCKET_ONE_SETTLE).
+      local sp = find(v, ' ', 1, true)
+      if sp then
+        f = tonumber(sub(v, 1, sp - 1))
+        if sub(v, sp + 1) == '@L@' then top = base + @L2@ end
+      end
+    end
     if f and f == f then
       -- When the bucket the key holds is full again: its expiry covers that.
       old = f + @PER@ - 1
       old = (old - old % @PER@) / @PER@ * @P@
-      if f < base then f = base elseif f > base + @L@ then f = base + @L@ end
+      if f < base then f = base elseif f > top then f = top end
     else
       -- Not a number (`tonumber` reads "nan" as one): content this script did not write.
       f = nil
@@ -428,7 +443,10 @@ local base = k * @PER@
     out[i + 2] = ERR
   else
     local tokens = @L@ - (f - base)
-    if tokens < n or tokens == 0 then
+    if tokens < 0 then
+      -- In debt: refused, with the debt (`-1+D`: no tokens, D owed past the limit).
+      out[i + 2] = fmt('-1+%d', -tokens)
+    elseif tokens < n or tokens == 0 then
       out[i + 2] = fmt('%d', -tokens - 1)
     elseif n == 0 then
       out[i + 2] = fmt('%d', f)
@@ -442,6 +460,73 @@ local base = k * @PER@
     end
   end
 @@STORE@@
+"#;
+
+/// The settle of a one-number token bucket's lease ([`BUCKET_ONE`]): `ARGV[1]` the tokens to
+/// take (a debit, > 0) or give back (a refund, < 0). A refund gives tokens back (never above
+/// the limit: the deficit never below 0), whatever the period; a debit takes them now, past
+/// an empty bucket into debt up to one limit more (`L2`; past it the reply is `d` and nothing
+/// is taken): later requests wait until the refill repays the debt, and their RetryAfter
+/// counts it. A deficit past the limit is written `"<f> <L>"` (see [`BUCKET_ONE`]). Replies
+/// `sec usec x`: `x` the bucket's "full at" after the settle, or `d`, `e` (the key's error).
+///
+/// Constants: `L`, `L2`, `PER`, `P`, `KMAX` (as [`BUCKET_ONE`]).
+pub(crate) const BUCKET_ONE_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local k = (now - now % @P@) / @P@
+if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
+local base = k * @PER@
+local key, d, r = KEYS[1], tonumber(ARGV[1])
+local v = redis.pcall('GET', key)
+local f, top, old = base, base + @L@
+if type(v) == 'string' then
+  f = tonumber(v)
+  if not f then
+    local sp = string.find(v, ' ', 1, true)
+    if sp then
+      f = tonumber(string.sub(v, 1, sp - 1))
+      if string.sub(v, sp + 1) == '@L@' then top = base + @L2@ end
+    end
+  end
+elseif v then
+  f = nil
+end
+if not f or f ~= f then
+  r = 'e'
+else
+  if v then
+    -- How far the key's expiry reaches: the state's "full again", rounded up to a second.
+    old = f + @PER@ - 1
+    old = (old - old % @PER@) / @PER@ * @P@ + 999999
+    old = old - old % 1000000
+  end
+  if f < base then f = base elseif f > top then f = top end
+  local owed = f - base
+  local no = owed + d
+  if no < 0 then no = 0 end
+  if no > @L2@ then
+    r = 'd'
+  else
+    local nf = base + no
+    if no ~= owed then
+      local val = fmt('%d', nf)
+      if no > @L@ then val = val .. ' @L@' end
+      local need = nf + @PER@ - 1
+      need = (need - need % @PER@) / @PER@ * @P@
+      if old and need <= old then
+        redis.call('SET', key, val, 'KEEPTTL')
+      else
+        local exp = need + 999999
+        exp = exp - exp % 1000000
+        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+      end
+    end
+    r = fmt('%d', nf)
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// Sliding window: one string `"<last> <total> <c_last> <c_last-1> ..."`: the newest segment
@@ -855,10 +940,11 @@ mod tests {
 
     #[test]
     fn every_marker_is_spliced_and_every_constant_written_in() {
-        let scripts: [(&str, &[&str]); 8] = [
+        let scripts: [(&str, &[&str]); 9] = [
             (FIXED, &["L", "W"]),
             (BUCKET, &["L", "PER", "P"]),
-            (BUCKET_ONE, &["L", "PER", "P", "KMAX"]),
+            (BUCKET_ONE, &["L", "L2", "PER", "P", "KMAX"]),
+            (BUCKET_ONE_SETTLE, &["L", "L2", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
             (GCRA, &["CAP", "DEBT", "EM"]),
             (FIXED_SETTLE, &["L", "L2", "W"]),

@@ -49,7 +49,7 @@ const _: () = assert!(SLOT | WINDOW == (1 << crate::lease::STAMP_BITS) - 1);
 pub enum RedisSettleError {
     /// The settle itself was refused, as a local limiter's would be:
     /// [`SettleError::Unsupported`] (an algorithm whose Redis state cannot take a settle —
-    /// the token bucket, sliding window and sliding counter this stop —, a lease of the local
+    /// the two-number token bucket, sliding window and sliding counter this stop —, a lease of the local
     /// fallback, or a lease this limiter did not grant) or [`SettleError::DebtLimit`] (the
     /// debit would pass the debt bound: nothing was taken).
     Settle(SettleError),
@@ -160,9 +160,15 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// - **GCRA and the leaky meter**: a refund moves the theoretical arrival time back (never
     ///   before now); a debit moves it forward, up to one burst past the tolerance: later
     ///   requests wait until time repays the debt, and their RetryAfter counts it.
+    /// - **Token bucket** (its one-number state: below about 2 million tokens a second, see
+    ///   [`Algorithm::TokenBucket`](super::Algorithm::TokenBucket)): a refund gives the tokens
+    ///   back (never above the limit), whatever the period; a debit takes them now, past an
+    ///   empty bucket into debt up to one limit more: later requests wait until the refill
+    ///   repays it, and their RetryAfter counts it.
     /// - Past the debt bound: [`SettleError::DebtLimit`], and nothing is taken.
-    /// - The **token bucket, sliding window and sliding counter** answer
-    ///   [`SettleError::Unsupported`] this stop (their Redis state keeps no debt).
+    /// - The **two-number token bucket** (2 million tokens a second or more), the **sliding
+    ///   window** and the **sliding counter** answer [`SettleError::Unsupported`] this stop
+    ///   (their Redis state keeps no debt).
     ///
     /// Where the lease came from decides where it settles: a lease Redis granted settles in
     /// Redis (one `EVALSHA` of a small script of its own, not batched, not gated by the

@@ -376,7 +376,8 @@ async fn settle_is_unsupported_where_the_state_keeps_no_debt_and_for_foreign_lea
     let mut conn = manager(&url()).await;
     let s = Duration::from_secs(1);
     for algorithm in [
-        Algorithm::TokenBucket(TokenBucketOptions::new(10, 1, s)),
+        // Ten million tokens a second: past the one-number bound, two numbers.
+        Algorithm::TokenBucket(TokenBucketOptions::new(10_000_000, 10_000_000, s)),
         Algorithm::SlidingWindow(SlidingWindowOptions::new(10, s, 2)),
         Algorithm::SlidingCounter(SlidingCounterOptions::new(10, s)),
     ] {
@@ -449,4 +450,65 @@ async fn settle_debt_read_under_another_limit_never_locks_a_key() {
     let d = two.decide("f", 2).await;
     let r = ra(d);
     assert!(r <= HOUR, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_token_bucket_gives_tokens_back_and_takes_a_bounded_debt() {
+    let mut conn = manager(&url()).await;
+    // 100 tokens, 10 more a minute (the one-number state).
+    let minute = Duration::from_secs(60);
+    let tb = Algorithm::TokenBucket(TokenBucketOptions::new(100, 10, minute));
+    let l = limiter(conn.clone(), "settle-tb", tb, FailurePolicy::FailClosed);
+    for (i, (estimate, actual)) in [(50, 20), (10, 0), (5, 45), (30, 100)]
+        .into_iter()
+        .enumerate()
+    {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        let _twin = l.acquire(&twin, actual).await;
+        let (a, b) = (l.decide(&settled, 0).await, l.decide(&twin, 0).await);
+        assert_eq!(a.remaining, b.remaining, "case {i}: {a:?} {b:?}");
+        assert!(
+            a.reset.abs_diff(b.reset) < Duration::from_millis(200),
+            "{a:?} {b:?}"
+        );
+    }
+    // Into debt: the bucket empty, 50 owed past it.
+    let mut lease = l.acquire("d", 100).await.unwrap();
+    l.settle("d", &mut lease, 150).await.unwrap();
+    let state: String = conn.get(l.key("d")).await.unwrap();
+    assert!(state.ends_with(" 100"), "{state}");
+    let d = l.decide("d", 1).await;
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    // 51 tokens to refill: 6 periods of 10, the first of them under way.
+    assert!(ra > 5 * minute && ra <= 6 * minute, "{ra:?}");
+    assert!(d.reset > 14 * minute && d.reset <= 15 * minute, "{d:?}");
+    // Past the bound (one limit of debt): nothing taken.
+    let err = l.settle("d", &mut lease, 201).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    let after: String = conn.get(l.key("d")).await.unwrap();
+    assert_eq!(after, state);
+    l.settle("d", &mut lease, 200).await.unwrap();
+    // Under another limit, the debt counts up to that limit only (no change locks a key).
+    let other = Algorithm::TokenBucket(TokenBucketOptions::new(50, 10, minute));
+    let o = RedisLimiter::builder(
+        conn.clone(),
+        l.key("x").split(":{").next().unwrap().to_owned(),
+        other,
+        FailurePolicy::FailClosed,
+    )
+    .build()
+    .unwrap();
+    let ra = o
+        .decide("d", 1)
+        .await
+        .outcome
+        .unwrap_err()
+        .retry_after()
+        .unwrap();
+    assert!(ra <= 6 * minute, "{ra:?}");
+    // A refund gives everything back, never above the limit.
+    l.settle("d", &mut lease, 0).await.unwrap();
+    assert_eq!(remaining(&l, "d").await, 100);
 }
