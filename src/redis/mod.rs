@@ -109,9 +109,10 @@
 //! the next window; GCRA and the leaky meter move `tat` back (never before now) or forward (up
 //! to one burst past the tolerance); the token bucket (below about 2 million tokens a second:
 //! its one-number state) gives tokens back (never above its limit) or takes them into debt (up
-//! to one limit more). Past the bound, [`SettleError::DebtLimit`](crate::SettleError) and
-//! nothing is taken; the faster (two-number) token bucket, the sliding window and the sliding
-//! counter answer `Unsupported`. A failure is a typed [`RedisSettleError`], and changes
+//! to one limit more); the sliding counter, as the local one (no debt), gives a refund back to
+//! its window while it counts and takes a debit only where it fits. Past the bound,
+//! [`SettleError::DebtLimit`](crate::SettleError) and nothing is taken; the faster
+//! (two-number) token bucket and the sliding window answer `Unsupported`. A failure is a typed [`RedisSettleError`], and changes
 //! nothing here.
 //!
 //! ## When Redis fails

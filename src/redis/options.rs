@@ -248,7 +248,8 @@ pub(super) struct Plan {
     /// The settle script (its source and SHA1) of the algorithms whose state can take a
     /// settle: the fixed window ([`scripts::FIXED_SETTLE`]), GCRA and the leaky meter
     /// ([`scripts::GCRA_SETTLE`]), the one-number token bucket
-    /// ([`scripts::BUCKET_ONE_SETTLE`]). `None` for the others: a settle answers `Unsupported`.
+    /// ([`scripts::BUCKET_ONE_SETTLE`]), the sliding counter ([`scripts::COUNTER_SETTLE`]).
+    /// `None` for the others: a settle answers `Unsupported`.
     pub(super) settle: Option<(String, Script)>,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
@@ -457,7 +458,8 @@ impl Algorithm {
                     [l, w, 0],
                     o.permit_limit,
                     format!("sc{w}"),
-                ))
+                )
+                .with_settle(scripts::COUNTER_SETTLE, &[("L", l), ("W", w)]))
             }
             Algorithm::LeakyMeter(o) => {
                 if asks_for_queue(o.queue_limit) {

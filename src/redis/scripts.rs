@@ -833,6 +833,67 @@ end
 return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
+/// The settle of a sliding counter's lease ([`COUNTER`]): `ARGV[1]` the permits to take (> 0)
+/// or give back (< 0), `ARGV[2]` the lease's window index modulo 2^29. As the local counter
+/// (its debt bound is 0): a refund comes out of the window the lease was counted in while it
+/// still counts — the current window (`KEYS[1]:k`) or the previous one (`KEYS[1]:k-1`, whose
+/// weight then drops), never below 0 — else nothing comes back (reply `w`); a debit is taken
+/// now, as a request of that many, only where it fits (else the reply is `d` and nothing is
+/// taken). Replies `sec usec x`: `x` the count of the window settled, or `w`, `d`, `e`.
+///
+/// Constants: `L` (the limit), `W` (the window, µs).
+pub(crate) const COUNTER_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local into = now % @W@
+local k = (now - into) / @W@
+local a = ARGV[1]
+local d, r = tonumber(a)
+local base = KEYS[1] .. ':'
+if d < 0 then
+  local w = tonumber(ARGV[2])
+  local j
+  if k % 536870912 == w then j = k elseif (k - 1) % 536870912 == w then j = k - 1 end
+  if not j then
+    r = 'w'
+  else
+    local key = base .. fmt('%d', j)
+    local c = redis.pcall('INCRBY', key, a)
+    if type(c) ~= 'number' then
+      r = 'e'
+    else
+      -- More given back than counted (or a key the refund made): an empty window.
+      if c <= 0 then redis.call('DEL', key) c = 0 end
+      r = fmt('%d', c)
+    end
+  end
+else
+  local p = redis.pcall('GET', base .. fmt('%d', k - 1))
+  local prev = 0
+  if type(p) == 'string' then prev = tonumber(p) or 0 end
+  if prev < 0 then prev = 0 elseif prev > @L@ then prev = @L@ end
+  local key = base .. fmt('%d', k)
+  local c = redis.pcall('INCRBY', key, a)
+  if type(c) ~= 'number' then
+    r = 'e'
+  else
+    if c == d then
+      local ms = (k + 2) * @W@ - now + 999
+      redis.call('PEXPIRE', key, fmt('%d', (ms - ms % 1000) / 1000))
+    end
+    local cur = c - d
+    if cur >= 0 and cur <= @L@ - d and prev * (@W@ - into) <= (@L@ - cur - d) * @W@ then
+      r = fmt('%d', c)
+    else
+      redis.call('DECRBY', key, a)
+      r = 'd'
+    end
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
+"#;
+
 /// The sliding-window counter (article 001's estimate, as the local
 /// `sliding_counter::state::Counter`): the permits taken in window `k` (windows since the
 /// epoch) are an integer under the key `KEYS[i]:k`, as the fixed window keeps them, expired
@@ -940,7 +1001,7 @@ mod tests {
 
     #[test]
     fn every_marker_is_spliced_and_every_constant_written_in() {
-        let scripts: [(&str, &[&str]); 9] = [
+        let scripts: [(&str, &[&str]); 10] = [
             (FIXED, &["L", "W"]),
             (BUCKET, &["L", "PER", "P"]),
             (BUCKET_ONE, &["L", "L2", "PER", "P", "KMAX"]),
@@ -950,6 +1011,7 @@ mod tests {
             (FIXED_SETTLE, &["L", "L2", "W"]),
             (GCRA_SETTLE, &["CAP", "DEBT", "EM"]),
             (COUNTER, &["L", "W"]),
+            (COUNTER_SETTLE, &["L", "W"]),
         ];
         let mut ones = 0;
         for (template, names) in scripts {

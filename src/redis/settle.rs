@@ -49,7 +49,7 @@ const _: () = assert!(SLOT | WINDOW == (1 << crate::lease::STAMP_BITS) - 1);
 pub enum RedisSettleError {
     /// The settle itself was refused, as a local limiter's would be:
     /// [`SettleError::Unsupported`] (an algorithm whose Redis state cannot take a settle —
-    /// the two-number token bucket, sliding window and sliding counter this stop —, a lease of the local
+    /// the two-number token bucket and the sliding window this stop —, a lease of the local
     /// fallback, or a lease this limiter did not grant) or [`SettleError::DebtLimit`] (the
     /// debit would pass the debt bound: nothing was taken).
     Settle(SettleError),
@@ -132,7 +132,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// machine's lease).
     pub(super) fn stamp_of(&self, d: &RedisDecision, window: u64) -> u64 {
         let in_window = |w: u64| match self.inner.plan.kind {
-            Kind::Fixed => w & WINDOW,
+            Kind::Fixed | Kind::Counter => w & WINDOW,
             _ => 0,
         };
         match d.decided_by {
@@ -165,10 +165,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     ///   back (never above the limit), whatever the period; a debit takes them now, past an
     ///   empty bucket into debt up to one limit more: later requests wait until the refill
     ///   repays it, and their RetryAfter counts it.
+    /// - **Sliding counter**, as the local counter (its debt bound is 0): a refund comes out of
+    ///   the window the lease was counted in while it still counts (the current window, or the
+    ///   previous one, whose weight then drops; else nothing comes back); a debit is taken now
+    ///   only where it fits, as a request of that many would be.
     /// - Past the debt bound: [`SettleError::DebtLimit`], and nothing is taken.
-    /// - The **two-number token bucket** (2 million tokens a second or more), the **sliding
-    ///   window** and the **sliding counter** answer [`SettleError::Unsupported`] this stop
-    ///   (their Redis state keeps no debt).
+    /// - The **two-number token bucket** (2 million tokens a second or more) and the **sliding
+    ///   window** answer [`SettleError::Unsupported`] this stop (their Redis state keeps no
+    ///   debt).
     ///
     /// Where the lease came from decides where it settles: a lease Redis granted settles in
     /// Redis (one `EVALSHA` of a small script of its own, not batched, not gated by the

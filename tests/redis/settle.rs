@@ -379,7 +379,6 @@ async fn settle_is_unsupported_where_the_state_keeps_no_debt_and_for_foreign_lea
         // Ten million tokens a second: past the one-number bound, two numbers.
         Algorithm::TokenBucket(TokenBucketOptions::new(10_000_000, 10_000_000, s)),
         Algorithm::SlidingWindow(SlidingWindowOptions::new(10, s, 2)),
-        Algorithm::SlidingCounter(SlidingCounterOptions::new(10, s)),
     ] {
         let l = limiter(
             conn.clone(),
@@ -511,4 +510,54 @@ async fn settle_token_bucket_gives_tokens_back_and_takes_a_bounded_debt() {
     // A refund gives everything back, never above the limit.
     l.settle("d", &mut lease, 0).await.unwrap();
     assert_eq!(remaining(&l, "d").await, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_counter_refunds_while_its_window_counts_and_debits_only_where_they_fit() {
+    let mut conn = manager(&url()).await;
+    let sc = Algorithm::SlidingCounter(SlidingCounterOptions::new(100, HOUR));
+    let l = limiter(conn.clone(), "settle-sc", sc, FailurePolicy::FailClosed);
+    for (i, (estimate, actual)) in [(50, 20), (10, 0), (5, 45)].into_iter().enumerate() {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        let _twin = l.acquire(&twin, actual).await;
+        assert_eq!(
+            remaining(&l, &settled).await,
+            remaining(&l, &twin).await,
+            "case {i}"
+        );
+    }
+    // A debit that does not fit: DebtLimit (the counter's debt bound is 0), nothing taken.
+    let mut lease = l.acquire("d", 90).await.unwrap();
+    let err = l.settle("d", &mut lease, 101).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    assert_eq!(remaining(&l, "d").await, 10);
+    l.settle("d", &mut lease, 100).await.unwrap();
+    assert_eq!(remaining(&l, "d").await, 0);
+
+    // The previous window still counts: a refund there lowers its weight; two windows on,
+    // nothing comes back.
+    let window = Duration::from_secs(1);
+    let sc = Algorithm::SlidingCounter(SlidingCounterOptions::new(10, window));
+    let l = limiter(
+        conn.clone(),
+        "settle-sc-prev",
+        sc,
+        FailurePolicy::FailClosed,
+    );
+    align(&mut conn, window).await;
+    let k = window_now(&mut conn, window).await;
+    let mut lease = l.acquire("k", 8).await.unwrap();
+    let mut late = l.acquire("late", 8).await.unwrap();
+    align(&mut conn, window).await;
+    assert_eq!(window_now(&mut conn, window).await, k + 1);
+    l.settle("k", &mut lease, 2).await.unwrap();
+    let prev: String = conn.get(format!("{}:{k}", l.key("k"))).await.unwrap();
+    assert_eq!(prev, "2");
+    align(&mut conn, window).await;
+    l.settle("late", &mut late, 2).await.unwrap(); // nothing back: succeeds, changes nothing
+    assert_eq!(late.permits(), 2);
+    let old: Option<String> = conn.get(format!("{}:{k}", l.key("late"))).await.unwrap();
+    assert!(old.is_none() || old.as_deref() == Some("8"), "{old:?}");
 }
