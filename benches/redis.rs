@@ -19,6 +19,10 @@
 //! hand-written script's in the same run and concurrency. Keys: 1,000 partitions in turn;
 //! limits high enough that nearly every decision is a grant (the path that writes).
 //!
+//! Three rows acquire 2 permits and settle the lease to 1 or 3 in turn (issue 38,
+//! `RedisLimiter::settle`), per call: an operation is two script runs, and its Redis µs less
+//! the same algorithm's per-call row is the settle's.
+//!
 //! The last two rows decide one hot key: with the defaults, and from leases of `LEASE` permits
 //! (`RedisLimiterBuilder::lease`), where one round trip in `LEASE` decisions goes to Redis.
 //!
@@ -74,6 +78,9 @@ enum Variant {
     Limiter(RedisLimiter),
     /// One key for every decision.
     Hot(RedisLimiter),
+    /// A lease of 2 settled to 1 or 3 in turn (issue 38): two script runs per operation, the
+    /// decision's and the settle's.
+    Settle(RedisLimiter),
 }
 
 impl Variant {
@@ -111,6 +118,12 @@ impl Variant {
                 let d = l.decide("hot", 1).await;
                 assert!(d.allowed(), "{d:?}");
             }
+            Variant::Settle(l) => {
+                let key = (i % KEYS).to_string();
+                let mut lease = l.acquire(&key, 2).await.expect("granted");
+                let actual = if i % 2 == 0 { 1 } else { 3 };
+                l.settle(&key, &mut lease, actual).await.expect("settled");
+            }
         }
     }
 }
@@ -119,7 +132,9 @@ impl Variant {
     /// Script runs (round trips) so far; a decision per run for the references.
     fn runs(&self) -> u64 {
         match self {
-            Variant::Limiter(l) | Variant::Hot(l) => l.redis_statistics().script_runs,
+            Variant::Limiter(l) | Variant::Hot(l) | Variant::Settle(l) => {
+                l.redis_statistics().script_runs
+            }
             _ => 0,
         }
     }
@@ -325,6 +340,15 @@ fn main() {
                 None,
             )),
         ));
+        // Issue 38: an acquisition and its settle, a run each (per call): the settle's Redis
+        // CPU is this row's less the same algorithm's per-call row.
+        for (name, tag) in [("fixed window", "fw"), ("GCRA", "gcra"), ("token bucket", "tb")] {
+            let a = algorithms.iter().find(|x| x.1 == tag).unwrap().2;
+            variants.push((
+                format!("{name}, acquire + settle (per call)"),
+                Variant::Settle(make(&format!("{tag}-settle"), a, Some(1))),
+            ));
+        }
         let fw = Algorithm::FixedWindow(FixedWindowOptions::new(big, minute));
         variants.push((
             "fixed window, hot key, defaults".into(),

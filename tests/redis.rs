@@ -31,6 +31,10 @@ mod batch;
 #[path = "redis/lease.rs"]
 mod lease;
 
+/// Issue 38: leases settled to their true cost.
+#[path = "redis/settle.rs"]
+mod settle;
+
 fn url() -> String {
     std::env::var("TOLLGATE_REDIS_URL").expect(
         "TOLLGATE_REDIS_URL is not set: run the Redis suite with `bash .ci/redis.sh`, which starts \

@@ -43,6 +43,11 @@ impl DenialCache {
         }
     }
 
+    /// Drops `key`'s denial: a settled lease gave permits back to it.
+    pub(crate) fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
     /// Records a denial of `permits` on `key` at `now`, standing for `retry_after`.
     pub(crate) fn put(&self, key: &str, permits: u32, now: Instant, retry_after: Duration) {
         let until = now.saturating_add(retry_after);

@@ -172,7 +172,20 @@ impl CallError {
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
-    pub(super) async fn decide_uncounted(&self, partition: &str, permits: u32) -> RedisDecision {
+    /// The decision, uncounted, and for one made from this machine's lease of the key's window
+    /// ([`DecidedBy::Lease`]) that window's index (windows since the Unix epoch; 0 otherwise):
+    /// what a settle of its lease needs.
+    pub(super) async fn decide_uncounted(
+        &self,
+        partition: &str,
+        permits: u32,
+    ) -> (RedisDecision, u64) {
+        let mut window = 0;
+        let d = self.decide_inner(partition, permits, &mut window).await;
+        (d, window)
+    }
+
+    async fn decide_inner(&self, partition: &str, permits: u32, window: &mut u64) -> RedisDecision {
         let inner = &*self.inner;
         let client = |r: &'static Reason, decided_by| {
             RedisDecision::local(permits, Err(Rejection::new(r)), 0, decided_by)
@@ -190,7 +203,10 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 RedisDecision::local(permits, outcome, remaining, DecidedBy::Lease)
             };
             match leases.take(partition, permits, now) {
-                Local::Granted { left } => return local(Ok(()), left),
+                Local::Granted { left, window: w } => {
+                    *window = w;
+                    return local(Ok(()), left);
+                }
                 Local::Spent(d) => {
                     return local(Err(Rejection::with_retry_after(&Reason::Exhausted, d)), 0)
                 }
@@ -352,7 +368,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             .await?
             .pop()
             .ok_or(CallError::Server)??;
-        let until = |d: Duration| sent.saturating_add(d);
+        // The window Redis decided in (windows since the epoch), for a settle of the lease.
+        let w = d.server_time_us.unwrap_or(0) / self.inner.plan.consts[1].max(1);
+        let until = |d: Duration| (w, sent.saturating_add(d));
         match d.outcome {
             Ok(()) if d.permits >= permits => {
                 let extra = u64::from(d.permits - permits);
@@ -420,11 +438,26 @@ fn read_reply(
     let mut x = [0i64; 4];
     for (_, permits) in entries {
         let mut key_error = false;
+        let mut carried = 0;
         for slot in x.iter_mut().take(width) {
             match words.next()? {
                 "e" => key_error = true,
+                // A fixed window's refusal in debt: `x+o`, `o` the debt carried into the next
+                // window (in `x[3]`, which no fixed window's reply uses otherwise).
+                // A one-number bucket's refusal in debt: `-1+D`, `D` owed past the limit.
+                w if matches!(plan.kind, Kind::Fixed | Kind::BucketOne)
+                    && width == 1
+                    && w.contains('+') =>
+                {
+                    let (a, o) = w.split_once('+')?;
+                    *slot = a.parse().ok()?;
+                    carried = o.parse().ok()?;
+                }
                 w => *slot = w.parse().ok()?,
             }
+        }
+        if matches!(plan.kind, Kind::Fixed | Kind::BucketOne) && width == 1 {
+            x[3] = carried;
         }
         if key_error {
             out.push(Err(CallError::Key));
@@ -471,8 +504,19 @@ fn decode(
             if upto && granted {
                 permits = u32::try_from(x[1]).map_err(|_| CallError::Server)?;
             }
-            let reset = if v > 0 { left } else { 0 };
-            (c0.saturating_sub(v), if granted { 0 } else { left }, reset)
+            // A settled lease's debt carried into the next window (`FIXED_SETTLE`, which the
+            // script's refusal reads): a request that it refuses there too waits one more.
+            let carried = u128::from(x[3].unsigned_abs());
+            let next = if carried > 0 { left + c1 } else { left };
+            let reset = if v > 0 { next } else { 0 };
+            let retry = if granted {
+                0
+            } else if carried + want > c0 {
+                left + c1
+            } else {
+                left
+            };
+            (c0.saturating_sub(v), retry, reset)
         }
         Kind::Bucket | Kind::BucketOne => {
             // [limit, tokens per period, period]: v is the tokens missing from full after the
@@ -486,12 +530,14 @@ fn decode(
                 v
             };
             let tokens = if granted { c0.saturating_sub(v) } else { v };
-            let owed = c0.saturating_sub(tokens);
+            // A settled lease's debt past the limit (a refusal of the one-number bucket's).
+            let debt = u128::from(x[3].unsigned_abs());
+            let owed = c0.saturating_sub(tokens) + debt;
             let reset = if owed > 0 { at(owed.div_ceil(c1)) } else { 0 };
             let retry = if granted {
                 0
             } else {
-                at(want.saturating_sub(tokens).div_ceil(c1))
+                at((want + debt).saturating_sub(tokens).div_ceil(c1))
             };
             (tokens, retry, reset)
         }

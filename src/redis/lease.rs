@@ -51,6 +51,9 @@ struct Slot {
     tag: AtomicU64,
     /// The lease's end in nanoseconds of [`Instant`], with [`SPENT`] for a spent window.
     until: AtomicU64,
+    /// The lease's window (windows since the Unix epoch, on the server's clock): where a
+    /// settled lease's refund may go back ([`Leases::refund`]).
+    window: AtomicU64,
     /// The version (high 32 bits; odd while a writer replaces the slot) and the permits left
     /// (low 32 bits).
     word: AtomicU64,
@@ -78,6 +81,8 @@ pub(super) enum Local {
     Granted {
         /// Permits left in the lease.
         left: u64,
+        /// The lease's window (windows since the Unix epoch).
+        window: u64,
     },
     /// The window is spent (Redis said so): refused until it ends.
     Spent(Duration),
@@ -129,8 +134,9 @@ impl Leases {
             let have = word & LEFT;
             if permits == 0 {
                 // A probe: granted if one permit is there, taking nothing.
+                let window = slot.window.load(Ordering::Acquire);
                 return if have > 0 && slot.word.load(Ordering::Acquire) == word {
-                    Local::Granted { left: have }
+                    Local::Granted { left: have, window }
                 } else {
                     Local::Ask
                 };
@@ -139,22 +145,85 @@ impl Leases {
             if have < n {
                 return Local::Ask;
             }
+            // Read before the compare-and-swap, which checks that it belongs to this version.
+            let window = slot.window.load(Ordering::Acquire);
             match slot.word.compare_exchange_weak(
                 word,
                 word - n,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Local::Granted { left: have - n },
+                Ok(_) => {
+                    return Local::Granted {
+                        left: have - n,
+                        window,
+                    }
+                }
                 Err(w) => word = w,
             }
         }
     }
 
-    /// Records a lease of `extra` permits (beyond the request's own) until `until`, or a spent
-    /// window. Permits still left in an unexpired lease of the key are kept (up to 2^32 - 1 in
-    /// all).
-    pub(super) fn put(&self, key: &str, extra: u64, spent: bool, until: Instant, now: Instant) {
+    /// Gives `permits` back to `key`'s lease (a settled lease's refund), if the lease is of
+    /// the window whose index modulo 2^29 is `window`, has not ended at `now` and is not
+    /// spent: they are handed out again from here, as if never taken. `false` (nothing done)
+    /// otherwise: the refund goes to Redis.
+    pub(super) fn refund(&self, key: &str, permits: u32, window: u64, now: Instant) -> bool {
+        let (slot, tag) = self.slot(key);
+        let mut word = slot.word.load(Ordering::Acquire);
+        loop {
+            if version(word) % 2 == 1 || slot.tag.load(Ordering::Acquire) != tag {
+                return false;
+            }
+            let until = slot.until.load(Ordering::Acquire);
+            let same = slot.window.load(Ordering::Acquire) % (1 << 29) == window;
+            if !same || until & SPENT != 0 || Instant::from_nanos(until) <= now {
+                return false;
+            }
+            let left = (word & LEFT) + u64::from(permits);
+            if left > LEFT {
+                return false;
+            }
+            // The compare-and-swap checks that the tag, end and window read are this version's.
+            match slot.word.compare_exchange_weak(
+                word,
+                (word & !LEFT) | left,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(w) => word = w,
+            }
+        }
+    }
+
+    /// Forgets that `key`'s window is spent (a refund went to Redis: the window may have
+    /// room again), so that its next decision asks Redis.
+    pub(super) fn clear_spent(&self, key: &str) {
+        let (slot, tag) = self.slot(key);
+        let _writing = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.tag.load(Ordering::Acquire) != tag
+            || slot.until.load(Ordering::Acquire) & SPENT == 0
+        {
+            return;
+        }
+        let old = slot.word.fetch_add(1 << 32, Ordering::AcqRel);
+        slot.until.store(0, Ordering::Release);
+        let v = version(old).wrapping_add(2) & LEFT;
+        slot.word.store(v << 32, Ordering::Release);
+    }
+
+    /// Records a lease of `extra` permits (beyond the request's own) of `window` until `until`,
+    /// or a spent window. Permits still left in an unexpired lease of the key are kept (up to
+    /// 2^32 - 1 in all).
+    pub(super) fn put(
+        &self,
+        key: &str,
+        extra: u64,
+        spent: bool,
+        (window, until): (u64, Instant),
+        now: Instant,
+    ) {
         let (slot, tag) = self.slot(key);
         let _writing = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
         // Odd: readers of the old lease fail their compare-and-swap from here on.
@@ -170,6 +239,7 @@ impl Leases {
             0
         };
         slot.tag.store(tag, Ordering::Release);
+        slot.window.store(window, Ordering::Release);
         let end = until.as_nanos() & !SPENT;
         slot.until
             .store(if spent { end | SPENT } else { end }, Ordering::Release);
@@ -189,19 +259,28 @@ mod tests {
     fn a_lease_serves_until_it_ends_and_keeps_what_is_left() {
         let l = Leases::new(10);
         assert!(matches!(l.take("a", 1, at(0)), Local::Ask));
-        l.put("a", 3, false, at(100), at(0));
-        assert!(matches!(l.take("a", 2, at(1)), Local::Granted { left: 1 }));
+        l.put("a", 3, false, (7, at(100)), at(0));
+        assert!(matches!(
+            l.take("a", 2, at(1)),
+            Local::Granted { left: 1, .. }
+        ));
         assert!(matches!(l.take("a", 2, at(1)), Local::Ask));
-        assert!(matches!(l.take("a", 0, at(1)), Local::Granted { left: 1 }));
+        assert!(matches!(
+            l.take("a", 0, at(1)),
+            Local::Granted { left: 1, .. }
+        ));
         assert!(matches!(l.take("b", 1, at(1)), Local::Ask));
         // A new lease of the same key keeps the 1 left.
-        l.put("a", 4, false, at(200), at(2));
-        assert!(matches!(l.take("a", 5, at(3)), Local::Granted { left: 0 }));
+        l.put("a", 4, false, (7, at(200)), at(2));
+        assert!(matches!(
+            l.take("a", 5, at(3)),
+            Local::Granted { left: 0, .. }
+        ));
         // Ended: ask Redis.
-        l.put("a", 4, false, at(300), at(250));
+        l.put("a", 4, false, (7, at(300)), at(250));
         assert!(matches!(l.take("a", 1, at(300)), Local::Ask));
         // Spent until it ends.
-        l.put("a", 0, true, at(400), at(300));
+        l.put("a", 0, true, (7, at(400)), at(300));
         assert!(
             matches!(l.take("a", 1, at(350)), Local::Spent(d) if d == Duration::from_millis(50))
         );
@@ -209,9 +288,34 @@ mod tests {
     }
 
     #[test]
+    fn a_refund_goes_back_into_its_windows_lease_only() {
+        let l = Leases::new(10);
+        assert!(!l.refund("a", 1, 7, at(0))); // no lease
+        l.put("a", 3, false, (7, at(100)), at(0));
+        assert!(matches!(
+            l.take("a", 3, at(1)),
+            Local::Granted { left: 0, window: 7 }
+        ));
+        assert!(l.refund("a", 2, 7, at(2)));
+        assert!(matches!(
+            l.take("a", 2, at(3)),
+            Local::Granted { left: 0, .. }
+        ));
+        assert!(!l.refund("a", 1, 6, at(4))); // another window's lease
+        assert!(!l.refund("b", 1, 7, at(4))); // another key
+        assert!(!l.refund("a", 1, 7, at(100))); // ended
+                                                // Spent: the refund goes to Redis, and the key asks Redis again.
+        l.put("a", 0, true, (8, at(400)), at(300));
+        assert!(!l.refund("a", 1, 8, at(301)));
+        assert!(matches!(l.take("a", 1, at(301)), Local::Spent(_)));
+        l.clear_spent("a");
+        assert!(matches!(l.take("a", 1, at(302)), Local::Ask));
+    }
+
+    #[test]
     fn concurrent_takes_never_hand_out_more_than_leased() {
         let l = std::sync::Arc::new(Leases::new(10));
-        l.put("k", 10_000, false, at(1_000_000), at(0));
+        l.put("k", 10_000, false, (7, at(1_000_000)), at(0));
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let l = l.clone();

@@ -137,7 +137,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     }
 
     /// Takes `permits` from `partition`'s limit, shared by every client of this prefix: a lease
-    /// (which returns nothing when dropped) or a rejection with its RetryAfter.
+    /// (which returns nothing when dropped) or a rejection with its RetryAfter. The lease keeps
+    /// who granted it and, for a fixed window, the window it was counted in, so that it can be
+    /// [settled](Self::settle) to its true cost once that is known.
     ///
     /// ```no_run
     /// # use core::time::Duration;
@@ -158,10 +160,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         partition: &str,
         permits: u32,
     ) -> Result<Lease<'static>, Rejection> {
-        self.decide(partition, permits)
-            .await
-            .outcome
-            .map(|()| Lease::unreleased(permits))
+        let (d, window) = self.decide_window(partition, permits).await;
+        d.outcome
+            .map(|()| Lease::detached(permits, self.stamp_of(&d, window)))
     }
 
     /// Asks `front` (a local limiter) first; only if it grants is Redis asked. Returns the
@@ -208,7 +209,12 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// # Ok(()) }
     /// ```
     pub async fn decide(&self, partition: &str, permits: u32) -> RedisDecision {
-        let d = self.decide_uncounted(partition, permits).await;
+        self.decide_window(partition, permits).await.0
+    }
+
+    /// [`decide`](Self::decide), with the window of a decision made from this machine's lease.
+    async fn decide_window(&self, partition: &str, permits: u32) -> (RedisDecision, u64) {
+        let (d, window) = self.decide_uncounted(partition, permits).await;
         let c = &self.inner.counts;
         let counts = if d.decided_by == super::DecidedBy::Lease {
             &c.leased
@@ -216,7 +222,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             &c.decided
         };
         counts.tally(!d.allowed());
-        d
+        (d, window)
     }
 
     /// Which policy decides requests now.

@@ -79,7 +79,9 @@
 //!   leaky meter runs the same script (its level is GCRA's debt); its fallback is a local meter.
 //!   The sliding counter's fallback is a local fixed window (no partition kind is a counter).
 //! - **Leases** return nothing (as every rate limiter's), and there is no `close` on the server:
-//!   [`RedisLimiter::close`] closes this client only.
+//!   [`RedisLimiter::close`] closes this client only. A lease is settled to its true cost
+//!   through the limiter, with its partition ([`RedisLimiter::settle`], below), not by
+//!   [`Lease::settle`](crate::Lease::settle), which answers `Unsupported` for it.
 //!
 //! ## Batching and leases
 //! Two ways to spend fewer round trips:
@@ -97,6 +99,21 @@
 //!   limit, at the cost of up to `size - 1` permits per machine per key left unused. A token
 //!   bucket's or GCRA's permits do not expire with a window, so a lease of them would lend
 //!   what the limit refuses later.
+//!
+//! ## Settling leases
+//! A lease taken for an estimate is settled once its cost is known with
+//! [`settle`](RedisLimiter::settle)`(partition, &mut lease, actual)`: one script run (none when
+//! this machine's [lease](RedisLimiterBuilder::lease) of the window can take it). The fixed
+//! window gives a refund back only to the window the lease was counted in, if it is still
+//! current, and counts a debit past the limit into debt (up to one limit more), carried into
+//! the next window; GCRA and the leaky meter move `tat` back (never before now) or forward (up
+//! to one burst past the tolerance); the token bucket (below about 2 million tokens a second:
+//! its one-number state) gives tokens back (never above its limit) or takes them into debt (up
+//! to one limit more); the sliding counter, as the local one (no debt), gives a refund back to
+//! its window while it counts and takes a debit only where it fits. Past the bound,
+//! [`SettleError::DebtLimit`](crate::SettleError) and nothing is taken; the faster
+//! (two-number) token bucket and the sliding window answer `Unsupported`. A failure is a typed [`RedisSettleError`], and changes
+//! nothing here.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),
@@ -174,6 +191,7 @@ mod lease;
 mod limiter;
 mod options;
 mod scripts;
+mod settle;
 mod stats;
 
 use core::time::Duration;
@@ -188,6 +206,7 @@ pub use decision::{DecidedBy, RedisDecision};
 pub use failure::{FailurePolicy, Health, PolicyKind, REDIS_KEY_ERROR, REDIS_UNAVAILABLE};
 pub use limiter::{ChainedLease, RedisLimiter};
 pub use options::{Algorithm, RedisConfigError, MAX_SEGMENTS, MAX_SPAN};
+pub use settle::RedisSettleError;
 pub use stats::RedisStatistics;
 
 /// The default batch size of [`RedisLimiterBuilder::batch_size`]: at most 64 concurrent

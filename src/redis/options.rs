@@ -245,6 +245,12 @@ pub(super) struct Plan {
     /// The one-decision form of the script (its source and SHA1), if it has one
     /// ([`scripts::render_one`]): what a run of one decision sends, the same reply.
     pub(super) one: Option<(String, Script)>,
+    /// The settle script (its source and SHA1) of the algorithms whose state can take a
+    /// settle: the fixed window ([`scripts::FIXED_SETTLE`]), GCRA and the leaky meter
+    /// ([`scripts::GCRA_SETTLE`]), the one-number token bucket
+    /// ([`scripts::BUCKET_ONE_SETTLE`]), the sliding counter ([`scripts::COUNTER_SETTLE`]).
+    /// `None` for the others: a settle answers `Unsupported`.
+    pub(super) settle: Option<(String, Script)>,
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
     /// window µs, 0]` (sliding counter), `[limit, segments, segment µs]` (sliding window).
@@ -273,6 +279,7 @@ impl Plan {
             script: Script::new(&source),
             source,
             one,
+            settle: None,
             consts,
             limit,
             shape,
@@ -283,14 +290,25 @@ impl Plan {
     /// `<tag><t>`.
     fn gcra(burst: u32, t: u64, tag: &str) -> Self {
         let cap = u64::from(burst) * t;
+        // The tolerance and one burst of debt: within 2^51 µs (the span is at most 2^50).
+        let constants = [("CAP", cap), ("DEBT", 2 * cap), ("EM", t)];
         Self::new(
             Kind::Gcra,
             scripts::GCRA,
-            &[("CAP", cap), ("EM", t)],
+            &constants,
             [cap, t, 0],
             burst,
             format!("{tag}{t}"),
         )
+        .with_settle(scripts::GCRA_SETTLE, &constants)
+    }
+
+    /// The plan with the settle script `template`, its constants written in.
+    fn with_settle(mut self, template: &str, constants: &[(&str, u64)]) -> Self {
+        let source = scripts::render(template, constants);
+        let script = Script::new(&source);
+        self.settle = Some((source, script));
+        self
     }
 }
 
@@ -342,14 +360,24 @@ impl Algorithm {
                 within_span(u128::from(periods) * u128::from(p))?;
                 let (l, per) = (u64::from(o.token_limit), u64::from(o.tokens_per_period));
                 Ok(match one_number_last_period(p, per) {
-                    Some(kmax) => Plan::new(
-                        Kind::BucketOne,
-                        scripts::BUCKET_ONE,
-                        &[("L", l), ("PER", per), ("P", p), ("KMAX", kmax)],
-                        [l, per, p],
-                        o.token_limit,
-                        format!("tbf{p}x{per}"),
-                    ),
+                    Some(kmax) => {
+                        let constants = [
+                            ("L", l),
+                            ("L2", 2 * l),
+                            ("PER", per),
+                            ("P", p),
+                            ("KMAX", kmax),
+                        ];
+                        Plan::new(
+                            Kind::BucketOne,
+                            scripts::BUCKET_ONE,
+                            &constants,
+                            [l, per, p],
+                            o.token_limit,
+                            format!("tbf{p}x{per}"),
+                        )
+                        .with_settle(scripts::BUCKET_ONE_SETTLE, &constants)
+                    }
                     None => Plan::new(
                         Kind::Bucket,
                         scripts::BUCKET,
@@ -375,7 +403,8 @@ impl Algorithm {
                     [l, w, 0],
                     o.permit_limit,
                     format!("fw{w}"),
-                ))
+                )
+                .with_settle(scripts::FIXED_SETTLE, &[("L", l), ("L2", 2 * l), ("W", w)]))
             }
             Algorithm::SlidingWindow(o) => {
                 o.validate(MAX_SEGMENTS as usize)?;
@@ -429,7 +458,8 @@ impl Algorithm {
                     [l, w, 0],
                     o.permit_limit,
                     format!("sc{w}"),
-                ))
+                )
+                .with_settle(scripts::COUNTER_SETTLE, &[("L", l), ("W", w)]))
             }
             Algorithm::LeakyMeter(o) => {
                 if asks_for_queue(o.queue_limit) {

@@ -266,7 +266,10 @@ fn splice(template: &str, snippets: &[(&str, &str)], constants: &[(&str, u64)]) 
 /// takes its count with it, exactly at its end whatever the TTL's millisecond rounding.
 ///
 /// Constants: `L` (the limit), `W` (the window, µs). A negative count `-m` asks for *up to* `m`
-/// (a lease): it takes what is there, from 1 to `m`.
+/// (a lease): it takes what is there, from 1 to `m`. A refusal that finds the count past the
+/// limit (a settled lease's debt, [`FIXED_SETTLE`], or a count of a higher limit) reads the
+/// next window's count, and replies `x+o` if the debt carried there is `o > 0` (one `GET`, on
+/// those refusals only), so that the RetryAfter counts it.
 pub(crate) const FIXED: &str = r#"
 @@CLOCK@@
 local into = now % @W@
@@ -285,6 +288,11 @@ for i = 1, #KEYS do
     elseif c > @L@ then
       redis.call('DECRBY', key, a)
       r = fmt('%d', n - c - 1)
+      if c - n > @L@ then
+        -- Past the limit: a settled lease's debt, carried into the next window, says so.
+        local o = tonumber(redis.pcall('GET', KEYS[i] .. ':' .. fmt('%d', (now - into) / @W@ + 1)))
+        if o and o > 0 then r = r .. '+' .. fmt('%d', o) end
+      end
     else
       if c == n then redis.call('PEXPIRE', key, ms) end
       r = fmt('%d', c)
@@ -395,7 +403,13 @@ local ks = fmt('%d', k)
 /// every key's error) rather than round. Faster buckets keep [`BUCKET`]. The key's shape
 /// (`tbf...`) is not the two-number form's (`tb...`): the two are never read as each other.
 ///
-/// Constants: `L` (the limit), `PER` (tokens per period), `P` (the period, µs), `KMAX`.
+/// A lease settled past the limit ([`BUCKET_ONE_SETTLE`]) writes `"<f> <L>"`: under the same
+/// limit the bucket owes up to one limit more (`L2`), and a refusal then replies `-1+D` (no
+/// tokens, `D` owed past the limit), so that its RetryAfter counts the debt; under another
+/// limit the debt counts up to the limit, as before.
+///
+/// Constants: `L` (the limit), `L2` (twice the limit), `PER` (tokens per period), `P` (the
+/// period, µs), `KMAX`.
 pub(crate) const BUCKET_ONE: &str = r#"
 local ERR = 'e'
 @@READ@@
@@ -403,14 +417,23 @@ local k = (now - now % @P@) / @P@
 if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
 local base = k * @PER@
 @@EACH@@
-  local f, old = base
+  local f, old, top = base
   if v then
     f = tonumber(v)
+    top = base + @L@
+    if not f then
+      -- A settled debt past the limit: `<f> <L it was written under>` (BUCKET_ONE_SETTLE).
+      local sp = find(v, ' ', 1, true)
+      if sp then
+        f = tonumber(sub(v, 1, sp - 1))
+        if sub(v, sp + 1) == '@L@' then top = base + @L2@ end
+      end
+    end
     if f and f == f then
       -- When the bucket the key holds is full again: its expiry covers that.
       old = f + @PER@ - 1
       old = (old - old % @PER@) / @PER@ * @P@
-      if f < base then f = base elseif f > base + @L@ then f = base + @L@ end
+      if f < base then f = base elseif f > top then f = top end
     else
       -- Not a number (`tonumber` reads "nan" as one): content this script did not write.
       f = nil
@@ -420,7 +443,10 @@ local base = k * @PER@
     out[i + 2] = ERR
   else
     local tokens = @L@ - (f - base)
-    if tokens < n or tokens == 0 then
+    if tokens < 0 then
+      -- In debt: refused, with the debt (`-1+D`: no tokens, D owed past the limit).
+      out[i + 2] = fmt('-1+%d', -tokens)
+    elseif tokens < n or tokens == 0 then
       out[i + 2] = fmt('%d', -tokens - 1)
     elseif n == 0 then
       out[i + 2] = fmt('%d', f)
@@ -434,6 +460,73 @@ local base = k * @PER@
     end
   end
 @@STORE@@
+"#;
+
+/// The settle of a one-number token bucket's lease ([`BUCKET_ONE`]): `ARGV[1]` the tokens to
+/// take (a debit, > 0) or give back (a refund, < 0). A refund gives tokens back (never above
+/// the limit: the deficit never below 0), whatever the period; a debit takes them now, past
+/// an empty bucket into debt up to one limit more (`L2`; past it the reply is `d` and nothing
+/// is taken): later requests wait until the refill repays the debt, and their RetryAfter
+/// counts it. A deficit past the limit is written `"<f> <L>"` (see [`BUCKET_ONE`]). Replies
+/// `sec usec x`: `x` the bucket's "full at" after the settle, or `d`, `e` (the key's error).
+///
+/// Constants: `L`, `L2`, `PER`, `P`, `KMAX` (as [`BUCKET_ONE`]).
+pub(crate) const BUCKET_ONE_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local k = (now - now % @P@) / @P@
+if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
+local base = k * @PER@
+local key, d, r = KEYS[1], tonumber(ARGV[1])
+local v = redis.pcall('GET', key)
+local f, top, old = base, base + @L@
+if type(v) == 'string' then
+  f = tonumber(v)
+  if not f then
+    local sp = string.find(v, ' ', 1, true)
+    if sp then
+      f = tonumber(string.sub(v, 1, sp - 1))
+      if string.sub(v, sp + 1) == '@L@' then top = base + @L2@ end
+    end
+  end
+elseif v then
+  f = nil
+end
+if not f or f ~= f then
+  r = 'e'
+else
+  if v then
+    -- How far the key's expiry reaches: the state's "full again", rounded up to a second.
+    old = f + @PER@ - 1
+    old = (old - old % @PER@) / @PER@ * @P@ + 999999
+    old = old - old % 1000000
+  end
+  if f < base then f = base elseif f > top then f = top end
+  local owed = f - base
+  local no = owed + d
+  if no < 0 then no = 0 end
+  if no > @L2@ then
+    r = 'd'
+  else
+    local nf = base + no
+    if no ~= owed then
+      local val = fmt('%d', nf)
+      if no > @L@ then val = val .. ' @L@' end
+      local need = nf + @PER@ - 1
+      need = (need - need % @PER@) / @PER@ * @P@
+      if old and need <= old then
+        redis.call('SET', key, val, 'KEEPTTL')
+      else
+        local exp = need + 999999
+        exp = exp - exp % 1000000
+        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+      end
+    end
+    r = fmt('%d', nf)
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// Sliding window: one string `"<last> <total> <c_last> <c_last-1> ..."`: the newest segment
@@ -556,20 +649,38 @@ local ks = fmt('%d', k)
 /// theoretical arrival time `tat`; a request of `n` is granted if
 /// `max(tat, now) + n * T - burst * T <= now`, and moves `tat` there. A `tat` beyond
 /// `now + burst * T` (written under a larger burst) counts as `now + burst * T`: the burst is
-/// spent, no more.
+/// spent, no more. A lease settled past the tolerance ([`GCRA_SETTLE`]) writes
+/// `"<tat> <CAP>"`: under the same burst, its debt counts up to one burst more (`DEBT`);
+/// under another, up to the tolerance (no configuration change locks a key). A plain number
+/// parses with one `tonumber`, as before.
 ///
-/// Constants: `CAP` (`burst × T`, µs), `EM` (the emission interval `T`, µs).
+/// Constants: `CAP` (`burst × T`, µs), `DEBT` (`2 × CAP`: the tolerance and the debt bound),
+/// `EM` (the emission interval `T`, µs).
 pub(crate) const GCRA: &str = r#"
 local ERR = 'e'
 @@READ@@
 @@EACH@@
-  local debt, old = 0
+  local debt, old, deep = 0
   if v then
     debt = tonumber(v)
+    if not debt then
+      -- A settled debt past the tolerance: `<tat> <CAP it was written under>` (GCRA_SETTLE).
+      local sp = find(v, ' ', 1, true)
+      if sp then
+        debt = tonumber(sub(v, 1, sp - 1))
+        deep = sub(v, sp + 1) == '@CAP@'
+      end
+    end
     old = debt
     if debt then
       debt = debt - now
-      if debt < 0 then debt = 0 elseif debt > @CAP@ then debt = @CAP@ end
+      if debt < 0 then
+        debt = 0
+      elseif deep then
+        if debt > @DEBT@ then debt = @DEBT@ end
+      elseif debt > @CAP@ then
+        debt = @CAP@
+      end
     end
   end
   if not debt then
@@ -590,6 +701,197 @@ local ERR = 'e'
     end
   end
 @@STORE@@
+"#;
+
+/// The settle of a fixed window's lease (`KEYS[1]` the partition's key, without the window):
+/// `ARGV[1]` the permits to add (a debit, > 0) or give back (a refund, < 0), `ARGV[2]` the
+/// lease's window index modulo 2^29. A refund goes back only into the lease's window, if it is
+/// still the current one (else the reply is `w`: nothing back), never below 0. A debit is
+/// taken in the current window, past the limit up to one limit more (`L2`, twice the limit:
+/// the debt bound; past it the reply is `d` and nothing is taken). The count past the limit is
+/// **carried into the next window** (its key made with the count carried, expired when that
+/// window ends): as the local window, whose debt the next window's refill repays first, a
+/// debt of `D` leaves `limit - D` to the next window. A refund in a window in debt takes its
+/// share back from the carried count too. One `INCRBY`, as a decision (`DECRBY` back past the
+/// bound; `PEXPIRE` on a key it makes; `DEL` for a refund past the count), and one more on the
+/// next window's key while in debt. Replies `sec usec x`: `x` the window's count after the
+/// settle, or `w`, `d`, `e` (a value that is not a count: the key's error).
+///
+/// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
+pub(crate) const FIXED_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local into = now % @W@
+local k = (now - into) / @W@
+local a = ARGV[1]
+local d, r = tonumber(a)
+if d < 0 and k % 536870912 ~= tonumber(ARGV[2]) then
+  r = 'w'
+else
+  local base = KEYS[1] .. ':'
+  local key = base .. fmt('%d', k)
+  local nc = redis.pcall('INCRBY', key, a)
+  if type(nc) ~= 'number' then
+    r = 'e'
+  elseif nc > @L2@ then
+    redis.call('DECRBY', key, a)
+    r = 'd'
+  else
+    local c = nc - d
+    local ms = @W@ - into + 999
+    ms = (ms - ms % 1000) / 1000
+    if nc < 0 then
+      -- More given back than counted (or a key the refund made): an empty window.
+      redis.call('DEL', key)
+      nc = 0
+    elseif nc == d then
+      redis.call('PEXPIRE', key, ms)
+    end
+    -- The debt (the count past the limit) carried into the next window.
+    local o, p = nc - @L@, c - @L@
+    if o < 0 then o = 0 end
+    if p < 0 then p = 0 end
+    if o ~= p then
+      local nk = base .. fmt('%d', k + 1)
+      local x = redis.pcall('INCRBY', nk, fmt('%d', o - p))
+      if type(x) == 'number' then
+        if x <= 0 then
+          redis.call('DEL', nk)
+        elseif x == o - p then
+          local ms2 = 2 * @W@ - into + 999
+          redis.call('PEXPIRE', nk, (ms2 - ms2 % 1000) / 1000)
+        end
+      end
+    end
+    r = fmt('%d', nc)
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
+"#;
+
+/// The settle of a GCRA lease (also the leaky meter's): `ARGV[1]` the permits to add (> 0)
+/// or give back (< 0). A refund moves `tat` back by that many intervals, never before now; a
+/// debit moves it forward, up to one burst past the tolerance (`now + DEBT`; past it the
+/// reply is `d` and nothing is taken). Later requests are refused until time repays the debt,
+/// and their RetryAfter counts it: a `tat` past the tolerance is written `"<tat> <CAP>"`,
+/// which [`GCRA`] reads as a debt up to `DEBT` under the same burst. Replies `sec usec x`:
+/// `x` the `tat` after the settle (at least now), or `d`, `e` (the key's error). A refund
+/// keeps the key's expiry (the new `tat` is earlier); a debit sets it past the new `tat`.
+///
+/// Constants: `CAP` (`burst × T`, µs), `DEBT` (`2 × CAP`), `EM` (the emission interval `T`,
+/// µs).
+pub(crate) const GCRA_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local key, d, r = KEYS[1], tonumber(ARGV[1])
+local v = redis.pcall('GET', key)
+local tat, deep = now
+if type(v) == 'string' then
+  tat = tonumber(v)
+  if not tat then
+    local sp = string.find(v, ' ', 1, true)
+    if sp then
+      tat = tonumber(string.sub(v, 1, sp - 1))
+      deep = string.sub(v, sp + 1) == '@CAP@'
+    end
+  end
+elseif v then
+  tat = nil
+end
+if not tat or tat ~= tat then
+  r = 'e'
+else
+  local debt = tat - now
+  if debt < 0 then
+    debt = 0
+  elseif deep then
+    if debt > @DEBT@ then debt = @DEBT@ end
+  elseif debt > @CAP@ then
+    debt = @CAP@
+  end
+  local nd = debt + d * @EM@
+  if nd < 0 then nd = 0 end
+  if nd > @DEBT@ then
+    r = 'd'
+  else
+    local need = now + nd
+    -- Past the tolerance, the state says so (and under which burst): see GCRA.
+    local val = fmt('%d', need)
+    if nd > @CAP@ then val = val .. ' @CAP@' end
+    if nd < debt then
+      redis.call('SET', key, val, 'KEEPTTL')
+    elseif nd > debt then
+      local exp = need + 999999
+      exp = exp - exp % 1000000
+      redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+    end
+    r = fmt('%d', need)
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
+"#;
+
+/// The settle of a sliding counter's lease ([`COUNTER`]): `ARGV[1]` the permits to take (> 0)
+/// or give back (< 0), `ARGV[2]` the lease's window index modulo 2^29. As the local counter
+/// (its debt bound is 0): a refund comes out of the window the lease was counted in while it
+/// still counts — the current window (`KEYS[1]:k`) or the previous one (`KEYS[1]:k-1`, whose
+/// weight then drops), never below 0 — else nothing comes back (reply `w`); a debit is taken
+/// now, as a request of that many, only where it fits (else the reply is `d` and nothing is
+/// taken). Replies `sec usec x`: `x` the count of the window settled, or `w`, `d`, `e`.
+///
+/// Constants: `L` (the limit), `W` (the window, µs).
+pub(crate) const COUNTER_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt = string.format
+local into = now % @W@
+local k = (now - into) / @W@
+local a = ARGV[1]
+local d, r = tonumber(a)
+local base = KEYS[1] .. ':'
+if d < 0 then
+  local w = tonumber(ARGV[2])
+  local j
+  if k % 536870912 == w then j = k elseif (k - 1) % 536870912 == w then j = k - 1 end
+  if not j then
+    r = 'w'
+  else
+    local key = base .. fmt('%d', j)
+    local c = redis.pcall('INCRBY', key, a)
+    if type(c) ~= 'number' then
+      r = 'e'
+    else
+      -- More given back than counted (or a key the refund made): an empty window.
+      if c <= 0 then redis.call('DEL', key) c = 0 end
+      r = fmt('%d', c)
+    end
+  end
+else
+  local p = redis.pcall('GET', base .. fmt('%d', k - 1))
+  local prev = 0
+  if type(p) == 'string' then prev = tonumber(p) or 0 end
+  if prev < 0 then prev = 0 elseif prev > @L@ then prev = @L@ end
+  local key = base .. fmt('%d', k)
+  local c = redis.pcall('INCRBY', key, a)
+  if type(c) ~= 'number' then
+    r = 'e'
+  else
+    if c == d then
+      local ms = (k + 2) * @W@ - now + 999
+      redis.call('PEXPIRE', key, fmt('%d', (ms - ms % 1000) / 1000))
+    end
+    local cur = c - d
+    if cur >= 0 and cur <= @L@ - d and prev * (@W@ - into) <= (@L@ - cur - d) * @W@ then
+      r = fmt('%d', c)
+    else
+      redis.call('DECRBY', key, a)
+      r = 'd'
+    end
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// The sliding-window counter (article 001's estimate, as the local
@@ -699,13 +1001,17 @@ mod tests {
 
     #[test]
     fn every_marker_is_spliced_and_every_constant_written_in() {
-        let scripts: [(&str, &[&str]); 6] = [
+        let scripts: [(&str, &[&str]); 10] = [
             (FIXED, &["L", "W"]),
             (BUCKET, &["L", "PER", "P"]),
-            (BUCKET_ONE, &["L", "PER", "P", "KMAX"]),
+            (BUCKET_ONE, &["L", "L2", "PER", "P", "KMAX"]),
+            (BUCKET_ONE_SETTLE, &["L", "L2", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
-            (GCRA, &["CAP", "EM"]),
+            (GCRA, &["CAP", "DEBT", "EM"]),
+            (FIXED_SETTLE, &["L", "L2", "W"]),
+            (GCRA_SETTLE, &["CAP", "DEBT", "EM"]),
             (COUNTER, &["L", "W"]),
+            (COUNTER_SETTLE, &["L", "W"]),
         ];
         let mut ones = 0;
         for (template, names) in scripts {

@@ -29,7 +29,9 @@ pub struct RedisStatistics {
     /// [`script_runs`](Self::script_runs)).
     pub calls: u64,
     /// Script runs sent to Redis: round trips. Fewer than [`calls`](Self::calls) when
-    /// concurrent decisions were batched ([`RedisLimiterBuilder::batch_size`]).
+    /// concurrent decisions were batched ([`RedisLimiterBuilder::batch_size`]); each settle
+    /// that goes to Redis ([`RedisLimiter::settle`](super::RedisLimiter::settle)) is one more
+    /// (a settle is not a decision: it is not in `calls`).
     pub script_runs: u64,
     /// Requests decided from this machine's lease, without a round trip
     /// ([`RedisLimiterBuilder::lease`]).

@@ -1,0 +1,563 @@
+//! Issue 38: leases settled to their true cost against Redis — refunds into the lease's own
+//! window, debits into a bounded debt, the twin property against a fresh key asked for the
+//! actual cost, local leases, and a server that is down.
+
+use super::*;
+use tollgate::redis::RedisSettleError;
+
+const HOUR: Duration = Duration::from_secs(3_600);
+
+fn fixed(limit: u32, window: Duration) -> Algorithm {
+    Algorithm::FixedWindow(FixedWindowOptions::new(limit, window))
+}
+
+fn gcra(burst: u32, interval: Duration) -> Algorithm {
+    Algorithm::Gcra(GcraOptions::with_period(interval).with_burst(burst))
+}
+
+/// The window index of the server's clock now.
+async fn window_now(conn: &mut ConnectionManager, window: Duration) -> u64 {
+    server_time_us(conn).await / window.as_micros() as u64
+}
+
+/// `partition`'s remaining permits, as a probe (which takes nothing) finds them.
+async fn remaining(l: &RedisLimiter, partition: &str) -> u64 {
+    let d = l.decide(partition, 0).await;
+    assert_eq!(d.decided_by, DecidedBy::Redis, "{d:?}");
+    d.remaining
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_fixed_window_refunds_and_debits_match_a_twin_asked_for_the_actual_cost() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-fw-twin",
+        fixed(1_000, HOUR),
+        FailurePolicy::FailClosed,
+    );
+    let k0 = window_now(&mut conn, HOUR).await;
+    // (estimate, actual): refunds, debits that fit, no change; each on a key of its own,
+    // against a twin key asked for `actual` alone.
+    let cases = [
+        (100, 37),
+        (100, 0),
+        (1, 250),
+        (500, 500),
+        (993, 1),
+        (10, 993),
+    ];
+    for (i, (estimate, actual)) in cases.into_iter().enumerate() {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        // Something already counted on both, as a busy key has.
+        for p in [&settled, &twin] {
+            let _ = l.acquire(p, 7).await.unwrap();
+        }
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        assert_eq!(lease.permits(), actual);
+        let _twin = l.acquire(&twin, actual).await;
+        let (a, b) = (remaining(&l, &settled).await, remaining(&l, &twin).await);
+        assert_eq!(a, b, "case {i}: {estimate} settled to {actual}");
+        // Settled again, from what it holds: back to the estimate.
+        l.settle(&settled, &mut lease, estimate).await.unwrap();
+        assert_eq!(lease.permits(), estimate);
+        let _ = l.acquire(&twin, estimate.saturating_sub(actual)).await;
+        if actual <= estimate {
+            assert_eq!(remaining(&l, &settled).await, remaining(&l, &twin).await);
+        }
+    }
+    if window_now(&mut conn, HOUR).await != k0 {
+        // The hour turned mid-test (once an hour): the refunds after it gave nothing back.
+        eprintln!("window changed mid-test; the twin comparisons above still held");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_fixed_window_refund_after_the_window_changed_gives_nothing_back() {
+    let mut conn = manager(&url()).await;
+    let window = Duration::from_secs(1);
+    let l = limiter(
+        conn.clone(),
+        "settle-fw-late",
+        fixed(10, window),
+        FailurePolicy::FailClosed,
+    );
+    align(&mut conn, window).await;
+    let k = window_now(&mut conn, window).await;
+    let mut lease = l.acquire("k", 6).await.unwrap();
+    // The next window: its own count.
+    align(&mut conn, window).await;
+    assert_eq!(window_now(&mut conn, window).await, k + 1);
+    let _ = l.acquire("k", 3).await.unwrap();
+    l.settle("k", &mut lease, 1).await.unwrap(); // succeeds: nothing comes back
+    assert_eq!(lease.permits(), 1);
+    assert_eq!(remaining(&l, "k").await, 7);
+    let stored: Option<String> = conn.get(format!("{}:{}", l.key("k"), k + 1)).await.unwrap();
+    assert_eq!(stored.as_deref(), Some("3"));
+    // A debit is taken now, in the current window (as the local window takes it).
+    let mut lease = l.acquire("k", 1).await.unwrap(); // 4 counted
+    l.settle("k", &mut lease, 5).await.unwrap();
+    assert_eq!(remaining(&l, "k").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_fixed_window_debt_refuses_until_repaid_with_its_retry_after() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-fw-debt",
+        fixed(10, HOUR),
+        FailurePolicy::FailClosed,
+    );
+    let k = window_now(&mut conn, HOUR).await;
+    let mut lease = l.acquire("k", 5).await.unwrap();
+    l.settle("k", &mut lease, 14).await.unwrap(); // 4 into debt
+    assert_eq!(remaining(&l, "k").await, 0);
+    let hour_left = |d: &tollgate::redis::RedisDecision| {
+        let now = d.server_time_us.unwrap();
+        let w = HOUR.as_micros() as u64;
+        Duration::from_micros(w - now % w)
+    };
+    // Refused until the window ends; the debt past the limit is the next window's start: 4
+    // carried, so a request of up to 6 waits for the window's end...
+    let d = l.decide("k", 6).await;
+    let r = d.outcome.unwrap_err();
+    assert_eq!(r.reason(), Reason::Exhausted);
+    assert_eq!(r.retry_after(), Some(hour_left(&d)));
+    // ...and one of 7 for the window after.
+    let d = l.decide("k", 7).await;
+    assert_eq!(
+        d.outcome.unwrap_err().retry_after(),
+        Some(hour_left(&d) + HOUR)
+    );
+    assert_eq!(d.reset, hour_left(&d) + HOUR);
+    let next: Option<String> = conn.get(format!("{}:{}", l.key("k"), k + 1)).await.unwrap();
+    if window_now(&mut conn, HOUR).await == k {
+        assert_eq!(next.as_deref(), Some("4"));
+        // A refund while in debt takes its share back from the carried count too.
+        l.settle("k", &mut lease, 12).await.unwrap();
+        let next: Option<String> = conn.get(format!("{}:{}", l.key("k"), k + 1)).await.unwrap();
+        assert_eq!(next.as_deref(), Some("2"));
+        l.settle("k", &mut lease, 9).await.unwrap(); // out of debt: nothing carried
+        let exists: bool = conn
+            .exists(format!("{}:{}", l.key("k"), k + 1))
+            .await
+            .unwrap();
+        assert!(!exists);
+        assert_eq!(remaining(&l, "k").await, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_fixed_window_debt_is_repaid_by_the_next_window() {
+    let mut conn = manager(&url()).await;
+    let window = Duration::from_secs(1);
+    let l = limiter(
+        conn.clone(),
+        "settle-fw-repaid",
+        fixed(10, window),
+        FailurePolicy::FailClosed,
+    );
+    align(&mut conn, window).await;
+    let k = window_now(&mut conn, window).await;
+    let mut lease = l.acquire("k", 10).await.unwrap();
+    l.settle("k", &mut lease, 18).await.unwrap(); // 8 into debt
+    let r = l.acquire("k", 1).await.unwrap_err();
+    assert!(r.retry_after().unwrap() <= window, "{r:?}");
+    align(&mut conn, window).await;
+    assert_eq!(window_now(&mut conn, window).await, k + 1);
+    // The next window starts with the debt counted: 2 left.
+    assert_eq!(remaining(&l, "k").await, 2);
+    let r = l.acquire("k", 3).await.unwrap_err();
+    assert!(r.retry_after().unwrap() <= window, "{r:?}");
+    let _ = l.acquire("k", 2).await.unwrap();
+    // And the window after is clear.
+    align(&mut conn, window).await;
+    assert_eq!(remaining(&l, "k").await, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_past_the_debt_limit_takes_nothing() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-bound",
+        fixed(10, HOUR),
+        FailurePolicy::FailClosed,
+    );
+    let k = window_now(&mut conn, HOUR).await;
+    let mut lease = l.acquire("k", 10).await.unwrap();
+    let err = l.settle("k", &mut lease, 21).await.unwrap_err();
+    assert_eq!(err, RedisSettleError::Settle(SettleError::DebtLimit));
+    assert_eq!(lease.permits(), 10);
+    if window_now(&mut conn, HOUR).await == k {
+        let count: Option<String> = conn.get(format!("{}:{k}", l.key("k"))).await.unwrap();
+        assert_eq!(count.as_deref(), Some("10"));
+        let exists: bool = conn
+            .exists(format!("{}:{}", l.key("k"), k + 1))
+            .await
+            .unwrap();
+        assert!(!exists, "nothing carried");
+    }
+    l.settle("k", &mut lease, 20).await.unwrap(); // exactly one limit of debt
+    assert_eq!(lease.permits(), 20);
+
+    // GCRA: bursts of 5, one a second; the bound is one burst past the tolerance.
+    let t = Duration::from_secs(1);
+    let g = limiter(
+        conn.clone(),
+        "settle-bound-gcra",
+        gcra(5, t),
+        FailurePolicy::FailClosed,
+    );
+    let mut lease = g.acquire("k", 1).await.unwrap();
+    let before: String = conn.get(g.key("k")).await.unwrap();
+    let err = g.settle("k", &mut lease, 11).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    assert_eq!(lease.permits(), 1);
+    let after: String = conn.get(g.key("k")).await.unwrap();
+    assert_eq!(before, after, "nothing taken");
+    g.settle("k", &mut lease, 10).await.unwrap(); // tat ≈ now + 10 s
+    let d = g.decide("k", 1).await;
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    // The debt (≈ 10 s) + one interval - the tolerance (5 s).
+    assert!(
+        ra > Duration::from_millis(5_500) && ra <= Duration::from_secs(6),
+        "{ra:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_gcra_refunds_move_tat_back_never_before_now_and_match_a_twin() {
+    let mut conn = manager(&url()).await;
+    let t = Duration::from_secs(1);
+    for algorithm in [
+        gcra(10, t),
+        Algorithm::LeakyMeter(LeakyBucketOptions::new(10, 1, t)),
+    ] {
+        let l = limiter(
+            conn.clone(),
+            "settle-gcra",
+            algorithm,
+            FailurePolicy::FailClosed,
+        );
+        for (i, (estimate, actual)) in [(8, 3), (2, 0), (1, 6), (4, 10)].into_iter().enumerate() {
+            let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+            let mut lease = l.acquire(&settled, estimate).await.unwrap();
+            l.settle(&settled, &mut lease, actual).await.unwrap();
+            let _twin = l.acquire(&twin, actual).await;
+            let (a, b) = (l.decide(&settled, 0).await, l.decide(&twin, 0).await);
+            assert_eq!(a.remaining, b.remaining, "{algorithm:?} case {i}");
+            // The same debt, to the milliseconds between the two calls.
+            let gap = a.reset.abs_diff(b.reset);
+            assert!(gap < Duration::from_millis(200), "{a:?} {b:?}");
+        }
+        // A refund of the whole debt moves `tat` to now, not before.
+        let mut big = l.acquire("m", 3).await.unwrap();
+        l.settle("m", &mut big, 0).await.unwrap();
+        let tat: String = conn.get(l.key("m")).await.unwrap();
+        let tat: u64 = tat.parse().unwrap();
+        let now = server_time_us(&mut conn).await;
+        assert!(tat <= now && tat + 1_000_000 > now, "{tat} vs {now}");
+        assert_eq!(remaining(&l, "m").await, 10);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_from_a_local_lease_adjusts_it_without_a_round_trip() {
+    let conn = manager(&url()).await;
+    let l = RedisLimiter::builder(
+        conn.clone(),
+        prefix("settle-lease"),
+        fixed(100, HOUR),
+        FailurePolicy::FailClosed,
+    )
+    .timeout(Duration::from_millis(500))
+    .lease(5)
+    .build()
+    .unwrap();
+    let first = l.decide("k", 1).await; // leases 5: 1 used, 4 kept
+    assert_eq!(first.decided_by, DecidedBy::Redis);
+    let mut lease = l.acquire("k", 3).await.unwrap(); // from the lease: 1 kept
+    let runs = l.redis_statistics().script_runs;
+    // A refund goes back to the local lease: 3 kept, no round trip.
+    l.settle("k", &mut lease, 1).await.unwrap();
+    assert_eq!(l.redis_statistics().script_runs, runs);
+    let d = l.decide("k", 3).await;
+    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Lease, true));
+    // A debit the local lease can take: no round trip either.
+    let mut lease = l.acquire("k", 1).await.unwrap(); // a new lease of 5: 4 kept
+    let runs = l.redis_statistics().script_runs;
+    l.settle("k", &mut lease, 3).await.unwrap(); // 2 from the lease: 2 kept
+    assert_eq!(l.redis_statistics().script_runs, runs);
+    // A debit it cannot take goes to Redis: one script run (not a decision: `calls` stays).
+    let calls = l.redis_statistics().calls;
+    l.settle("k", &mut lease, 13).await.unwrap();
+    let s = l.redis_statistics();
+    assert_eq!((s.script_runs, s.calls), (runs + 1, calls), "{s:?}");
+    // Redis counted two leases of 5 and the 10 settled: 20 (the hour did not turn).
+    let mut conn = conn;
+    let k = window_now(&mut conn, HOUR).await;
+    let count: Option<String> = conn.get(format!("{}:{k}", l.key("k"))).await.unwrap();
+    if let Some(c) = count {
+        assert_eq!(c, "20");
+    }
+    let d = l.decide("k", 2).await;
+    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Lease, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_refund_clears_this_machines_cached_denial() {
+    let conn = manager(&url()).await;
+    let l = RedisLimiter::builder(
+        conn,
+        prefix("settle-cache"),
+        fixed(10, HOUR),
+        FailurePolicy::FailClosed,
+    )
+    .timeout(Duration::from_millis(500))
+    .cache_denials(100)
+    .build()
+    .unwrap();
+    let mut lease = l.acquire("k", 10).await.unwrap();
+    assert!(l.acquire("k", 1).await.is_err()); // Redis
+    let d = l.decide("k", 1).await;
+    assert_eq!(d.decided_by, DecidedBy::CachedDenial);
+    l.settle("k", &mut lease, 4).await.unwrap();
+    let d = l.decide("k", 6).await;
+    assert_eq!((d.decided_by, d.allowed()), (DecidedBy::Redis, true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_with_the_server_down_is_a_typed_error_and_changes_nothing() {
+    let mut server = OwnServer::start();
+    let conn = manager(&server.url()).await;
+    let make = |algorithm, policy| {
+        RedisLimiter::builder(conn.clone(), prefix("settle-down"), algorithm, policy)
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap()
+    };
+    let fw = make(fixed(10, HOUR), FailurePolicy::FailOpen);
+    let g = make(
+        gcra(10, Duration::from_secs(1)),
+        FailurePolicy::fallback(1.0),
+    );
+    let mut a = fw.acquire("k", 5).await.unwrap();
+    let mut b = g.acquire("k", 5).await.unwrap();
+    server.kill();
+    for (l, lease) in [(&fw, &mut a), (&g, &mut b)] {
+        let err = l.settle("k", lease, 2).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RedisSettleError::Unavailable | RedisSettleError::Timeout
+            ),
+            "{err:?}"
+        );
+        assert_eq!(lease.permits(), 5);
+    }
+    // A lease the failure policy granted: fail open counted it nowhere, so it settles at
+    // once; the fallback's local lease is not kept, so it cannot.
+    let mut open = fw.acquire("k", 5).await.unwrap();
+    fw.settle("k", &mut open, 9).await.unwrap();
+    assert_eq!(open.permits(), 9);
+    let mut local = g.acquire("k", 5).await.unwrap();
+    assert_eq!(
+        g.settle("k", &mut local, 2).await,
+        Err(RedisSettleError::Settle(SettleError::Unsupported))
+    );
+    assert_eq!(local.permits(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_is_unsupported_where_the_state_keeps_no_debt_and_for_foreign_leases() {
+    let mut conn = manager(&url()).await;
+    let s = Duration::from_secs(1);
+    for algorithm in [
+        // Ten million tokens a second: past the one-number bound, two numbers.
+        Algorithm::TokenBucket(TokenBucketOptions::new(10_000_000, 10_000_000, s)),
+        Algorithm::SlidingWindow(SlidingWindowOptions::new(10, s, 2)),
+    ] {
+        let l = limiter(
+            conn.clone(),
+            "settle-no",
+            algorithm,
+            FailurePolicy::FailClosed,
+        );
+        let mut lease = l.acquire("k", 5).await.unwrap();
+        let err = l.settle("k", &mut lease, 2).await.unwrap_err();
+        assert_eq!(err.settle_error(), Some(SettleError::Unsupported));
+        assert_eq!(lease.permits(), 5);
+    }
+    let l = limiter(
+        conn.clone(),
+        "settle-foreign",
+        fixed(10, HOUR),
+        FailurePolicy::FailClosed,
+    );
+    let mut by_hand = Lease::unreleased(3);
+    assert_eq!(
+        l.settle("k", &mut by_hand, 1).await,
+        Err(RedisSettleError::Settle(SettleError::Unsupported))
+    );
+    // A key holding another type: the key's error, nothing settled.
+    let g = limiter(
+        conn.clone(),
+        "settle-key",
+        gcra(10, s),
+        FailurePolicy::FailClosed,
+    );
+    let mut lease = g.acquire("k", 5).await.unwrap();
+    let _: () = conn.del(g.key("k")).await.unwrap();
+    let _: () = conn.rpush(g.key("k"), "x").await.unwrap();
+    assert_eq!(
+        g.settle("k", &mut lease, 2).await,
+        Err(RedisSettleError::KeyError)
+    );
+    assert_eq!(lease.permits(), 5);
+    // The same lease settled to what it holds: nothing to do, no call.
+    g.settle("k", &mut lease, 5).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_debt_read_under_another_limit_never_locks_a_key() {
+    // GCRA: a debt past the tolerance counts up to one burst more under the burst that wrote
+    // it, up to the tolerance under another (the same interval: the same key).
+    let conn = manager(&url()).await;
+    let p = prefix("settle-relimit");
+    let build = |a: Algorithm| {
+        RedisLimiter::builder(conn.clone(), p.clone(), a, FailurePolicy::FailClosed)
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let t = Duration::from_secs(1);
+    let (five, three) = (build(gcra(5, t)), build(gcra(3, t)));
+    let mut lease = five.acquire("g", 1).await.unwrap();
+    five.settle("g", &mut lease, 10).await.unwrap(); // ≈ 10 s of debt
+    let ra = |d: tollgate::redis::RedisDecision| d.outcome.unwrap_err().retry_after().unwrap();
+    let deep = ra(five.decide("g", 1).await);
+    assert!(deep > Duration::from_millis(5_500), "{deep:?}");
+    let other = ra(three.decide("g", 1).await);
+    assert!(other <= t, "{other:?}"); // 3 s tolerance + 1 s - 3 s
+                                      // The fixed window: a count past a lowered limit (no debt carried) waits for the window's
+                                      // end only.
+    let (ten, two) = (build(fixed(10, HOUR)), build(fixed(2, HOUR)));
+    let _ = ten.acquire("f", 3).await.unwrap();
+    let d = two.decide("f", 2).await;
+    let r = ra(d);
+    assert!(r <= HOUR, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_token_bucket_gives_tokens_back_and_takes_a_bounded_debt() {
+    let mut conn = manager(&url()).await;
+    // 100 tokens, 10 more a minute (the one-number state).
+    let minute = Duration::from_secs(60);
+    let tb = Algorithm::TokenBucket(TokenBucketOptions::new(100, 10, minute));
+    let l = limiter(conn.clone(), "settle-tb", tb, FailurePolicy::FailClosed);
+    for (i, (estimate, actual)) in [(50, 20), (10, 0), (5, 45), (30, 100)]
+        .into_iter()
+        .enumerate()
+    {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        let _twin = l.acquire(&twin, actual).await;
+        let (a, b) = (l.decide(&settled, 0).await, l.decide(&twin, 0).await);
+        assert_eq!(a.remaining, b.remaining, "case {i}: {a:?} {b:?}");
+        assert!(
+            a.reset.abs_diff(b.reset) < Duration::from_millis(200),
+            "{a:?} {b:?}"
+        );
+    }
+    // Into debt: the bucket empty, 50 owed past it.
+    let mut lease = l.acquire("d", 100).await.unwrap();
+    l.settle("d", &mut lease, 150).await.unwrap();
+    let state: String = conn.get(l.key("d")).await.unwrap();
+    assert!(state.ends_with(" 100"), "{state}");
+    let d = l.decide("d", 1).await;
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    // 51 tokens to refill: 6 periods of 10, the first of them under way.
+    assert!(ra > 5 * minute && ra <= 6 * minute, "{ra:?}");
+    assert!(d.reset > 14 * minute && d.reset <= 15 * minute, "{d:?}");
+    // Past the bound (one limit of debt): nothing taken.
+    let err = l.settle("d", &mut lease, 201).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    let after: String = conn.get(l.key("d")).await.unwrap();
+    assert_eq!(after, state);
+    l.settle("d", &mut lease, 200).await.unwrap();
+    // Under another limit, the debt counts up to that limit only (no change locks a key).
+    let other = Algorithm::TokenBucket(TokenBucketOptions::new(50, 10, minute));
+    let o = RedisLimiter::builder(
+        conn.clone(),
+        l.key("x").split(":{").next().unwrap().to_owned(),
+        other,
+        FailurePolicy::FailClosed,
+    )
+    .build()
+    .unwrap();
+    let ra = o
+        .decide("d", 1)
+        .await
+        .outcome
+        .unwrap_err()
+        .retry_after()
+        .unwrap();
+    assert!(ra <= 6 * minute, "{ra:?}");
+    // A refund gives everything back, never above the limit.
+    l.settle("d", &mut lease, 0).await.unwrap();
+    assert_eq!(remaining(&l, "d").await, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_counter_refunds_while_its_window_counts_and_debits_only_where_they_fit() {
+    let mut conn = manager(&url()).await;
+    let sc = Algorithm::SlidingCounter(SlidingCounterOptions::new(100, HOUR));
+    let l = limiter(conn.clone(), "settle-sc", sc, FailurePolicy::FailClosed);
+    for (i, (estimate, actual)) in [(50, 20), (10, 0), (5, 45)].into_iter().enumerate() {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        let _twin = l.acquire(&twin, actual).await;
+        assert_eq!(
+            remaining(&l, &settled).await,
+            remaining(&l, &twin).await,
+            "case {i}"
+        );
+    }
+    // A debit that does not fit: DebtLimit (the counter's debt bound is 0), nothing taken.
+    let mut lease = l.acquire("d", 90).await.unwrap();
+    let err = l.settle("d", &mut lease, 101).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    assert_eq!(remaining(&l, "d").await, 10);
+    l.settle("d", &mut lease, 100).await.unwrap();
+    assert_eq!(remaining(&l, "d").await, 0);
+
+    // The previous window still counts: a refund there lowers its weight; two windows on,
+    // nothing comes back.
+    let window = Duration::from_secs(1);
+    let sc = Algorithm::SlidingCounter(SlidingCounterOptions::new(10, window));
+    let l = limiter(
+        conn.clone(),
+        "settle-sc-prev",
+        sc,
+        FailurePolicy::FailClosed,
+    );
+    align(&mut conn, window).await;
+    let k = window_now(&mut conn, window).await;
+    let mut lease = l.acquire("k", 8).await.unwrap();
+    let mut late = l.acquire("late", 8).await.unwrap();
+    align(&mut conn, window).await;
+    assert_eq!(window_now(&mut conn, window).await, k + 1);
+    l.settle("k", &mut lease, 2).await.unwrap();
+    let prev: String = conn.get(format!("{}:{k}", l.key("k"))).await.unwrap();
+    assert_eq!(prev, "2");
+    align(&mut conn, window).await;
+    l.settle("late", &mut late, 2).await.unwrap(); // nothing back: succeeds, changes nothing
+    assert_eq!(late.permits(), 2);
+    let old: Option<String> = conn.get(format!("{}:{k}", l.key("late"))).await.unwrap();
+    assert!(old.is_none() || old.as_deref() == Some("8"), "{old:?}");
+}
