@@ -570,3 +570,22 @@ fn on_the_real_clock_a_copy_takes_about_the_computed_time() {
         );
     });
 }
+
+/// The capability line of issue 38's part 3: every waiting limiter (the nine, and a partition's
+/// limiter) can meter a stream, a reader or a writer (`io::Chargeable`, given to every limiter
+/// that waits, releases and is shared between threads).
+#[test]
+fn every_waiting_limiter_can_meter_io() {
+    fn chargeable<L: tollgate::io::Chargeable>() {}
+    type C = Arc<ManualClock>;
+    chargeable::<ConcurrencyLimiter<C>>();
+    chargeable::<TokenBucketLimiter<C>>();
+    chargeable::<FixedWindowLimiter<C>>();
+    chargeable::<SlidingWindowLimiter<C, 4>>();
+    chargeable::<GcraLimiter<C>>();
+    chargeable::<LeakyBucketMeter<C>>();
+    chargeable::<LeakyBucketShaper<C>>();
+    chargeable::<SlidingCounterLimiter<C>>();
+    chargeable::<SlidingLogLimiter<C, 4>>();
+    chargeable::<PartitionLimiter<C>>();
+}
