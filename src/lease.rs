@@ -302,8 +302,7 @@ impl<'a> Lease<'a> {
     }
 
     /// The lease's parts, consumed without releasing anything: its permits, its stamp, and
-    /// whether it returns them (what an owned lease is built from).
-    #[cfg(feature = "alloc")]
+    /// whether it returns them (what an owned or a partition's lease is built from).
     pub(crate) fn into_parts(mut self) -> (u32, u64, bool) {
         let returns = self.returns_permits();
         self.mark &= !RETURNS;

@@ -398,3 +398,183 @@ fn a_partitioned_chain_settles_every_link_for_its_resource() {
     PartitionedLimiter::settle(&chain, "acme", &mut call, 0).unwrap();
     assert_eq!(left(), (1_000, 1_000, 1_000));
 }
+
+/// The twin property for a partitioned limiter settled through the trait (`settle(resource,
+/// ..)`): one twin takes `estimate` for a key and settles to `actual`, the other takes
+/// `actual`; their partitions must answer alike after every step (a debit past what is
+/// there: both settle it, with the same result).
+fn partitioned_settles_as_if_only_the_actual_was_taken<P: PartitionedLimiter<u32>>(
+    name: &str,
+    make: impl Fn(&Arc<ManualClock>) -> P,
+    limit: u32,
+) {
+    for seed in 1..=10u64 {
+        let clock = Arc::new(ManualClock::new());
+        let (settled, direct) = (make(&clock), make(&clock));
+        let mut rng = Rng(0x5851_F42D_4C95_7F2D ^ seed);
+        for step in 0..300 {
+            let key = rng.below(3) as u32;
+            let actual = rng.below(u64::from(limit) + 4) as u32;
+            let estimate = rng.below(u64::from(limit) + 1) as u32;
+            let before = settled.statistics(&key).available_permits;
+            let at = format!("{name} seed {seed} step {step}");
+            match settled.try_acquire(&key, estimate) {
+                Ok(mut lease) => {
+                    let result = settled.settle(&key, &mut lease, actual);
+                    let fits = actual <= estimate || u64::from(actual) <= before;
+                    if fits && result.is_ok() {
+                        let twin = direct.try_acquire(&key, actual);
+                        assert!(twin.is_ok(), "{at}");
+                    } else {
+                        let mut twin = direct.try_acquire(&key, estimate).unwrap();
+                        assert_eq!(direct.settle(&key, &mut twin, actual), result, "{at}");
+                        // What fits is refused only for a concurrency probe's lease.
+                        if fits {
+                            assert_eq!((result, estimate), (Err(SettleError::Unsupported), 0));
+                        }
+                    }
+                }
+                Err(_) => assert!(direct.try_acquire(&key, estimate).is_err(), "{at}"),
+            }
+            for k in 0..3 {
+                assert_eq!(
+                    settled.statistics(&k).available_permits,
+                    direct.statistics(&k).available_permits,
+                    "{at} key {k}"
+                );
+            }
+            let n = rng.below(u64::from(limit)) as u32 + 1;
+            let answer = |l: &P| {
+                l.try_acquire(&key, n)
+                    .map(|_| ())
+                    .map_err(|r| (r.reason(), r.retry_after()))
+            };
+            assert_eq!(answer(&settled), answer(&direct), "{at}");
+            clock.advance(Duration::from_millis(rng.below(300)));
+        }
+    }
+}
+
+#[test]
+fn the_fixed_capacity_keyed_limiter_settles_per_key() {
+    partitioned_settles_as_if_only_the_actual_was_taken(
+        "fixed keyed token bucket",
+        |c| {
+            let o = TokenBucketOptions::new(10, 3, SEC / 4);
+            FixedKeyedLimiter::<u32, _, 8>::token_bucket(o, PartitionConfig::new(8), c.clone())
+                .unwrap()
+        },
+        10,
+    );
+    partitioned_settles_as_if_only_the_actual_was_taken(
+        "fixed keyed fixed window",
+        |c| {
+            let o = FixedWindowOptions::new(10, SEC);
+            FixedKeyedLimiter::<u32, _, 8>::fixed_window(o, PartitionConfig::new(8), c.clone())
+                .unwrap()
+        },
+        10,
+    );
+}
+
+#[test]
+fn the_fixed_capacity_partitioned_limiter_settles_with_each_partition() {
+    let kinds = [
+        PartitionKind::token_bucket(TokenBucketOptions::new(10, 3, SEC / 4)).unwrap(),
+        PartitionKind::fixed_window(FixedWindowOptions::new(10, SEC)).unwrap(),
+        PartitionKind::gcra(GcraOptions::per_second(10)).unwrap(),
+        PartitionKind::concurrency(ConcurrencyOptions::new(10)).unwrap(),
+    ];
+    for kind in kinds {
+        let name = format!("fixed partitioned {kind:?}");
+        partitioned_settles_as_if_only_the_actual_was_taken(
+            &name,
+            |c| {
+                FixedPartitioned::<u32, _, _, _, 8>::new(
+                    move |k: &u32| Partition::new(*k, kind),
+                    PartitionConfig::new(8),
+                    c.clone(),
+                )
+            },
+            10,
+        );
+    }
+}
+
+/// A fixed-capacity partition evicted while idle takes a debit again (made anew), and a
+/// refund to it changes nothing; a full table of busy keys refuses the debit, taking nothing.
+#[test]
+fn fixed_capacity_forms_settle_after_eviction_and_refuse_when_full() {
+    let clock = Arc::new(ManualClock::new());
+    let o = TokenBucketOptions::new(10, 10, SEC);
+    let keyed: FixedKeyedLimiter<u32, _, 2> =
+        FixedKeyedLimiter::token_bucket(o, PartitionConfig::new(2), clock.clone()).unwrap();
+    let mut a = keyed.try_acquire(&1, 4).unwrap();
+    clock.advance(SEC * 30); // key 1 full, idle long past the timeout
+    keyed.evict_idle();
+    assert_eq!(keyed.len(), 0);
+    keyed.settle(&1, &mut a, 2).unwrap(); // nothing to give back to
+    assert_eq!(keyed.len(), 0);
+    keyed.settle(&1, &mut a, 14).unwrap(); // 12 more: the key again, 2 into debt
+    assert_eq!(keyed.len(), 1);
+    assert_eq!(keyed.statistics(&1).available_permits, 0);
+    let r = keyed.try_acquire(&1, 1).unwrap_err();
+    assert_eq!(r.retry_after(), Some(SEC)); // debt 2 + 1: one refill of 10
+                                            // Two busy keys fill the table: a debit for a third, evicted one has no room.
+    let mut c = keyed.try_acquire(&2, 10).unwrap();
+    let mut gone = Lease::unreleased(0);
+    assert_eq!(keyed.settle(&3, &mut gone, 5), Err(SettleError::DebtLimit));
+    assert_eq!(gone.permits(), 0);
+    keyed.settle(&2, &mut c, 10).unwrap(); // unchanged: nothing to do
+    keyed.close();
+    keyed.settle(&2, &mut c, 20).unwrap(); // closed: nothing kept, nothing to settle
+    assert_eq!(keyed.len(), 0);
+}
+
+/// A concurrency probe's lease (`try_acquire(0)`) holds nothing and returns nothing when
+/// dropped: it cannot settle, in any form of lease (a settle would take permits that never
+/// come back), and nothing is taken.
+#[test]
+fn a_concurrency_probe_lease_cannot_settle_in_any_form() {
+    let opts = ConcurrencyOptions::new(4);
+    let plain = ConcurrencyLimiter::new(opts).unwrap();
+    let mut probe = plain.try_acquire(0).unwrap();
+    assert_eq!(probe.settle(3), Err(SettleError::Unsupported));
+    drop(probe);
+    assert_eq!(plain.available_permits(), 4);
+
+    let unqueued = ConcurrencyLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    let mut probe = unqueued.try_acquire(0).unwrap();
+    assert_eq!(probe.settle(3), Err(SettleError::Unsupported));
+    drop(probe);
+    assert_eq!(unqueued.available_permits(), 4);
+
+    let owned = Arc::new(ConcurrencyLimiter::new(opts).unwrap());
+    let mut probe = owned.try_acquire_owned(0).unwrap();
+    assert_eq!(probe.settle(3), Err(SettleError::Unsupported));
+    drop(probe);
+    assert_eq!(owned.available_permits(), 4);
+
+    let kind = PartitionKind::concurrency(opts).unwrap();
+    let partitioned = Partitioned::new(
+        move |k: &u8| Partition::new(*k, kind),
+        PartitionConfig::default(),
+    );
+    let mut probe = partitioned.try_acquire(&1, 0).unwrap();
+    assert_eq!(probe.settle(3), Err(SettleError::Unsupported));
+    drop(probe);
+    assert_eq!(partitioned.statistics(&1).available_permits, 4);
+
+    let fixed: FixedPartitioned<u8, _, _, _, 4> = FixedPartitioned::new(
+        move |k: &u8| Partition::new(*k, kind),
+        PartitionConfig::new(4),
+        Arc::new(ManualClock::new()),
+    );
+    let mut probe = fixed.try_acquire(&1, 0).unwrap();
+    assert_eq!(
+        fixed.settle(&1, &mut probe, 3),
+        Err(SettleError::Unsupported)
+    );
+    drop(probe);
+    assert_eq!(fixed.statistics(&1).available_permits, 4);
+}

@@ -538,7 +538,7 @@ impl<C: Clock + Sync> Source for ConcurrencyLimiter<C> {
     }
     fn lease(&self, n: u32, _stamp: u64) -> Lease<'_> {
         if n == 0 {
-            Lease::unreleased(0)
+            Lease::settling(0, PROBE, self)
         } else {
             Lease::releasing(n, self)
         }
@@ -607,14 +607,15 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         taken.map(|()| self.lease(permits))
     }
 
-    /// The lease of `permits` granted: released on drop (none for a probe).
+    /// The lease of `permits` granted: released on drop (none for a probe, whose lease
+    /// returns nothing and settles to nothing: see [`PROBE`]).
     #[inline(always)]
     fn lease(&self, permits: u32) -> Lease<'_>
     where
         Self: Release + Sync,
     {
         if permits == 0 {
-            Lease::unreleased(0)
+            Lease::settling(0, PROBE, self)
         } else {
             Lease::releasing(permits, self)
         }
@@ -743,6 +744,12 @@ impl<C: Clock + Sync> ConcurrencyLimiter<C> {
     }
 }
 
+/// The stamp of a probe's lease (`try_acquire(0)`, `acquire(0)`): it holds nothing and gives
+/// nothing back when dropped, so it cannot settle ([`SettleError::Unsupported`]: the permits a
+/// settle took would never come back). Every other lease's stamp is 0 (a concurrency limiter
+/// keeps no mark of when it granted), whatever lease carries it (owned, a partition's).
+const PROBE: u64 = 1;
+
 impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     #[inline]
     fn release(&self, permits: u32) {
@@ -757,7 +764,12 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     /// Below the estimate, the difference is released at once (serving the queue); above, the
     /// extra is taken past any waiter, into debt when it is not available: owed as when the
     /// limit is lowered (releases repay it first), at most one `limit`.
-    fn settle(&self, held: u32, actual: u32, _stamp: u64) -> Result<(), SettleError> {
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+        if stamp == PROBE {
+            // A probe's lease returns nothing when dropped: permits it took would never
+            // come back.
+            return Err(SettleError::Unsupported);
+        }
         if actual < held {
             self.release(held - actual);
             return Ok(());

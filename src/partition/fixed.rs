@@ -18,7 +18,7 @@ use super::evict::{Idle, Marks, Policy, Table};
 use super::keyed_state::KeyedBucket;
 use super::{Factory, Partition, PartitionConfig, PartitionedLimiter};
 use crate::clock::Clock;
-use crate::lease::{Lease, Reason, Rejection, Release, Statistics};
+use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
 use crate::limiter::Limiter;
 use crate::options::OptionsError;
 use crate::stats::Counters;
@@ -339,15 +339,79 @@ where
                     idle_of,
                 )
                 .ok_or(Rejection::new(&Reason::PartitionsFull))?;
-            let lease = limiter.try_acquire(permits)?;
-            Ok::<_, Rejection>((lease.returns_permits(), lease.forget()))
+            Ok::<_, Rejection>(limiter.try_acquire(permits)?.into_parts())
         });
-        let (returns, permits) = granted?;
+        let (permits, stamp, returns) = granted?;
         Ok(FixedLease {
             table: &self.store.table,
-            key: returns.then_some(key),
+            key,
+            returns,
+            stamp,
             permits,
         })
+    }
+
+    /// Settles `lease`, granted for `resource`, to its true cost `actual` (see
+    /// [`Lease::settle`](crate::Lease::settle)), with its partition: a refund goes back to
+    /// the partition's limiter where its algorithm can take it, a debit is taken from it, into
+    /// debt where the limiter keeps one. A partition evicted meanwhile was idle (a full
+    /// bucket, an empty window, every permit free): a refund has nothing to give back, and a
+    /// debit makes the partition again, if there is room (else [`SettleError::DebtLimit`],
+    /// nothing taken). On a closed limiter, which keeps no partition, a settle changes nothing.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let kind = PartitionKind::token_bucket(
+    ///     TokenBucketOptions::new(100, 100, Duration::from_secs(60))).unwrap();
+    /// let limiter: FixedPartitioned<u8, _, _, _, 8> =
+    ///     FixedPartitioned::new(move |peer: &u8| Partition::new(*peer, kind), PartitionConfig::new(4), &clock);
+    /// let mut lease = limiter.try_acquire(&7, 40).unwrap();
+    /// limiter.settle(&7, &mut lease, 10).unwrap(); // 30 tokens back to peer 7
+    /// assert_eq!(limiter.statistics(&7).available_permits, 90);
+    /// limiter.settle(&7, &mut lease, 150).unwrap(); // 140 more: 50 into debt
+    /// assert_eq!(limiter.statistics(&7).available_permits, 0);
+    /// assert!(limiter.try_acquire(&7, 1).is_err());
+    /// ```
+    pub fn settle<R: ?Sized, F>(
+        &self,
+        resource: &R,
+        lease: &mut FixedLease<'_, K, L, N>,
+        actual: u32,
+    ) -> Result<(), SettleError>
+    where
+        P: Fn(&R) -> Partition<K, F>,
+        F: Factory<K, C, Limiter = L>,
+    {
+        let held = lease.permits;
+        if actual == held {
+            return Ok(());
+        }
+        let Partition { factory, .. } = (self.partitioner)(resource);
+        let key = &lease.key;
+        let now = self.clock.now().as_nanos();
+        self.store.table.with(|t| {
+            if self.is_closed() {
+                return Ok(());
+            }
+            if actual < held && !t.map.contains_key(key) {
+                return Ok(()); // evicted while idle: nothing to give back to
+            }
+            let limiter = t
+                .find_or_insert(
+                    &self.store.policy,
+                    self.store.cap,
+                    now,
+                    key,
+                    || (key.clone(), factory.create(key, &self.clock)),
+                    idle_of,
+                )
+                .ok_or(SettleError::DebtLimit)?;
+            limiter.settle(held, actual, lease.stamp)
+        })?;
+        lease.permits = actual;
+        Ok(())
     }
 
     /// A snapshot of `resource`'s partition's counters (a fresh partition's, not stored, if the
@@ -439,7 +503,10 @@ where
     L: Limiter + Release,
     C: Clock,
 {
-    partitioned_by_inherent!(FixedPartitioned, R, type Lease<'a> = FixedLease<'a, K, L, N>);
+    partitioned_by_inherent!(
+        FixedPartitioned, R, type Lease<'a> = FixedLease<'a, K, L, N>;
+        settle: |this, resource, lease, actual| this.settle(resource, lease, actual)
+    );
 }
 
 impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> {
@@ -467,7 +534,11 @@ impl<K, L, P, C, const N: usize> fmt::Debug for FixedPartitioned<K, L, P, C, N> 
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct FixedLease<'a, K: Hash + Eq, L: Release, const N: usize> {
     table: &'a Lock<Locked<K, L, N>>,
-    key: Option<K>,
+    key: K,
+    /// Whether dropping the lease gives its permits back to the key's partition.
+    returns: bool,
+    /// The partition limiter's mark of the grant, for a settle.
+    stamp: u64,
     permits: u32,
 }
 
@@ -508,16 +579,16 @@ impl<K: Hash + Eq, L: Release, const N: usize> FixedLease<'_, K, L, N> {
     /// assert!(!limiter.try_acquire(&200, 1).unwrap().returns_permits()); // a window: spent
     /// ```
     pub const fn returns_permits(&self) -> bool {
-        self.key.is_some()
+        self.returns
     }
 }
 
 impl<K: Hash + Eq, L: Release, const N: usize> Drop for FixedLease<'_, K, L, N> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
+        if self.returns {
             let n = self.permits;
             self.table.with(|t| {
-                if let Some(l) = t.map.get(&key) {
+                if let Some(l) = t.map.get(&self.key) {
                     l.release(n);
                 }
             });
@@ -707,6 +778,65 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         })
     }
 
+    /// Settles `lease`, granted for `key` by this limiter, to its true cost `actual` (see
+    /// [`Lease::settle`]): a refund gives the difference back to `key`'s bucket as if it had
+    /// never been taken (never above the limit), a debit takes the extra, into debt down to
+    /// one limit (past it: [`SettleError::DebtLimit`], nothing taken). A key no longer stored
+    /// was full (an idle key is evicted only when full, and a key in debt is not idle): a
+    /// refund has nothing to give back, a debit stores the key again, if there is room (else
+    /// [`SettleError::DebtLimit`]). On a closed limiter, which keeps no key, a settle changes
+    /// nothing. A key's lease refers to no limiter, so it settles here, with its key.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(1_000, 1_000, Duration::from_secs(60));
+    /// let tokens: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let mut call = tokens.try_acquire(&7, 100).unwrap();
+    /// tokens.settle(&7, &mut call, 30).unwrap(); // used 30: 70 back
+    /// assert_eq!(tokens.statistics(&7).available_permits, 970);
+    /// tokens.settle(&7, &mut call, 1_500).unwrap(); // used 1,500: 530 into debt
+    /// assert_eq!(tokens.statistics(&7).available_permits, 0);
+    /// assert_eq!(tokens.settle(&7, &mut call, 3_000), Err(SettleError::DebtLimit));
+    /// assert_eq!(call.permits(), 1_500);
+    /// ```
+    pub fn settle(&self, key: &K, lease: &mut Lease<'_>, actual: u32) -> Result<(), SettleError>
+    where
+        K: Clone,
+    {
+        lease.settle_with(&FixedKeySettle { limiter: self, key }, actual)
+    }
+
+    /// [`settle`](Self::settle) of `held` tokens to `actual`, for `key`.
+    fn settle_key(&self, key: &K, held: u32, actual: u32) -> Result<(), SettleError>
+    where
+        K: Clone,
+    {
+        let now = self.clock.now();
+        let b = &self.bucket;
+        self.store.table.with(|t| {
+            if self.store.closed.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            if actual < held && !t.map.contains_key(key) {
+                return Ok(()); // evicted while full: nothing to give back to
+            }
+            let word = t
+                .find_or_insert(
+                    &self.store.policy,
+                    self.store.cap,
+                    now.as_nanos(),
+                    key,
+                    || (key.clone(), b.fresh()),
+                    |w: &u128| b.idle(*w, now),
+                )
+                .ok_or(SettleError::DebtLimit)?;
+            b.settle_plain(word, now, held, actual)
+        })
+    }
+
     /// `key`'s available tokens (the limit if it is not stored) and the limiter's totals over
     /// all keys, as [`KeyedLimiter::statistics`](crate::KeyedLimiter).
     ///
@@ -891,7 +1021,25 @@ where
     K: Hash + Eq + Clone,
     C: Clock,
 {
-    partitioned_by_inherent!(FixedKeyedLimiter, K, type Lease<'a> = Lease<'static>);
+    partitioned_by_inherent!(
+        FixedKeyedLimiter, K, type Lease<'a> = Lease<'static>;
+        settle: |this, key, lease, actual| this.settle(key, lease, actual)
+    );
+}
+
+/// A key of a [`FixedKeyedLimiter`] as [`Lease::settle_with`] settles through it.
+struct FixedKeySettle<'a, K, C, const N: usize> {
+    limiter: &'a FixedKeyedLimiter<K, C, N>,
+    key: &'a K,
+}
+
+impl<K: Hash + Eq + Clone, C: Clock, const N: usize> Release for FixedKeySettle<'_, K, C, N> {
+    /// A key's lease returns nothing (rate limiting).
+    fn release(&self, _: u32) {}
+
+    fn settle(&self, held: u32, actual: u32, _stamp: u64) -> Result<(), SettleError> {
+        self.limiter.settle_key(self.key, held, actual)
+    }
 }
 
 impl<K, C, const N: usize> fmt::Debug for FixedKeyedLimiter<K, C, N> {

@@ -19,9 +19,7 @@ use core::time::Duration;
 
 use crate::bucket::state::{Bucket, Denied, Refill};
 use crate::clock::Instant;
-#[cfg(feature = "std")]
-use crate::lease::SettleError;
-use crate::lease::{Reason, Rejection};
+use crate::lease::{Reason, Rejection, SettleError};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
 use crate::token_bucket::TokenBucketOptions;
@@ -115,12 +113,36 @@ impl KeyedBucket {
         }
     }
 
+    /// Settles, in a plain word (the caller holds a lock), a lease of `held` tokens to
+    /// `actual` at `now`: a refund goes back as if never taken (capped at the limit), a debit
+    /// is taken into debt down to one limit ([`Bucket::take_debt`]; past it
+    /// [`SettleError::DebtLimit`], and the word is unchanged).
+    pub(crate) fn settle_plain(
+        &self,
+        word: &mut u128,
+        now: Instant,
+        held: u32,
+        actual: u32,
+    ) -> Result<(), SettleError> {
+        let (k, _) = self.ticker.tick(now);
+        let b = Bucket::unpack(*word);
+        let next = if actual < held {
+            b.give_back(k, held - actual, self.refill)
+        } else {
+            b.take_debt(k, actual - held, self.refill, u32::MAX)
+                .ok_or(SettleError::DebtLimit)?
+        };
+        *word = next.pack();
+        Ok(())
+    }
+
     /// The rejection of `n` tokens from word `w` at tick `k`, `into` ns into it: the wait until
     /// the bucket holds them (as `TokenBucketLimiter` computes it, with no queue ahead).
     fn rejection(&self, w: u128, k: u64, into: u64, n: u32) -> Rejection {
         let b = Bucket::unpack(w).at(k, self.refill);
-        let missing = u64::from(n.max(1))
-            .saturating_sub(u64::from(b.tokens))
+        // A debt (a lease settled above its estimate) is repaid first.
+        let missing = (u64::from(n.max(1)) + u64::from(b.owed()))
+            .saturating_sub(u64::from(b.available()))
             .max(1);
         let ticks = Bucket::ticks_to_gain(missing, self.refill).saturating_add(b.tick.max(k) - k);
         let wait = self.ticker.wait_for(ticks, into);
@@ -130,7 +152,7 @@ impl KeyedBucket {
     /// Tokens in word `w` at `now`.
     pub(crate) fn available(&self, w: u128, now: Instant) -> u64 {
         let (k, _) = self.ticker.tick(now);
-        u64::from(Bucket::unpack(w).at(k, self.refill).tokens)
+        u64::from(Bucket::unpack(w).at(k, self.refill).available())
     }
 
     /// How idle word `w` is at `now`: full since the start of the tick it filled at, or busy
