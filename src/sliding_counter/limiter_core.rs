@@ -86,8 +86,14 @@ impl<C: Clock, Q: QueueKind> CounterCore<C, Q> {
     /// compare-and-swap, or refuses with the exact wait (no queue to wait behind: the flag is
     /// clear). `None` sends everything else (a flag, a probe, a new window, a lost race) to the
     /// general path, which decides the same on the same word and instant.
+    ///
+    /// None on 32-bit MCUs, where the word is behind a critical section and a second copy of
+    /// the decision is only code (the firmware program: 1,884 → 1,596 bytes).
     #[inline(always)]
     fn quick(&self, e: u64, n: u32, s: Shape) -> Option<Result<u64, Nanos>> {
+        if cfg!(tollgate_cs_cells) {
+            return None;
+        }
         let w = cas::Word::load(self.word.raw());
         let c = Counter::unpack(w);
         if c.closed || c.waiters {
