@@ -63,7 +63,7 @@ use crate::stats::Counters;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::wait::{self, Acquire, LockedTake, Source, WaitQueue};
 
-use stamp::Stamp;
+use stamp::{Eager, Stamp};
 use state::{Denied, State};
 
 use state::MAX_LIMIT;
@@ -158,7 +158,7 @@ pub struct ConcurrencyLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQue
     /// The idle stamp: raw clock nanoseconds since which the limiter has been idle.
     idle_since: Stamp,
     /// Releases date idleness themselves (a cheap clock, and a 64-bit stamp to `fetch_max`).
-    eager: bool,
+    eager: Eager,
     counters: Counters,
     queue: Q,
     /// The permit limit now (changed by `reconfigure`).
@@ -167,7 +167,6 @@ pub struct ConcurrencyLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQue
     /// `State::lower`): nonzero only while the word is `indebted`, read and written only under
     /// the queue lock (without a queue, under the slow-path lock: see `unqueued`).
     debt: AtomicUsize,
-    options: ConcurrencyOptions,
     clock: C,
 }
 
@@ -186,12 +185,11 @@ impl<C: Clock, Q> ConcurrencyLimiter<C, Q> {
             Self {
                 word: AtomicUsize::new(State::full(options.permit_limit).pack()),
                 idle_since: Stamp::new(idle_since),
-                eager,
+                eager: Eager::new(eager),
                 counters: Counters::new(),
                 queue,
                 limit: AtomicUsize::new(options.permit_limit as usize),
                 debt: AtomicUsize::new(0),
-                options,
                 clock,
             }
         }
@@ -300,7 +298,7 @@ impl<C: Clock> ConcurrencyLimiter<C> {
         C: Sync,
     {
         options.validate()?;
-        if options.queue_order != self.options.queue_order {
+        if options.queue_order != self.queue.order() {
             return Err(OptionsError::FixedAtCreation);
         }
         let new = options.permit_limit;
@@ -346,7 +344,8 @@ impl<C: Clock> ConcurrencyLimiter<C> {
 
 impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     /// The options in force: those the limiter was built with, as last
-    /// [`reconfigure`](Self::reconfigure)d.
+    /// [`reconfigure`](Self::reconfigure)d (read from the limit and the queue, so a limiter
+    /// without a queue reports a queue limit of 0, oldest first).
     ///
     /// ```
     /// use tollgate::{ConcurrencyLimiter, ConcurrencyOptions, ManualClock};
@@ -359,7 +358,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         ConcurrencyOptions {
             permit_limit: self.limit(),
             queue_limit: self.queue.queue_limit(),
-            ..self.options
+            queue_order: self.queue.order(),
         }
     }
 
@@ -434,7 +433,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         let limit = self.limit();
         // `eager` is never set where the stamp cannot be raised (32-bit MCUs): saying so here
         // lets the compiler drop the eager branch's code there.
-        if !Stamp::RAISES || !self.eager {
+        if !Stamp::RAISES || !self.eager.get() {
             return next.mark_undated_if_idle(limit);
         }
         if next.idle(limit) {

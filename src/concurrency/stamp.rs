@@ -14,6 +14,32 @@ pub(super) use wide::Stamp;
 #[cfg(not(target_has_atomic = "64"))]
 pub(super) use halves::Stamp;
 
+/// Whether releases date idleness themselves ([`Stamp::RAISES`] and a cheap clock): a flag
+/// with native 64-bit atomics; nothing on 32-bit MCUs, where releases never date (no byte of
+/// RAM for a flag that is always false).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Eager(#[cfg(target_has_atomic = "64")] bool);
+
+impl Eager {
+    pub(super) const fn new(eager: bool) -> Self {
+        #[cfg(target_has_atomic = "64")]
+        return Self(eager);
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            let _ = eager;
+            Self()
+        }
+    }
+
+    #[inline(always)]
+    pub(super) const fn get(self) -> bool {
+        #[cfg(target_has_atomic = "64")]
+        return self.0;
+        #[cfg(not(target_has_atomic = "64"))]
+        false
+    }
+}
+
 #[cfg(target_has_atomic = "64")]
 mod wide {
     use crate::sync::{AtomicU64, Ordering};
