@@ -68,6 +68,7 @@ extern crate alloc;
 
 #[macro_use]
 mod sync;
+pub mod adaptive;
 mod bucket;
 mod cas;
 mod chain;

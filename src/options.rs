@@ -99,6 +99,10 @@ pub enum OptionsError {
     /// A queue limit above zero for a limiter built without a wait queue
     /// ([`NoQueue`](crate::NoQueue)).
     NoWaitQueue,
+    /// An adaptive limiter's bounds out of order: its minimum limit, initial limit and maximum
+    /// limit must be at least 1 and in that order
+    /// ([`AdaptiveOptions`](crate::adaptive::AdaptiveOptions)).
+    LimitBounds,
 }
 
 impl fmt::Display for OptionsError {
@@ -155,6 +159,10 @@ impl fmt::Display for OptionsError {
             ),
             OptionsError::NoWaitQueue => f.write_str(
                 "the queue limit must be 0 for a limiter built without a wait queue (NoQueue)",
+            ),
+            OptionsError::LimitBounds => f.write_str(
+                "an adaptive limiter's minimum, initial and maximum limits must be at least 1 \
+                 and in that order",
             ),
         }
     }

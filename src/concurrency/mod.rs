@@ -195,6 +195,12 @@ impl<C: Clock, Q> ConcurrencyLimiter<C, Q> {
         }
     }
 
+    /// The clock this limiter reads.
+    #[allow(dead_code)] // the adaptive limiter's, which times its leases on it
+    pub(crate) fn clock(&self) -> &C {
+        &self.clock
+    }
+
     /// [`assemble`](Self::assemble) idle from a reading of `clock` now, dating idleness on
     /// releases if the clock is cheap to read (see the type's docs).
     fn at_clock_reading(options: ConcurrencyOptions, clock: C, queue: Q) -> Self {

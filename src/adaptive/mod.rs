@@ -1,0 +1,400 @@
+//! Adaptive concurrency: a concurrency limit that finds the server's capacity by itself.
+//!
+//! An [`AdaptiveLimiter`] is a [`ConcurrencyLimiter`] whose limit moves. Each lease, when it
+//! ends, reports its latency (timed on the limiter's clock from its grant: the user reads no
+//! clock) and its outcome: a success, a drop (overload: a timeout, a 503, a refusal from
+//! upstream: [`AdaptiveLease::dropped`]), or nothing to learn from (a client error:
+//! [`AdaptiveLease::ignore`]). The samples gather into windows without a lock (a window closes
+//! once it lasted [`AdaptiveOptions::window`] and holds [`AdaptiveOptions::min_samples`]); at
+//! each window's end its [`Algorithm`] — [`Aimd`] or [`Vegas`], pure integer functions,
+//! `no_std` — computes the next limit within the bounds.
+//!
+//! The limit applies as a [`ConcurrencyLimiter`]'s does: the permits available and the
+//! permits held are one atomic word, so no acquisition ever takes a limiter past the limit of
+//! its instant, and a lowered limit admits nobody until enough leases have ended (their
+//! permits repay what the cut took first).
+//!
+//! ```
+//! use core::time::Duration;
+//! use tollgate::ManualClock;
+//! use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions, Aimd};
+//!
+//! let clock = ManualClock::new();
+//! let opts = AdaptiveOptions::new(4)
+//!     .with_bounds(1, 100)
+//!     .with_window(Duration::from_millis(100), 4)
+//!     .with_algorithm(Aimd::new());
+//! let limiter = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
+//! // Four calls that all succeed in 10 ms, with the limit in full use: +1.
+//! let leases: Vec<_> = (0..4).map(|_| limiter.try_acquire(1).unwrap()).collect();
+//! assert!(limiter.try_acquire(1).is_err()); // 4 in flight: the limit
+//! clock.advance(Duration::from_millis(100));
+//! drop(leases);
+//! assert_eq!(limiter.limit(), 5);
+//! // A window with a drop: × 0.9.
+//! let mut leases: Vec<_> = (0..4).map(|_| limiter.try_acquire(1).unwrap()).collect();
+//! leases[0].dropped(); // the upstream answered 503
+//! clock.advance(Duration::from_millis(100));
+//! drop(leases);
+//! assert_eq!(limiter.limit(), 4);
+//! ```
+
+mod algorithm;
+mod window;
+
+pub use algorithm::{Aimd, Algorithm, Vegas, WindowSummary};
+
+use core::time::Duration;
+
+use crate::clock::Clock;
+use crate::concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
+use crate::lease::{Lease, Rejection, Statistics};
+use crate::limiter::Limiter;
+use crate::options::{OptionsError, QueueOrder};
+use crate::wait::Lock;
+use window::Sampler;
+
+/// An [`AdaptiveLimiter`]'s configuration: its bounds, its windows, its algorithm and its wait
+/// queue.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{OptionsError, QueueOrder};
+/// use tollgate::adaptive::{AdaptiveOptions, Vegas};
+///
+/// let opts = AdaptiveOptions::new(20)
+///     .with_bounds(5, 500)
+///     .with_window(Duration::from_secs(1), 20)
+///     .with_algorithm(Vegas::new())
+///     .with_queue(100, QueueOrder::OldestFirst);
+/// assert_eq!(opts.validate(), Ok(()));
+/// assert_eq!(AdaptiveOptions::new(20).with_bounds(30, 40).validate(), Err(OptionsError::LimitBounds));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdaptiveOptions {
+    /// The limit at creation.
+    pub initial_limit: u32,
+    /// The limit never falls below this (at least 1). Default 1.
+    pub min_limit: u32,
+    /// The limit never rises above this. Default 1,000, or the initial limit if larger.
+    pub max_limit: u32,
+    /// A window of samples lasts at least this long. Default 1 s.
+    pub window: Duration,
+    /// ...and holds at least this many samples (0 counts as 1). Default 10.
+    pub min_samples: u32,
+    /// How the limit moves at the end of each window. Default [`Aimd::new`].
+    pub algorithm: Algorithm,
+    /// Permits that may wait in the queue (for [`acquire`](AdaptiveLimiter::acquire)).
+    /// Default 0, as a [`ConcurrencyOptions::new`]'s.
+    pub queue_limit: u32,
+    /// The order queued requests are served in. Default oldest first.
+    pub queue_order: QueueOrder,
+}
+
+impl AdaptiveOptions {
+    /// Options starting at `initial_limit`, with the defaults above.
+    pub const fn new(initial_limit: u32) -> Self {
+        Self {
+            initial_limit,
+            min_limit: 1,
+            max_limit: if initial_limit > 1_000 {
+                initial_limit
+            } else {
+                1_000
+            },
+            window: Duration::from_secs(1),
+            min_samples: 10,
+            algorithm: Algorithm::Aimd(Aimd::new()),
+            queue_limit: 0,
+            queue_order: QueueOrder::OldestFirst,
+        }
+    }
+
+    /// The same options with the limit kept within `min..=max`.
+    pub const fn with_bounds(self, min: u32, max: u32) -> Self {
+        Self {
+            min_limit: min,
+            max_limit: max,
+            ..self
+        }
+    }
+
+    /// The same options with windows of at least `window` and `min_samples` samples.
+    pub const fn with_window(self, window: Duration, min_samples: u32) -> Self {
+        Self {
+            window,
+            min_samples,
+            ..self
+        }
+    }
+
+    /// The same options with `algorithm` moving the limit.
+    pub fn with_algorithm(self, algorithm: impl Into<Algorithm>) -> Self {
+        Self {
+            algorithm: algorithm.into(),
+            ..self
+        }
+    }
+
+    /// Checks the options: the bounds at least 1 and in order around the initial limit
+    /// ([`OptionsError::LimitBounds`]), within what a concurrency limiter holds on this target
+    /// ([`OptionsError::LimitTooLarge`]), and a window longer than zero
+    /// ([`OptionsError::ZeroPeriod`]).
+    pub const fn validate(&self) -> Result<(), OptionsError> {
+        if self.min_limit == 0
+            || self.min_limit > self.initial_limit
+            || self.initial_limit > self.max_limit
+        {
+            return Err(OptionsError::LimitBounds);
+        }
+        if let Err(e) = ConcurrencyOptions::new(self.max_limit).validate() {
+            return Err(e);
+        }
+        if self.window.is_zero() {
+            return Err(OptionsError::ZeroPeriod);
+        }
+        Ok(())
+    }
+
+    /// The options of the concurrency limiter at `limit`.
+    const fn concurrency(&self, limit: u32) -> ConcurrencyOptions {
+        ConcurrencyOptions::new(limit).with_queue(self.queue_limit, self.queue_order)
+    }
+}
+
+crate::options::with_queue!(
+    AdaptiveOptions,
+    "tollgate::adaptive::AdaptiveOptions::new(10)"
+);
+
+/// A concurrency limiter whose limit finds the server's capacity (see the
+/// [module docs](self)): leases that release on drop and report how their call went,
+/// `try_acquire`, `acquire().await` in the queue (both orders, queue limit), statistics.
+pub struct AdaptiveLimiter<C: Clock = crate::clock::DefaultClock> {
+    inner: ConcurrencyLimiter<C>,
+    sampler: Sampler,
+    /// The algorithm, taken only by the caller that closed a window (never on an acquisition
+    /// or a release).
+    algorithm: Lock<Algorithm>,
+    options: AdaptiveOptions,
+}
+
+#[cfg(feature = "std")]
+impl AdaptiveLimiter<crate::clock::StdClock> {
+    /// A limiter on the system clock.
+    ///
+    /// ```
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AdaptiveOptions::new(8)).unwrap();
+    /// let lease = limiter.try_acquire(1).unwrap();
+    /// assert_eq!(limiter.available_permits(), 7);
+    /// drop(lease); // released, and its latency sampled
+    /// ```
+    pub fn new(options: AdaptiveOptions) -> Result<Self, OptionsError> {
+        Self::with_clock(options, crate::clock::StdClock)
+    }
+}
+
+impl<C: Clock + Sync> AdaptiveLimiter<C> {
+    /// A limiter reading time from `clock` (the leases' latencies, and the windows).
+    pub fn with_clock(options: AdaptiveOptions, clock: C) -> Result<Self, OptionsError> {
+        options.validate()?;
+        let window = u64::try_from(options.window.as_nanos()).unwrap_or(u64::MAX);
+        let start = clock.now().as_nanos();
+        Ok(Self {
+            inner: ConcurrencyLimiter::with_clock(
+                options.concurrency(options.initial_limit),
+                clock,
+            )?,
+            sampler: Sampler::new(start, window, options.min_samples),
+            algorithm: Lock::new(options.algorithm),
+            options,
+        })
+    }
+
+    /// Takes `permits` now, or says why not ([`Reason::Exhausted`](crate::Reason::Exhausted)
+    /// at the limit: a concurrency limit has no RetryAfter).
+    ///
+    /// ```
+    /// use tollgate::ManualClock;
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+    ///
+    /// let limiter = AdaptiveLimiter::with_clock(AdaptiveOptions::new(1), ManualClock::new()).unwrap();
+    /// let lease = limiter.try_acquire(1).unwrap();
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// ```
+    pub fn try_acquire(&self, permits: u32) -> Result<AdaptiveLease<'_, C>, Rejection> {
+        self.inner.try_acquire(permits).map(|l| self.lease(l))
+    }
+
+    /// Waits for `permits` in the queue (see
+    /// [`ConcurrencyLimiter::acquire`]); the lease's latency is timed from its grant, so time
+    /// spent queued is not counted against the server.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, QueueOrder};
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+    ///
+    /// # embassy_futures::block_on(async {
+    /// let opts = AdaptiveOptions::new(2).with_queue(10, QueueOrder::OldestFirst);
+    /// let limiter = AdaptiveLimiter::with_clock(opts, ManualClock::new()).unwrap();
+    /// let lease = limiter.acquire(2).await.unwrap();
+    /// assert_eq!(lease.permits(), 2);
+    /// # });
+    /// ```
+    pub async fn acquire(&self, permits: u32) -> Result<AdaptiveLease<'_, C>, Rejection> {
+        let lease = self.inner.acquire(permits).await?;
+        Ok(self.lease(lease))
+    }
+
+    /// The limit now.
+    pub fn limit(&self) -> u32 {
+        self.inner.options().permit_limit
+    }
+
+    /// Permits free now.
+    pub fn available_permits(&self) -> u64 {
+        self.inner.available_permits()
+    }
+
+    /// The counters, as [`Limiter::statistics`].
+    pub fn statistics(&self) -> Statistics {
+        self.inner.statistics()
+    }
+
+    /// Closes the limiter: waiters fail, and every later acquisition.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    /// The options this limiter was built with (its limit now is [`limit`](Self::limit)).
+    pub fn options(&self) -> AdaptiveOptions {
+        self.options
+    }
+
+    /// The lease of a grant, timed from now.
+    fn lease<'a>(&'a self, lease: Lease<'a>) -> AdaptiveLease<'a, C> {
+        self.sampler.note_in_flight(self.in_flight());
+        AdaptiveLease {
+            start_ns: self.inner.clock().now().as_nanos(),
+            outcome: Outcome::Success,
+            limiter: self,
+            lease: Some(lease),
+        }
+    }
+
+    /// Permits held now (at most the limit, plus what a cut left owed).
+    fn in_flight(&self) -> u32 {
+        let held = u64::from(self.limit()).saturating_sub(self.inner.available_permits());
+        held as u32
+    }
+
+    /// A lease that began at `start_ns` ended with `outcome`: its sample, and if it closed a
+    /// window, the new limit.
+    fn sample(&self, start_ns: u64, outcome: Outcome) {
+        let now = self.inner.clock().now().as_nanos();
+        let rtt = now.saturating_sub(start_ns);
+        let dropped = outcome == Outcome::Dropped;
+        if let Some(summary) = self.sampler.record(now, rtt, dropped, self.in_flight()) {
+            self.adjust(&summary);
+        }
+    }
+
+    /// The next limit after a window, applied as a reconfiguration (one at a time: under the
+    /// algorithm's lock).
+    fn adjust(&self, summary: &WindowSummary) {
+        let (min, max) = (self.options.min_limit, self.options.max_limit);
+        self.algorithm.with(|algorithm| {
+            let limit = self.limit();
+            let next = algorithm.next_limit(limit, summary).clamp(min, max);
+            if next != limit {
+                // Valid: within the bounds, which `validate` checked against the target's.
+                let _ = self.inner.reconfigure(self.options.concurrency(next));
+            }
+        });
+    }
+}
+
+impl<C: Clock> core::fmt::Debug for AdaptiveLimiter<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AdaptiveLimiter")
+            .field("limit", &self.inner.options().permit_limit)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a lease's call went, as its sample tells the algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It succeeded (the default): its latency is a measurement of the server.
+    Success,
+    /// The server was overloaded (a timeout, a 503, an upstream refusal).
+    Dropped,
+    /// Nothing to learn about capacity (a client error): no sample.
+    Ignored,
+}
+
+/// Permits of an [`AdaptiveLimiter`], released when dropped; the drop also reports the call's
+/// latency (from the grant, on the limiter's clock) and its [`Outcome`] (a success unless
+/// marked otherwise).
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct AdaptiveLease<'a, C: Clock + Sync> {
+    lease: Option<Lease<'a>>,
+    limiter: &'a AdaptiveLimiter<C>,
+    start_ns: u64,
+    outcome: Outcome,
+}
+
+impl<C: Clock + Sync> AdaptiveLease<'_, C> {
+    /// The number of permits this lease holds.
+    pub fn permits(&self) -> u32 {
+        self.lease.as_ref().map_or(0, Lease::permits)
+    }
+
+    /// Marks the call as dropped for overload (a timeout, a 503, a refusal from upstream): the
+    /// algorithm backs off.
+    ///
+    /// ```
+    /// use tollgate::ManualClock;
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions, Outcome};
+    ///
+    /// let limiter = AdaptiveLimiter::with_clock(AdaptiveOptions::new(4), ManualClock::new()).unwrap();
+    /// let mut lease = limiter.try_acquire(1).unwrap();
+    /// lease.dropped();
+    /// assert_eq!(lease.outcome(), Outcome::Dropped);
+    /// ```
+    pub fn dropped(&mut self) {
+        self.outcome = Outcome::Dropped;
+    }
+
+    /// Marks the call as saying nothing about capacity (a client error): it is not sampled.
+    pub fn ignore(&mut self) {
+        self.outcome = Outcome::Ignored;
+    }
+
+    /// The outcome the lease will report.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+impl<C: Clock + Sync> Drop for AdaptiveLease<'_, C> {
+    fn drop(&mut self) {
+        let permits = self.permits();
+        drop(self.lease.take()); // the permits go back first
+        if permits > 0 && self.outcome != Outcome::Ignored {
+            self.limiter.sample(self.start_ns, self.outcome);
+        }
+    }
+}
+
+impl<C: Clock + Sync> core::fmt::Debug for AdaptiveLease<'_, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AdaptiveLease")
+            .field("permits", &self.permits())
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}
