@@ -5,7 +5,7 @@
 
 use core::time::Duration;
 
-use tollgate::adaptive::{AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Vegas};
+use tollgate::adaptive::{AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Gradient, Vegas};
 use tollgate::ManualClock;
 
 const CAPACITY: u64 = 50;
@@ -105,6 +105,32 @@ fn vegas_finds_the_capacity_from_latency_alone() {
         lo as u64 >= CAPACITY * 8 / 10 && hi as u64 <= CAPACITY * 13 / 10,
         "{lo}..{hi}"
     );
+}
+
+#[test]
+fn envoys_gradient_finds_the_capacity_and_measures_it_unloaded() {
+    let clock = ManualClock::new();
+    // A measurement every 100 windows (5 s here), at a limit of 3.
+    let gradient = Gradient::new().with_probes(100, 150, 3);
+    let limiter = AdaptiveLimiter::with_clock(options().with_algorithm(gradient), &clock).unwrap();
+    let limits = simulate(&limiter, &clock, 60_000, u64::MAX);
+    println!("Gradient limits by second: {limits:?}");
+    // The fixed point: a 12.5 ms target over 10 ms × L / 50 gives L × g = 62.5, plus √62 of
+    // headroom: about 70 (74 with latencies in whole milliseconds). Between measurements (a
+    // window in a hundred runs at 3) the limit stays near it.
+    let mut settled: Vec<u32> = limits[20..].iter().copied().filter(|&l| l > 3).collect();
+    assert!(settled.len() >= 30, "{limits:?}");
+    settled.sort_unstable();
+    let (lo, median, hi) = (
+        settled[0],
+        settled[settled.len() / 2],
+        settled[settled.len() - 1],
+    );
+    assert!(
+        lo as u64 >= CAPACITY && hi as u64 <= CAPACITY * 17 / 10,
+        "{lo}..{hi}"
+    );
+    assert!(median as u64 <= CAPACITY * 3 / 2, "{median}");
 }
 
 /// A lowered limit admits nobody until enough leases end; ignored calls and probes are not

@@ -158,6 +158,24 @@ impl Vegas {
         }
     }
 
+    /// The same rule growing while the queue is at most `alpha × log10(limit)` and shrinking
+    /// past `beta × log10(limit)`.
+    pub const fn with_thresholds(self, alpha: u32, beta: u32) -> Self {
+        Self {
+            alpha,
+            beta,
+            ..self
+        }
+    }
+
+    /// The same rule measuring the no-load latency afresh every `windows` windows (0: never).
+    pub const fn with_probe_every(self, windows: u32) -> Self {
+        Self {
+            probe_every: windows,
+            ..self
+        }
+    }
+
     /// The no-load latency measured so far, in nanoseconds (0 before the first sample).
     pub const fn no_load_ns(&self) -> u64 {
         self.no_load_ns
@@ -207,6 +225,155 @@ impl Vegas {
     }
 }
 
+/// Envoy's gradient controller (its adaptive concurrency filter): the limit follows the
+/// gradient `(min_rtt + buffer) / sample_rtt`, clamped to `[0.5, 2]`, plus a headroom of
+/// `√limit`, where `sample_rtt` is the window's mean latency and `min_rtt` the latency
+/// measured with the concurrency pinned low.
+///
+/// The minimum is measured every `probe_every` windows (plus a random delay of up to
+/// `jitter_permille` of that, so that many instances do not probe together), in one window run
+/// at `probe_limit`: the queue drains, and its shortest latency is the unloaded one. Between
+/// probes it does not move, so it cannot creep up with the load; a probe window that holds no
+/// sample keeps the previous minimum (it never becomes "infinite", which would cut every limit
+/// to its floor), and the limit comes back as it was before the probe.
+///
+/// ```
+/// use tollgate::adaptive::{Gradient, WindowSummary};
+///
+/// let ms = 1_000_000;
+/// let mut g = Gradient::new();
+/// let w = |rtt: u64, limit: u32| WindowSummary {
+///     samples: 50, drops: 0, min_rtt_ns: rtt, avg_rtt_ns: rtt, max_in_flight: limit,
+/// };
+/// assert_eq!(g.next_limit(100, &w(10 * ms, 100)), 3); // first, measure min_rtt at 3
+/// assert_eq!(g.next_limit(3, &w(10 * ms, 3)), 100); // 10 ms unloaded: back to 100
+/// assert_eq!(g.min_rtt_ns(), 10 * ms);
+/// // At 20 ms the gradient is 12.5 / 20: 100 × 0.625 + √62 = 69.
+/// assert_eq!(g.next_limit(100, &w(20 * ms, 100)), 69);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gradient {
+    /// The buffer added to the minimum latency, in thousandths of it. Default 250 (25 %).
+    pub buffer_permille: u32,
+    /// Windows between two measurements of the minimum latency. Default 600 (a minute of the
+    /// default 100 ms windows).
+    pub probe_every: u32,
+    /// A random extra delay before each measurement, up to this many thousandths of
+    /// `probe_every`. Default 150.
+    pub jitter_permille: u32,
+    /// The limit during a measurement. Default 3.
+    pub probe_limit: u32,
+    /// The unloaded latency (0: not measured yet).
+    min_rtt_ns: u64,
+    /// Windows until the next measurement.
+    windows_left: u32,
+    /// While a measurement runs: the limit to come back to.
+    resume: Option<u32>,
+    /// The jitter's generator (xorshift; never 0).
+    seed: u64,
+}
+
+impl Default for Gradient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gradient {
+    /// Envoy's defaults: a 25 % buffer, a measurement every 600 windows with up to 15 % of
+    /// jitter, at a limit of 3.
+    pub const fn new() -> Self {
+        Self {
+            buffer_permille: 250,
+            probe_every: 600,
+            jitter_permille: 150,
+            probe_limit: 3,
+            min_rtt_ns: 0,
+            windows_left: 0,
+            resume: None,
+            seed: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    /// The same controller with its jitter drawn from `seed` (each instance its own, so that
+    /// they do not measure together; 0 is taken as 1).
+    pub const fn with_seed(self, seed: u64) -> Self {
+        Self {
+            seed: if seed == 0 { 1 } else { seed },
+            ..self
+        }
+    }
+
+    /// The same controller with a buffer of `permille` thousandths of the minimum latency.
+    pub const fn with_buffer_permille(self, permille: u32) -> Self {
+        Self {
+            buffer_permille: permille,
+            ..self
+        }
+    }
+
+    /// The same controller measuring the minimum every `windows` windows, plus a random delay
+    /// of up to `jitter_permille` thousandths of that, at a limit of `probe_limit`.
+    pub const fn with_probes(self, windows: u32, jitter_permille: u32, probe_limit: u32) -> Self {
+        Self {
+            probe_every: windows,
+            jitter_permille,
+            probe_limit,
+            ..self
+        }
+    }
+
+    /// The unloaded latency measured last, in nanoseconds (0 before the first measurement).
+    pub const fn min_rtt_ns(&self) -> u64 {
+        self.min_rtt_ns
+    }
+
+    /// Windows from one measurement to the next: `probe_every` and its jitter.
+    fn next_interval(&mut self) -> u32 {
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let spread = u64::from(self.probe_every) * u64::from(self.jitter_permille) / 1_000;
+        let extra = if spread == 0 {
+            0
+        } else {
+            self.seed % (spread + 1)
+        };
+        self.probe_every.saturating_add(extra as u32).max(1)
+    }
+
+    /// The limit after a window summarized by `s`, from `limit` (unclamped).
+    pub fn next_limit(&mut self, limit: u32, s: &WindowSummary) -> u32 {
+        if let Some(resume) = self.resume {
+            // The measurement window. With no sample in it, the last minimum stands (or, on
+            // the first measurement, the next window measures again).
+            if s.min_rtt_ns != 0 {
+                self.min_rtt_ns = s.min_rtt_ns;
+            }
+            if self.min_rtt_ns == 0 {
+                return limit;
+            }
+            self.resume = None;
+            self.windows_left = self.next_interval();
+            return resume;
+        }
+        if s.is_empty() || s.avg_rtt_ns == 0 {
+            return limit;
+        }
+        if self.min_rtt_ns == 0 || self.windows_left <= 1 {
+            self.resume = Some(limit);
+            return self.probe_limit.max(1);
+        }
+        self.windows_left -= 1;
+        let min = u128::from(self.min_rtt_ns);
+        let target = min + min * u128::from(self.buffer_permille) / 1_000;
+        let gradient = (target * 1_000 / u128::from(s.avg_rtt_ns)).clamp(500, 2_000);
+        let scaled = u128::from(limit) * gradient / 1_000;
+        let scaled = u64::try_from(scaled).unwrap_or(u64::MAX);
+        u32::try_from(scaled.saturating_add(scaled.isqrt())).unwrap_or(u32::MAX)
+    }
+}
+
 /// One of the algorithms, as an [`AdaptiveLimiter`](super::AdaptiveLimiter) keeps it (no
 /// allocation: an enum, not a trait object).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +383,8 @@ pub enum Algorithm {
     Aimd(Aimd),
     /// [`Vegas`].
     Vegas(Vegas),
+    /// [`Gradient`].
+    Gradient(Gradient),
 }
 
 impl Algorithm {
@@ -224,6 +393,7 @@ impl Algorithm {
         match self {
             Algorithm::Aimd(a) => a.next_limit(limit, s),
             Algorithm::Vegas(v) => v.next_limit(limit, s),
+            Algorithm::Gradient(g) => g.next_limit(limit, s),
         }
     }
 }
@@ -237,6 +407,12 @@ impl From<Aimd> for Algorithm {
 impl From<Vegas> for Algorithm {
     fn from(v: Vegas) -> Self {
         Algorithm::Vegas(v)
+    }
+}
+
+impl From<Gradient> for Algorithm {
+    fn from(g: Gradient) -> Self {
+        Algorithm::Gradient(g)
     }
 }
 
@@ -348,6 +524,63 @@ mod tests {
         // ...whose unloaded minimum is the new no-load latency; the limit comes back.
         assert_eq!(v.next_limit(12, &window(10, 0, 40 * MS, 40 * MS, 12)), 48);
         assert_eq!(v.no_load_ns(), 40 * MS);
+    }
+
+    #[test]
+    fn gradient_measures_unloaded_then_follows_the_gradient_with_headroom() {
+        let mut g = Gradient {
+            jitter_permille: 0,
+            probe_every: 3,
+            ..Gradient::new()
+        };
+        assert_eq!(g.next_limit(100, &WindowSummary::default()), 100); // empty: nothing
+        assert_eq!(g.next_limit(100, &window(50, 0, 10 * MS, 10 * MS, 100)), 3);
+        assert_eq!(g.next_limit(3, &window(5, 0, 10 * MS, 10 * MS, 3)), 100);
+        // At the buffer exactly (12.5 ms): gradient 1, + √100.
+        assert_eq!(
+            g.next_limit(100, &window(50, 0, 12 * MS, 12_500_000, 100)),
+            110
+        );
+        // Far over: the gradient stops at 0.5.
+        assert_eq!(g.next_limit(100, &window(50, 0, 90 * MS, 90 * MS, 100)), 57);
+        // Third window: the next measurement, at 3; a window with no sample keeps 10 ms.
+        assert_eq!(g.next_limit(57, &window(50, 0, 90 * MS, 90 * MS, 57)), 3);
+        assert_eq!(g.next_limit(3, &WindowSummary::default()), 57);
+        assert_eq!(g.min_rtt_ns(), 10 * MS);
+        // Far under: at most doubled.
+        assert_eq!(g.next_limit(57, &window(50, 0, MS, MS, 57)), 124);
+    }
+
+    /// The minimum stays what was measured unloaded while the load rises, so the limit under
+    /// sustained overload falls to the gradient's fixed point and stays there.
+    #[test]
+    fn gradient_does_not_creep_up_under_sustained_overload() {
+        let mut g = Gradient {
+            jitter_permille: 0,
+            ..Gradient::new()
+        };
+        g.next_limit(200, &window(50, 0, 10 * MS, 10 * MS, 200));
+        let mut limit = g.next_limit(3, &window(5, 0, 10 * MS, 10 * MS, 3));
+        for _ in 0..500 {
+            // A server of capacity 50 at 10 ms: queueing past it.
+            let rtt = 10 * MS * u64::from(limit.max(50)) / 50;
+            limit = g.next_limit(limit, &window(50, 0, rtt, rtt, limit));
+        }
+        assert!((60..=80).contains(&limit), "{limit}");
+    }
+
+    #[test]
+    fn gradient_jitter_spreads_measurements() {
+        let mut a = Gradient::new().with_seed(1);
+        let mut b = Gradient::new().with_seed(2);
+        let (ia, ib): (std::vec::Vec<u32>, std::vec::Vec<u32>) = (0..8)
+            .map(|_| (a.next_interval(), b.next_interval()))
+            .unzip();
+        assert!(
+            ia.iter().chain(&ib).all(|&i| (600..=690).contains(&i)),
+            "{ia:?} {ib:?}"
+        );
+        assert_ne!(ia, ib);
     }
 
     #[test]
