@@ -92,7 +92,7 @@ impl Aimd {
 }
 
 /// TCP Vegas's delay-based rule (Netflix's `VegasLimit`): from the shortest latency ever seen
-/// (the no-load latency) and the window's shortest, the estimated queue is
+/// (the no-load latency) and the window's mean latency `rtt`, the estimated queue is
 /// `limit × (1 − no_load / rtt)`; the limit grows while the queue is short and shrinks when it
 /// is long, by steps of `log10(limit)`; a drop shrinks it at once. The no-load latency is the
 /// minimum over every window, never an average, so sustained overload cannot pass for normal
@@ -183,7 +183,7 @@ impl Vegas {
 
     /// The limit after a window summarized by `s`, from `limit` (unclamped).
     pub fn next_limit(&mut self, limit: u32, s: &WindowSummary) -> u32 {
-        if s.is_empty() || s.min_rtt_ns == 0 {
+        if s.is_empty() || s.min_rtt_ns == 0 || s.avg_rtt_ns == 0 {
             return limit;
         }
         if let Some(resume) = self.resume.take() {
@@ -208,8 +208,9 @@ impl Vegas {
         if s.drops > 0 {
             return limit.saturating_sub(step).max(1);
         }
-        // Queue = limit × (1 − no_load / rtt), rounded up: exact in 128 bits.
-        let rtt = u128::from(s.min_rtt_ns);
+        // Queue = limit × (1 − no_load / rtt), rounded up: exact in 128 bits. The mean, not
+        // the window's minimum: the luckiest request of a window hardly queued at all.
+        let rtt = u128::from(s.avg_rtt_ns.max(self.no_load_ns));
         let queue = (u128::from(limit) * (rtt - u128::from(self.no_load_ns))).div_ceil(rtt);
         let queue = u32::try_from(queue).unwrap_or(u32::MAX);
         if queue <= step {
