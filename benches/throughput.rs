@@ -47,6 +47,7 @@ use governor::clock::{Clock as GovClock, FakeRelativeClock, QuantaClock};
 use governor::nanos::Nanos;
 use governor::{Quota, RateLimiter};
 use portable_atomic::AtomicU128;
+use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
 use tollgate::{
     Clock, CoarseClock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter,
     FixedWindowOptions, Limiter, ManualClock, SlidingWindowLimiter, SlidingWindowOptions, StdClock,
@@ -153,6 +154,18 @@ fn sliding<C: Clock>(clock: C, allowed: bool) -> SlidingWindowLimiter<C> {
 fn concurrency<C: Clock>(clock: C, allowed: bool) -> ConcurrencyLimiter<C> {
     let limit = if allowed { 1 << 20 } else { 1 };
     aged(ConcurrencyLimiter::with_clock(ConcurrencyOptions::new(limit), clock).unwrap())
+}
+
+/// An adaptive limiter (AIMD, 1 s windows of at least 10 samples) far from its limit: every
+/// lease is sampled, a window closes once a second.
+fn adaptive<C: Clock + Sync>(clock: C) -> AdaptiveLimiter<C> {
+    let opts = AdaptiveOptions::new(1 << 20).with_bounds(1, 1 << 20);
+    AdaptiveLimiter::with_clock(opts, clock).unwrap()
+}
+
+#[inline(never)]
+fn adaptive_acquire<C: Clock + Sync>(l: &AdaptiveLimiter<C>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
 }
 
 type Governor<C> = RateLimiter<
@@ -498,6 +511,13 @@ macro_rules! ours {
                 l
             },
             acquire,
+        );
+        // The adaptive limiter's acquire + release, its lease sampled (latency and outcome).
+        $driver(
+            $g,
+            &format!("adaptive/acquire+release/{n}"),
+            || adaptive(clock),
+            adaptive_acquire,
         );
         $driver(
             $g,

@@ -250,7 +250,7 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
 
     /// The limit now.
     pub fn limit(&self) -> u32 {
-        self.inner.options().permit_limit
+        self.inner.limit()
     }
 
     /// Permits free now.
@@ -296,7 +296,7 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
         let now = self.inner.clock().now().as_nanos();
         let rtt = now.saturating_sub(start_ns);
         let dropped = outcome == Outcome::Dropped;
-        if let Some(summary) = self.sampler.record(now, rtt, dropped, self.in_flight()) {
+        if let Some(summary) = self.sampler.record(now, rtt, dropped, || self.in_flight()) {
             self.adjust(&summary);
         }
     }

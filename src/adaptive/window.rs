@@ -7,14 +7,26 @@ use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use super::algorithm::WindowSummary;
 
+/// A sample count and a latency sum in one word, so that a sample is one read-modify-write:
+/// the count in the top [`COUNT_BITS`] bits, the sum in microseconds below (each sample's
+/// latency capped at [`MAX_SAMPLE_US`], so that the most samples a window takes cannot carry
+/// the sum into the count).
+const COUNT_BITS: u32 = 20;
+const SUM_BITS: u32 = 64 - COUNT_BITS;
+const SUM_MASK: u64 = (1 << SUM_BITS) - 1;
+/// A window closes at the latest with this many samples (whatever its duration).
+const MAX_SAMPLES: u32 = (1 << COUNT_BITS) - 1;
+/// A sample's latency counts at most 2^24 µs (16.8 s) in the mean.
+const MAX_SAMPLE_US: u64 = 1 << (SUM_BITS - COUNT_BITS);
+
 /// One window's running sums.
 #[derive(Debug)]
 pub(crate) struct Sampler {
     /// When the open window began (the limiter's clock, in nanoseconds).
     start_ns: AtomicU64,
-    samples: AtomicU32,
+    /// Samples (top bits) and their latencies' sum in µs (see [`COUNT_BITS`]).
+    counted: AtomicU64,
     drops: AtomicU32,
-    sum_ns: AtomicU64,
     /// `u64::MAX` while the window holds no sample.
     min_ns: AtomicU64,
     max_in_flight: AtomicU32,
@@ -30,41 +42,54 @@ impl Sampler {
     pub(crate) const fn new(start_ns: u64, min_duration_ns: u64, min_samples: u32) -> Self {
         Self {
             start_ns: AtomicU64::new(start_ns),
-            samples: AtomicU32::new(0),
+            counted: AtomicU64::new(0),
             drops: AtomicU32::new(0),
-            sum_ns: AtomicU64::new(0),
             min_ns: AtomicU64::new(u64::MAX),
             max_in_flight: AtomicU32::new(0),
             closing: AtomicBool::new(false),
             min_duration_ns,
-            min_samples: if min_samples == 0 { 1 } else { min_samples },
+            min_samples: if min_samples == 0 {
+                1
+            } else if min_samples > MAX_SAMPLES {
+                MAX_SAMPLES
+            } else {
+                min_samples
+            },
         }
     }
 
-    /// Notes that `in_flight` leases are held at once (a grant's count).
+    /// Notes that `in_flight` leases are held at once (a grant's count): a load, and a write
+    /// only for a new maximum.
     #[inline]
     pub(crate) fn note_in_flight(&self, in_flight: u32) {
-        self.max_in_flight.fetch_max(in_flight, Ordering::Relaxed);
+        if in_flight > self.max_in_flight.load(Ordering::Relaxed) {
+            self.max_in_flight.fetch_max(in_flight, Ordering::Relaxed);
+        }
     }
 
     /// Adds a finished lease's latency `rtt_ns`, dropped or not, at `now_ns`; if that sample
     /// completes the window, closes it and answers its summary (to this caller alone), the
-    /// next window starting at `now_ns` with the leases held then (`in_flight`).
+    /// next window starting at `now_ns` with the leases held then (`in_flight()`).
+    #[inline]
     pub(crate) fn record(
         &self,
         now_ns: u64,
         rtt_ns: u64,
         dropped: bool,
-        in_flight: u32,
+        in_flight: impl FnOnce() -> u32,
     ) -> Option<WindowSummary> {
-        let samples = self.samples.fetch_add(1, Ordering::AcqRel) + 1;
         if dropped {
             self.drops.fetch_add(1, Ordering::Relaxed);
         }
-        self.sum_ns.fetch_add(rtt_ns, Ordering::Relaxed);
-        self.min_ns.fetch_min(rtt_ns, Ordering::Relaxed);
+        if rtt_ns < self.min_ns.load(Ordering::Relaxed) {
+            self.min_ns.fetch_min(rtt_ns, Ordering::Relaxed);
+        }
+        let us = (rtt_ns / 1_000).min(MAX_SAMPLE_US);
+        let before = self.counted.fetch_add(1 << SUM_BITS | us, Ordering::AcqRel);
+        let samples = (before >> SUM_BITS) as u32 + 1;
         let start = self.start_ns.load(Ordering::Acquire);
-        if samples < self.min_samples || now_ns.saturating_sub(start) < self.min_duration_ns {
+        let long_enough = now_ns.saturating_sub(start) >= self.min_duration_ns;
+        if samples < self.min_samples || !(long_enough || samples >= MAX_SAMPLES) {
             return None;
         }
         if self.closing.swap(true, Ordering::Acquire) {
@@ -73,18 +98,18 @@ impl Sampler {
         // Each sum is swapped out whole, so no sample is lost or counted twice; one added
         // while this runs may have its count in this window and its latency in the next (an
         // error of one sample in each).
-        let samples = self.samples.swap(0, Ordering::AcqRel);
+        let counted = self.counted.swap(0, Ordering::AcqRel);
+        let (samples, sum_us) = ((counted >> SUM_BITS) as u32, counted & SUM_MASK);
         let drops = self.drops.swap(0, Ordering::Relaxed).min(samples);
-        let sum = self.sum_ns.swap(0, Ordering::Relaxed);
         let min = self.min_ns.swap(u64::MAX, Ordering::Relaxed);
-        let max_in_flight = self.max_in_flight.swap(in_flight, Ordering::Relaxed);
+        let max_in_flight = self.max_in_flight.swap(in_flight(), Ordering::Relaxed);
         self.start_ns.store(now_ns, Ordering::Release);
         self.closing.store(false, Ordering::Release);
         (samples > 0).then(|| WindowSummary {
             samples,
             drops,
             min_rtt_ns: if min == u64::MAX { 0 } else { min },
-            avg_rtt_ns: sum / u64::from(samples),
+            avg_rtt_ns: sum_us * 1_000 / u64::from(samples.max(1)),
             max_in_flight,
         })
     }
@@ -96,27 +121,32 @@ mod tests {
 
     #[test]
     fn a_window_closes_when_long_enough_and_full_enough() {
+        let us = 1_000;
         let s = Sampler::new(0, 100, 3);
         s.note_in_flight(4);
-        assert_eq!(s.record(50, 10, false, 4), None);
-        assert_eq!(s.record(60, 30, true, 4), None);
-        assert_eq!(s.record(90, 20, false, 4), None); // three samples, but only 90 ns
-        let w = s.record(100, 40, false, 2).unwrap();
+        assert_eq!(s.record(50, 10 * us, false, || 4), None);
+        assert_eq!(s.record(60, 30 * us, true, || 4), None);
+        assert_eq!(s.record(90, 20 * us, false, || 4), None); // three samples, but only 90 ns
+        let w = s.record(100, 40 * us + 999, false, || 2).unwrap(); // µs in the mean
         assert_eq!(
             w,
             WindowSummary {
                 samples: 4,
                 drops: 1,
-                min_rtt_ns: 10,
-                avg_rtt_ns: 25,
+                min_rtt_ns: 10 * us,
+                avg_rtt_ns: 25 * us,
                 max_in_flight: 4,
             }
         );
         // The next window starts at 100 with the 2 held then.
-        assert_eq!(s.record(150, 5, false, 2), None);
-        assert_eq!(s.record(190, 5, false, 2), None);
-        let w = s.record(200, 5, false, 1).unwrap();
-        assert_eq!((w.samples, w.max_in_flight, w.min_rtt_ns), (3, 2, 5));
+        assert_eq!(s.record(150, 5 * us, false, || 2), None);
+        assert_eq!(s.record(190, 5 * us, false, || 2), None);
+        let w = s.record(200, 5 * us, false, || 1).unwrap();
+        assert_eq!((w.samples, w.max_in_flight, w.min_rtt_ns), (3, 2, 5 * us));
+        // A latency past 2^24 µs counts as 2^24 µs in the mean; the minimum is exact.
+        let s = Sampler::new(0, 0, 1);
+        let w = s.record(0, u64::MAX - 1, false, || 0).unwrap();
+        assert_eq!((w.avg_rtt_ns, w.min_rtt_ns), ((1 << 24) * us, u64::MAX - 1));
     }
 
     #[test]
@@ -129,22 +159,20 @@ mod tests {
                 let s = s.clone();
                 std::thread::spawn(move || {
                     for i in 0..per_thread {
-                        assert_eq!(s.record(i, 1, i % 10 == 0, 1), None);
+                        assert_eq!(s.record(i, 1_000, i % 10 == 0, || 1), None);
                     }
                 })
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
         let s = std::sync::Arc::into_inner(s).unwrap();
-        let (n, d, sum) = (
-            s.samples.load(Ordering::Relaxed),
-            s.drops.load(Ordering::Relaxed),
-            s.sum_ns.load(Ordering::Relaxed),
+        let counted = s.counted.load(Ordering::Relaxed);
+        let (n, d, sum_us) = (
+            counted >> SUM_BITS,
+            u64::from(s.drops.load(Ordering::Relaxed)),
+            counted & SUM_MASK,
         );
         let total = 4 * per_thread;
-        assert_eq!(
-            (u64::from(n), u64::from(d), sum),
-            (total, total / 10, total)
-        );
+        assert_eq!((n, d, sum_us), (total, total / 10, total));
     }
 }

@@ -398,7 +398,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
 
     /// The permit limit now.
     #[inline(always)]
-    fn limit(&self) -> u32 {
+    pub(crate) fn limit(&self) -> u32 {
         // Only ever stored from a `u32`.
         self.limit.load(Ordering::Acquire) as u32
     }
