@@ -7,7 +7,8 @@
 //!   every observable at every step;
 //! - [`options_check`]: the options target;
 //! - [`late_service`]: a queue served late against the same queue served at every tick;
-//! - [`settle`]: a lease settled to its actual cost against a twin asked for that cost.
+//! - [`settle`]: a lease settled to its actual cost against a twin asked for that cost;
+//! - [`replay`]: the seeds-then-random-inputs harness of their stable-toolchain tests.
 //!
 //! See `fuzz/README.md` for the targets and how to run them.
 
@@ -20,6 +21,7 @@ pub mod known;
 pub mod late_service;
 pub mod model;
 pub mod options_check;
+pub mod replay;
 pub mod seeds;
 pub mod seeds_algos;
 pub mod settle;

@@ -2,34 +2,18 @@
 //! scenarios (`cargo test` from `fuzz/`).
 
 use tollgate_fuzz::late_service::{check, Input};
+use tollgate_fuzz::replay;
 
 #[test]
 fn seeds() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/late_service");
-    let mut n = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let path = e.unwrap().path();
-        let input = Input::decode(&std::fs::read(&path).unwrap());
+    replay::seeds("late_service", 6, Input::decode, |path, input| {
         assert_eq!(Input::decode(&input.encode()).requests, input.requests);
         println!("{}: {input:?}", path.display());
-        check(&input);
-        n += 1;
-    }
-    assert!(n >= 6, "the seeds are missing");
+        check(input);
+    });
 }
 
 #[test]
 fn random() {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for _ in 0..300 {
-        let bytes: Vec<u8> = (0..80)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect();
-        check(&Input::decode(&bytes));
-    }
+    replay::random(300, 80, Input::decode, check);
 }

@@ -142,6 +142,36 @@ impl<L: Chargeable> Gate<L> {
         }
     }
 
+    /// One charged transfer of up to `want` bytes: permits for it
+    /// ([`poll_grant`](Self::poll_grant); a refusal is the I/O error), then `transfer` of at
+    /// most that many bytes, which answers the bytes moved. The lease is settled to them (to 0
+    /// on an error), and kept for the next poll while `transfer` is pending: the charging
+    /// common to every `AsyncRead` and `AsyncWrite`.
+    #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
+    pub(crate) fn poll_transfer(
+        &mut self,
+        cx: &mut Context<'_>,
+        want: usize,
+        transfer: impl FnOnce(&mut Context<'_>, usize) -> Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        let granted = match self.poll_grant(cx, u32::try_from(want).unwrap_or(u32::MAX)) {
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(r)) => return Poll::Ready(Err(super::io_error(r))),
+            Poll::Pending => return Poll::Pending,
+        };
+        match transfer(cx, want.min(granted as usize)) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(n)) => {
+                self.settle(u32::try_from(n).unwrap_or(u32::MAX));
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => {
+                self.settle(0);
+                Poll::Ready(Err(e))
+            }
+        }
+    }
+
     /// The fast path: the limiter's own future, polled once in place (no allocation, no
     /// handle taken). Pending means the permits are not there now; the future is dropped,
     /// which takes nothing, and the caller queues a boxed one at once, in the same place: at

@@ -123,36 +123,6 @@ impl<R, L: Chargeable> ThrottledReader<R, L> {
     pub fn into_inner(self) -> R {
         self.inner
     }
-
-    /// Reads through `read`, which fills a buffer of the given length and answers the bytes
-    /// read: the charging common to both `AsyncRead`s.
-    #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
-    fn poll_charged(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        room: usize,
-        read: impl FnOnce(Pin<&mut R>, &mut Context<'_>, usize) -> Poll<std::io::Result<usize>>,
-    ) -> Poll<std::io::Result<usize>> {
-        let this = self.project();
-        let want = u32::try_from(room).unwrap_or(u32::MAX);
-        let granted = match this.gate.poll_grant(cx, want) {
-            Poll::Ready(Ok(n)) => n,
-            Poll::Ready(Err(r)) => return Poll::Ready(Err(super::io_error(r))),
-            Poll::Pending => return Poll::Pending,
-        };
-        let len = room.min(granted as usize);
-        match read(this.inner, cx, len) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Ok(n)) => {
-                this.gate.settle(u32::try_from(n).unwrap_or(u32::MAX));
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => {
-                this.gate.settle(0);
-                Poll::Ready(Err(e))
-            }
-        }
-    }
 }
 
 #[cfg(feature = "tokio-io")]
@@ -162,14 +132,15 @@ impl<R: tokio::io::AsyncRead, L: Chargeable> tokio::io::AsyncRead for ThrottledR
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        let this = self.project();
         let room = buf.remaining();
         if room == 0 {
-            return self.project().inner.poll_read(cx, buf);
+            return this.inner.poll_read(cx, buf);
         }
-        let read = self.poll_charged(cx, room, |inner, cx, len| {
+        let read = this.gate.poll_transfer(cx, room, |cx, len| {
             // Initialized once per buffer (tokio tracks it), so that no unsafe is needed here.
             let mut part = tokio::io::ReadBuf::new(buf.initialize_unfilled_to(len));
-            inner
+            this.inner
                 .poll_read(cx, &mut part)
                 .map_ok(|()| part.filled().len())
         });
@@ -184,12 +155,12 @@ impl<R: futures_io::AsyncRead, L: Chargeable> futures_io::AsyncRead for Throttle
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<std::io::Result<usize>> {
+        let this = self.project();
         if buf.is_empty() {
-            return self.project().inner.poll_read(cx, buf);
+            return this.inner.poll_read(cx, buf);
         }
-        let room = buf.len();
-        self.poll_charged(cx, room, |inner, cx, len| {
-            inner.poll_read(cx, &mut buf[..len])
+        this.gate.poll_transfer(cx, buf.len(), |cx, len| {
+            this.inner.poll_read(cx, &mut buf[..len])
         })
     }
 }

@@ -130,24 +130,8 @@ impl<W, L: Chargeable> ThrottledWriter<W, L> {
         if buf.is_empty() {
             return write(this.inner, cx, buf);
         }
-        let want = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-        let granted = match this.gate.poll_grant(cx, want) {
-            Poll::Ready(Ok(n)) => n,
-            Poll::Ready(Err(r)) => return Poll::Ready(Err(super::io_error(r))),
-            Poll::Pending => return Poll::Pending,
-        };
-        let len = buf.len().min(granted as usize);
-        match write(this.inner, cx, &buf[..len]) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Ok(n)) => {
-                this.gate.settle(u32::try_from(n).unwrap_or(u32::MAX));
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => {
-                this.gate.settle(0);
-                Poll::Ready(Err(e))
-            }
-        }
+        this.gate
+            .poll_transfer(cx, buf.len(), |cx, len| write(this.inner, cx, &buf[..len]))
     }
 }
 

@@ -2,7 +2,7 @@ use core::time::Duration;
 use std::sync::atomic::Ordering;
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+use ::redis::{Cmd, ErrorKind, RedisError, Script, ServerErrorKind};
 
 use super::lease::{Leases, Local};
 use super::options::Plan;
@@ -327,6 +327,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             Some((source, script)) if entries.len() == 1 => (source, script),
             _ => (&plan.source, &plan.script),
         };
+        let reply = self.run_script(source, script, command).await?;
+        read_reply(plan, &reply, entries, upto).ok_or(CallError::Server)
+    }
+
+    /// One run of a script, bounded by the timeout: `command("EVALSHA", its SHA1)`, and after
+    /// `NOSCRIPT` (the script did not run) `command("EVAL", source)`, which cannot meet
+    /// `NOSCRIPT` and caches the script for the next `EVALSHA`. Nothing else is retried.
+    /// The script's reply, or why there is none.
+    pub(super) async fn run_script(
+        &self,
+        source: &str,
+        script: &Script,
+        command: impl Fn(&str, &str) -> Cmd,
+    ) -> Result<String, CallError> {
+        let inner = &*self.inner;
         let mut conn = inner.conn.clone();
         let run = async {
             let sha = command("EVALSHA", script.get_hash());
@@ -339,12 +354,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
                 other => other,
             }
         };
-        let reply = match tokio::time::timeout(inner.timeout, run).await {
-            Err(_) => return Err(CallError::Timeout),
-            Ok(Err(e)) => return Err(CallError::of(&e)),
-            Ok(Ok(v)) => v,
-        };
-        read_reply(plan, &reply, entries, upto).ok_or(CallError::Server)
+        match tokio::time::timeout(inner.timeout, run).await {
+            Err(_) => Err(CallError::Timeout),
+            Ok(Err(e)) => Err(CallError::of(&e)),
+            Ok(Ok(v)) => Ok(v),
+        }
     }
 
     /// A lease of up to the lease size (at least `permits`) of `key`'s window: this request's

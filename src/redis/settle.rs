@@ -5,7 +5,6 @@ use core::fmt;
 use std::sync::atomic::Ordering;
 
 use ::redis::aio::ConnectionLike;
-use ::redis::{ErrorKind, ServerErrorKind};
 
 use super::decision::CallError;
 use super::lease::Local;
@@ -306,23 +305,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
             c
         };
         super::stats::bump(&inner.counts.runs);
-        let mut conn = inner.conn.clone();
-        let run = async {
-            let sha = command("EVALSHA", script.get_hash());
-            match sha.query_async::<String>(&mut conn).await {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    command("EVAL", source)
-                        .query_async::<String>(&mut conn)
-                        .await
-                }
-                other => other,
-            }
-        };
-        let reply = match tokio::time::timeout(inner.timeout, run).await {
-            Err(_) => return Err(CallError::Timeout),
-            Ok(Err(e)) => return Err(CallError::of(&e)),
-            Ok(Ok(v)) => v,
-        };
+        let reply = self.run_script(source, script, command).await?;
         let mut words = reply.split(' ');
         let (Some(_), Some(_), Some(x), None) =
             (words.next(), words.next(), words.next(), words.next())
