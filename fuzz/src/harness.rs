@@ -25,10 +25,10 @@ use crate::driver::{accepted, Driver, Waiting, NOMINAL_PERIOD};
 use crate::input::{Count, Op, Scenario, Segments, Shape, Start, WaitScenario, WindowLen, CAPS};
 use crate::model::concurrency::ConcurrencyModel;
 use crate::model::fixed_window::FixedWindowModel;
+use crate::model::options;
 use crate::model::queue::QueueModel;
 use crate::model::sliding_window::SlidingWindowModel;
 use crate::model::token_bucket::TokenBucketModel;
-use crate::model::options;
 
 /// Runs one scenario; panics with a trace at the first difference.
 pub fn run(s: &Scenario) {

@@ -8,10 +8,13 @@
 //! - [`options_check`]: the options target;
 //! - [`late_service`]: a queue served late against the same queue served at every tick;
 //! - [`settle`]: a lease settled to its actual cost against a twin asked for that cost;
+//! - [`adaptive`]: the adaptive limiter's algorithms against their reference formulas, and
+//!   its invariants;
 //! - [`replay`]: the seeds-then-random-inputs harness of their stable-toolchain tests.
 //!
 //! See `fuzz/README.md` for the targets and how to run them.
 
+pub mod adaptive;
 pub mod driver;
 pub mod harness;
 pub mod harness_algos;
