@@ -48,7 +48,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
-use crate::lease::{Lease, Rejection, Statistics};
+use crate::lease::{Lease, Rejection, Release, SettleError, Statistics};
 use crate::limiter::Limiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::wait::Lock;
@@ -290,6 +290,62 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
         held as u32
     }
 
+    /// Takes `permits` now, as a lease that owns a handle to this limiter (it can move across
+    /// tasks and outlive the borrow: what the HTTP layer holds until a response ends).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::ManualClock;
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::with_clock(AdaptiveOptions::new(2), ManualClock::new()).unwrap());
+    /// let lease = limiter.try_acquire_owned(1).unwrap();
+    /// std::thread::spawn(move || drop(lease)).join().unwrap();
+    /// assert_eq!(limiter.available_permits(), 2);
+    /// ```
+    #[cfg(feature = "alloc")]
+    pub fn try_acquire_owned(
+        self: &alloc::sync::Arc<Self>,
+        permits: u32,
+    ) -> Result<OwnedAdaptiveLease, Rejection>
+    where
+        C: Send + 'static,
+    {
+        let lease = self.inner.try_acquire(permits)?;
+        Ok(self.owned(lease))
+    }
+
+    /// [`acquire`](Self::acquire), as a lease that owns a handle to this limiter.
+    #[cfg(feature = "alloc")]
+    pub async fn acquire_owned(
+        self: &alloc::sync::Arc<Self>,
+        permits: u32,
+    ) -> Result<OwnedAdaptiveLease, Rejection>
+    where
+        C: Send + 'static,
+    {
+        let lease = self.inner.acquire(permits).await?;
+        Ok(self.owned(lease))
+    }
+
+    /// The owned lease of a grant, timed from now.
+    #[cfg(feature = "alloc")]
+    fn owned(self: &alloc::sync::Arc<Self>, lease: Lease<'_>) -> OwnedAdaptiveLease
+    where
+        C: Send + 'static,
+    {
+        self.sampler.note_in_flight(self.in_flight());
+        let start_ns = self.inner.clock().now().as_nanos();
+        let sink: alloc::sync::Arc<dyn Sink> = self.clone();
+        let releaser: alloc::sync::Arc<dyn Release + Send + Sync> = self.clone();
+        OwnedAdaptiveLease {
+            lease: Some(crate::lease::OwnedLease::from_lease(lease, releaser)),
+            sink,
+            start_ns,
+            outcome: Outcome::Success,
+        }
+    }
+
     /// A lease that began at `start_ns` ended with `outcome`: its sample, and if it closed a
     /// window, the new limit.
     fn sample(&self, start_ns: u64, outcome: Outcome) {
@@ -313,6 +369,28 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
                 let _ = self.inner.reconfigure(self.options.concurrency(next));
             }
         });
+    }
+}
+
+/// An owned lease's releases go to the concurrency limiter inside (its permits).
+impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
+    fn release(&self, permits: u32) {
+        self.inner.release(permits);
+    }
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+        self.inner.settle(held, actual, stamp)
+    }
+}
+
+/// Where an ended lease's sample goes: its limiter, whatever its clock (so that an owned
+/// lease has one type).
+trait Sink: Send + Sync {
+    fn finish(&self, start_ns: u64, outcome: Outcome);
+}
+
+impl<C: Clock + Sync + Send> Sink for AdaptiveLimiter<C> {
+    fn finish(&self, start_ns: u64, outcome: Outcome) {
+        self.sample(start_ns, outcome);
     }
 }
 
@@ -393,6 +471,65 @@ impl<C: Clock + Sync> Drop for AdaptiveLease<'_, C> {
 impl<C: Clock + Sync> core::fmt::Debug for AdaptiveLease<'_, C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AdaptiveLease")
+            .field("permits", &self.permits())
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}
+
+/// An [`AdaptiveLease`] that owns a handle to its limiter
+/// ([`try_acquire_owned`](AdaptiveLimiter::try_acquire_owned)): it can move across tasks and
+/// outlive the borrow that acquired it; when dropped it releases its permits and reports its
+/// latency and outcome, as an `AdaptiveLease` does (feature `alloc`).
+#[cfg(feature = "alloc")]
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct OwnedAdaptiveLease {
+    lease: Option<crate::lease::OwnedLease>,
+    sink: alloc::sync::Arc<dyn Sink>,
+    start_ns: u64,
+    outcome: Outcome,
+}
+
+#[cfg(feature = "alloc")]
+impl OwnedAdaptiveLease {
+    /// The number of permits this lease holds.
+    pub fn permits(&self) -> u32 {
+        self.lease
+            .as_ref()
+            .map_or(0, crate::lease::OwnedLease::permits)
+    }
+
+    /// Marks the call as dropped for overload (see [`AdaptiveLease::dropped`]).
+    pub fn dropped(&mut self) {
+        self.outcome = Outcome::Dropped;
+    }
+
+    /// Marks the call as saying nothing about capacity: it is not sampled.
+    pub fn ignore(&mut self) {
+        self.outcome = Outcome::Ignored;
+    }
+
+    /// The outcome the lease will report.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Drop for OwnedAdaptiveLease {
+    fn drop(&mut self) {
+        let permits = self.permits();
+        drop(self.lease.take());
+        if permits > 0 && self.outcome != Outcome::Ignored {
+            self.sink.finish(self.start_ns, self.outcome);
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl core::fmt::Debug for OwnedAdaptiveLease {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OwnedAdaptiveLease")
             .field("permits", &self.permits())
             .field("outcome", &self.outcome)
             .finish()

@@ -18,6 +18,16 @@ impl Permits {
     pub(crate) fn holds(&self) -> bool {
         self.0.iter().any(Permit::holds)
     }
+
+    /// The response's status, for the adaptive leases among them.
+    pub(crate) fn observe(&mut self, status: http::StatusCode) {
+        self.0.iter_mut().for_each(|p| p.observe(status));
+    }
+
+    /// The inner service failed, for the adaptive leases among them.
+    pub(crate) fn fail(&mut self) {
+        self.0.iter_mut().for_each(Permit::fail);
+    }
 }
 
 pin_project! {

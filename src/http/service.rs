@@ -325,7 +325,20 @@ impl<S> RateLimit<S> {
                     Verdict::Wait(next) => waiting = next,
                 }
             };
-            let (mut parts, body) = inner.call(req).await?.into_parts();
+            let mut permits = permits;
+            let resp = match inner.call(req).await {
+                Ok(resp) => resp,
+                Err(e) => {
+                    if let Some(p) = permits.as_mut() {
+                        p.fail();
+                    }
+                    return Err(e);
+                }
+            };
+            if let Some(p) = permits.as_mut() {
+                p.observe(resp.status());
+            }
+            let (mut parts, body) = resp.into_parts();
             if let Some(extra) = extra {
                 extra.after(&mut parts);
             }
@@ -446,8 +459,19 @@ where
                 permits,
                 extra,
             } => {
-                let resp = core::task::ready!(fut.poll(cx))?;
-                let permits = permits.take();
+                let resp = match core::task::ready!(fut.poll(cx)) {
+                    Ok(resp) => resp,
+                    Err(e) => {
+                        if let Some(p) = permits.as_mut() {
+                            p.fail();
+                        }
+                        return Poll::Ready(Err(e));
+                    }
+                };
+                let mut permits = permits.take();
+                if let Some(p) = permits.as_mut() {
+                    p.observe(resp.status());
+                }
                 Poll::Ready(Ok(match extra.take() {
                     None => resp.map(|body| admitted(body, permits)),
                     Some(extra) => {

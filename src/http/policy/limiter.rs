@@ -35,6 +35,9 @@ pub(super) enum PermitInner {
     #[default]
     None,
     Owned(OwnedLease),
+    /// An adaptive limiter's lease: released, and its latency and outcome sampled, when the
+    /// response ends.
+    Adaptive(crate::adaptive::OwnedAdaptiveLease),
 }
 
 impl Permit {
@@ -72,6 +75,43 @@ impl Permit {
         }
     }
 
+    /// An adaptive limiter's lease, held until the response ends: then released, with the
+    /// response's latency (from the grant to the body's end) and outcome sampled — a 5xx, a
+    /// 429 from upstream or a failed inner service is a drop, another 4xx says nothing about
+    /// capacity and is not sampled.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::Permit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AdaptiveOptions::new(4)).unwrap());
+    /// let permit = Permit::adaptive(limiter.try_acquire_owned(1).unwrap());
+    /// assert!(permit.holds());
+    /// ```
+    pub fn adaptive(lease: crate::adaptive::OwnedAdaptiveLease) -> Self {
+        Permit(PermitInner::Adaptive(lease))
+    }
+
+    /// What the response's status says about the server's capacity, for an adaptive lease:
+    /// a 5xx or a 429 (from upstream) is a drop, another 4xx nothing.
+    pub(crate) fn observe(&mut self, status: http::StatusCode) {
+        if let PermitInner::Adaptive(lease) = &mut self.0 {
+            if status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS {
+                lease.dropped();
+            } else if status.is_client_error() {
+                lease.ignore();
+            }
+        }
+    }
+
+    /// The inner service failed (an error, a timeout): a drop, for an adaptive lease.
+    pub(crate) fn fail(&mut self) {
+        if let PermitInner::Adaptive(lease) = &mut self.0 {
+            lease.dropped();
+        }
+    }
+
     /// Whether dropping this gives permits back.
     ///
     /// ```
@@ -88,6 +128,7 @@ impl Permit {
         match &self.0 {
             PermitInner::None => false,
             PermitInner::Owned(l) => l.returns_permits(),
+            PermitInner::Adaptive(l) => l.permits() > 0,
         }
     }
 }

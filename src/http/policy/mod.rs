@@ -2,6 +2,7 @@
 //! and [`PolicyLimiter`], the decision trait every policy goes through (the extension point for
 //! an async, e.g. Redis-backed, limiter).
 
+mod adaptive;
 mod builtin;
 mod key;
 mod limiter;
@@ -395,6 +396,63 @@ impl Policy {
     /// ```
     pub fn custom(limiter: Arc<dyn PolicyLimiter>) -> Self {
         Self::from_source(Source::Custom(limiter))
+    }
+
+    /// An adaptive concurrency limit ([`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter),
+    /// on the system clock): one limit for every request the policy covers, moved by its
+    /// algorithm. Each admitted request holds its lease until its response body ends; its
+    /// latency (from admission to the body's end) and outcome are sampled then: a 5xx, a 429
+    /// from upstream or a failed inner service (a timeout layer's error) is a drop, another 4xx
+    /// says nothing about capacity. A refusal is a 503 by default (the client did nothing
+    /// wrong; [`rejection_status`](Self::rejection_status) changes it). Requests wait in the
+    /// limiter's queue if its options have one.
+    ///
+    /// ```
+    /// # use std::convert::Infallible;
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::adaptive::AdaptiveOptions;
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let limits = RateLimiting::builder()
+    ///     .global(Policy::adaptive(AdaptiveOptions::new(1)).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// let slow = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("report")) };
+    /// let app = limits.layer().layer(service_fn(slow));
+    /// let streaming = app.clone().oneshot(Request::get("/report").body(()).unwrap()).await.unwrap();
+    /// let refused = app.clone().oneshot(Request::get("/report").body(()).unwrap()).await.unwrap();
+    /// assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE); // the limit of 1 is in use
+    /// drop(streaming); // its body ended: released, its latency sampled
+    /// # }
+    /// ```
+    pub fn adaptive(options: crate::adaptive::AdaptiveOptions) -> Result<Self, OptionsError> {
+        let limiter = crate::adaptive::AdaptiveLimiter::new(options)?;
+        Ok(Self::adaptive_limiter(Arc::new(limiter)))
+    }
+
+    /// [`adaptive`](Self::adaptive) with a limiter of your own (another clock; or one you keep
+    /// a handle to, to read its limit).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+    /// use tollgate::http::Policy;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AdaptiveOptions::new(20)).unwrap());
+    /// let policy = Policy::adaptive_limiter(limiter.clone());
+    /// # let _ = policy;
+    /// assert_eq!(limiter.limit(), 20);
+    /// ```
+    pub fn adaptive_limiter<C: Clock + Send + Sync + 'static>(
+        limiter: Arc<crate::adaptive::AdaptiveLimiter<C>>,
+    ) -> Self {
+        let queued = limiter.options().queue_limit > 0;
+        let policy = adaptive::AdaptivePolicy { limiter, queued };
+        Self::from_source(Source::Custom(Arc::new(policy)))
+            .rejection_status(http::StatusCode::SERVICE_UNAVAILABLE)
     }
 
     /// Partition requests by `key` (default [`KeyBy::Global`]: one limiter).
