@@ -16,6 +16,7 @@
 //! Time never passes by itself here: a [`ManualClock`] moves only when the tour advances it, so
 //! the output is the same on every run and on every machine.
 
+mod adaptive_chart;
 mod traffic_chart;
 
 use std::collections::VecDeque;
@@ -44,8 +45,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     sliding_window_design_doc();
     boundary_burst();
     llm_gateway();
+    let adaptive = adaptive_concurrency()?;
     let chart = traffic_over_four_minutes()?;
-    println!("\nChart written to {}", chart.display());
+    println!(
+        "\nCharts written to {} and {}",
+        adaptive.display(),
+        chart.display()
+    );
     Ok(())
 }
 
@@ -301,7 +307,7 @@ fn boundary_burst() {
 
 /// Four minutes of bursty traffic against all four limiters at once, drawn as a chart.
 fn traffic_over_four_minutes() -> Result<PathBuf, Box<dyn Error>> {
-    heading("7. Four minutes of bursty traffic against every limiter (the chart)");
+    heading("8. Four minutes of bursty traffic against every limiter (the chart)");
     let clock = ManualClock::new();
     let bucket =
         TokenBucketLimiter::with_clock(TokenBucketOptions::new(20, 1, SEC), &clock).unwrap();
@@ -475,6 +481,166 @@ fn check_new_limits(traffic: &[Traffic], shaped: &Traffic) {
             "counter, {from} s"
         );
     }
+}
+
+/// A concurrency limit that finds the server's capacity: a server that serves its capacity of
+/// requests at once in 10 ms and queues the rest (each then takes longer), behind clients that
+/// always want four times more. Its capacity is 50 for 30 s, then 25, then 100. Each algorithm
+/// of `tollgate::adaptive` moves the limit from what its leases report; the chart shows the
+/// limit, the requests in flight and their latency.
+fn adaptive_concurrency() -> Result<PathBuf, Box<dyn Error>> {
+    use tollgate::adaptive::{
+        AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Algorithm, Gradient, Vegas,
+    };
+    heading("7. Adaptive concurrency: a limit that finds the server's capacity");
+    const BASE_MS: u64 = 10;
+    const WINDOW_MS: u64 = 50;
+    let capacity = |ms: u64| match ms / 30_000 {
+        0 => 50u64,
+        1 => 25,
+        _ => 100,
+    };
+    struct Samples {
+        at: Vec<f64>,
+        limit: Vec<u32>,
+        in_flight: Vec<u32>,
+        capacity: Vec<u32>,
+        latency_ms: Vec<f64>,
+    }
+    let algorithms: [(&str, Algorithm, u64); 3] = [
+        (
+            "AIMD (clients time out at 12 ms)",
+            Aimd::new().into(),
+            BASE_MS * 6 / 5,
+        ),
+        ("Vegas", Vegas::new().into(), u64::MAX),
+        (
+            "Envoy's gradient (10 % buffer)",
+            Gradient::new()
+                .with_probes(100, 150, 3)
+                .with_buffer_permille(100)
+                .into(),
+            u64::MAX,
+        ),
+    ];
+    let mut runs = Vec::new();
+    println!(
+        "{:<34} {:>24} {:>24} {:>24}",
+        "algorithm", "capacity 50: limit", "capacity 25: limit", "capacity 100: limit"
+    );
+    for (name, algorithm, timeout_ms) in algorithms {
+        let clock = ManualClock::new();
+        let opts = AdaptiveOptions::new(10)
+            .with_bounds(1, 1_000)
+            .with_window(Duration::from_millis(WINDOW_MS), 10)
+            .with_algorithm(algorithm);
+        let limiter = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
+        let mut running: Vec<(u64, u64, AdaptiveLease<'_, &ManualClock>)> = Vec::new();
+        let mut s = Samples {
+            at: vec![],
+            limit: vec![],
+            in_flight: vec![],
+            capacity: vec![],
+            latency_ms: vec![],
+        };
+        let (mut ended, mut ended_ms) = (0u64, 0u64);
+        for now in 0..90_000u64 {
+            let c = capacity(now);
+            running.retain(|(due, took, _)| {
+                let done = *due <= now;
+                if done {
+                    ended += 1;
+                    ended_ms += took;
+                }
+                !done
+            });
+            for _ in 0..4 * c {
+                let Ok(mut lease) = limiter.try_acquire(1) else {
+                    break;
+                };
+                let in_flight = running.len() as u64 + 1;
+                assert!(in_flight <= u64::from(limiter.limit()));
+                let took = (BASE_MS * in_flight.max(c) / c).min(timeout_ms);
+                if took >= timeout_ms {
+                    lease.dropped();
+                }
+                running.push((now + took, took, lease));
+            }
+            clock.advance(Duration::from_millis(1));
+            if now % WINDOW_MS == WINDOW_MS - 1 {
+                s.at.push(now as f64 / 1_000.0);
+                s.limit.push(limiter.limit());
+                s.in_flight.push(running.len() as u32);
+                s.capacity.push(c as u32);
+                s.latency_ms.push(if ended == 0 {
+                    f64::NAN
+                } else {
+                    ended_ms as f64 / ended as f64
+                });
+                (ended, ended_ms) = (0, 0);
+            }
+        }
+        // Each phase's median limit over its second half, measurement windows left out.
+        let mut cells = Vec::new();
+        for (phase, c) in [(0usize, 50u64), (1, 25), (2, 100)] {
+            let (from, to) = (phase * 600 + 300, phase * 600 + 600);
+            // Measurement windows (Vegas's at a quarter of the limit, the gradient's at 3) left
+            // out: a limit a quarter or less of the window before's.
+            let mut steady: Vec<u32> = (from..to)
+                .filter(|&w| s.limit[w] * 4 > s.limit[w - 1])
+                .map(|w| s.limit[w])
+                .collect();
+            steady.sort_unstable();
+            let median = steady[steady.len() / 2];
+            assert!(
+                u64::from(median) * 10 >= c * 8 && u64::from(median) * 10 <= c * 15,
+                "{name}: {median} for {c}"
+            );
+            cells.push(format!(
+                "median {median} ({}..{})",
+                steady[0],
+                steady[steady.len() - 1]
+            ));
+        }
+        println!(
+            "{name:<34} {:>24} {:>24} {:>24}",
+            cells[0], cells[1], cells[2]
+        );
+        runs.push((name, s));
+    }
+    println!("  (each in its phase's last 15 s; the windows where Vegas or the gradient measures the unloaded latency, at a reduced limit, left out)");
+    let latency: Vec<Vec<f64>> = runs
+        .iter()
+        .map(|(_, s)| {
+            s.latency_ms
+                .iter()
+                .map(|l| if l.is_nan() { 0.0 } else { *l })
+                .collect()
+        })
+        .collect();
+    let panels: Vec<adaptive_chart::Run> = runs
+        .iter()
+        .zip(&latency)
+        .map(|((name, s), latency)| adaptive_chart::Run {
+            title: name.to_string(),
+            at: &s.at,
+            limit: &s.limit,
+            in_flight: &s.in_flight,
+            capacity: &s.capacity,
+            latency_ms: latency,
+            unloaded_ms: BASE_MS as f64,
+        })
+        .collect();
+    let dir = chart_dir();
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("adaptive.svg");
+    adaptive_chart::draw(
+        &path,
+        "tollgate::adaptive: the limit finds the server's capacity",
+        "a server of capacity 50, then 25, then 100 (10 ms each, queueing past it), under four times the load it can take",
+        &panels,
+    )?;
+    Ok(path)
 }
 
 /// Writes `target/tour/traffic.svg` and returns its path. `panels`: each limiter's name, the top
