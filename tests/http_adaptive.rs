@@ -14,6 +14,16 @@ use tollgate::http::{Policy, RateLimiting};
 use tollgate::ManualClock;
 use tower::{service_fn, Layer, ServiceExt};
 
+/// The layer's limits: `limiter` as the global policy.
+fn limits<C: tollgate::Clock + Send + Sync + 'static>(
+    limiter: &Arc<AdaptiveLimiter<C>>,
+) -> RateLimiting {
+    RateLimiting::builder()
+        .global(Policy::adaptive_limiter(limiter.clone()))
+        .build()
+        .unwrap()
+}
+
 /// A limiter of 4 (bounds 1..=8) whose windows close every 2 samples after 10 ms.
 fn limiter(clock: Arc<ManualClock>) -> Arc<AdaptiveLimiter<Arc<ManualClock>>> {
     let opts = AdaptiveOptions::new(4)
@@ -27,10 +37,7 @@ fn limiter(clock: Arc<ManualClock>) -> Arc<AdaptiveLimiter<Arc<ManualClock>>> {
 async fn server_errors_back_off_client_errors_say_nothing_and_refusals_are_503() {
     let clock = Arc::new(ManualClock::new());
     let limiter = limiter(clock.clone());
-    let limits = RateLimiting::builder()
-        .global(Policy::adaptive_limiter(limiter.clone()))
-        .build()
-        .unwrap();
+    let limits = limits(&limiter);
     // The handler answers the status it is told to.
     let status = Arc::new(AtomicU16::new(200));
     let s = status.clone();
@@ -80,10 +87,7 @@ async fn server_errors_back_off_client_errors_say_nothing_and_refusals_are_503()
 async fn a_failed_inner_service_is_a_drop() {
     let clock = Arc::new(ManualClock::new());
     let limiter = limiter(clock.clone());
-    let limits = RateLimiting::builder()
-        .global(Policy::adaptive_limiter(limiter.clone()))
-        .build()
-        .unwrap();
+    let limits = limits(&limiter);
     let failing = |_: Request<()>| async { Err::<Response<&str>, _>("upstream timed out") };
     let app = limits.layer().layer(service_fn(failing));
     clock.advance(Duration::from_millis(10));
@@ -105,10 +109,7 @@ async fn a_failed_inner_service_is_a_drop() {
 async fn a_real_server_protects_a_slow_handler() {
     let limiter =
         Arc::new(AdaptiveLimiter::new(AdaptiveOptions::new(2).with_bounds(1, 2)).unwrap());
-    let limits = RateLimiting::builder()
-        .global(Policy::adaptive_limiter(limiter.clone()))
-        .build()
-        .unwrap();
+    let limits = limits(&limiter);
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let g = gate.clone();
     let app = axum::Router::new()

@@ -32,20 +32,26 @@ fn call(l: &AdaptiveLimiter<RecordingClock>, held: &Held, dropped: bool) {
     }
 }
 
+/// A limiter of 2 (bounds 1..=2, AIMD) whose first window (1 ns from 0, one sample) can close:
+/// its clock stands at 10 ns.
+fn limiter() -> Arc<AdaptiveLimiter<RecordingClock>> {
+    let opts = AdaptiveOptions::new(2)
+        .with_bounds(1, 2)
+        .with_window(core::time::Duration::from_nanos(1), 1)
+        .with_algorithm(Aimd::new());
+    let clock = RecordingClock::new();
+    let l = Arc::new(AdaptiveLimiter::with_clock(opts, clock.clone()).unwrap());
+    clock.0.advance(core::time::Duration::from_nanos(10));
+    l
+}
+
 /// A limit of 2 (bounds 1..=2): the first release closes the one window that can close (the
 /// clock stands 10 ns after its start): a dropped call's cuts the limit to 1, a good call's
 /// may raise it, while the other thread calls.
 #[test]
 fn a_limit_change_races_acquisitions_and_releases() {
     check(|| {
-        let opts = AdaptiveOptions::new(2)
-            .with_bounds(1, 2)
-            .with_window(core::time::Duration::from_nanos(1), 1)
-            .with_algorithm(Aimd::new());
-        let clock = RecordingClock::new();
-        let l = Arc::new(AdaptiveLimiter::with_clock(opts, clock.clone()).unwrap());
-        // The first window can close: it began at 0 and lasts 1 ns.
-        clock.0.advance(core::time::Duration::from_nanos(10));
+        let l = limiter();
         let held = Arc::new(Held(AtomicU32::new(0)));
         let (l2, h2) = (l.clone(), held.clone());
         let other = thread::spawn(move || call(&l2, &h2, false));
@@ -64,13 +70,7 @@ fn a_limit_change_races_acquisitions_and_releases() {
 #[test]
 fn a_cut_admits_nobody_until_enough_leases_end() {
     check(|| {
-        let opts = AdaptiveOptions::new(2)
-            .with_bounds(1, 2)
-            .with_window(core::time::Duration::from_nanos(1), 1)
-            .with_algorithm(Aimd::new());
-        let clock = RecordingClock::new();
-        let l = Arc::new(AdaptiveLimiter::with_clock(opts, clock.clone()).unwrap());
-        clock.0.advance(core::time::Duration::from_nanos(10));
+        let l = limiter();
         let kept = l.try_acquire(1).unwrap();
         let l2 = l.clone();
         let cutter = thread::spawn(move || {

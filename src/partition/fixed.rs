@@ -133,6 +133,34 @@ impl<K: Hash + Eq, V, const N: usize> Store<K, V, N> {
     }
 }
 
+impl<K: Hash + Eq + Clone, V, const N: usize> Store<K, V, N> {
+    /// A settle's step for `key` at `now` (ns), under the table's lock: on a closed store
+    /// nothing (it keeps no key); a refund (`debit` false) to a key no longer stored nothing
+    /// either (an idle key is evicted only when it is as fresh, and one in debt is not
+    /// idle); else `settle` on the key's value, stored again with `create` for a debit if
+    /// there is room (else [`SettleError::DebtLimit`], nothing taken).
+    fn settle_at(
+        &self,
+        now: u64,
+        key: &K,
+        debit: bool,
+        create: impl FnOnce() -> V,
+        idle: impl Fn(&V) -> Idle,
+        settle: impl FnOnce(&mut V) -> Result<(), SettleError>,
+    ) -> Result<(), SettleError> {
+        self.table.with(|t| {
+            if self.closed.load(Ordering::Acquire) || (!debit && !t.map.contains_key(key)) {
+                return Ok(());
+            }
+            let create = || (key.clone(), create());
+            let value = t
+                .find_or_insert(&self.policy, self.cap, now, key, create, idle)
+                .ok_or(SettleError::DebtLimit)?;
+            settle(value)
+        })
+    }
+}
+
 impl<K, V, const N: usize> Store<K, V, N> {
     /// The `Debug` of the table named `name`: its capacity and whether it is closed.
     fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
@@ -391,25 +419,14 @@ where
         let Partition { factory, .. } = (self.partitioner)(resource);
         let key = &lease.key;
         let now = self.clock.now().as_nanos();
-        self.store.table.with(|t| {
-            if self.is_closed() {
-                return Ok(());
-            }
-            if actual < held && !t.map.contains_key(key) {
-                return Ok(()); // evicted while idle: nothing to give back to
-            }
-            let limiter = t
-                .find_or_insert(
-                    &self.store.policy,
-                    self.store.cap,
-                    now,
-                    key,
-                    || (key.clone(), factory.create(key, &self.clock)),
-                    idle_of,
-                )
-                .ok_or(SettleError::DebtLimit)?;
-            limiter.settle(held, actual, lease.stamp)
-        })?;
+        self.store.settle_at(
+            now,
+            key,
+            actual > held,
+            || factory.create(key, &self.clock),
+            idle_of,
+            |limiter| limiter.settle(held, actual, lease.stamp),
+        )?;
         lease.permits = actual;
         Ok(())
     }
@@ -816,25 +833,14 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     {
         let now = self.clock.now();
         let b = &self.bucket;
-        self.store.table.with(|t| {
-            if self.store.closed.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            if actual < held && !t.map.contains_key(key) {
-                return Ok(()); // evicted while full: nothing to give back to
-            }
-            let word = t
-                .find_or_insert(
-                    &self.store.policy,
-                    self.store.cap,
-                    now.as_nanos(),
-                    key,
-                    || (key.clone(), b.fresh()),
-                    |w: &u128| b.idle(*w, now),
-                )
-                .ok_or(SettleError::DebtLimit)?;
-            b.settle_plain(word, now, held, actual)
-        })
+        self.store.settle_at(
+            now.as_nanos(),
+            key,
+            actual > held,
+            || b.fresh(),
+            |w: &u128| b.idle(*w, now),
+            |word| b.settle_plain(word, now, held, actual),
+        )
     }
 
     /// `key`'s available tokens (the limit if it is not stored) and the limiter's totals over
