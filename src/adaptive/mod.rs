@@ -352,7 +352,11 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
         let now = self.inner.clock().now().as_nanos();
         let rtt = now.saturating_sub(start_ns);
         let dropped = outcome == Outcome::Dropped;
-        if let Some(summary) = self.sampler.record(now, rtt, dropped, || self.in_flight()) {
+        let cells = self.inner.cells();
+        if let Some(summary) = self
+            .sampler
+            .record(cells, now, rtt, dropped, || self.in_flight())
+        {
             self.adjust(&summary);
         }
     }

@@ -201,6 +201,13 @@ impl<C: Clock, Q> ConcurrencyLimiter<C, Q> {
         &self.clock
     }
 
+    /// The statistics' counters, whose per-thread cells also hold an adaptive limiter's
+    /// samples.
+    #[allow(dead_code)]
+    pub(crate) fn cells(&self) -> &Counters {
+        &self.counters
+    }
+
     /// [`assemble`](Self::assemble) idle from a reading of `clock` now, dating idleness on
     /// releases if the clock is cheap to read (see the type's docs).
     fn at_clock_reading(options: ConcurrencyOptions, clock: C, queue: Q) -> Self {

@@ -238,6 +238,26 @@ impl Counters {
     pub(crate) fn failed(&self) -> u64 {
         self.totals().1
     }
+
+    /// Counts an adaptive limiter's sample of `us` µs in the calling thread's statistics
+    /// cells (feature `std`), beside the counts: `false` where there is no such cell (a
+    /// thread without one, a compact tally, no `std`), and the caller keeps it elsewhere.
+    #[inline]
+    #[allow(unused_variables)]
+    pub(crate) fn add_sample(&self, us: u64) -> bool {
+        #[cfg(all(feature = "std", not(loom)))]
+        return self.inner.add_sample(us);
+        #[cfg(not(all(feature = "std", not(loom))))]
+        false
+    }
+
+    /// (samples, their sum in µs) counted by [`add_sample`](Self::add_sample) so far.
+    pub(crate) fn sample_totals(&self) -> (u64, u64) {
+        #[cfg(all(feature = "std", not(loom)))]
+        return self.inner.sample_totals();
+        #[cfg(not(all(feature = "std", not(loom))))]
+        (0, 0)
+    }
 }
 
 /// Under loom: one shared pair of counters, so that the model checker sees every count.

@@ -52,8 +52,14 @@ pub(crate) const CELLS: usize = 1 << (BUCKETS - 1);
 const UNCLAIMED: u32 = u32::MAX;
 const NO_CELL: u32 = u32::MAX - 1;
 
-/// A thread's (granted, refused) pair, alone on its cache line.
-type Line = CachePadded<[AtomicU64; 2]>;
+/// A thread's (granted, refused) pair, and (samples, their latencies' sum in µs) for an
+/// adaptive limiter ([`add_sample`](Tally::add_sample)), alone on its cache line (which holds
+/// 128 bytes either way).
+type Line = CachePadded<[AtomicU64; 4]>;
+
+/// The cells of an adaptive limiter's samples in a [`Line`].
+const SAMPLES: usize = 2;
+const SAMPLE_SUM: usize = 3;
 
 mod claim {
     use std::cell::Cell;
@@ -277,17 +283,8 @@ impl Tally {
     #[cold]
     #[inline(never)]
     fn bump_slow(&self, which: usize, slot: u32) {
-        match self.line_of(slot) {
+        match self.cache_line(slot) {
             Some(line) => {
-                #[cfg(not(loom))]
-                claim::LAST.with(|l| {
-                    l.set(Cached {
-                        id: self.id(),
-                        line,
-                    })
-                });
-                #[cfg(loom)]
-                let _ = self.id();
                 // SAFETY: a line of this tally's cells (`line_of`), alive until `drop`.
                 let c = unsafe { &(&*line)[which] };
                 // Only this thread writes this cell: a plain increment is exact.
@@ -297,6 +294,48 @@ impl Tally {
                 self.shared[which].fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The line of `slot` in this tally's cells ([`line_of`](Self::line_of)), cached as the
+    /// calling thread's last.
+    fn cache_line(&self, slot: u32) -> Option<*const Line> {
+        let line = self.line_of(slot)?;
+        #[cfg(not(loom))]
+        claim::LAST.with(|l| {
+            l.set(Cached {
+                id: self.id(),
+                line,
+            })
+        });
+        #[cfg(loom)]
+        let _ = self.id();
+        Some(line)
+    }
+
+    /// Counts an adaptive limiter's sample of `us` microseconds in the calling thread's line,
+    /// beside its statistics (the line a decision just counted in: no other line is touched,
+    /// and no locked instruction): `false`, counting nothing, for a thread with no cell of its
+    /// own or a compact tally, whose caller keeps the sample elsewhere.
+    #[inline]
+    pub(crate) fn add_sample(&self, us: u64) -> bool {
+        let last = claim::LAST.with(core::cell::Cell::get);
+        let line = if last.id == self.id.load(Ordering::Relaxed) {
+            last.line
+        } else {
+            match self.cache_line(claim::current()) {
+                Some(line) => line,
+                None => return false,
+            }
+        };
+        // SAFETY: `line` is this thread's line in this tally's cells: cached by `cache_line`
+        // for this tally's id (see `try_bump`), or just returned by it; alive until `drop`,
+        // which cannot run while `&self` is borrowed.
+        let cells = unsafe { &*line };
+        // Only this thread writes these cells: plain additions are exact.
+        let (n, sum) = (&cells[SAMPLES], &cells[SAMPLE_SUM]);
+        n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        sum.store(sum.load(Ordering::Relaxed) + us, Ordering::Relaxed);
+        true
     }
 
     /// The line of `slot` (claimed now if `UNCLAIMED`) in this tally's cells, made if need be;
@@ -344,7 +383,7 @@ impl Tally {
             return lines;
         }
         let fresh: Box<[Line]> = (0..size(b))
-            .map(|_| CachePadded::new([AtomicU64::new(0), AtomicU64::new(0)]))
+            .map(|_| CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0))))
             .collect();
         let fresh = Box::into_raw(fresh).cast::<Line>();
         publish(&dir.buckets[b], fresh, |fresh| {
@@ -355,25 +394,38 @@ impl Tally {
 
     /// (granted, refused) so far: every thread's cell plus the shared one.
     pub(crate) fn totals(&self) -> (u64, u64) {
-        let mut ok = self.shared[0].load(Ordering::Relaxed);
-        let mut ko = self.shared[1].load(Ordering::Relaxed);
+        let (ok, ko) = self.sum_cells(0, 1);
+        (
+            ok + self.shared[0].load(Ordering::Relaxed),
+            ko + self.shared[1].load(Ordering::Relaxed),
+        )
+    }
+
+    /// (samples, their sum in µs) counted by [`add_sample`](Self::add_sample) so far.
+    pub(crate) fn sample_totals(&self) -> (u64, u64) {
+        self.sum_cells(SAMPLES, SAMPLE_SUM)
+    }
+
+    /// The sums of cells `a` and `b` over every thread's line.
+    fn sum_cells(&self, a: usize, b: usize) -> (u64, u64) {
+        let (mut x, mut y) = (0, 0);
         let dir = self.dir.load(Ordering::Acquire);
         if dir.addr() > COMPACT.addr() {
             // SAFETY: a directory from `Box::into_raw`, freed only by `drop`.
             let dir = unsafe { &*dir };
-            for (b, lines) in dir.buckets.iter().enumerate() {
+            for (bucket, lines) in dir.buckets.iter().enumerate() {
                 let lines = lines.load(Ordering::Acquire);
                 if lines.is_null() {
                     continue;
                 }
-                // SAFETY: `size(b)` lines from `lines()`, freed only by `drop`.
-                for line in unsafe { core::slice::from_raw_parts(lines, size(b)) } {
-                    ok += line[0].load(Ordering::Relaxed);
-                    ko += line[1].load(Ordering::Relaxed);
+                // SAFETY: `size(bucket)` lines from `lines()`, freed only by `drop`.
+                for line in unsafe { core::slice::from_raw_parts(lines, size(bucket)) } {
+                    x += line[a].load(Ordering::Relaxed);
+                    y += line[b].load(Ordering::Relaxed);
                 }
             }
         }
-        (ok, ko)
+        (x, y)
     }
 }
 
