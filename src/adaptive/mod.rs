@@ -388,10 +388,12 @@ impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
 
 /// Where an ended lease's sample goes: its limiter, whatever its clock (so that an owned
 /// lease has one type).
+#[cfg(feature = "alloc")]
 trait Sink: Send + Sync {
     fn finish(&self, start_ns: u64, outcome: Outcome);
 }
 
+#[cfg(feature = "alloc")]
 impl<C: Clock + Sync + Send> Sink for AdaptiveLimiter<C> {
     fn finish(&self, start_ns: u64, outcome: Outcome) {
         self.sample(start_ns, outcome);
