@@ -1,11 +1,14 @@
 //! The adaptive limiter's algorithms against their reference formulas, and the limiter's
 //! invariants (issue 39).
 //!
-//! - **The algorithms** ([`Aimd`], [`Vegas`], [`Gradient`]), each fed a run of random windows
-//!   (empty ones included) from a random limit, are checked window by window against the
-//!   formula each implements, written here plainly in `f64`: AIMD's `limit × ratio` or
-//!   `limit + 1`; Vegas's queue `limit × (1 − no_load / rtt)` against its thresholds; the
-//!   gradient's `limit × clamp((min_rtt + buffer) / rtt, 0.5, 2) + √(that)`. An empty window
+//! - **The algorithms** ([`Aimd`], [`Vegas`], [`Gradient`], [`Gradient2`]), each fed a run of
+//!   random windows (empty ones included) from a random limit, are checked window by window
+//!   against the formula each implements, written here plainly in `f64`: AIMD's
+//!   `limit × ratio` or `limit + 1`; Vegas's queue `limit × (1 − no_load / rtt)` against its
+//!   thresholds; the gradient's `limit × clamp((min_rtt + buffer) / rtt, 0.5, 2) + √(that)`;
+//!   Gradient2's long-term average (plain, then exponential over 600 windows; a loaded window
+//!   feeds at most the average) and `0.8 × limit + 0.2 × (limit × clamp(1.5 × long / rtt,
+//!   0.5, 1) + 4)`. An empty window
 //!   changes nothing; no input panics or overflows; the limit never reaches 0.
 //! - **The limiter**, on a manual clock: random acquisitions, ends (success, drop, ignored)
 //!   and clock steps. No grant takes the leases held past the limit of its instant, the limit
@@ -14,14 +17,15 @@
 use core::time::Duration;
 
 use tollgate::adaptive::{
-    AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Gradient, Vegas, WindowSummary,
+    AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Gradient, Gradient2, Vegas,
+    WindowSummary,
 };
 use tollgate::ManualClock;
 
 /// A scenario.
 #[derive(Clone, Debug)]
 pub struct Input {
-    /// Which algorithm (0: AIMD, 1: Vegas, 2: gradient).
+    /// Which algorithm (0: AIMD, 1: Vegas, 2: gradient, 3: Gradient2).
     pub algorithm: u8,
     /// The starting limit: 1..=256 (scaled by `big`).
     pub limit: u32,
@@ -36,7 +40,7 @@ impl Input {
     pub fn decode(data: &[u8]) -> Input {
         let mut bytes = data.iter().copied();
         let mut byte = || bytes.next().unwrap_or(0);
-        let algorithm = byte() % 3;
+        let algorithm = byte() % 4;
         let limit = 1 + u32::from(byte());
         let big = byte() % 8 == 0;
         let windows = data
@@ -173,7 +177,7 @@ pub fn check(input: &Input) {
                 limit = next;
             }
         }
-        _ => {
+        2 => {
             // A measurement every 4 windows, no jitter, at 3; the reference keeps the same
             // schedule.
             let mut g = Gradient::new().with_probes(4, 0, 3);
@@ -215,8 +219,80 @@ pub fn check(input: &Input) {
                 limit = next;
             }
         }
+        _ => gradient2(input, limit),
     }
     limiter(input);
+}
+
+/// Gradient2 against its formula, window by window: a measurement every 5 windows. The
+/// long-term latency is checked against the reference's and then taken from the code (so that
+/// rounding does not accumulate), as is the fraction of the limit it keeps.
+fn gradient2(input: &Input, mut limit: u32) {
+    let mut g = Gradient2::new().with_probe_every(5);
+    let (mut probing, mut windows, mut warmed) = (None::<u32>, 0u32, 0u32);
+    for (i, &w) in input.windows.iter().enumerate() {
+        let s = input.window(w, limit);
+        let (long, kept) = (g.long_rtt_ns() as f64, g.estimate_milli());
+        let next = g.next_limit(limit, &s);
+        let at = format!("gradient2 window {i}: {s:?} from {limit}");
+        if s.samples == 0 {
+            assert_eq!(next, limit, "{at}: an empty window changes nothing");
+        } else if let Some(resume) = probing.take() {
+            assert_eq!(next, resume, "{at}: the limit comes back");
+            assert_eq!(g.long_rtt_ns(), s.min_rtt_ns, "{at}: measured unloaded");
+        } else {
+            let short = s.avg_rtt_ns as f64;
+            let loaded = u64::from(s.max_in_flight) * 2 >= u64::from(limit);
+            let fed = if loaded && long != 0.0 { short.min(long) } else { short };
+            let averaged = if warmed < 10 {
+                warmed += 1;
+                (long * f64::from(warmed - 1) + fed) / f64::from(warmed)
+            } else {
+                (long * 599.0 + fed * 2.0) / 601.0
+            };
+            // Brought back by 5 % when more than twice the window's (either way within the
+            // `f64` rounding of that boundary).
+            let got = g.long_rtt_ns() as f64;
+            let near = |x: f64| (got - x).abs() <= 2.0 + x * 1e-9;
+            let cut = averaged / 20.0 * 19.0;
+            if (averaged / 2.0 - short).abs() <= 2.0 + short * 1e-12 {
+                assert!(near(averaged) || near(cut), "{at}: long {got} against {averaged}");
+            } else if averaged / 2.0 > short {
+                assert!(near(cut), "{at}: long {got} against {cut}");
+            } else {
+                assert!(near(averaged), "{at}: long {got} against {averaged}");
+            }
+            windows += 1;
+            if windows >= 5 {
+                windows = 0;
+                probing = Some(limit);
+                assert_eq!(next, (limit / 4).max(1), "{at}: a measurement");
+            } else if !loaded {
+                assert_eq!(next, limit, "{at}: not loaded");
+            } else {
+                let estimate = if kept / 1_000 == u64::from(limit) {
+                    kept as f64 / 1_000.0
+                } else {
+                    f64::from(limit)
+                };
+                let gradient = if s.drops > 0 {
+                    0.5
+                } else {
+                    (1.5 * got / short).clamp(0.5, 1.0)
+                };
+                let target = estimate * gradient + 4.0;
+                let expected = (estimate * 0.8 + target * 0.2).max(1.0).floor();
+                // The code's gradient in millionths, its limit in thousandths.
+                let expected = expected.min(f64::from(u32::MAX));
+                assert!(
+                    (f64::from(next) - expected).abs() <= 1.0 + estimate * 1e-6,
+                    "{at}: {next} against {expected}"
+                );
+            }
+        }
+        assert!(next >= 1, "{at}");
+        limit = next;
+    }
 }
 
 /// The limiter's invariants over the scenario's bytes read as operations.
@@ -229,7 +305,8 @@ fn limiter(input: &Input) {
     let opts = match input.algorithm {
         0 => opts.with_algorithm(Aimd::new()),
         1 => opts.with_algorithm(Vegas::new().with_probe_every(8)),
-        _ => opts.with_algorithm(Gradient::new().with_probes(6, 500, 1)),
+        2 => opts.with_algorithm(Gradient::new().with_probes(6, 500, 1)),
+        _ => opts.with_algorithm(Gradient2::new().with_probe_every(7)),
     };
     let l = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
     let mut held: Vec<AdaptiveLease<'_, &ManualClock>> = Vec::new();

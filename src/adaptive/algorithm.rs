@@ -375,6 +375,228 @@ impl Gradient {
     }
 }
 
+/// Netflix's `Gradient2Limit`: the limit follows the gradient `tolerance × long_rtt /
+/// short_rtt`, clamped to `[0.5, 1]`, plus a queue allowance, smoothed. `short_rtt` is the
+/// window's mean latency; `long_rtt` an exponential average of the windows' latencies over
+/// `long_window` windows (a plain average over the first 10). It grows while latency stays
+/// within `tolerance` of the long-term average, and shrinks, at most by half a window, once it
+/// passes it. A window in which less than half the limit was held (the application asked for
+/// less) moves the average but not the limit.
+///
+/// **Two changes from Netflix's**, both for the flaw its users reported, the limit creeping
+/// up under sustained overload (the long-term average, fed the overloaded latencies, catches
+/// up with them; the gradient returns to 1 and the limit grows by the queue allowance every
+/// window, without bound):
+/// - a **loaded** window (at least half the limit held) feeds the long-term average at most
+///   its own value: under load the average can fall, never rise, so overload cannot pass for
+///   normal; windows that are not loaded feed it as they are;
+/// - so that a server that got slower for good is measured as it is now, the long-term
+///   latency is measured afresh every `probe_every` windows, **unloaded**: one window at a
+///   quarter of the limit (the queue drains), whose mean latency becomes the long-term one,
+///   and the limit comes back as it was.
+///
+/// A window with a drop (a timeout, a 503) takes the gradient's floor, 0.5 (Netflix's ignores
+/// drops). The limit is kept in thousandths between windows, so that a smoothed step below one
+/// request still accumulates.
+///
+/// ```
+/// use tollgate::adaptive::{Gradient2, WindowSummary};
+///
+/// let ms = 1_000_000;
+/// let w = |rtt: u64, limit: u32| WindowSummary {
+///     samples: 50, drops: 0, min_rtt_ns: rtt, avg_rtt_ns: rtt, max_in_flight: limit,
+/// };
+/// let mut g = Gradient2::new();
+/// // Latency at the long-term average: gradient 1; + 4 queued, smoothed by 0.2: + 0.8.
+/// assert_eq!(g.next_limit(100, &w(10 * ms, 100)), 100); // 100.8
+/// assert_eq!(g.next_limit(100, &w(10 * ms, 100)), 101); // 101.6
+/// assert_eq!(g.long_rtt_ns(), 10 * ms);
+/// // Latency tripled: the gradient 1.5 × 10 / 30 = 0.5, smoothed: 101.6 × 0.9 + 0.8 = 92.2.
+/// assert_eq!(g.next_limit(101, &w(30 * ms, 101)), 92);
+/// assert_eq!(g.long_rtt_ns(), 10 * ms); // loaded: the overload does not feed the average
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gradient2 {
+    /// Latency within this many thousandths of the long-term average counts as no queue.
+    /// Default 1,500 (1.5×).
+    pub tolerance_permille: u32,
+    /// The weight of each window's new limit, in thousandths. Default 200 (0.2).
+    pub smoothing_permille: u32,
+    /// Requests allowed to queue: added to the gradient's limit each window. Default 4.
+    pub queue_size: u32,
+    /// Windows the long-term average spans. Default 600.
+    pub long_window: u32,
+    /// Windows between two unloaded measurements of the long-term latency (0: never).
+    /// Default 1,000.
+    pub probe_every: u32,
+    /// The long-term latency (0: no window yet).
+    long_rtt_ns: u64,
+    /// Windows averaged so far, up to the warm-up's 10.
+    warmed: u32,
+    /// The limit as the algorithm last set it, in thousandths.
+    estimate_milli: u64,
+    /// Windows since the last measurement.
+    windows: u32,
+    /// While a measurement window runs: the limit to come back to.
+    resume: Option<u32>,
+}
+
+impl Default for Gradient2 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Windows of plain average before the long-term latency becomes an exponential one
+/// (Netflix's warm-up).
+const WARM_UP: u32 = 10;
+
+impl Gradient2 {
+    /// Netflix's defaults: tolerance 1.5, smoothing 0.2, a queue of 4, a long-term average
+    /// over 600 windows; an unloaded measurement every 1,000 windows.
+    pub const fn new() -> Self {
+        Self {
+            tolerance_permille: 1_500,
+            smoothing_permille: 200,
+            queue_size: 4,
+            long_window: 600,
+            probe_every: 1_000,
+            long_rtt_ns: 0,
+            warmed: 0,
+            estimate_milli: 0,
+            windows: 0,
+            resume: None,
+        }
+    }
+
+    /// The same rule with a tolerance of `permille` thousandths (at least 1,000: a latency
+    /// below the average is never a queue).
+    pub const fn with_tolerance_permille(self, permille: u32) -> Self {
+        Self {
+            tolerance_permille: permille,
+            ..self
+        }
+    }
+
+    /// The same rule with each window's new limit weighted `permille` thousandths (1,000: no
+    /// smoothing).
+    pub const fn with_smoothing_permille(self, permille: u32) -> Self {
+        Self {
+            smoothing_permille: permille,
+            ..self
+        }
+    }
+
+    /// The same rule with a queue allowance of `requests`.
+    pub const fn with_queue_size(self, requests: u32) -> Self {
+        Self {
+            queue_size: requests,
+            ..self
+        }
+    }
+
+    /// The same rule measuring the long-term latency unloaded every `windows` windows (0:
+    /// never).
+    pub const fn with_probe_every(self, windows: u32) -> Self {
+        Self {
+            probe_every: windows,
+            ..self
+        }
+    }
+
+    /// The long-term latency, in nanoseconds (0 before the first sample).
+    pub const fn long_rtt_ns(&self) -> u64 {
+        self.long_rtt_ns
+    }
+
+    /// The limit as the rule last set it, in thousandths (0 before the first window that
+    /// moved it): the fraction a smoothed step keeps from one window to the next. It is used
+    /// while the limit in force is its whole part; a limit clamped or set otherwise restarts
+    /// it from that limit.
+    pub const fn estimate_milli(&self) -> u64 {
+        self.estimate_milli
+    }
+
+    /// Feeds one window's latency `short` to the long-term average (`loaded`: at most its
+    /// own value), then brings an average more than twice the window's back by 5 % (Netflix's
+    /// recovery after a long overload).
+    fn feed(&mut self, short: u64, loaded: bool) {
+        let long = self.long_rtt_ns;
+        let fed = if loaded && long != 0 {
+            short.min(long)
+        } else {
+            short
+        };
+        self.long_rtt_ns = if self.warmed < WARM_UP {
+            // A plain average of the windows so far.
+            let n = u128::from(self.warmed);
+            self.warmed += 1;
+            ((u128::from(long) * n + u128::from(fed)) / (n + 1)) as u64
+        } else {
+            // Exponential, with a factor of 2 / (window + 1).
+            let span = u128::from(self.long_window) + 1;
+            let (long, fed) = (u128::from(long), u128::from(fed));
+            let next = (long * (span - 2) + fed * 2) / span;
+            next as u64
+        };
+        if self.long_rtt_ns / 2 > short {
+            self.long_rtt_ns -= self.long_rtt_ns / 20;
+        }
+    }
+
+    /// The limit after a window summarized by `s`, from `limit` (unclamped).
+    pub fn next_limit(&mut self, limit: u32, s: &WindowSummary) -> u32 {
+        if s.is_empty() || s.avg_rtt_ns == 0 {
+            return limit;
+        }
+        let short = s.avg_rtt_ns;
+        if let Some(resume) = self.resume.take() {
+            // The measurement window, run at a quarter of the limit: its shortest latency is
+            // the long-term one now (its mean still holds leases granted before it, at the
+            // full limit), and the limit comes back.
+            self.long_rtt_ns = if s.min_rtt_ns != 0 {
+                s.min_rtt_ns
+            } else {
+                short
+            };
+            return resume;
+        }
+        // The limit in thousandths: the remembered fraction while the limit is the one set.
+        let milli = u64::from(limit) * 1_000;
+        let estimate = if self.estimate_milli / 1_000 == u64::from(limit) {
+            self.estimate_milli
+        } else {
+            milli
+        };
+        let loaded = u64::from(s.max_in_flight) * 2 >= u64::from(limit);
+        self.feed(short, loaded);
+        self.windows += 1;
+        if self.probe_every != 0 && self.windows >= self.probe_every {
+            self.windows = 0;
+            self.resume = Some(limit);
+            return (limit / 4).max(1);
+        }
+        if !loaded {
+            self.estimate_milli = estimate;
+            return limit;
+        }
+        // In millionths: a gradient in thousandths would move a large limit by its rounding.
+        let gradient = if s.drops > 0 {
+            500_000
+        } else {
+            let g = u128::from(self.tolerance_permille) * 1_000 * u128::from(self.long_rtt_ns)
+                / u128::from(short);
+            g.clamp(500_000, 1_000_000)
+        };
+        let scaled = (u128::from(estimate) * gradient / 1_000_000) as u64;
+        let target = scaled + u64::from(self.queue_size) * 1_000;
+        let weight = u64::from(self.smoothing_permille.min(1_000));
+        let next = (estimate * (1_000 - weight) + target * weight) / 1_000;
+        self.estimate_milli = next.max(1_000);
+        u32::try_from(self.estimate_milli / 1_000).unwrap_or(u32::MAX)
+    }
+}
+
 /// One of the algorithms, as an [`AdaptiveLimiter`](super::AdaptiveLimiter) keeps it (no
 /// allocation: an enum, not a trait object).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,6 +608,8 @@ pub enum Algorithm {
     Vegas(Vegas),
     /// [`Gradient`].
     Gradient(Gradient),
+    /// [`Gradient2`].
+    Gradient2(Gradient2),
 }
 
 impl Algorithm {
@@ -395,6 +619,7 @@ impl Algorithm {
             Algorithm::Aimd(a) => a.next_limit(limit, s),
             Algorithm::Vegas(v) => v.next_limit(limit, s),
             Algorithm::Gradient(g) => g.next_limit(limit, s),
+            Algorithm::Gradient2(g) => g.next_limit(limit, s),
         }
     }
 }
@@ -414,6 +639,12 @@ impl From<Vegas> for Algorithm {
 impl From<Gradient> for Algorithm {
     fn from(g: Gradient) -> Self {
         Algorithm::Gradient(g)
+    }
+}
+
+impl From<Gradient2> for Algorithm {
+    fn from(g: Gradient2) -> Self {
+        Algorithm::Gradient2(g)
     }
 }
 
@@ -440,6 +671,9 @@ mod tests {
         let mut v = Vegas::new();
         assert_eq!(v.next_limit(17, &empty), 17);
         assert_eq!(v.no_load_ns(), 0); // and measures nothing
+        let mut g = Gradient2::new();
+        assert_eq!(g.next_limit(17, &empty), 17);
+        assert_eq!(g, Gradient2::new());
     }
 
     #[test]
@@ -582,6 +816,102 @@ mod tests {
             "{ia:?} {ib:?}"
         );
         assert_ne!(ia, ib);
+    }
+
+    #[test]
+    fn gradient2_grows_within_tolerance_and_shrinks_past_it() {
+        let mut g = Gradient2::new().with_probe_every(0);
+        // Warm-up: a plain average of the windows' latencies.
+        for (rtt, avg) in [(10, 10), (20, 15), (30, 20)] {
+            g.next_limit(10, &window(50, 0, MS, rtt * MS, 2)); // not loaded: fed as is
+            assert_eq!(g.long_rtt_ns(), avg * MS);
+        }
+        // Not loaded (2 of 10 held): the limit stays.
+        assert_eq!(g.next_limit(10, &window(50, 0, MS, 20 * MS, 2)), 10);
+        // Within 1.5× of 20 ms: gradient 1; + 4 × 0.2 a window, kept in thousandths.
+        let mut limit = 10;
+        let mut seen = std::vec::Vec::new();
+        for _ in 0..5 {
+            limit = g.next_limit(limit, &window(50, 0, MS, 25 * MS, limit));
+            seen.push(limit);
+        }
+        assert_eq!(seen, [10, 11, 12, 13, 14]); // 10.8, 11.6, 12.4, 13.2, 14.0
+                                                // Four times the average: the gradient's floor, 0.5: 14 × 0.9 + 0.8 = 13.4.
+        assert_eq!(g.next_limit(14, &window(50, 0, MS, 80 * MS, 14)), 13);
+        // A drop takes the floor too, whatever the latency: 13.4 × 0.9 + 0.8 = 12.86.
+        assert_eq!(g.next_limit(13, &window(50, 1, MS, 20 * MS, 13)), 12);
+    }
+
+    /// Netflix's reported flaw: fed the overloaded latencies, its long-term average catches up
+    /// with them and the limit grows without bound. Here a loaded window never raises it.
+    #[test]
+    fn gradient2_does_not_creep_up_under_sustained_overload() {
+        let mut g = Gradient2::new().with_probe_every(0);
+        let mut limit = 50;
+        for _ in 0..20 {
+            limit = g.next_limit(limit, &window(50, 0, 10 * MS, 10 * MS, 10));
+        }
+        let calm = g.long_rtt_ns();
+        let mut highest = 0;
+        for _ in 0..5_000 {
+            // A server of capacity 50 at 10 ms, queueing past it; demand always above.
+            let rtt = 10 * MS * u64::from(limit.max(50)) / 50;
+            limit = g.next_limit(limit, &window(50, 0, rtt, rtt, limit));
+            highest = highest.max(limit);
+        }
+        assert!(g.long_rtt_ns() <= calm);
+        // The fixed point of a tolerance of 1.5: latency 1.5× unloaded, 75 in flight.
+        assert!(
+            (70..=80).contains(&limit) && highest <= 90,
+            "{limit} {highest}"
+        );
+    }
+
+    /// Every `probe_every` windows, one window at a quarter of the limit measures the long-term
+    /// latency unloaded: a server that got slower for good is then measured as it is now, and
+    /// the limit comes back.
+    #[test]
+    fn gradient2_measures_a_slower_server_afresh() {
+        let mut g = Gradient2::new().with_probe_every(50);
+        let mut limit = 40;
+        for _ in 0..20 {
+            limit = g.next_limit(limit, &window(50, 0, 10 * MS, 10 * MS, limit));
+        }
+        // From now on 40 ms unloaded, whatever the load: the loaded windows cannot raise the
+        // average, so the limit falls...
+        let mut probe = None;
+        for i in 0..60 {
+            let next = g.next_limit(limit, &window(50, 0, 40 * MS, 40 * MS, limit));
+            if next == (limit / 4).max(1) && g.resume.is_some() {
+                probe = Some((i, limit));
+                limit = next;
+                break;
+            }
+            limit = next;
+        }
+        let (_, before) = probe.expect("a measurement window");
+        // ...until the measurement: 40 ms is the long-term latency, the limit comes back.
+        assert_eq!(
+            g.next_limit(limit, &window(50, 0, 40 * MS, 40 * MS, limit)),
+            before
+        );
+        assert_eq!(g.long_rtt_ns(), 40 * MS);
+        // And grows again at that latency.
+        assert!(g.next_limit(before + 1, &window(50, 0, 40 * MS, 40 * MS, before)) > before);
+    }
+
+    /// The limit the limiter clamped (or set) is the one the next step starts from: no windup
+    /// of an estimate past the bounds.
+    #[test]
+    fn gradient2_resumes_from_the_limit_in_force() {
+        let mut g = Gradient2::new().with_probe_every(0);
+        for _ in 0..30 {
+            g.next_limit(100, &window(50, 0, 10 * MS, 10 * MS, 100));
+        }
+        // Clamped to 20 by the limiter: 20 + 0.8.
+        assert_eq!(g.next_limit(20, &window(50, 0, 10 * MS, 10 * MS, 20)), 20);
+        assert_eq!(g.next_limit(20, &window(50, 0, 10 * MS, 10 * MS, 20)), 21);
+        assert_eq!(g.next_limit(7, &WindowSummary::default()), 7);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! upstream: [`AdaptiveLease::dropped`]), or nothing to learn from (a client error:
 //! [`AdaptiveLease::ignore`]). The samples gather into windows without a lock (a window closes
 //! once it lasted [`AdaptiveOptions::window`] and holds [`AdaptiveOptions::min_samples`]); at
-//! each window's end its [`Algorithm`] — [`Aimd`], [`Vegas`] or Envoy's [`Gradient`], pure
-//! integer functions, `no_std` — computes the next limit within the bounds.
+//! each window's end its [`Algorithm`] — [`Aimd`], [`Vegas`], Envoy's [`Gradient`] or
+//! Netflix's [`Gradient2`], pure integer functions, `no_std` — computes the next limit within
+//! the bounds.
 //!
 //! The limit applies as a [`ConcurrencyLimiter`]'s does: the permits available and the
 //! permits held are one atomic word, so no acquisition ever takes a limiter past the limit of
@@ -42,7 +43,7 @@
 mod algorithm;
 mod window;
 
-pub use algorithm::{Aimd, Algorithm, Gradient, Vegas, WindowSummary};
+pub use algorithm::{Aimd, Algorithm, Gradient, Gradient2, Vegas, WindowSummary};
 
 use core::time::Duration;
 

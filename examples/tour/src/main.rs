@@ -490,7 +490,8 @@ fn check_new_limits(traffic: &[Traffic], shaped: &Traffic) {
 /// limit, the requests in flight and their latency.
 fn adaptive_concurrency() -> Result<PathBuf, Box<dyn Error>> {
     use tollgate::adaptive::{
-        AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Algorithm, Gradient, Vegas,
+        AdaptiveLease, AdaptiveLimiter, AdaptiveOptions, Aimd, Algorithm, Gradient, Gradient2,
+        Vegas,
     };
     heading("7. Adaptive concurrency: a limit that finds the server's capacity");
     const BASE_MS: u64 = 10;
@@ -507,7 +508,7 @@ fn adaptive_concurrency() -> Result<PathBuf, Box<dyn Error>> {
         capacity: Vec<u32>,
         latency_ms: Vec<f64>,
     }
-    let algorithms: [(&str, Algorithm, u64); 3] = [
+    let algorithms: [(&str, Algorithm, u64); 4] = [
         (
             "AIMD (clients time out at 12 ms)",
             Aimd::new().into(),
@@ -519,6 +520,14 @@ fn adaptive_concurrency() -> Result<PathBuf, Box<dyn Error>> {
             Gradient::new()
                 .with_probes(100, 150, 3)
                 .with_buffer_permille(100)
+                .into(),
+            u64::MAX,
+        ),
+        (
+            "Gradient2 (tolerance 1.2)",
+            Gradient2::new()
+                .with_tolerance_permille(1_200)
+                .with_probe_every(100)
                 .into(),
             u64::MAX,
         ),
@@ -608,7 +617,7 @@ fn adaptive_concurrency() -> Result<PathBuf, Box<dyn Error>> {
         );
         runs.push((name, s));
     }
-    println!("  (each in its phase's last 15 s; the windows where Vegas or the gradient measures the unloaded latency, at a reduced limit, left out)");
+    println!("  (each in its phase's last 15 s; the windows where Vegas or a gradient measures the unloaded latency, at a reduced limit, left out)");
     let latency: Vec<Vec<f64>> = runs
         .iter()
         .map(|(_, s)| {
