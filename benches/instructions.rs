@@ -32,6 +32,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use iai_callgrind::{library_benchmark, library_benchmark_group, main};
 use portable_atomic::AtomicU128;
+use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
 use tollgate::{
     Clock, ConcurrencyLimiter, ConcurrencyOptions, FixedWindowLimiter, FixedWindowOptions,
     GcraLimiter, GcraOptions, KeyedLimiter, Limiter, ManualClock, NoQueue, PartitionConfig,
@@ -458,6 +459,28 @@ fn concurrency_no_queue(l: &'static ConcurrencyLimiter<&'static ManualClock, NoQ
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
+/// An adaptive limiter far from its limit (AIMD, windows of 1 s and 10 samples): `"full"` as
+/// [`concurrency_setup`]'s; the lease's drop samples its latency (the window stays open).
+fn adaptive_setup(kind: &str) -> &'static AdaptiveLimiter<&'static ManualClock> {
+    let limit = if kind == "denied" { 1 } else { 1 << 20 };
+    let c = clock();
+    let opts = AdaptiveOptions::new(limit).with_bounds(1, 1 << 20);
+    let l = leak(AdaptiveLimiter::with_clock(opts, c).unwrap());
+    drop(l.try_acquire(1).unwrap()); // warm up acquire, release and sampling
+    if kind == "denied" {
+        core::mem::forget(l.try_acquire(1).unwrap());
+    }
+    l
+}
+
+// Acquire, then drop the lease (release and sample); denied: the acquire alone.
+#[library_benchmark]
+#[bench::acquire_release(args = ("full"), setup = adaptive_setup)]
+#[bench::denied(args = ("denied"), setup = adaptive_setup)]
+fn adaptive(l: &'static AdaptiveLimiter<&'static ManualClock>) {
+    let _ = black_box(l.try_acquire(black_box(1)));
+}
+
 // One decision of a compact keyed limiter for a stored key (hash, probe, CAS).
 #[library_benchmark]
 #[bench::allowed(args = (true), setup = keyed_token_bucket_setup)]
@@ -513,7 +536,7 @@ library_benchmark_group!(
 library_benchmark_group!(
     name = limiters;
     benchmarks = token_bucket, fixed_window, gcra, sliding_counter, sliding_window, concurrency,
-        concurrency_no_queue, token_bucket_replenish, token_bucket_replenish_no_queue
+        concurrency_no_queue, adaptive, token_bucket_replenish, token_bucket_replenish_no_queue
 );
 
 library_benchmark_group!(

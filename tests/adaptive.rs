@@ -66,7 +66,7 @@ fn simulate(
     timeout_ms: u64,
     capacity: impl Fn(u64) -> u64,
 ) -> Run {
-    let mut running: Vec<(u64, AdaptiveLease<'_, &ManualClock>)> = Vec::new();
+    let mut running: Vec<(u64, AdaptiveLease<'_>)> = Vec::new();
     let mut run = Run {
         limits: Vec::new(),
         latencies: Vec::new(),

@@ -309,7 +309,7 @@ fn limiter(input: &Input) {
         _ => opts.with_algorithm(Gradient2::new().with_probe_every(7)),
     };
     let l = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
-    let mut held: Vec<AdaptiveLease<'_, &ManualClock>> = Vec::new();
+    let mut held: Vec<AdaptiveLease<'_>> = Vec::new();
     for &[a, b, c, d] in &input.windows {
         match a % 4 {
             0 | 1 => {

@@ -49,7 +49,7 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
-use crate::lease::{Lease, Rejection, Release, SettleError, Statistics};
+use crate::lease::{Lease, Rejection, Release, Statistics};
 use crate::limiter::Limiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::wait::Lock;
@@ -225,7 +225,7 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
     /// let lease = limiter.try_acquire(1).unwrap();
     /// assert!(limiter.try_acquire(1).is_err());
     /// ```
-    pub fn try_acquire(&self, permits: u32) -> Result<AdaptiveLease<'_, C>, Rejection> {
+    pub fn try_acquire(&self, permits: u32) -> Result<AdaptiveLease<'_>, Rejection> {
         self.inner.try_acquire(permits).map(|l| self.lease(l))
     }
 
@@ -244,7 +244,7 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
     /// assert_eq!(lease.permits(), 2);
     /// # });
     /// ```
-    pub async fn acquire(&self, permits: u32) -> Result<AdaptiveLease<'_, C>, Rejection> {
+    pub async fn acquire(&self, permits: u32) -> Result<AdaptiveLease<'_>, Rejection> {
         let lease = self.inner.acquire(permits).await?;
         Ok(self.lease(lease))
     }
@@ -274,14 +274,22 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
         self.options
     }
 
-    /// The lease of a grant, timed from now.
-    fn lease<'a>(&'a self, lease: Lease<'a>) -> AdaptiveLease<'a, C> {
+    /// The call a grant starts, timed from now: the inner lease's permits, which the
+    /// adaptive lease releases itself (static dispatch, and the sample after).
+    fn call(&self, lease: Lease<'_>) -> Call {
         self.sampler.note_in_flight(self.in_flight());
-        AdaptiveLease {
+        Call {
+            permits: lease.forget(),
             start_ns: self.inner.clock().now().as_nanos(),
             outcome: Outcome::Success,
+        }
+    }
+
+    /// The lease of a grant, timed from now.
+    fn lease(&self, lease: Lease<'_>) -> AdaptiveLease<'_> {
+        AdaptiveLease {
+            call: self.call(lease),
             limiter: self,
-            lease: Some(lease),
         }
     }
 
@@ -335,15 +343,9 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
     where
         C: Send + 'static,
     {
-        self.sampler.note_in_flight(self.in_flight());
-        let start_ns = self.inner.clock().now().as_nanos();
-        let sink: alloc::sync::Arc<dyn Sink> = self.clone();
-        let releaser: alloc::sync::Arc<dyn Release + Send + Sync> = self.clone();
         OwnedAdaptiveLease {
-            lease: Some(crate::lease::OwnedLease::from_lease(lease, releaser)),
-            sink,
-            start_ns,
-            outcome: Outcome::Success,
+            call: self.call(lease),
+            limiter: self.clone(),
         }
     }
 
@@ -377,27 +379,21 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
     }
 }
 
-/// An owned lease's releases go to the concurrency limiter inside (its permits).
-impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
-    fn release(&self, permits: u32) {
-        self.inner.release(permits);
-    }
-    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
-        self.inner.settle(held, actual, stamp)
-    }
-}
-
-/// Where an ended lease's sample goes: its limiter, whatever its clock (so that an owned
-/// lease has one type).
-#[cfg(feature = "alloc")]
-trait Sink: Send + Sync {
-    fn finish(&self, start_ns: u64, outcome: Outcome);
-}
-
-#[cfg(feature = "alloc")]
-impl<C: Clock + Sync + Send> Sink for AdaptiveLimiter<C> {
-    fn finish(&self, start_ns: u64, outcome: Outcome) {
-        self.sample(start_ns, outcome);
+/// The quota of a concurrency limit that moves: the limit now, the permits free under it, and
+/// no reset time (only releases bring permits back).
+///
+/// ```
+/// use tollgate::{ManualClock, Quota};
+/// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
+///
+/// let limiter = AdaptiveLimiter::with_clock(AdaptiveOptions::new(8), ManualClock::new()).unwrap();
+/// let _held = limiter.try_acquire(3).unwrap();
+/// let q = limiter.quota();
+/// assert_eq!((q.limit, q.remaining, q.reset_after), (8, 5, None));
+/// ```
+impl<C: Clock + Sync> crate::quota::Quota for AdaptiveLimiter<C> {
+    fn quota(&self) -> crate::quota::QuotaState {
+        self.inner.quota()
     }
 }
 
@@ -421,65 +417,96 @@ pub enum Outcome {
     Ignored,
 }
 
-/// Permits of an [`AdaptiveLimiter`], released when dropped; the drop also reports the call's
-/// latency (from the grant, on the limiter's clock) and its [`Outcome`] (a success unless
-/// marked otherwise).
-#[must_use = "dropping a lease releases its permits at once"]
-pub struct AdaptiveLease<'a, C: Clock + Sync> {
-    lease: Option<Lease<'a>>,
-    limiter: &'a AdaptiveLimiter<C>,
+/// The call a lease of an [`AdaptiveLimiter`] covers: its permits, when it was granted and
+/// how it went. What both lease types hold besides their handle to the limiter.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    permits: u32,
     start_ns: u64,
     outcome: Outcome,
 }
 
-impl<C: Clock + Sync> AdaptiveLease<'_, C> {
-    /// The number of permits this lease holds.
-    pub fn permits(&self) -> u32 {
-        self.lease.as_ref().map_or(0, Lease::permits)
-    }
-
-    /// Marks the call as dropped for overload (a timeout, a 503, a refusal from upstream): the
-    /// algorithm backs off.
-    ///
-    /// ```
-    /// use tollgate::ManualClock;
-    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions, Outcome};
-    ///
-    /// let limiter = AdaptiveLimiter::with_clock(AdaptiveOptions::new(4), ManualClock::new()).unwrap();
-    /// let mut lease = limiter.try_acquire(1).unwrap();
-    /// lease.dropped();
-    /// assert_eq!(lease.outcome(), Outcome::Dropped);
-    /// ```
-    pub fn dropped(&mut self) {
-        self.outcome = Outcome::Dropped;
-    }
-
-    /// Marks the call as saying nothing about capacity (a client error): it is not sampled.
-    pub fn ignore(&mut self) {
-        self.outcome = Outcome::Ignored;
-    }
-
-    /// The outcome the lease will report.
-    pub fn outcome(&self) -> Outcome {
-        self.outcome
-    }
+/// Where an ended lease goes: its limiter, whatever its clock (so that a lease type has no
+/// clock parameter). One call: the permits back first, then the sample.
+trait Sink: Sync {
+    fn end(&self, call: &Call);
 }
 
-impl<C: Clock + Sync> Drop for AdaptiveLease<'_, C> {
-    fn drop(&mut self) {
-        let permits = self.permits();
-        drop(self.lease.take()); // the permits go back first
-        if permits > 0 && self.outcome != Outcome::Ignored {
-            self.limiter.sample(self.start_ns, self.outcome);
+impl<C: Clock + Sync> Sink for AdaptiveLimiter<C> {
+    /// Releases the call's permits and, unless it said nothing (ignored, or a probe's lease
+    /// holding none), samples it.
+    fn end(&self, call: &Call) {
+        if call.permits > 0 {
+            self.inner.release(call.permits);
+            if call.outcome != Outcome::Ignored {
+                self.sample(call.start_ns, call.outcome);
+            }
         }
     }
 }
 
-impl<C: Clock + Sync> core::fmt::Debug for AdaptiveLease<'_, C> {
+/// The methods both lease types share, over their [`Call`].
+macro_rules! call_methods {
+    () => {
+        /// The number of permits this lease holds.
+        pub fn permits(&self) -> u32 {
+            self.call.permits
+        }
+
+        /// Marks the call as dropped for overload (a timeout, a 503, a refusal from
+        /// upstream): the algorithm backs off.
+        ///
+        /// ```
+        /// use tollgate::ManualClock;
+        /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions, Outcome};
+        ///
+        /// let limiter =
+        ///     AdaptiveLimiter::with_clock(AdaptiveOptions::new(4), ManualClock::new()).unwrap();
+        /// let mut lease = limiter.try_acquire(1).unwrap();
+        /// lease.dropped();
+        /// assert_eq!(lease.outcome(), Outcome::Dropped);
+        /// ```
+        pub fn dropped(&mut self) {
+            self.call.outcome = Outcome::Dropped;
+        }
+
+        /// Marks the call as saying nothing about capacity (a client error): it is not
+        /// sampled.
+        pub fn ignore(&mut self) {
+            self.call.outcome = Outcome::Ignored;
+        }
+
+        /// The outcome the lease will report.
+        pub fn outcome(&self) -> Outcome {
+            self.call.outcome
+        }
+    };
+}
+
+/// Permits of an [`AdaptiveLimiter`], released when dropped; the drop also reports the call's
+/// latency (from the grant, on the limiter's clock) and its [`Outcome`] (a success unless
+/// marked otherwise).
+#[must_use = "dropping a lease releases its permits at once"]
+pub struct AdaptiveLease<'a> {
+    limiter: &'a dyn Sink,
+    call: Call,
+}
+
+impl AdaptiveLease<'_> {
+    call_methods!();
+}
+
+impl Drop for AdaptiveLease<'_> {
+    fn drop(&mut self) {
+        self.limiter.end(&self.call);
+    }
+}
+
+impl core::fmt::Debug for AdaptiveLease<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AdaptiveLease")
-            .field("permits", &self.permits())
-            .field("outcome", &self.outcome)
+            .field("permits", &self.call.permits)
+            .field("outcome", &self.call.outcome)
             .finish()
     }
 }
@@ -491,45 +518,19 @@ impl<C: Clock + Sync> core::fmt::Debug for AdaptiveLease<'_, C> {
 #[cfg(feature = "alloc")]
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct OwnedAdaptiveLease {
-    lease: Option<crate::lease::OwnedLease>,
-    sink: alloc::sync::Arc<dyn Sink>,
-    start_ns: u64,
-    outcome: Outcome,
+    limiter: alloc::sync::Arc<dyn Sink + Send>,
+    call: Call,
 }
 
 #[cfg(feature = "alloc")]
 impl OwnedAdaptiveLease {
-    /// The number of permits this lease holds.
-    pub fn permits(&self) -> u32 {
-        self.lease
-            .as_ref()
-            .map_or(0, crate::lease::OwnedLease::permits)
-    }
-
-    /// Marks the call as dropped for overload (see [`AdaptiveLease::dropped`]).
-    pub fn dropped(&mut self) {
-        self.outcome = Outcome::Dropped;
-    }
-
-    /// Marks the call as saying nothing about capacity: it is not sampled.
-    pub fn ignore(&mut self) {
-        self.outcome = Outcome::Ignored;
-    }
-
-    /// The outcome the lease will report.
-    pub fn outcome(&self) -> Outcome {
-        self.outcome
-    }
+    call_methods!();
 }
 
 #[cfg(feature = "alloc")]
 impl Drop for OwnedAdaptiveLease {
     fn drop(&mut self) {
-        let permits = self.permits();
-        drop(self.lease.take());
-        if permits > 0 && self.outcome != Outcome::Ignored {
-            self.sink.finish(self.start_ns, self.outcome);
-        }
+        self.limiter.end(&self.call);
     }
 }
 
@@ -537,8 +538,8 @@ impl Drop for OwnedAdaptiveLease {
 impl core::fmt::Debug for OwnedAdaptiveLease {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("OwnedAdaptiveLease")
-            .field("permits", &self.permits())
-            .field("outcome", &self.outcome)
+            .field("permits", &self.call.permits)
+            .field("outcome", &self.call.outcome)
             .finish()
     }
 }

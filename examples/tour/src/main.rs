@@ -544,7 +544,7 @@ fn adaptive_concurrency() -> Result<PathBuf, Box<dyn Error>> {
             .with_window(Duration::from_millis(WINDOW_MS), 10)
             .with_algorithm(algorithm);
         let limiter = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
-        let mut running: Vec<(u64, u64, AdaptiveLease<'_, &ManualClock>)> = Vec::new();
+        let mut running: Vec<(u64, u64, AdaptiveLease<'_>)> = Vec::new();
         let mut s = Samples {
             at: vec![],
             limit: vec![],
