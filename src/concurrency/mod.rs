@@ -725,6 +725,33 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         Ok(())
     }
 
+    /// A settle, with and without a queue: a probe's lease cannot (see [`PROBE`]); below the
+    /// estimate, the difference is released at once (`release`: serving the queue); above,
+    /// the extra is taken past any waiter by `debit` under the lock that serializes the slow
+    /// paths ([`take_debt`](Self::take_debt): into debt when it is not available, at most one
+    /// `limit` owed).
+    #[inline]
+    fn settle_now(
+        &self,
+        held: u32,
+        actual: u32,
+        stamp: u64,
+        release: impl FnOnce(u32),
+        debit: impl FnOnce(u32) -> Result<(), SettleError>,
+    ) -> Result<(), SettleError> {
+        if stamp == PROBE {
+            // A probe's lease returns nothing when dropped: permits it took would never
+            // come back.
+            return Err(SettleError::Unsupported);
+        }
+        if actual < held {
+            release(held - actual);
+            Ok(())
+        } else {
+            debit(actual - held)
+        }
+    }
+
     /// A release's slow path, under the queue lock (or the slow-path lock of a limiter without
     /// a queue): returns the permits, paying what is owed first (capped at the limit, which
     /// holds still there), and hands the rest to `head`, the permits of the waiter at the
@@ -777,19 +804,18 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     /// extra is taken past any waiter, into debt when it is not available: owed as when the
     /// limit is lowered (releases repay it first), at most one `limit`.
     fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
-        if stamp == PROBE {
-            // A probe's lease returns nothing when dropped: permits it took would never
-            // come back.
-            return Err(SettleError::Unsupported);
-        }
-        if actual < held {
-            self.release(held - actual);
-            return Ok(());
-        }
-        let mut wakes = crate::wait::WakeList::new();
-        let mut take = Some(|| self.take_debt(actual - held));
-        self.queue
-            .locked(&mut wakes, |_, _| take.take().map(|take| take()))
+        self.settle_now(
+            held,
+            actual,
+            stamp,
+            |n| self.release(n),
+            |extra| {
+                let mut wakes = crate::wait::WakeList::new();
+                let mut take = Some(|| self.take_debt(extra));
+                self.queue
+                    .locked(&mut wakes, |_, _| take.take().map(|take| take()))
+            },
+        )
     }
 }
 

@@ -160,14 +160,12 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C, NoQueue> {
     /// Below the estimate, the difference is released at once; above, the extra is taken,
     /// into debt when it is not available (at most one `limit` owed).
     fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), crate::lease::SettleError> {
-        if stamp == super::PROBE {
-            return Err(crate::lease::SettleError::Unsupported); // see `PROBE`
-        }
-        if actual < held {
-            self.release(held - actual);
-            Ok(())
-        } else {
-            slow_path(|| self.take_debt(actual - held))
-        }
+        self.settle_now(
+            held,
+            actual,
+            stamp,
+            |n| self.release(n),
+            |extra| slow_path(|| self.take_debt(extra)),
+        )
     }
 }
