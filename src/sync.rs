@@ -205,6 +205,16 @@ mod cs_atomic {
             self.with(|c| c.replace(c.get().wrapping_add(v)))
         }
 
+        #[inline]
+        pub(crate) fn fetch_min(&self, v: u64, _: Ordering) -> u64 {
+            self.with(|c| c.replace(c.get().min(v)))
+        }
+
+        #[inline]
+        pub(crate) fn swap(&self, v: u64, _: Ordering) -> u64 {
+            self.with(|c| c.replace(v))
+        }
+
         /// Wrapping, as an atomic subtraction is.
         #[allow(dead_code)] // used by std-only code (under `--cfg tollgate_cs_words`)
         #[inline]

@@ -22,50 +22,6 @@ const MAX_SAMPLES: u32 = (1 << COUNT_BITS) - 1;
 /// A sample's latency counts at most 2^24 µs (16.8 s) in the mean.
 const MAX_SAMPLE_US: u64 = 1 << (SUM_BITS - COUNT_BITS);
 
-/// `a += x`, answering what it held; `a = x`; `a = min(a, x)`: native read-modify-writes where
-/// the target has 64-bit atomics, one transition behind the critical section where it has not
-/// (32-bit MCUs).
-mod word {
-    use crate::sync::AtomicU64;
-    #[cfg(not(tollgate_cs_cells))]
-    use crate::sync::Ordering;
-
-    #[cfg(not(tollgate_cs_cells))]
-    #[inline]
-    pub(super) fn fetch_add(a: &AtomicU64, x: u64) -> u64 {
-        a.fetch_add(x, Ordering::AcqRel)
-    }
-    #[cfg(not(tollgate_cs_cells))]
-    #[inline]
-    pub(super) fn swap(a: &AtomicU64, x: u64) -> u64 {
-        a.swap(x, Ordering::AcqRel)
-    }
-    #[cfg(not(tollgate_cs_cells))]
-    #[inline]
-    pub(super) fn fetch_min(a: &AtomicU64, x: u64) {
-        a.fetch_min(x, Ordering::Relaxed);
-    }
-
-    #[cfg(tollgate_cs_cells)]
-    fn update(a: &AtomicU64, f: impl Fn(u64) -> u64) -> u64 {
-        let Ok((before, ())) =
-            crate::cas::transition(a, |w| Ok::<_, core::convert::Infallible>((f(w), ())));
-        before
-    }
-    #[cfg(tollgate_cs_cells)]
-    pub(super) fn fetch_add(a: &AtomicU64, x: u64) -> u64 {
-        update(a, |w| w.wrapping_add(x))
-    }
-    #[cfg(tollgate_cs_cells)]
-    pub(super) fn swap(a: &AtomicU64, x: u64) -> u64 {
-        update(a, |_| x)
-    }
-    #[cfg(tollgate_cs_cells)]
-    pub(super) fn fetch_min(a: &AtomicU64, x: u64) {
-        update(a, |w| w.min(x));
-    }
-}
-
 /// One window's running sums.
 #[derive(Debug)]
 pub(crate) struct Sampler {
@@ -138,13 +94,13 @@ impl Sampler {
             self.drops.fetch_add(1, Ordering::Relaxed);
         }
         if rtt_ns < self.min_ns.load(Ordering::Relaxed) {
-            word::fetch_min(&self.min_ns, rtt_ns);
+            self.min_ns.fetch_min(rtt_ns, Ordering::Relaxed);
         }
         let us = (rtt_ns / 1_000).min(MAX_SAMPLE_US);
         // A shared word about to carry its count into its sum closes the window whatever its
         // duration.
         let full = !cells.add_sample(us) && {
-            let before = word::fetch_add(&self.counted, 1 << SUM_BITS | us);
+            let before = self.counted.fetch_add(1 << SUM_BITS | us, Ordering::AcqRel);
             (before >> SUM_BITS) as u32 + 1 >= MAX_SAMPLES
         };
         let start = self.start_ns.load(Ordering::Acquire);
@@ -178,14 +134,14 @@ impl Sampler {
             self.closing.store(false, Ordering::Release);
             return None;
         }
-        let counted = word::swap(&self.counted, 0);
+        let counted = self.counted.swap(0, Ordering::AcqRel);
         let samples = from_cells + (counted >> SUM_BITS);
         let sum_us = cell_sum - self.seen_sum_us.load(Ordering::Relaxed) + (counted & SUM_MASK);
         self.seen_samples.store(cell_samples, Ordering::Relaxed);
         self.seen_sum_us.store(cell_sum, Ordering::Relaxed);
         let samples = u32::try_from(samples).unwrap_or(u32::MAX);
         let drops = self.drops.swap(0, Ordering::Relaxed).min(samples);
-        let min = word::swap(&self.min_ns, u64::MAX);
+        let min = self.min_ns.swap(u64::MAX, Ordering::AcqRel);
         let max_in_flight = self.max_in_flight.swap(in_flight(), Ordering::Relaxed);
         self.start_ns.store(now_ns, Ordering::Release);
         self.closing.store(false, Ordering::Release);
