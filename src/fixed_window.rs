@@ -55,7 +55,9 @@ crate::bucket::bucket_limiter! {
     /// windows are back to back from the limiter's creation, and every boundary resets the count.
     ///
     /// A rejection's RetryAfter is the time to the next window boundary. The state is the token
-    /// bucket's (a window is a bucket that refills completely at each boundary), one 128-bit word.
+    /// bucket's (a window is a bucket that refills completely at each boundary): one word updated
+    /// by one compare-and-swap, 64 bits where the limit and the window count fit beside each
+    /// other (a limit below 2^27 with 1 s windows), else 128.
     ///
     /// ```
     /// use core::time::Duration;
