@@ -30,6 +30,38 @@ pub trait Release {
         let _ = (held, actual, stamp);
         Err(SettleError::Unsupported)
     }
+
+    /// Returns the `permits` of a lease whose stamp is the low [`STAMP_BITS`] bits of
+    /// `stamp` (the bits above are the lease's own: mask them): what a lease's drop calls. The
+    /// default is [`release`](Self::release); a limiter that learns from its leases
+    /// ([`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter)) reads the grant's time and the
+    /// call's [`Outcome`] in it.
+    #[inline]
+    fn release_stamped(&self, permits: u32, stamp: u64) {
+        let _ = stamp;
+        self.release(permits);
+    }
+
+    /// Hears how the call made under a lease that keeps `stamp` went ([`Lease::dropped`],
+    /// [`Lease::ignore`]); answers the stamp the lease keeps from now on. The default keeps
+    /// it: a limiter that does not learn from its leases hears nothing.
+    fn report(&self, stamp: u64, outcome: Outcome) -> u64 {
+        let _ = outcome;
+        stamp
+    }
+}
+
+/// How the call made under a lease went, for a limiter that learns from it (an
+/// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter)); other limiters ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Outcome {
+    /// It succeeded (the default): its latency is a measurement of the server.
+    Success,
+    /// The server was overloaded (a timeout, a 503, an upstream refusal).
+    Dropped,
+    /// Nothing to learn about capacity (a client error): no sample.
+    Ignored,
 }
 
 /// Why [`Lease::settle`] changed nothing.
@@ -158,6 +190,18 @@ impl<'a> Lease<'a> {
         Self {
             permits,
             mark: RETURNS,
+            limiter: releaser,
+        }
+    }
+
+    /// A lease whose permits go back to `releaser` when it is dropped, with the limiter's
+    /// `stamp` (its low [`STAMP_BITS`] bits are kept), which its drop passes back
+    /// ([`Release::release_stamped`]) and [`settle`](Self::settle) and the outcome reports use.
+    #[inline(always)]
+    pub fn releasing_stamped(permits: u32, stamp: u64, releaser: &'a (dyn Release + Sync)) -> Self {
+        Self {
+            permits,
+            mark: RETURNS | mark_of(stamp),
             limiter: releaser,
         }
     }
@@ -294,6 +338,45 @@ impl<'a> Lease<'a> {
         Ok(())
     }
 
+    /// Tells the lease's limiter that the call made under it was dropped for overload (a
+    /// timeout, a 503, a refusal from upstream): an
+    /// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter) backs off; any other limiter
+    /// ignores it. The report goes with the lease's release.
+    ///
+    /// ```
+    /// use tollgate::{Chain, Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+    /// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions, Aimd};
+    /// use core::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let rate = TokenBucketLimiter::with_clock(TokenBucketOptions::per_second(100), &clock).unwrap();
+    /// let opts = AdaptiveOptions::new(10)
+    ///     .with_window(Duration::from_millis(1), 1)
+    ///     .with_algorithm(Aimd::new());
+    /// let adaptive = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
+    /// let chain = Chain::new((&rate, &adaptive));
+    /// let mut lease = chain.try_acquire(1).unwrap();
+    /// clock.advance(Duration::from_millis(2));
+    /// lease.dropped(); // the call timed out
+    /// drop(lease);
+    /// assert_eq!(adaptive.limit(), 9); // AIMD backed off: 10 × 0.9
+    /// ```
+    pub fn dropped(&mut self) {
+        self.report(Outcome::Dropped);
+    }
+
+    /// Tells the lease's limiter that the call made under it says nothing about capacity (a
+    /// client error): an adaptive limiter does not sample it.
+    pub fn ignore(&mut self) {
+        self.report(Outcome::Ignored);
+    }
+
+    /// [`Release::report`], keeping the stamp it answers.
+    fn report(&mut self, outcome: Outcome) {
+        let stamp = self.limiter.report(self.stamp(), outcome);
+        self.mark = self.mark & RETURNS | mark_of(stamp);
+    }
+
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
     /// by that many until [`Release::release`] gives them back). Returns the permit count.
     pub fn forget(mut self) -> u32 {
@@ -314,7 +397,10 @@ impl Drop for Lease<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.returns_permits() {
-            self.limiter.release(self.permits);
+            // The mark as it is (its top bit is the lease's own flag): no masking on the
+            // release of every lease, for the one limiter that reads the stamp.
+            self.limiter
+                .release_stamped(self.permits, u64::from(self.mark));
         }
     }
 }
@@ -351,6 +437,21 @@ impl OwnedLease {
             permits,
             returns: true,
             stamp: 0,
+            limiter: Some(releaser),
+        }
+    }
+
+    /// A lease whose permits go back to `releaser` when it is dropped, with the limiter's
+    /// `stamp` (see [`Lease::releasing_stamped`]).
+    pub fn releasing_stamped(
+        permits: u32,
+        stamp: u64,
+        releaser: alloc::sync::Arc<dyn Release + Send + Sync>,
+    ) -> Self {
+        Self {
+            permits,
+            returns: true,
+            stamp: stamp & u64::from(RETURNS - 1),
             limiter: Some(releaser),
         }
     }
@@ -429,6 +530,22 @@ impl OwnedLease {
         Ok(())
     }
 
+    /// [`Lease::dropped`]: the call made under this lease was dropped for overload.
+    pub fn dropped(&mut self) {
+        self.report(Outcome::Dropped);
+    }
+
+    /// [`Lease::ignore`]: the call made under this lease says nothing about capacity.
+    pub fn ignore(&mut self) {
+        self.report(Outcome::Ignored);
+    }
+
+    fn report(&mut self, outcome: Outcome) {
+        if let Some(l) = &self.limiter {
+            self.stamp = l.report(self.stamp, outcome) & u64::from(RETURNS - 1);
+        }
+    }
+
     /// Keeps the permits: the lease is consumed without releasing anything, as if its permits
     /// were used up for good. Returns how many there were.
     ///
@@ -452,7 +569,7 @@ impl Drop for OwnedLease {
     fn drop(&mut self) {
         if self.returns {
             if let Some(r) = &self.limiter {
-                r.release(self.permits);
+                r.release_stamped(self.permits, self.stamp);
             }
         }
     }

@@ -148,7 +148,7 @@ pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
 pub use jitter::Jitter;
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
-pub use lease::{Lease, Reason, Rejection, Release, SettleError, Statistics, STAMP_BITS};
+pub use lease::{Lease, Outcome, Reason, Rejection, Release, SettleError, Statistics, STAMP_BITS};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
 pub use limiter::{AcquireAsync, Limiter, Peek, Replenishing};

@@ -304,3 +304,141 @@ fn bad_options_are_typed_errors() {
         );
     }
 }
+
+/// Through the `Limiter` trait (what chains and partitions take), an adaptive limiter's leases
+/// are plain `Lease`s that keep their grant's time in their stamp: their drop releases and
+/// samples, `dropped()` backs off, `ignore()` samples nothing, and a chain's lease reports to
+/// every link. Latencies are exact to 4.096 µs: a call 10 µs over AIMD's timeout is a drop,
+/// one 10 µs under it is not.
+#[test]
+fn chained_and_plain_leases_report_their_latency_and_outcome() {
+    use tollgate::{Chain, Limiter, TokenBucketLimiter, TokenBucketOptions};
+
+    let clock = ManualClock::new();
+    let aimd = Aimd {
+        timeout_ns: 50_000_000,
+        ..Aimd::new()
+    };
+    let opts = AdaptiveOptions::new(10)
+        .with_bounds(1, 100)
+        .with_window(Duration::from_millis(1), 1)
+        .with_algorithm(aimd);
+    let adaptive = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
+    let rate =
+        TokenBucketLimiter::with_clock(TokenBucketOptions::per_second(1_000), &clock).unwrap();
+    let chain = Chain::new((&rate, &adaptive));
+
+    // `limit` calls held at once (the limit is used), of which only the first is sampled: the
+    // others are ignored, so that each window holds one call of a known latency.
+    let calls = |limit: usize| -> Vec<_> {
+        let mut held: Vec<_> = (0..limit).map(|_| chain.try_acquire(1).unwrap()).collect();
+        held.iter_mut().skip(1).for_each(|c| c.ignore());
+        held
+    };
+    // A call of 50 ms less 10 µs: + 1.
+    let held = calls(10);
+    assert_eq!(adaptive.available_permits(), 0);
+    clock.advance(Duration::from_micros(49_990));
+    drop(held);
+    assert_eq!(adaptive.limit(), 11);
+    assert_eq!(adaptive.available_permits(), 11);
+
+    // 10 µs over the timeout: a drop, × 0.9.
+    let held = calls(11);
+    clock.advance(Duration::from_micros(50_010));
+    drop(held);
+    assert_eq!(adaptive.limit(), 9);
+
+    // `dropped()` on the chain's lease reaches the adaptive link: × 0.9 at once.
+    clock.advance(Duration::from_millis(2));
+    let mut call = chain.try_acquire(1).unwrap();
+    call.dropped();
+    drop(call);
+    assert_eq!(adaptive.limit(), 8);
+
+    // `ignore()`: no sample, so no window closes however long it lasts.
+    clock.advance(Duration::from_millis(2));
+    let mut call = Limiter::try_acquire(&adaptive, 1).unwrap();
+    call.ignore();
+    clock.advance(Duration::from_secs(1));
+    drop(call);
+    assert_eq!((adaptive.limit(), adaptive.available_permits()), (8, 8));
+
+    // A probe's lease holds nothing, samples nothing and cannot settle.
+    let mut probe = Limiter::try_acquire(&adaptive, 0).unwrap();
+    assert_eq!(probe.settle(1), Err(tollgate::SettleError::Unsupported));
+    drop(probe);
+    assert_eq!(adaptive.limit(), 8);
+    // A plain lease settles as the concurrency limiter inside does.
+    let mut lease = Limiter::try_acquire(&adaptive, 4).unwrap();
+    lease.settle(1).unwrap();
+    assert_eq!(adaptive.available_permits(), 7);
+    lease.ignore();
+    drop(lease);
+    assert_eq!(adaptive.available_permits(), 8);
+}
+
+/// The waiting form (`AcquireAsync`, a chain's `acquire`), owned leases (`AcquireOwned`) and
+/// partitions made by a factory of adaptive limiters: each lease is stamped when granted,
+/// released and sampled when dropped.
+#[test]
+fn waiting_owned_and_partitioned_adaptive_leases_are_sampled() {
+    use core::future::Future;
+    use std::sync::Arc;
+    use tollgate::{
+        AcquireAsync, AcquireOwned, Limiter, Partition, PartitionConfig, Partitioned, QueueOrder,
+    };
+
+    // A clock the owned lease's thread and the partitions share.
+    let clock = Arc::new(ManualClock::new());
+    let opts = AdaptiveOptions::new(2)
+        .with_bounds(1, 10)
+        .with_window(Duration::from_millis(1), 1)
+        .with_queue(4, QueueOrder::OldestFirst)
+        .with_algorithm(Aimd::new());
+    let adaptive = Arc::new(AdaptiveLimiter::with_clock(opts, clock.clone()).unwrap());
+
+    // Waiting: granted when a permit comes back, then sampled as a drop.
+    let held = Limiter::try_acquire(&*adaptive, 2).unwrap();
+    let mut waiter = Box::pin(AcquireAsync::acquire(&*adaptive, 1));
+    let cx = &mut core::task::Context::from_waker(core::task::Waker::noop());
+    assert!(waiter.as_mut().poll(cx).is_pending());
+    clock.advance(Duration::from_millis(2));
+    drop(held); // a success of 2 ms: 2 held of 2, + 1
+    assert_eq!(adaptive.limit(), 3);
+    let core::task::Poll::Ready(Ok(mut lease)) = waiter.as_mut().poll(cx) else {
+        panic!("the waiter was not granted");
+    };
+    clock.advance(Duration::from_millis(2));
+    lease.dropped();
+    drop(lease);
+    assert_eq!(adaptive.limit(), 2); // 3 × 0.9, down at least one
+
+    // Owned: the lease keeps the limiter alive and reports the same way.
+    let mut owned = AcquireOwned::try_acquire_owned(&adaptive, 1).unwrap();
+    clock.advance(Duration::from_millis(2));
+    owned.dropped();
+    std::thread::spawn(move || drop(owned)).join().unwrap();
+    assert_eq!((adaptive.limit(), adaptive.available_permits()), (1, 1));
+
+    // Partitions: an adaptive limit per upstream, each learning from its own calls.
+    let per_upstream = Partitioned::with_clock(
+        move |upstream: &str| {
+            Partition::new(
+                upstream.to_owned(),
+                move |_: &String, clock: &Arc<ManualClock>| {
+                    AdaptiveLimiter::with_clock(opts, clock.clone()).unwrap()
+                },
+            )
+        },
+        PartitionConfig::default(),
+        clock.clone(),
+    );
+    let mut slow = per_upstream.try_acquire("slow", 1).unwrap();
+    let fast = per_upstream.try_acquire("fast", 1).unwrap();
+    clock.advance(Duration::from_millis(2));
+    slow.dropped();
+    drop((slow, fast));
+    assert_eq!(per_upstream.statistics("slow").available_permits, 1); // 2 × 0.9 → 1
+    assert_eq!(per_upstream.statistics("fast").available_permits, 3); // 1 of 2 held: used, + 1
+}

@@ -7,11 +7,13 @@
 //! | token bucket, fixed window, sliding window | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
 //! | GCRA, leaky meter, leaky shaper | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
 //! | sliding counter, sliding log | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | adaptive (`adaptive::AdaptiveLimiter`) | `acquire().await` (its own lease) | — | — | — | (released, not timed) | — | through its concurrency limiter's release |
+//! | adaptive (`adaptive::AdaptiveLimiter`) | ✓ | ✓ | — | — (a factory of them in `Partitioned`) | (released, not timed) | — | ✓ (as its concurrency limiter) |
 //!
-//! The adaptive limiter's leases are its own type (`AdaptiveLease`, `OwnedAdaptiveLease`): they
-//! report a latency and an outcome when they end, which `Lease` has no room for, so it is not a
-//! `Limiter`; its row is checked by `the_adaptive_limiter_waits_and_hands_out_owned_leases`.
+//! The adaptive limiter's own `try_acquire` answers an `AdaptiveLease` (its latency timed to
+//! the nanosecond); as a `Limiter` (chains, partitions, owned leases, `AcquireAsync`) its leases
+//! are plain `Lease`s whose stamp keeps the grant's time (to 4.096 µs) and the outcome
+//! (`Lease::dropped`, `Lease::ignore`). Its row is checked by
+//! `the_adaptive_limiter_waits_and_hands_out_owned_leases`.
 //! `NoQueue` is a limiter type without the queue's code or memory (firmware, a proxy that
 //! answers 429 at once). The keyed forms and the HTTP policies: `tests/keyed_*.rs`,
 //! `tests/http.rs`.
@@ -270,4 +272,12 @@ fn the_adaptive_limiter_waits_and_hands_out_owned_leases() {
         (s.available_permits, s.total_successful, s.total_failed),
         (2, 4, 1)
     );
+    // As any limiter: waiting, quota, owned plain leases, settling.
+    fn any_limiter<L: Limiter + AcquireAsync + Quota + AcquireOwned + Release>() {}
+    any_limiter::<AdaptiveLimiter<M>>();
+    let mut plain = AcquireOwned::try_acquire_owned(&l, 2).unwrap();
+    plain.settle(1).unwrap();
+    assert_eq!(l.quota().remaining, 1);
+    drop(plain);
+    assert_eq!(l.quota().remaining, 2);
 }

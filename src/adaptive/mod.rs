@@ -49,7 +49,8 @@ use core::time::Duration;
 
 use crate::clock::Clock;
 use crate::concurrency::{ConcurrencyLimiter, ConcurrencyOptions};
-use crate::lease::{Lease, Rejection, Release, Statistics};
+pub use crate::lease::Outcome;
+use crate::lease::{Lease, Rejection, Release, SettleError, Statistics};
 use crate::limiter::Limiter;
 use crate::options::{OptionsError, QueueOrder};
 use crate::wait::Lock;
@@ -353,7 +354,12 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
     /// window, the new limit.
     fn sample(&self, start_ns: u64, outcome: Outcome) {
         let now = self.inner.clock().now().as_nanos();
-        let rtt = now.saturating_sub(start_ns);
+        self.sample_rtt(now, now.saturating_sub(start_ns), outcome);
+    }
+
+    /// A lease that ended at `now` after `rtt` with `outcome`: its sample, and if it closed a
+    /// window, the new limit.
+    fn sample_rtt(&self, now: u64, rtt: u64, outcome: Outcome) {
         let dropped = outcome == Outcome::Dropped;
         let cells = self.inner.cells();
         if let Some(summary) = self
@@ -378,6 +384,186 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
         });
     }
 }
+
+/// A plain [`Lease`]'s stamp, as this limiter's leases through the [`Limiter`] trait keep it
+/// (chains, partitions, owned leases): the grant's time on the limiter's clock, in units of
+/// 2^[`TIME_SHIFT`] ns (4.096 µs) modulo 2^[`TIME_BITS`] (a horizon of 2^40 ns, about 18
+/// minutes), the call's [`Outcome`] above it, and a probe's mark (a lease of 0 permits, which
+/// samples and settles nothing).
+mod stamp {
+    use super::Outcome;
+
+    pub(super) const TIME_SHIFT: u32 = 12;
+    pub(super) const TIME_BITS: u32 = 28;
+    const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+    const OUTCOME_SHIFT: u32 = TIME_BITS;
+    pub(super) const PROBE: u64 = 1 << 30;
+
+    /// The stamp of a grant at `now_ns`.
+    pub(super) const fn at(now_ns: u64) -> u64 {
+        (now_ns >> TIME_SHIFT) & TIME_MASK
+    }
+
+    /// The latency of a lease stamped `stamp` that ends at `now_ns`: exact to 2^12 ns for a
+    /// lease held less than the horizon (a longer one reads as its time modulo it).
+    pub(super) const fn latency_ns(stamp: u64, now_ns: u64) -> u64 {
+        (at(now_ns).wrapping_sub(stamp) & TIME_MASK) << TIME_SHIFT
+    }
+
+    pub(super) const fn outcome(stamp: u64) -> Outcome {
+        match (stamp >> OUTCOME_SHIFT) & 3 {
+            0 => Outcome::Success,
+            1 => Outcome::Dropped,
+            _ => Outcome::Ignored,
+        }
+    }
+
+    pub(super) const fn with_outcome(stamp: u64, outcome: Outcome) -> u64 {
+        let bits = match outcome {
+            Outcome::Success => 0,
+            Outcome::Dropped => 1,
+            Outcome::Ignored => 2,
+        };
+        stamp & !(3 << OUTCOME_SHIFT) | bits << OUTCOME_SHIFT
+    }
+}
+
+impl<C: Clock + Sync> AdaptiveLimiter<C> {
+    /// The plain lease of a grant of the concurrency limiter inside, timed from now: it
+    /// refers to this limiter, whose release samples it.
+    fn stamped(&self, lease: Lease<'_>) -> Lease<'_> {
+        let permits = lease.forget();
+        if permits == 0 {
+            return Lease::settling(0, stamp::PROBE, self);
+        }
+        self.sampler.note_in_flight(self.in_flight());
+        let now = self.inner.clock().now().as_nanos();
+        Lease::releasing_stamped(permits, stamp::at(now), self)
+    }
+}
+
+/// The adaptive limiter as any limiter: what chains and partitions take. Its leases are plain
+/// [`Lease`]s that keep the grant's time in their stamp: their drop releases the permits and
+/// samples the call (a success unless [`Lease::dropped`] or [`Lease::ignore`] said otherwise),
+/// its latency exact to 4.096 µs for a lease held less than about 18 minutes (a longer one
+/// reads as its time modulo that). The inherent [`try_acquire`](AdaptiveLimiter::try_acquire)
+/// answers an [`AdaptiveLease`], timed to the nanosecond.
+///
+/// ```
+/// use core::time::Duration;
+/// use tollgate::{Chain, Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+/// use tollgate::adaptive::{AdaptiveLimiter, AdaptiveOptions, Aimd};
+///
+/// let clock = ManualClock::new();
+/// let opts = AdaptiveOptions::new(4)
+///     .with_window(Duration::from_millis(10), 2)
+///     .with_algorithm(Aimd { timeout_ns: 50_000_000, ..Aimd::new() });
+/// let adaptive = AdaptiveLimiter::with_clock(opts, &clock).unwrap();
+/// let rate = TokenBucketLimiter::with_clock(TokenBucketOptions::per_second(1_000), &clock).unwrap();
+/// let chain = Chain::new((&rate, &adaptive));
+/// let calls: Vec<_> = (0..2).map(|_| chain.try_acquire(1).unwrap()).collect();
+/// clock.advance(Duration::from_millis(80)); // slower than the 50 ms timeout
+/// drop(calls); // two samples in a window of 10 ms: AIMD backs off
+/// assert_eq!(adaptive.limit(), 3);
+/// ```
+impl<C: Clock + Sync> Limiter for AdaptiveLimiter<C> {
+    fn try_acquire(&self, permits: u32) -> Result<Lease<'_>, Rejection> {
+        self.inner.try_acquire(permits).map(|l| self.stamped(l))
+    }
+    fn available_permits(&self) -> u64 {
+        self.inner.available_permits()
+    }
+    fn statistics(&self) -> Statistics {
+        self.inner.statistics()
+    }
+    fn idle_duration(&self) -> Option<Duration> {
+        self.inner.idle_duration()
+    }
+    fn close(&self) {
+        self.inner.close();
+    }
+    fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+/// Permits back to the concurrency limiter inside; a stamped lease's release also samples it.
+impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
+    fn release(&self, permits: u32) {
+        self.inner.release(permits);
+    }
+
+    fn release_stamped(&self, permits: u32, stamp: u64) {
+        let stamp = stamp & ((1 << crate::lease::STAMP_BITS) - 1);
+        self.inner.release(permits);
+        let outcome = stamp::outcome(stamp);
+        if permits > 0 && stamp & stamp::PROBE == 0 && outcome != Outcome::Ignored {
+            let now = self.inner.clock().now().as_nanos();
+            self.sample_rtt(now, stamp::latency_ns(stamp, now), outcome);
+        }
+    }
+
+    /// As the concurrency limiter inside settles (a probe's lease cannot).
+    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+        if stamp & stamp::PROBE != 0 {
+            return Err(SettleError::Unsupported);
+        }
+        self.inner.settle(held, actual, 0)
+    }
+
+    fn report(&self, stamp: u64, outcome: Outcome) -> u64 {
+        stamp::with_outcome(stamp, outcome)
+    }
+}
+
+impl<C: Clock + Sync> crate::wait::private::Sealed for AdaptiveLimiter<C> {}
+
+/// The waiting protocol of the concurrency limiter inside, whose grants become this limiter's
+/// stamped leases: `acquire().await` through [`AcquireAsync`](crate::AcquireAsync) (a chain's
+/// waiting form).
+impl<C: Clock + Sync> crate::wait::Source for AdaptiveLimiter<C> {
+    fn queue(&self) -> &crate::wait::WaitQueue {
+        self.inner.queue()
+    }
+    fn counters(&self) -> &crate::stats::Counters {
+        crate::wait::Source::counters(&self.inner)
+    }
+    fn limit(&self) -> u32 {
+        crate::wait::Source::limit(&self.inner)
+    }
+    fn take_now(&self, n: u32) -> Result<u64, Rejection> {
+        self.inner.take_now(n)
+    }
+    fn take_locked(&self, n: u32, flag_if_short: bool) -> crate::wait::LockedTake {
+        self.inner.take_locked(n, flag_if_short)
+    }
+    fn take_for_waiter(&self, n: u32) -> crate::wait::LockedTake {
+        crate::wait::Source::take_for_waiter(&self.inner, n)
+    }
+    fn wait_behind(&self, ahead: &mut dyn Iterator<Item = u32>, n: u32) -> Option<Duration> {
+        crate::wait::Source::wait_behind(&self.inner, ahead, n)
+    }
+    fn timed(&self) -> bool {
+        self.inner.timed()
+    }
+    fn served_on_return(&self) -> bool {
+        self.inner.served_on_return()
+    }
+    fn clear_waiters(&self) {
+        self.inner.clear_waiters()
+    }
+    fn give_back(&self, n: u32, stamp: u64) {
+        crate::wait::Source::give_back(&self.inner, n, stamp)
+    }
+    fn wait_for_permits(&self, total: u64) -> Option<Duration> {
+        self.inner.wait_for_permits(total)
+    }
+    fn lease(&self, n: u32, stamp: u64) -> Lease<'_> {
+        self.stamped(crate::wait::Source::lease(&self.inner, n, stamp))
+    }
+}
+
+crate::limiter::queued_capabilities!(@acquire AdaptiveLimiter<C> where C: Clock | Sync);
 
 /// The quota of a concurrency limit that moves: the limit now, the permits free under it, and
 /// no reset time (only releases bring permits back).
@@ -404,17 +590,6 @@ impl<C: Clock> core::fmt::Debug for AdaptiveLimiter<C> {
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
-}
-
-/// How a lease's call went, as its sample tells the algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// It succeeded (the default): its latency is a measurement of the server.
-    Success,
-    /// The server was overloaded (a timeout, a 503, an upstream refusal).
-    Dropped,
-    /// Nothing to learn about capacity (a client error): no sample.
-    Ignored,
 }
 
 /// The call a lease of an [`AdaptiveLimiter`] covers: its permits, when it was granted and

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::lease::{Lease, SettleError};
+use crate::lease::{Lease, Outcome, SettleError};
 
 /// The inner leases of a [`ChainLease`]: a tuple, an array or (feature `alloc`) a `Vec`, which
 /// can give its leases back last to first.
@@ -44,6 +44,24 @@ pub trait Leases {
         let _ = actual;
         Err(SettleError::Unsupported)
     }
+
+    /// Tells every lease's limiter how the call went ([`Lease::dropped`], [`Lease::ignore`]).
+    /// The default, for leases that keep no stamp (a
+    /// [`PartitionedChain`](crate::PartitionedChain)'s), tells nobody.
+    fn report_each(&mut self, outcome: Outcome) {
+        let _ = outcome;
+    }
+}
+
+/// [`Leases::report_each`] of a slice of leases.
+fn report_slice(leases: &mut [Lease<'_>], outcome: Outcome) {
+    for lease in leases {
+        match outcome {
+            Outcome::Dropped => lease.dropped(),
+            Outcome::Ignored => lease.ignore(),
+            Outcome::Success => {}
+        }
+    }
 }
 
 /// Settles `leases[i]` to `actual(i)`, in order, all or nothing: when one refuses, those
@@ -81,6 +99,10 @@ impl<const N: usize> Leases for [Lease<'_>; N] {
         let held = permits_of(self);
         settle_slice(self, &held, |_| actual)
     }
+
+    fn report_each(&mut self, outcome: Outcome) {
+        report_slice(self, outcome);
+    }
 }
 
 #[cfg(feature = "alloc")]
@@ -94,6 +116,10 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
     fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
         let held: alloc::vec::Vec<u32> = self.iter().map(Lease::permits).collect();
         settle_slice(self, &held, |_| actual)
+    }
+
+    fn report_each(&mut self, outcome: Outcome) {
+        report_slice(self, outcome);
     }
 }
 
@@ -170,6 +196,25 @@ impl<T: Leases> ChainLease<T> {
         leases.settle_each(actual)?;
         self.permits = actual;
         Ok(())
+    }
+}
+
+impl<T: Leases> ChainLease<T> {
+    /// Tells every limiter of the chain that the call made under this lease was dropped for
+    /// overload ([`Lease::dropped`]): an adaptive limiter in the chain backs off, the others
+    /// ignore it.
+    pub fn dropped(&mut self) {
+        if let Some(leases) = self.leases.as_mut() {
+            leases.report_each(Outcome::Dropped);
+        }
+    }
+
+    /// Tells every limiter of the chain that the call says nothing about capacity
+    /// ([`Lease::ignore`]).
+    pub fn ignore(&mut self) {
+        if let Some(leases) = self.leases.as_mut() {
+            leases.report_each(Outcome::Ignored);
+        }
     }
 }
 

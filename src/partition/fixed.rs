@@ -606,7 +606,7 @@ impl<K: Hash + Eq, L: Release, const N: usize> Drop for FixedLease<'_, K, L, N> 
             let n = self.permits;
             self.table.with(|t| {
                 if let Some(l) = t.map.get(&self.key) {
-                    l.release(n);
+                    l.release_stamped(n, self.stamp);
                 }
             });
         }

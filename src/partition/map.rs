@@ -82,6 +82,17 @@ impl<K, L: Release> Release for Slot<K, L> {
             l.release(permits);
         }
     }
+    fn release_stamped(&self, permits: u32, stamp: u64) {
+        if let Some(l) = self.limiter.get() {
+            l.release_stamped(permits, stamp);
+        }
+    }
+    fn report(&self, stamp: u64, outcome: crate::lease::Outcome) -> u64 {
+        match self.limiter.get() {
+            Some(l) => l.report(stamp, outcome),
+            None => stamp,
+        }
+    }
     fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), crate::lease::SettleError> {
         match self.limiter.get() {
             Some(l) => l.settle(held, actual, stamp),
@@ -184,6 +195,24 @@ impl<K, L: Release> PartitionLease<K, L> {
 }
 
 impl<K, L: Release> PartitionLease<K, L> {
+    /// [`Lease::dropped`](crate::Lease::dropped): the call made under this lease was dropped
+    /// for overload (a partition of [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter)s
+    /// backs off; any other ignores it).
+    pub fn dropped(&mut self) {
+        self.report(crate::lease::Outcome::Dropped);
+    }
+
+    /// [`Lease::ignore`](crate::Lease::ignore): the call says nothing about capacity.
+    pub fn ignore(&mut self) {
+        self.report(crate::lease::Outcome::Ignored);
+    }
+
+    fn report(&mut self, outcome: crate::lease::Outcome) {
+        if let Some(slot) = &self.slot {
+            self.stamp = slot.report(self.stamp, outcome) & ((1 << crate::lease::STAMP_BITS) - 1);
+        }
+    }
+
     /// The number of permits this lease holds.
     ///
     /// ```
@@ -234,7 +263,9 @@ where
     /// ```
     pub fn into_owned(mut self) -> crate::lease::OwnedLease {
         match self.slot.take() {
-            Some(slot) if self.returns => crate::lease::OwnedLease::releasing(self.permits, slot),
+            Some(slot) if self.returns => {
+                crate::lease::OwnedLease::releasing_stamped(self.permits, self.stamp, slot)
+            }
             Some(slot) => crate::lease::OwnedLease::settling(self.permits, self.stamp, slot),
             None => crate::lease::OwnedLease::unreleased(self.permits),
         }
@@ -245,7 +276,7 @@ impl<K, L: Release> Drop for PartitionLease<K, L> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             if self.returns {
-                slot.release(self.permits);
+                slot.release_stamped(self.permits, self.stamp);
             }
         }
     }
