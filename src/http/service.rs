@@ -174,7 +174,7 @@ impl Admitted {
         self.permits.0[slot] = g.permit;
         let pause = p.pause_key(view, &shared.client_ip);
         if g.quota.is_some() || pause.is_some() {
-            let extra = self.extra(shared);
+            let extra = self.extra.get_or_insert_with(|| Extra::new(shared));
             extra.quotas[slot] = g.quota.map(|q| (i, q));
             if let Some(key) = pause {
                 extra.pause = Some((i, key));
@@ -200,20 +200,10 @@ impl Admitted {
         }
         shared.shadow_refused(i, &d, view);
         if let Some(q) = d.quota {
-            self.extra(shared).quotas[slot] = Some((i, q));
+            let extra = self.extra.get_or_insert_with(|| Extra::new(shared));
+            extra.quotas[slot] = Some((i, q));
         }
         None
-    }
-
-    /// The extra, made on first need.
-    fn extra(&mut self, shared: &Arc<Shared>) -> &mut Extra {
-        self.extra.get_or_insert_with(|| {
-            Box::new(Extra {
-                quotas: [None, None],
-                pause: None,
-                shared: shared.clone(),
-            })
-        })
     }
 
     /// What the response future keeps: the permits, if the body must keep any, and the
@@ -226,6 +216,16 @@ impl Admitted {
 }
 
 impl Extra {
+    /// Nothing to report or pause on yet.
+    #[inline(always)]
+    fn new(shared: &Arc<Shared>) -> Box<Self> {
+        Box::new(Extra {
+            quotas: [None, None],
+            pause: None,
+            shared: shared.clone(),
+        })
+    }
+
     /// On the inner service's response: the quota headers, and the pause on an upstream 429.
     fn after(self, parts: &mut http::response::Parts) {
         self.shared.after(parts, &self.quotas, self.pause);
