@@ -312,3 +312,73 @@ async fn a_shadow_concurrency_policy_takes_no_permit_it_does_not_hold() {
     // D was granted each time: no more would-be refusals, whatever the retries.
     assert_eq!(limits.shadow_rejections(GLOBAL), Some(1));
 }
+
+/// A shadow policy that queues: the wait is its decision, so a request still waits; a wait
+/// that ends in a refusal (here the maximum delay) lets the request through, counted, and it
+/// holds no permit of that policy.
+#[tokio::test]
+async fn a_shadow_queue_that_times_out_lets_the_request_through() {
+    let opts = ConcurrencyOptions::new(1).with_queue(1, tollgate::QueueOrder::OldestFirst);
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::concurrency(opts)
+                .unwrap()
+                .queue(Some(Duration::from_millis(20)))
+                .shadow(),
+        )
+        .build()
+        .unwrap();
+    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
+    let handler = move || {
+        let feeds = feed_tx.clone();
+        async move {
+            let (tx, rx) = mpsc::channel(4);
+            tx.send(Bytes::from_static(b"first;")).await.unwrap();
+            feeds.send(tx).unwrap();
+            axum::body::Body::new(ChannelBody(rx))
+        }
+    };
+    let app = Router::new()
+        .route("/stream", get(handler))
+        .layer(limits.layer().for_axum());
+    let addr = serve(app).await;
+    let c = client();
+
+    // A holds the permit; B waits in the queue for 20 ms, then is let through.
+    let a = stream(&c, addr).await;
+    let feed_a = feeds.recv().await.unwrap();
+    let b = stream(&c, addr).await;
+    let feed_b = feeds.recv().await.unwrap();
+    assert_eq!(b.status(), StatusCode::OK);
+    assert_eq!(limits.shadow_rejections(GLOBAL), Some(1));
+    // B holds nothing: once A's body ends, the permit is free although B still streams.
+    drop(feed_a);
+    let _ = a.into_body().collect().await.unwrap();
+    let mut granted = false;
+    let mut waited_out = 0;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let before = limits.shadow_rejections(GLOBAL).unwrap();
+        let d = stream(&c, addr).await;
+        let feed_d = feeds.recv().await.unwrap();
+        assert_eq!(d.status(), StatusCode::OK);
+        drop(feed_d);
+        let _ = d.into_body().collect().await.unwrap();
+        if limits.shadow_rejections(GLOBAL).unwrap() == before {
+            granted = true; // granted, not let through
+            break;
+        }
+        waited_out += 1;
+    }
+    assert!(
+        granted,
+        "the permit came back while B, let through, still streams"
+    );
+    assert_eq!(
+        limits.shadow_rejections(GLOBAL),
+        Some(1 + waited_out),
+        "every extra count is a request that waited out its delay"
+    );
+    drop(feed_b);
+    let _ = b.into_body().collect().await.unwrap();
+}
