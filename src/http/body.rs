@@ -15,8 +15,15 @@ use super::policy::Permit;
 pub(crate) struct Permits(pub(crate) [Permit; 2]);
 
 impl Permits {
+    /// Whether any of them gives permits back when dropped.
     pub(crate) fn holds(&self) -> bool {
         self.0.iter().any(Permit::holds)
+    }
+
+    /// Whether the response body must keep them until it ends (they give permits back, or
+    /// the metrics time them).
+    pub(crate) fn kept(&self) -> bool {
+        self.0.iter().any(Permit::kept)
     }
 
     /// The response's status, for the adaptive leases among them.
@@ -127,9 +134,9 @@ impl<B> LimitedBody<B> {
         matches!(
             &self.inner,
             Inner::Body {
-                permits: Some(_),
+                permits: Some(p),
                 ..
-            }
+            } if p.holds()
         )
     }
 }

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use http::header::HeaderValue;
@@ -11,6 +11,7 @@ use http::header::HeaderValue;
 use super::client_ip::ClientIp;
 use super::error::BuildError;
 use super::headers::{policy_header, Reported};
+use super::meter::{self, Meter, Outcome};
 use super::policy::{
     self, Decision, Denial, Grant, Key, MissingKey, Permit, Policy, PolicyLimiter, PolicyQuota,
     Rate, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
@@ -31,6 +32,27 @@ pub(super) struct Compiled {
     policy_header: HeaderValue,
     /// Partitions paused by an upstream 429 (client side).
     pauses: Pauses,
+    /// In shadow mode: refuses nothing, counts what it would refuse.
+    pub(super) shadow: bool,
+    /// The requests it would have refused, in shadow mode.
+    shadow_rejections: AtomicU64,
+    /// Its instruments, when the layer reports metrics.
+    pub(super) meter: Option<Arc<Meter>>,
+}
+
+/// How a policy is built into the layer: its name, its place, and what the layer adds to it.
+pub(super) struct Setup<'a> {
+    /// The layer's clock.
+    pub(super) clock: &'a SharedClock,
+    /// The clock is the default one, which the built-in limiters may read directly.
+    pub(super) std_clock: bool,
+    /// The layer's global policy (its refusals are `global_limiter` in the metrics).
+    pub(super) global: bool,
+    /// The whole layer is in shadow mode.
+    pub(super) shadow: bool,
+    /// The layer reports metrics.
+    #[cfg(feature = "metrics")]
+    pub(super) metrics: bool,
 }
 
 /// One policy's decision for a request.
@@ -42,31 +64,60 @@ pub(super) enum Step {
 }
 
 impl Compiled {
-    /// Builds policy `name` on `clock` (`std_clock`: the default clock, which the built-in
-    /// limiters may read directly).
-    pub(super) fn new(
-        name: String,
-        policy: Policy,
-        clock: &SharedClock,
-        std_clock: bool,
-    ) -> Result<Self, BuildError> {
+    /// Builds policy `name` as `setup` says.
+    pub(super) fn new(name: String, policy: Policy, setup: &Setup<'_>) -> Result<Self, BuildError> {
         if !valid_name(&name) {
             return Err(BuildError::InvalidName(name));
         }
-        let (limiter, rate) = policy.build(clock, std_clock)?;
+        let (limiter, rate) = policy.build(setup.clock, setup.std_clock)?;
         let describe = limiter.describe();
         let Some(policy_header) = policy_header(&name, &describe) else {
             return Err(BuildError::InvalidName(name));
         };
+        #[cfg(feature = "metrics")]
+        let meter = setup
+            .metrics
+            .then(|| Arc::new(Meter::new(&name, setup.global, setup.clock)));
+        #[cfg(not(feature = "metrics"))]
+        let meter = None;
         Ok(Self {
             name: name.into_boxed_str(),
+            shadow: policy.shadow || setup.shadow,
             policy,
             limiter,
             rate,
             describe,
             policy_header,
             pauses: Pauses::default(),
+            shadow_rejections: AtomicU64::new(0),
+            meter,
         })
+    }
+
+    /// Counts one decision of this policy in its metrics, if the layer reports them.
+    #[inline(always)]
+    pub(super) fn count(&self, outcome: Outcome) {
+        meter::count(&self.meter, outcome);
+    }
+
+    /// What a refusal of this policy comes to: refused, or let through in shadow mode.
+    pub(super) fn refused(&self) -> Outcome {
+        if self.shadow {
+            Outcome::Shadow
+        } else {
+            Outcome::Refused
+        }
+    }
+
+    /// Counts a request this policy, in shadow mode, would have refused.
+    pub(super) fn shadow_rejected(&self) {
+        self.shadow_rejections.fetch_add(1, Ordering::Relaxed);
+        self.count(Outcome::Shadow);
+    }
+
+    /// How many requests this policy would have refused, in shadow mode.
+    pub(super) fn shadow_rejections(&self) -> u64 {
+        self.shadow_rejections.load(Ordering::Relaxed)
     }
 
     /// `quota`, as this policy's headers report it.

@@ -105,6 +105,7 @@ mod error;
 mod headers;
 mod key_hash;
 mod layer;
+mod meter;
 mod policy;
 mod rate_limiting;
 mod reject;

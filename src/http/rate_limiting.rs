@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::Response;
 
 use super::client_ip::ClientIp;
-use super::compiled::Compiled;
+use super::compiled::{Compiled, Setup};
 use super::endpoint::{Endpoint, Mode, Selector};
 use super::error::BuildError;
 use super::headers::Headers;
@@ -95,6 +95,9 @@ impl RateLimiting {
             clock: None,
             body: Bytes::new(),
             retry_after_jitter: None,
+            shadow: false,
+            #[cfg(feature = "metrics")]
+            metrics: false,
         }
     }
 
@@ -199,6 +202,42 @@ impl RateLimiting {
             .and_then(|i| self.shared.policies[i].limiter.partitions())
     }
 
+    /// How many requests the named policy would have refused in shadow mode
+    /// ([`Policy::shadow`], [`RateLimitingBuilder::shadow`]) and let through, since the layer
+    /// was built (`None` for an unknown name; always 0 for a policy that enforces).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Endpoint, Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let one_a_minute = || Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60))).unwrap();
+    /// let limits = RateLimiting::builder()
+    ///     .policy("new-limit", one_a_minute().shadow())
+    ///     .policy("old-limit", one_a_minute())
+    ///     .select(|req| Endpoint::Policy(if req.uri.path() == "/new" { "new-limit" } else { "old-limit" }))
+    ///     .build()
+    ///     .unwrap();
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// for path in ["/new", "/new", "/new", "/old", "/old"] {
+    ///     let _ = app.clone().oneshot(Request::get(path).body(()).unwrap()).await.unwrap();
+    /// }
+    /// assert_eq!(limits.shadow_rejections("new-limit"), Some(2)); // let through
+    /// assert_eq!(limits.shadow_rejections("old-limit"), Some(0)); // it refused its second
+    /// assert_eq!(limits.shadow_rejections("unknown"), None);
+    /// # }
+    /// ```
+    pub fn shadow_rejections(&self, name: &str) -> Option<u64> {
+        self.shared
+            .index(name)
+            .map(|i| self.shared.policies[i].shadow_rejections())
+    }
+
     /// What `RateLimit-Policy` says of the named policy (`None` for an unknown name).
     ///
     /// ```
@@ -283,6 +322,9 @@ pub struct RateLimitingBuilder {
     pub(super) clock: Option<SharedClock>,
     pub(super) body: Bytes,
     pub(super) retry_after_jitter: Option<Jitter>,
+    pub(super) shadow: bool,
+    #[cfg(feature = "metrics")]
+    pub(super) metrics: bool,
 }
 
 impl fmt::Debug for RateLimitingBuilder {
@@ -591,6 +633,99 @@ impl RateLimitingBuilder {
         /// # }
         /// ```
         fn retry_after_jitter(jitter: Jitter) => retry_after_jitter = Some(jitter);
+        /// Puts the whole layer in shadow mode (default off): every policy decides, counts and
+        /// reports, and refuses nothing, as one [`Policy::shadow`] does. Rolling out a whole
+        /// configuration: watch [`RateLimiting::shadow_rejections`] (and the metrics'
+        /// `shadow_rejected`), then build it again without. A selector that names no policy
+        /// is still answered 500 ([`UNKNOWN_POLICY`]): that is a configuration error, not a
+        /// limit.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use tollgate::http::{Policy, RateLimiting, GLOBAL};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let two_a_minute = || Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let limits = RateLimiting::builder().global(two_a_minute()).shadow(true).build().unwrap();
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..3 {
+        ///     assert_eq!(app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap().status(), 200);
+        /// }
+        /// assert_eq!(limits.shadow_rejections(GLOBAL), Some(1));
+        /// # }
+        /// ```
+        fn shadow(on: bool) => shadow = on;
+        /// Reports the layer's standard metrics through the [`metrics`](https://docs.rs/metrics)
+        /// facade (default off; feature `metrics`): the instruments of ASP.NET Core 8's
+        /// rate-limiting middleware, per policy (label `policy`), under the prefix
+        /// `tollgate.http.rate_limiting.`:
+        ///
+        /// | instrument | kind | labels |
+        /// |---|---|---|
+        /// | `requests` | counter | `policy`, `result` |
+        /// | `active_request_leases` | gauge, up and down | `policy` |
+        /// | `queued_requests` | gauge, up and down | `policy` |
+        /// | `request_lease.duration` | histogram, seconds | `policy` |
+        /// | `request.time_in_queue` | histogram, seconds | `policy`, `result` |
+        ///
+        /// Each policy a request goes through counts one `result`: `acquired`,
+        /// `global_limiter` (refused by the global policy), `endpoint_limiter` (refused by
+        /// another), `request_canceled` (the client went away while it waited in the policy's
+        /// queue) or `shadow_rejected` (would have been refused, in [shadow
+        /// mode](Policy::shadow)). A granted request holds a lease of each policy that granted
+        /// it from the grant to the end of its response body (a rate policy's too, for the
+        /// metrics); the time in queue runs from the request's arrival in the queue to the
+        /// end of its wait. Durations are read from the layer's [`clock`](Self::clock).
+        ///
+        /// The instruments are registered when [`build`](Self::build) runs, with the recorder
+        /// installed then: install your exporter's recorder first (or build inside
+        /// `metrics::with_local_recorder`). A request then only updates atomics. Without
+        /// this, the layer's decisions cost what they did.
+        ///
+        /// ```
+        /// # use std::{convert::Infallible, time::Duration};
+        /// use http::{Request, Response};
+        /// use metrics_util::debugging::DebuggingRecorder;
+        /// use tollgate::http::{Policy, RateLimiting};
+        /// use tollgate::FixedWindowOptions;
+        /// use tower::{service_fn, Layer, ServiceExt};
+        ///
+        /// # #[tokio::main(flavor = "current_thread")]
+        /// # async fn main() {
+        /// let recorder = DebuggingRecorder::new();
+        /// let snapshotter = recorder.snapshotter();
+        /// let two_a_minute = Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap();
+        /// let builder = RateLimiting::builder().global(two_a_minute).metrics(true);
+        /// let limits = metrics::with_local_recorder(&recorder, || builder.build()).unwrap();
+        /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+        /// let app = limits.layer().layer(service_fn(hello));
+        /// for _ in 0..3 {
+        ///     let _ = app.clone().oneshot(Request::get("/").body(()).unwrap()).await.unwrap();
+        /// }
+        /// let snapshot = snapshotter.snapshot().into_vec(); // (a debugging snapshot resets)
+        /// let requests = |result: &str| {
+        ///     snapshot.iter().find_map(|(key, _, _, value)| {
+        ///         let key = key.key();
+        ///         let matches = key.name() == "tollgate.http.rate_limiting.requests"
+        ///             && key.labels().any(|l| l.key() == "result" && l.value() == result);
+        ///         match value {
+        ///             metrics_util::debugging::DebugValue::Counter(n) if matches => Some(*n),
+        ///             _ => None,
+        ///         }
+        ///     })
+        /// };
+        /// assert_eq!(requests("acquired"), Some(2));
+        /// assert_eq!(requests("global_limiter"), Some(1));
+        /// # }
+        /// ```
+        #[cfg(feature = "metrics")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+        fn metrics(on: bool) => metrics = on;
     }
 
     /// Builds every policy's limiter.
@@ -609,17 +744,26 @@ impl RateLimitingBuilder {
     pub fn build(self) -> Result<RateLimiting, BuildError> {
         let std_clock = self.clock.is_none();
         let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(crate::StdClock));
+        let mut setup = Setup {
+            clock: &clock,
+            std_clock,
+            global: true,
+            shadow: self.shadow,
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics,
+        };
         let mut policies = Vec::new();
         let mut global = None;
         if let Some(p) = self.global {
             global = Some(policies.len());
-            policies.push(Compiled::new(GLOBAL.to_string(), p, &clock, std_clock)?);
+            policies.push(Compiled::new(GLOBAL.to_string(), p, &setup)?);
         }
+        setup.global = false;
         for (name, p) in self.policies {
             if name == GLOBAL || policies.iter().any(|c: &Compiled| *c.name == *name) {
                 return Err(BuildError::DuplicatePolicy(name));
             }
-            policies.push(Compiled::new(name, p, &clock, std_clock)?);
+            policies.push(Compiled::new(name, p, &setup)?);
         }
         Ok(RateLimiting {
             shared: Arc::new(Shared {

@@ -55,6 +55,42 @@ pub struct Rejected<'a> {
     pub status: StatusCode,
     /// The request.
     pub request: RequestView<'a>,
+    /// The policy is in shadow mode ([`Policy::shadow`]): the request is not refused, it goes
+    /// on to the inner service, and the response the hook returns is dropped. A hook that
+    /// logs or counts sees shadow refusals here; one that only builds a response can ignore
+    /// them.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, sync::{Arc, Mutex}, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let trial = Policy::fixed_window(FixedWindowOptions::new(1, Duration::from_secs(60))).unwrap().shadow();
+    /// let limits = RateLimiting::builder()
+    ///     .global(trial)
+    ///     .on_rejected({
+    ///         let log = log.clone();
+    ///         move |r| {
+    ///             log.lock().unwrap().push(format!("{} would refuse {} (shadow: {})", r.policy, r.request.uri, r.shadow));
+    ///             Response::builder().status(r.status).body("".into()).unwrap()
+    ///         }
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.layer().layer(service_fn(hello));
+    /// for _ in 0..2 {
+    ///     assert_eq!(app.clone().oneshot(Request::get("/a").body(()).unwrap()).await.unwrap().status(), 200);
+    /// }
+    /// assert_eq!(*log.lock().unwrap(), ["global would refuse /a (shadow: true)"]);
+    /// # }
+    /// ```
+    pub shadow: bool,
 }
 
 pub(super) type RejectHook = dyn Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync;
@@ -91,6 +127,26 @@ impl Refusals {
                 Rejection::with_retry_after(&Reason::PartitionsFull, PARTITIONS_FULL_RETRY_AFTER);
         }
         self.respond(headers, name, policy.status_for(reason), d, report, view)
+    }
+
+    /// A request that the policy `name` (`policy`), in shadow mode, would have refused: the
+    /// hook sees it (marked [`Rejected::shadow`]), and its response is dropped.
+    pub(super) fn shadow(
+        &self,
+        (name, policy): (&str, &Policy),
+        d: &Denial,
+        view: &RequestView<'_>,
+    ) {
+        if let Some(hook) = &self.hook {
+            let _ = hook(&Rejected {
+                policy: name,
+                rejection: d.rejection,
+                quota: d.quota,
+                status: policy.status_for(d.rejection.reason()),
+                request: *view,
+                shadow: true,
+            });
+        }
     }
 
     /// The response to a request whose selector chose `name`, which names no policy: a 500
@@ -134,6 +190,7 @@ impl Refusals {
                 quota: d.quota,
                 status,
                 request: *view,
+                shadow: false,
             }),
             None => {
                 // A misconfiguration says what to fix (`MissingKey::Auto`).

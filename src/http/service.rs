@@ -12,6 +12,7 @@ use tower_service::Service;
 use super::body::{LimitedBody, Permits};
 use super::compiled::Step;
 use super::endpoint::Mode;
+use super::meter::Outcome;
 use super::policy::{Denial, Grant, Key, RequestView};
 use super::shared::{Plan, Quotas, Shared};
 
@@ -131,7 +132,11 @@ impl Admitted {
             let Some(i) = i else { continue };
             match shared.decide(i, view) {
                 Step::Granted(g) => self.grant(slot, i, g, shared, view),
-                Step::Denied(denial) => return Verdict::Refuse(Refusal::Policy(i, denial)),
+                Step::Denied(denial) => {
+                    if let Some(refusal) = self.deny(slot, i, denial, shared, view) {
+                        return Verdict::Refuse(refusal);
+                    }
+                }
                 Step::Wait(key) => {
                     let admitted = self;
                     return Verdict::Wait(Box::new(Waiting {
@@ -150,25 +155,26 @@ impl Admitted {
         }
     }
 
+    /// Policy `i`, `plan[slot]`, granted the request: it holds `g`'s permit (timed as a lease
+    /// when the layer reports metrics) and reports `g`'s quota.
     #[inline(always)]
     fn grant(
         &mut self,
         slot: usize,
         i: usize,
-        g: Grant,
+        mut g: Grant,
         shared: &Arc<Shared>,
         view: &RequestView<'_>,
     ) {
+        let p = &shared.policies[i];
+        if let Some(m) = &p.meter {
+            m.count(Outcome::Acquired);
+            g.permit = m.lease(g.permit);
+        }
         self.permits.0[slot] = g.permit;
-        let pause = shared.policies[i].pause_key(view, &shared.client_ip);
+        let pause = p.pause_key(view, &shared.client_ip);
         if g.quota.is_some() || pause.is_some() {
-            let extra = self.extra.get_or_insert_with(|| {
-                Box::new(Extra {
-                    quotas: [None, None],
-                    pause: None,
-                    shared: shared.clone(),
-                })
-            });
+            let extra = self.extra.get_or_insert_with(|| Extra::new(shared));
             extra.quotas[slot] = g.quota.map(|q| (i, q));
             if let Some(key) = pause {
                 extra.pause = Some((i, key));
@@ -176,15 +182,50 @@ impl Admitted {
         }
     }
 
-    /// What the response future keeps: the permits, if any are held, and the extra.
+    /// Policy `i`, `plan[slot]`, refused the request: the refusal; or, for a policy in shadow
+    /// mode, nothing (counted, shown to the hook, its quota reported, and the request goes on).
+    #[inline(always)]
+    fn deny(
+        &mut self,
+        slot: usize,
+        i: usize,
+        d: Denial,
+        shared: &Arc<Shared>,
+        view: &RequestView<'_>,
+    ) -> Option<Refusal> {
+        let p = &shared.policies[i];
+        if !p.shadow {
+            p.count(Outcome::Refused);
+            return Some(Refusal::Policy(i, d));
+        }
+        shared.shadow_refused(i, &d, view);
+        if let Some(q) = d.quota {
+            let extra = self.extra.get_or_insert_with(|| Extra::new(shared));
+            extra.quotas[slot] = Some((i, q));
+        }
+        None
+    }
+
+    /// What the response future keeps: the permits, if the body must keep any, and the
+    /// extra.
     #[inline(always)]
     fn split(self) -> (Option<Permits>, Option<Box<Extra>>) {
-        let permits = self.permits.holds().then_some(self.permits);
+        let permits = self.permits.kept().then_some(self.permits);
         (permits, self.extra)
     }
 }
 
 impl Extra {
+    /// Nothing to report or pause on yet.
+    #[inline(always)]
+    fn new(shared: &Arc<Shared>) -> Box<Self> {
+        Box::new(Extra {
+            quotas: [None, None],
+            pause: None,
+            shared: shared.clone(),
+        })
+    }
+
     /// On the inner service's response: the quota headers, and the pause on an upstream 429.
     fn after(self, parts: &mut http::response::Parts) {
         self.shared.after(parts, &self.quotas, self.pause);
@@ -309,14 +350,27 @@ impl<S> RateLimit<S> {
                     key,
                     mut admitted,
                 } = *waiting;
+                // Timed for the metrics; dropped with this future, a client gone while queued.
+                let timer = shared.queued(i);
                 let outcome = shared.wait(i, key).await;
                 let view = RequestView::of(&req);
                 let verdict = match outcome {
                     Ok(g) => {
+                        if let Some(t) = timer {
+                            t.done(Outcome::Acquired);
+                        }
                         admitted.grant(slot, i, g, &shared, &view);
                         admitted.through(&shared, plan, slot + 1, &view)
                     }
-                    Err(denial) => Verdict::Refuse(Refusal::Policy(i, denial)),
+                    Err(denial) => {
+                        if let Some(t) = timer {
+                            t.done(shared.policies[i].refused());
+                        }
+                        match admitted.deny(slot, i, denial, &shared, &view) {
+                            Some(refusal) => Verdict::Refuse(refusal),
+                            None => admitted.through(&shared, plan, slot + 1, &view),
+                        }
+                    }
                 };
                 match verdict {
                     Verdict::Pass => break (None, None),

@@ -11,6 +11,7 @@ use super::client_ip::ClientIp;
 use super::compiled::{Compiled, Step};
 use super::endpoint::{Endpoint, Mode, Selector};
 use super::headers::Headers;
+use super::meter::QueueTimer;
 use super::policy::{Denial, Grant, Key, RequestView, SharedClock};
 use super::reject::Refusals;
 use super::retry_after;
@@ -71,7 +72,8 @@ impl Shared {
             Mode::Router => return None,
         };
         let p = &self.policies[i];
-        (p.rate.is_some() && !self.headers.want_quota() && !p.policy.pause_on_429).then_some(i)
+        let plain = !p.policy.pause_on_429 && !p.shadow && p.meter.is_none();
+        (p.rate.is_some() && !self.headers.want_quota() && plain).then_some(i)
     }
 
     /// Policy `i`'s decision for a request.
@@ -97,6 +99,21 @@ impl Shared {
         let report = d.quota.map(|q| p.reported(q));
         let who = (&*p.name, &p.policy);
         self.refusals.refuse(&self.headers, who, d, report, view)
+    }
+
+    /// A request policy `i`, in shadow mode, would have refused: counted, and shown to the
+    /// `on_rejected` hook.
+    #[cold]
+    pub(super) fn shadow_refused(&self, i: usize, d: &Denial, view: &RequestView<'_>) {
+        let p = &self.policies[i];
+        p.shadow_rejected();
+        self.refusals.shadow((&p.name, &p.policy), d, view);
+    }
+
+    /// The timer of a request that starts waiting in policy `i`'s queue, if the layer
+    /// reports metrics.
+    pub(super) fn queued(&self, i: usize) -> Option<QueueTimer> {
+        self.policies[i].meter.as_ref().map(|m| m.queued())
     }
 
     /// The response to a request whose selector chose `name`, which names no policy.

@@ -38,6 +38,9 @@ pub(super) enum PermitInner {
     /// An adaptive limiter's lease: released, and its latency and outcome sampled, when the
     /// response ends.
     Adaptive(crate::adaptive::OwnedAdaptiveLease),
+    /// A permit timed for the layer's metrics, from the grant to the end of the response.
+    #[cfg(feature = "metrics")]
+    Metered(Box<crate::http::meter::Metered>),
 }
 
 impl Permit {
@@ -93,23 +96,47 @@ impl Permit {
         Permit(PermitInner::Adaptive(lease))
     }
 
+    /// `metered`, as a permit (the layer's metrics time it until it is dropped).
+    #[cfg(feature = "metrics")]
+    pub(in crate::http) fn metered(metered: crate::http::meter::Metered) -> Self {
+        Permit(PermitInner::Metered(Box::new(metered)))
+    }
+
     /// What the response's status says about the server's capacity, for an adaptive lease:
     /// a 5xx or a 429 (from upstream) is a drop, another 4xx nothing.
     pub(crate) fn observe(&mut self, status: http::StatusCode) {
-        if let PermitInner::Adaptive(lease) = &mut self.0 {
-            if status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS {
-                lease.dropped();
-            } else if status.is_client_error() {
-                lease.ignore();
+        match &mut self.0 {
+            PermitInner::Adaptive(lease) => {
+                if status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS {
+                    lease.dropped();
+                } else if status.is_client_error() {
+                    lease.ignore();
+                }
             }
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.observe(status),
+            _ => {}
         }
     }
 
     /// The inner service failed (an error, a timeout): a drop, for an adaptive lease.
     pub(crate) fn fail(&mut self) {
-        if let PermitInner::Adaptive(lease) = &mut self.0 {
-            lease.dropped();
+        match &mut self.0 {
+            PermitInner::Adaptive(lease) => lease.dropped(),
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.fail(),
+            _ => {}
         }
+    }
+
+    /// Whether the response body must keep this until it ends: it gives permits back, or the
+    /// metrics time it.
+    pub(crate) fn kept(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        if matches!(self.0, PermitInner::Metered(_)) {
+            return true;
+        }
+        self.holds()
     }
 
     /// Whether dropping this gives permits back.
@@ -129,6 +156,8 @@ impl Permit {
             PermitInner::None => false,
             PermitInner::Owned(l) => l.returns_permits(),
             PermitInner::Adaptive(l) => l.permits() > 0,
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.holds(),
         }
     }
 }

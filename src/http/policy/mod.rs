@@ -72,6 +72,7 @@ pub struct Policy {
     pub(crate) status: http::StatusCode,
     pub(crate) unavailable_status: Option<http::StatusCode>,
     pub(crate) pause_on_429: bool,
+    pub(crate) shadow: bool,
 }
 
 /// The constructors of the built-in rules: each `name(options)` builds the [`PartitionKind`] of
@@ -112,6 +113,7 @@ impl Policy {
             status: http::StatusCode::TOO_MANY_REQUESTS,
             unavailable_status: None,
             pause_on_429: false,
+            shadow: false,
         }
     }
 
@@ -701,6 +703,52 @@ impl Policy {
         }
     }
 
+    /// Shadow mode (a dry run, how a new limit is rolled out): the policy decides, counts and
+    /// reports as it would — its limiter is charged, the quota headers say what it decided,
+    /// the [`on_rejected`](crate::http::RateLimitingBuilder::on_rejected) hook sees each
+    /// refusal (with [`Rejected::shadow`](crate::http::Rejected::shadow) set; the response it
+    /// builds is dropped), the metrics count it as `shadow_rejected` — and refuses nothing: a
+    /// request it would refuse goes on to the next policy and the inner service, with no
+    /// `Retry-After`. [`RateLimiting::shadow_rejections`](crate::http::RateLimiting::shadow_rejections)
+    /// says how many it would have refused.
+    ///
+    /// A request it would refuse takes nothing from it (a concurrency policy holds no permit
+    /// for it, so none can leak); one it admits holds its permit until the response body ends,
+    /// as usual. A shadow policy that [queues](Self::queue) still has requests wait (the wait
+    /// is its decision); a wait that ends in a refusal is let through the same way. For the
+    /// whole layer at once, see
+    /// [`RateLimitingBuilder::shadow`](crate::http::RateLimitingBuilder::shadow).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::FixedWindowOptions;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let trial = Policy::fixed_window(FixedWindowOptions::new(2, Duration::from_secs(60))).unwrap().shadow();
+    /// let limits = RateLimiting::builder().policy("search", trial).rate_limit_headers(true).build().unwrap();
+    /// let hello = |_: Request<()>| async { Ok::<_, Infallible>(Response::new("hello")) };
+    /// let app = limits.policy_layer("search").unwrap().layer(service_fn(hello));
+    /// for _ in 0..5 {
+    ///     let resp = app.clone().oneshot(Request::get("/search").body(()).unwrap()).await.unwrap();
+    ///     assert_eq!(resp.status(), 200); // never refused
+    /// }
+    /// // The last response still says what the policy decided: nothing left.
+    /// let resp = app.clone().oneshot(Request::get("/search").body(()).unwrap()).await.unwrap();
+    /// assert_eq!(resp.headers()["ratelimit"], r#""search";r=0;t=60"#);
+    /// assert_eq!(limits.shadow_rejections("search"), Some(4)); // would have refused 4 of 6
+    /// # }
+    /// ```
+    pub fn shadow(self) -> Self {
+        Self {
+            shadow: true,
+            ..self
+        }
+    }
+
     pub(crate) fn status_for(&self, reason: Reason) -> http::StatusCode {
         if reason == NO_PEER_ADDRESS {
             // The server's misconfiguration, not the client's rate (`MissingKey::Auto`).
@@ -779,6 +827,7 @@ impl core::fmt::Debug for Policy {
             .field("missing", &self.missing)
             .field("queue", &self.queue)
             .field("status", &self.status)
+            .field("shadow", &self.shadow)
             .finish_non_exhaustive()
     }
 }
