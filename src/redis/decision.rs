@@ -448,6 +448,10 @@ fn read_reply(
         Kind::Bucket | Kind::Counter => 2,
         Kind::Full => 4,
     };
+    // The kinds whose replies may carry a debt after a `+` (in `x[3]`, which their replies
+    // use for nothing else).
+    let debt_word = (matches!(plan.kind, Kind::Fixed | Kind::BucketOne) && width == 1)
+        || plan.kind == Kind::Bucket;
     let mut out = Vec::with_capacity(entries.len());
     let mut x = [0i64; 4];
     for (_, permits) in entries {
@@ -458,11 +462,9 @@ fn read_reply(
                 "e" => key_error = true,
                 // A fixed window's refusal in debt: `x+o`, `o` the debt carried into the next
                 // window (in `x[3]`, which no fixed window's reply uses otherwise).
-                // A one-number bucket's refusal in debt: `-1+D`, `D` owed past the limit.
-                w if matches!(plan.kind, Kind::Fixed | Kind::BucketOne)
-                    && width == 1
-                    && w.contains('+') =>
-                {
+                // A token bucket's refusal in debt: `-1+D` (the one-number bucket's, or the
+                // two-number bucket's first integer), `D` owed past the limit.
+                w if debt_word && w.contains('+') => {
                     let (a, o) = w.split_once('+')?;
                     *slot = a.parse().ok()?;
                     carried = o.parse().ok()?;
@@ -470,7 +472,7 @@ fn read_reply(
                 w => *slot = w.parse().ok()?,
             }
         }
-        if matches!(plan.kind, Kind::Fixed | Kind::BucketOne) && width == 1 {
+        if debt_word {
             x[3] = carried;
         }
         if key_error {
@@ -544,7 +546,7 @@ fn decode(
                 v
             };
             let tokens = if granted { c0.saturating_sub(v) } else { v };
-            // A settled lease's debt past the limit (a refusal of the one-number bucket's).
+            // A settled lease's debt past the limit (a refusal in debt: `-1+D`).
             let debt = u128::from(x[3].unsigned_abs());
             let owed = c0.saturating_sub(tokens) + debt;
             let reset = if owed > 0 { at(owed.div_ceil(c1)) } else { 0 };

@@ -107,13 +107,12 @@
 //! window gives a refund back only to the window the lease was counted in, if it is still
 //! current, and counts a debit past the limit into debt (up to one limit more), carried into
 //! the next window; GCRA and the leaky meter move `tat` back (never before now) or forward (up
-//! to one burst past the tolerance); the token bucket (below about 2 million tokens a second:
-//! its one-number state) gives tokens back (never above its limit) or takes them into debt (up
-//! to one limit more); the sliding counter, as the local one (no debt), gives a refund back to
-//! its window while it counts and takes a debit only where it fits. Past the bound,
-//! [`SettleError::DebtLimit`](crate::SettleError) and nothing is taken; the faster
-//! (two-number) token bucket and the sliding window answer `Unsupported`. A failure is a typed [`RedisSettleError`], and changes
-//! nothing here.
+//! to one burst past the tolerance); the token bucket (in either of its states) gives tokens
+//! back (never above its limit) or takes them into debt (up to one limit more); the sliding
+//! counter and the sliding window, as the local ones (no debt), give a refund back to the
+//! window or segment the lease was counted in while it counts and take a debit only where it
+//! fits. Past the bound, [`SettleError::DebtLimit`](crate::SettleError) and nothing is taken. A
+//! failure is a typed [`RedisSettleError`], and changes nothing here.
 //!
 //! ## When Redis fails
 //! The [`FailurePolicy`] is a required argument: [`FailOpen`](FailurePolicy::FailOpen),

@@ -245,12 +245,12 @@ pub(super) struct Plan {
     /// The one-decision form of the script (its source and SHA1), if it has one
     /// ([`scripts::render_one`]): what a run of one decision sends, the same reply.
     pub(super) one: Option<(String, Script)>,
-    /// The settle script (its source and SHA1) of the algorithms whose state can take a
-    /// settle: the fixed window ([`scripts::FIXED_SETTLE`]), GCRA and the leaky meter
-    /// ([`scripts::GCRA_SETTLE`]), the one-number token bucket
-    /// ([`scripts::BUCKET_ONE_SETTLE`]), the sliding counter ([`scripts::COUNTER_SETTLE`]).
-    /// `None` for the others: a settle answers `Unsupported`.
-    pub(super) settle: Option<(String, Script)>,
+    /// The settle script (its source and SHA1): the fixed window's
+    /// ([`scripts::FIXED_SETTLE`]), GCRA's and the leaky meter's ([`scripts::GCRA_SETTLE`]),
+    /// the token bucket's ([`scripts::BUCKET_ONE_SETTLE`] for the one-number state,
+    /// [`scripts::BUCKET_SETTLE`] for the two-number one), the sliding counter's
+    /// ([`scripts::COUNTER_SETTLE`]), the sliding window's ([`scripts::SLIDING_SETTLE`]).
+    pub(super) settle: (String, Script),
     /// What the client needs to read the reply: `[limit, window µs, 0]` (fixed window),
     /// `[limit, tokens per period, period µs]` (bucket), `[burst × T, T, 0]` (GCRA), `[limit,
     /// window µs, 0]` (sliding counter), `[limit, segments, segment µs]` (sliding window).
@@ -261,9 +261,12 @@ pub(super) struct Plan {
 }
 
 impl Plan {
+    /// The plan of the decision script `template` and the settle script `settle`, with
+    /// `constants` written into both.
     fn new(
         kind: Kind,
         template: &str,
+        settle: &str,
         constants: &[(&str, u64)],
         consts: [u64; 3],
         limit: u32,
@@ -274,12 +277,13 @@ impl Plan {
             let script = Script::new(&s);
             (s, script)
         });
+        let settle = scripts::render(settle, constants);
         Self {
             kind,
             script: Script::new(&source),
             source,
             one,
-            settle: None,
+            settle: (settle.clone(), Script::new(&settle)),
             consts,
             limit,
             shape,
@@ -295,20 +299,12 @@ impl Plan {
         Self::new(
             Kind::Gcra,
             scripts::GCRA,
+            scripts::GCRA_SETTLE,
             &constants,
             [cap, t, 0],
             burst,
             format!("{tag}{t}"),
         )
-        .with_settle(scripts::GCRA_SETTLE, &constants)
-    }
-
-    /// The plan with the settle script `template`, its constants written in.
-    fn with_settle(mut self, template: &str, constants: &[(&str, u64)]) -> Self {
-        let source = scripts::render(template, constants);
-        let script = Script::new(&source);
-        self.settle = Some((source, script));
-        self
     }
 }
 
@@ -371,21 +367,25 @@ impl Algorithm {
                         Plan::new(
                             Kind::BucketOne,
                             scripts::BUCKET_ONE,
+                            scripts::BUCKET_ONE_SETTLE,
                             &constants,
                             [l, per, p],
                             o.token_limit,
                             format!("tbf{p}x{per}"),
                         )
-                        .with_settle(scripts::BUCKET_ONE_SETTLE, &constants)
                     }
-                    None => Plan::new(
-                        Kind::Bucket,
-                        scripts::BUCKET,
-                        &[("L", l), ("PER", per), ("P", p)],
-                        [l, per, p],
-                        o.token_limit,
-                        format!("tb{p}x{per}"),
-                    ),
+                    None => {
+                        let constants = [("L", l), ("L2", 2 * l), ("PER", per), ("P", p)];
+                        Plan::new(
+                            Kind::Bucket,
+                            scripts::BUCKET,
+                            scripts::BUCKET_SETTLE,
+                            &constants,
+                            [l, per, p],
+                            o.token_limit,
+                            format!("tb{p}x{per}"),
+                        )
+                    }
                 })
             }
             Algorithm::FixedWindow(o) => {
@@ -399,12 +399,12 @@ impl Algorithm {
                 Ok(Plan::new(
                     Kind::Fixed,
                     scripts::FIXED,
-                    &[("L", l), ("W", w)],
+                    scripts::FIXED_SETTLE,
+                    &[("L", l), ("L2", 2 * l), ("W", w)],
                     [l, w, 0],
                     o.permit_limit,
                     format!("fw{w}"),
-                )
-                .with_settle(scripts::FIXED_SETTLE, &[("L", l), ("L2", 2 * l), ("W", w)]))
+                ))
             }
             Algorithm::SlidingWindow(o) => {
                 o.validate(MAX_SEGMENTS as usize)?;
@@ -421,6 +421,7 @@ impl Algorithm {
                 Ok(Plan::new(
                     Kind::Full,
                     scripts::SLIDING,
+                    scripts::SLIDING_SETTLE,
                     &[("L", l), ("SEGS", n), ("SEG", w / n)],
                     [l, n, w / n],
                     o.permit_limit,
@@ -454,12 +455,12 @@ impl Algorithm {
                 Ok(Plan::new(
                     Kind::Counter,
                     scripts::COUNTER,
+                    scripts::COUNTER_SETTLE,
                     &[("L", l), ("W", w)],
                     [l, w, 0],
                     o.permit_limit,
                     format!("sc{w}"),
-                )
-                .with_settle(scripts::COUNTER_SETTLE, &[("L", l), ("W", w)]))
+                ))
             }
             Algorithm::LeakyMeter(o) => {
                 if asks_for_queue(o.queue_limit) {

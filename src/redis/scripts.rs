@@ -49,7 +49,8 @@
 //! Lua numbers are doubles: every quantity here is an integer below 2^53 — the builder bounds
 //! every span (time to refill an empty bucket, window, burst × interval) by
 //! [`MAX_SPAN`](super::MAX_SPAN), 2^50 µs, and the sliding counter's `limit × window` by 2^52;
-//! each script clamps what it reads to what its options can mean (a deficit to the limit, a tick
+//! each script clamps what it reads to what its options can mean (a deficit to the limit, or
+//! twice the limit for a debt settled under the same limit, a tick
 //! or segment to now, a GCRA debt to the burst, a count to the limit), so that every instant it
 //! computes is below `now + 2 × 2^50 µs`, exact until the year 2183. The products that may exceed
 //! 2^53 (gained tokens after a long idle gap) are only compared, never stored, where rounding
@@ -72,8 +73,9 @@ pub(crate) enum Kind {
     Fixed,
     /// Two integers `x tick`: `x >= 0` granted, the tokens missing from full after the grant
     /// (a probe: as it stands), with the period `tick`: the state written, so the script
-    /// formats one string per grant; `x < 0` refused, `-x - 1` tokens were there (`tick` 0).
-    /// The deficit is as of the current period, whence the reset and RetryAfter.
+    /// formats one string per grant; `x < 0` refused, `-x - 1` tokens were there (`tick` 0);
+    /// `-1+D 0` refused in debt (a settled lease's), `D` tokens owed past the limit. The
+    /// deficit is as of the current period, whence the reset and RetryAfter.
     Bucket,
     /// One integer `x`: `x >= 0` granted, the bucket's "full at" `f = k × tokens per period +
     /// owed` after the grant (a probe: as it stands, at least `k × tokens per period`), the
@@ -338,9 +340,16 @@ end
 /// again, which the key's expiry covers, depends on the tokens per period too: they are in the
 /// key's name with the period, so that every writer of a key computes it alike.
 ///
-/// Constants: `L` (the limit), `PER` (tokens per period), `P` (the period, µs). After the
-/// refill, a bucket that still owes tokens is at the current period, so the client derives the
-/// reset and RetryAfter from the tokens alone.
+/// A lease settled past the limit ([`BUCKET_SETTLE`]) writes `"<owed> <tick> <L>"`: under the
+/// same limit the bucket owes up to one limit more (`L2`), and a refusal then replies `-1+D 0`
+/// (no tokens, `D` owed past the limit), so that its RetryAfter counts the debt; under another
+/// limit the deficit counts up to that limit, as before. A state of two words, the only form
+/// earlier versions wrote, reads as it did (a third word is parsed only where the tick word is
+/// not a number: a grant in the period the state names compares strings, as before).
+///
+/// Constants: `L` (the limit), `L2` (twice the limit), `PER` (tokens per period), `P` (the
+/// period, µs). After the refill, a bucket that still owes tokens is at the current period, so
+/// the client derives the reset and RetryAfter from the tokens (and a refusal's debt) alone.
 pub(crate) const BUCKET: &str = r#"
 local ERR = 'e 0'
 @@READ@@
@@ -348,13 +357,23 @@ local k = (now - now % @P@) / @P@
 -- A state written this period names it as `ks` does: compared as strings, not parsed.
 local ks = fmt('%d', k)
 @@EACH@@
-  local owed, tick, old = 0, k
+  local owed, tick, old, top = 0, k, nil, @L@
   if v then
     local sp = find(v, ' ', 1, true)
     if sp then
       owed = tonumber(sub(v, 1, sp - 1))
       local ts = sub(v, sp + 1)
-      if ts ~= ks then tick = tonumber(ts) end
+      if ts ~= ks then
+        tick = tonumber(ts)
+        if not tick then
+          -- A settled debt past the limit: `<owed> <tick> <L it was written under>`.
+          local sq = find(ts, ' ', 1, true)
+          if sq then
+            tick = tonumber(sub(ts, 1, sq - 1))
+            if sub(ts, sq + 1) == '@L@' then top = @L2@ end
+          end
+        end
+      end
     end
     if not (sp and owed and tick) or owed < 0 then
       owed = nil
@@ -362,7 +381,7 @@ local ks = fmt('%d', k)
       -- When the bucket the key holds is full again: its expiry covers that.
       old = owed + @PER@ - 1
       old = (tick + (old - old % @PER@) / @PER@) * @P@
-      if owed > @L@ then owed = @L@ end
+      if owed > top then owed = top end
       if tick > k then tick = k end
     end
   end
@@ -373,7 +392,10 @@ local ks = fmt('%d', k)
       if (k - tick) * @PER@ >= owed then owed = 0 else owed = owed - (k - tick) * @PER@ end
     end
     local tokens = @L@ - owed
-    if tokens < n or tokens == 0 then
+    if tokens < 0 then
+      -- In debt: refused, with the debt (`-1+D`: no tokens, D owed past the limit).
+      out[i + 2] = fmt('-1+%d 0', -tokens)
+    elseif tokens < n or tokens == 0 then
       out[i + 2] = fmt('%d 0', -tokens - 1)
     elseif n == 0 then
       out[i + 2] = fmt('%d %d', owed, k)
@@ -529,6 +551,83 @@ end
 return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
+/// The settle of a two-number token bucket's lease ([`BUCKET`]): `ARGV[1]` the tokens to take
+/// (a debit, > 0) or give back (a refund, < 0). As [`BUCKET_ONE_SETTLE`]: a refund gives
+/// tokens back (never above the limit: the deficit never below 0), whatever the period; a
+/// debit takes them now, past an empty bucket into debt up to one limit more (`L2`; past it
+/// the reply is `d` and nothing is taken): later requests wait until the refill repays the
+/// debt, and their RetryAfter counts it. The state is brought to the current period and
+/// written `"<owed> <k>"`, or `"<owed> <k> <L>"` for a deficit past the limit (see
+/// [`BUCKET`]). Replies `sec usec x`: `x` the tokens missing from full after the settle, or
+/// `d`, `e` (the key's error). A refund keeps the key's expiry (the bucket is full again
+/// sooner); a debit sets it past the new "full again" if the old one falls short.
+///
+/// Constants: `L`, `L2`, `PER`, `P` (as [`BUCKET`]).
+pub(crate) const BUCKET_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt, find, sub = string.format, string.find, string.sub
+local k = (now - now % @P@) / @P@
+local key, d, r = KEYS[1], tonumber(ARGV[1])
+local v = redis.pcall('GET', key)
+local owed, tick, top, old = 0, k, @L@
+if type(v) == 'string' then
+  owed, tick = nil, nil
+  local sp = find(v, ' ', 1, true)
+  if sp then
+    owed = tonumber(sub(v, 1, sp - 1))
+    local ts = sub(v, sp + 1)
+    tick = tonumber(ts)
+    if not tick then
+      local sq = find(ts, ' ', 1, true)
+      if sq then
+        tick = tonumber(sub(ts, 1, sq - 1))
+        if sub(ts, sq + 1) == '@L@' then top = @L2@ end
+      end
+    end
+  end
+elseif v then
+  owed = nil
+end
+-- `tonumber` reads "nan" as a number: content this script did not write.
+if not (owed and tick) or owed ~= owed or tick ~= tick or owed < 0 then
+  r = 'e'
+else
+  if type(v) == 'string' then
+    -- How far the key's expiry reaches: the state's "full again", rounded up to a second.
+    old = owed + @PER@ - 1
+    old = (tick + (old - old % @PER@) / @PER@) * @P@ + 999999
+    old = old - old % 1000000
+  end
+  if owed > top then owed = top end
+  if tick > k then tick = k end
+  if k > tick and owed > 0 then
+    if (k - tick) * @PER@ >= owed then owed = 0 else owed = owed - (k - tick) * @PER@ end
+  end
+  local no = owed + d
+  if no < 0 then no = 0 end
+  if no > @L2@ then
+    r = 'd'
+  else
+    if no ~= owed then
+      local val = fmt('%d %d', no, k)
+      if no > @L@ then val = val .. ' @L@' end
+      local need = no + @PER@ - 1
+      need = (k + (need - need % @PER@) / @PER@) * @P@
+      if old and need <= old then
+        redis.call('SET', key, val, 'KEEPTTL')
+      else
+        local exp = need + 999999
+        exp = exp - exp % 1000000
+        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+      end
+    end
+    r = fmt('%d', no)
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
+"#;
+
 /// Sliding window: one string `"<last> <total> <c_last> <c_last-1> ..."`: the newest segment
 /// written (segments since the epoch), the sum of the counts that follow, and the permits taken
 /// in that segment and in the segments before it, newest first, down to the oldest that still
@@ -642,6 +741,118 @@ local ks = fmt('%d', k)
     end
   end
 @@STORE@@
+"#;
+
+/// The settle of a sliding window's lease ([`SLIDING`]): `ARGV[1]` the permits to take (> 0)
+/// or give back (< 0), `ARGV[2]` the lease's segment index (segments since the epoch) modulo
+/// 2^29. As the local window (its debt bound is 0): a refund comes out of the segment the
+/// lease was counted in, if that segment is still in the window (the segment `j` with
+/// `k - SEGS < j <= k` that is `ARGV[2]` modulo 2^29; else the reply is `w`: nothing back),
+/// never below 0; a debit is taken now, in the current segment, only where a request of that
+/// many would be granted (else the reply is `d` and nothing is taken). The state is read whole,
+/// brought to the current segment and written as a decision's would be (`"<k> <total> <c_k>
+/// ..."`, down to the oldest segment that still holds permits; the key deleted when none
+/// does), its expiry kept if it covers the end of the current segment's window, else set
+/// there. Replies `sec usec x`: `x` the window's total after the settle, or `w`, `d`, `e`
+/// (content this script cannot read: the key's error).
+///
+/// Constants: `L` (the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
+pub(crate) const SLIDING_SETTLE: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local fmt, find, sub = string.format, string.find, string.sub
+local k = (now - now % @SEG@) / @SEG@
+-- c[m] holds segment lo + m (m = 1..segs); segments at or before lo have left the window.
+local lo = k - @SEGS@
+local key, d, r = KEYS[1], tonumber(ARGV[1])
+local j
+if d < 0 then
+  -- The lease's segment: at most SEGS (< 2^29) back, so one candidate only.
+  local back = (k - tonumber(ARGV[2])) % 536870912
+  if back < @SEGS@ then j = k - back end
+end
+if d < 0 and not j then
+  r = 'w'
+else
+  local v = redis.pcall('GET', key)
+  local c, old, ok = {}, nil, true
+  for m = 1, @SEGS@ do c[m] = 0 end
+  if type(v) == 'string' then
+    local s, total
+    local p = find(v, ' ', 1, true)
+    local q = p and find(v, ' ', p + 1, true)
+    if q then
+      s = tonumber(sub(v, 1, p - 1))
+      total = tonumber(sub(v, p + 1, q - 1))
+    end
+    if not (s and total and s == s and total >= 0) then
+      ok = false
+    else
+      -- How far the key's expiry reaches: the end of the newest segment's window.
+      old = (s + @SEGS@) * @SEG@ + 999999
+      old = old - old % 1000000
+      p = q
+      while p do
+        q = find(v, ' ', p + 1, true)
+        local cnt
+        if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
+        if not cnt or cnt < 0 then ok = false break end
+        -- A segment ahead of now (the server's clock stepped back) counts as the current one.
+        local m = s - lo
+        if m > @SEGS@ then m = @SEGS@ end
+        if m < 1 then break end
+        c[m] = c[m] + cnt
+        s = s - 1
+        p = q
+      end
+    end
+  elseif v then
+    ok = false
+  end
+  if not ok then
+    r = 'e'
+  else
+    local used, changed = 0, true
+    for m = 1, @SEGS@ do used = used + c[m] end
+    if d < 0 then
+      local m = j - lo
+      local back = -d
+      if back > c[m] then back = c[m] end
+      c[m] = c[m] - back
+      used = used - back
+      changed = back > 0
+    elseif used + d > @L@ then
+      r = 'd'
+      changed = false
+    else
+      c[@SEGS@] = c[@SEGS@] + d
+      used = used + d
+    end
+    if changed then
+      if used == 0 then
+        redis.call('DEL', key)
+      else
+        local parts, w, first = {fmt('%d %d', k, used)}, 1, 1
+        while c[first] == 0 do first = first + 1 end
+        for m = @SEGS@, first, -1 do
+          w = w + 1
+          parts[w] = fmt('%d', c[m])
+        end
+        local val = table.concat(parts, ' ', 1, w)
+        local need = (k + @SEGS@) * @SEG@
+        if old and need <= old then
+          redis.call('SET', key, val, 'KEEPTTL')
+        else
+          local exp = need + 999999
+          exp = exp - exp % 1000000
+          redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+        end
+      end
+    end
+    if not r then r = fmt('%d', used) end
+  end
+end
+return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// GCRA (the generic cell rate algorithm of redis-cell and redis_rate) in integer microseconds,
@@ -1001,12 +1212,14 @@ mod tests {
 
     #[test]
     fn every_marker_is_spliced_and_every_constant_written_in() {
-        let scripts: [(&str, &[&str]); 10] = [
+        let scripts: [(&str, &[&str]); 12] = [
             (FIXED, &["L", "W"]),
-            (BUCKET, &["L", "PER", "P"]),
+            (BUCKET, &["L", "L2", "PER", "P"]),
+            (BUCKET_SETTLE, &["L", "L2", "PER", "P"]),
             (BUCKET_ONE, &["L", "L2", "PER", "P", "KMAX"]),
             (BUCKET_ONE_SETTLE, &["L", "L2", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
+            (SLIDING_SETTLE, &["L", "SEGS", "SEG"]),
             (GCRA, &["CAP", "DEBT", "EM"]),
             (FIXED_SETTLE, &["L", "L2", "W"]),
             (GCRA_SETTLE, &["CAP", "DEBT", "EM"]),

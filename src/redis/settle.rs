@@ -14,7 +14,8 @@ use crate::clock::{Clock, StdClock};
 use crate::lease::{Lease, SettleError};
 
 /// The low bits of a lease's stamp: the index of the window it was counted in (windows since
-/// the Unix epoch), modulo 2^29 (a fixed window; 0 for the others).
+/// the Unix epoch; a fixed window or a sliding counter), or of its segment (segments since the
+/// epoch; a sliding window), modulo 2^29; 0 for the others.
 const WINDOW: u64 = (1 << 29) - 1;
 /// A stamp's tag (its two high bits of 31): granted by the failure policy
 /// [`FailOpen`](super::FailurePolicy::FailOpen), counted nowhere.
@@ -47,10 +48,9 @@ const _: () = assert!(SLOT | WINDOW == (1 << crate::lease::STAMP_BITS) - 1);
 #[non_exhaustive]
 pub enum RedisSettleError {
     /// The settle itself was refused, as a local limiter's would be:
-    /// [`SettleError::Unsupported`] (an algorithm whose Redis state cannot take a settle —
-    /// the two-number token bucket and the sliding window this stop —, a lease of the local
-    /// fallback, or a lease this limiter did not grant) or [`SettleError::DebtLimit`] (the
-    /// debit would pass the debt bound: nothing was taken).
+    /// [`SettleError::Unsupported`] (a lease of the local fallback, or a lease this limiter
+    /// did not grant) or [`SettleError::DebtLimit`] (the debit would pass the debt bound:
+    /// nothing was taken).
     Settle(SettleError),
     /// The call failed: the connection or the server (I/O, refused, `LOADING`, `BUSY`, ...).
     /// The lease is unchanged; nothing was settled.
@@ -127,16 +127,21 @@ enum Settled {
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// The stamp a granted lease keeps (see [`settle`](Self::settle)): who counted it, and for
-    /// a fixed window the window it was counted in (`window`, for a decision from this
-    /// machine's lease).
+    /// a fixed window or a sliding counter the window it was counted in (`window`, for a
+    /// decision from this machine's lease), for a sliding window its segment: the one the
+    /// script counted it in, that of the server's time in its reply.
     pub(super) fn stamp_of(&self, d: &RedisDecision, window: u64) -> u64 {
-        let in_window = |w: u64| match self.inner.plan.kind {
-            Kind::Fixed | Kind::Counter => w & WINDOW,
+        let plan = &self.inner.plan;
+        // The length (µs) of the window or segment a grant is counted in; 0: none kept.
+        let unit = match plan.kind {
+            Kind::Fixed | Kind::Counter => plan.consts[1],
+            Kind::Full => plan.consts[2],
             _ => 0,
         };
+        let in_window = |w: u64| if unit == 0 { 0 } else { w & WINDOW };
         match d.decided_by {
             DecidedBy::Redis => {
-                let w = d.server_time_us.unwrap_or(0) / self.inner.plan.consts[1].max(1);
+                let w = d.server_time_us.unwrap_or(0) / unit.max(1);
                 REDIS | in_window(w)
             }
             DecidedBy::Lease => SLOT | in_window(window),
@@ -159,19 +164,20 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// - **GCRA and the leaky meter**: a refund moves the theoretical arrival time back (never
     ///   before now); a debit moves it forward, up to one burst past the tolerance: later
     ///   requests wait until time repays the debt, and their RetryAfter counts it.
-    /// - **Token bucket** (its one-number state: below about 2 million tokens a second, see
-    ///   [`Algorithm::TokenBucket`](super::Algorithm::TokenBucket)): a refund gives the tokens
-    ///   back (never above the limit), whatever the period; a debit takes them now, past an
-    ///   empty bucket into debt up to one limit more: later requests wait until the refill
-    ///   repays it, and their RetryAfter counts it.
+    /// - **Token bucket** (both its states: one number below about 2 million tokens a second,
+    ///   two above, see [`Algorithm::TokenBucket`](super::Algorithm::TokenBucket)): a refund
+    ///   gives the tokens back (never above the limit), whatever the period; a debit takes them
+    ///   now, past an empty bucket into debt up to one limit more: later requests wait until
+    ///   the refill repays it, and their RetryAfter counts it.
     /// - **Sliding counter**, as the local counter (its debt bound is 0): a refund comes out of
     ///   the window the lease was counted in while it still counts (the current window, or the
     ///   previous one, whose weight then drops; else nothing comes back); a debit is taken now
     ///   only where it fits, as a request of that many would be.
+    /// - **Sliding window**, as the local window (its debt bound is 0): a refund comes out of
+    ///   the segment the lease was counted in while that segment is in the window (else
+    ///   nothing comes back), never below 0; a debit is taken now, in the current segment,
+    ///   only where it fits, as a request of that many would be.
     /// - Past the debt bound: [`SettleError::DebtLimit`], and nothing is taken.
-    /// - The **two-number token bucket** (2 million tokens a second or more) and the **sliding
-    ///   window** answer [`SettleError::Unsupported`] this stop (their Redis state keeps no
-    ///   debt).
     ///
     /// Where the lease came from decides where it settles: a lease Redis granted settles in
     /// Redis (one `EVALSHA` of a small script of its own, not batched, not gated by the
@@ -189,8 +195,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// On success the lease holds `actual` permits (settle it again from there). On an error
     /// the lease is unchanged and nothing changed on this machine; a connection failure is
     /// [`RedisSettleError::Unavailable`], a timeout [`RedisSettleError::Timeout`] (the script
-    /// may have run: it is not retried, as a decision is not). A lease keeps its window modulo
-    /// 2^29: a refund is exact for a lease settled within 2^29 windows (6 days of 1 ms windows).
+    /// may have run: it is not retried, as a decision is not). A lease keeps its window (a
+    /// sliding window's: its segment) modulo 2^29: a refund is exact for a lease settled within
+    /// 2^29 windows or segments (6 days of 1 ms windows).
     ///
     /// ```
     /// # use tollgate::redis::doc_support::*;
@@ -251,7 +258,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         if tag == OPEN {
             return settled(lease);
         }
-        if (tag != REDIS && tag != SLOT) || self.inner.plan.settle.is_none() {
+        if tag != REDIS && tag != SLOT {
             return Err(SettleError::Unsupported.into());
         }
         let inner = &*self.inner;
@@ -296,9 +303,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     /// `window` (modulo 2^29; the fixed window's). `EVALSHA`, then `EVAL` after `NOSCRIPT`.
     async fn call_settle(&self, key: &str, delta: i64, window: u64) -> Result<Settled, CallError> {
         let inner = &*self.inner;
-        let Some((source, script)) = &inner.plan.settle else {
-            return Err(CallError::Server);
-        };
+        let (source, script) = &inner.plan.settle;
         let command = |name: &str, script: &str| {
             let mut c = ::redis::cmd(name);
             c.arg(script).arg(1).arg(key).arg(delta).arg(window);

@@ -15,6 +15,23 @@ fn gcra(burst: u32, interval: Duration) -> Algorithm {
     Algorithm::Gcra(GcraOptions::with_period(interval).with_burst(burst))
 }
 
+fn sliding(limit: u32, window: Duration, segments: u32) -> Algorithm {
+    Algorithm::SlidingWindow(SlidingWindowOptions::new(limit, window, segments))
+}
+
+/// The two-number bucket's period: 10 minutes, long enough that a test rarely sees it turn.
+const TB2_PERIOD: Duration = Duration::from_secs(600);
+/// Its limit and its tokens per period: 1.5 billion every 10 minutes (2.5 tokens per µs, past
+/// the one-number bound), 2 billion at most (below 2^31: the local bucket's debt bound is then
+/// one limit too).
+const TB2_LIMIT: u32 = 2_000_000_000;
+const TB2_PER: u32 = 1_500_000_000;
+
+/// A token bucket past the one-number bound (key shape `tb<period>x<tokens per period>`).
+fn two_number_bucket() -> Algorithm {
+    Algorithm::TokenBucket(TokenBucketOptions::new(TB2_LIMIT, TB2_PER, TB2_PERIOD))
+}
+
 /// The window index of the server's clock now.
 async fn window_now(conn: &mut ConnectionManager, window: Duration) -> u64 {
     server_time_us(conn).await / window.as_micros() as u64
@@ -372,25 +389,9 @@ async fn settle_with_the_server_down_is_a_typed_error_and_changes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn settle_is_unsupported_where_the_state_keeps_no_debt_and_for_foreign_leases() {
+async fn settle_is_unsupported_for_foreign_leases_and_a_foreign_key_is_the_keys_error() {
     let mut conn = manager(&url()).await;
     let s = Duration::from_secs(1);
-    for algorithm in [
-        // Ten million tokens a second: past the one-number bound, two numbers.
-        Algorithm::TokenBucket(TokenBucketOptions::new(10_000_000, 10_000_000, s)),
-        Algorithm::SlidingWindow(SlidingWindowOptions::new(10, s, 2)),
-    ] {
-        let l = limiter(
-            conn.clone(),
-            "settle-no",
-            algorithm,
-            FailurePolicy::FailClosed,
-        );
-        let mut lease = l.acquire("k", 5).await.unwrap();
-        let err = l.settle("k", &mut lease, 2).await.unwrap_err();
-        assert_eq!(err.settle_error(), Some(SettleError::Unsupported));
-        assert_eq!(lease.permits(), 5);
-    }
     let l = limiter(
         conn.clone(),
         "settle-foreign",
@@ -419,6 +420,35 @@ async fn settle_is_unsupported_where_the_state_keeps_no_debt_and_for_foreign_lea
     assert_eq!(lease.permits(), 5);
     // The same lease settled to what it holds: nothing to do, no call.
     g.settle("k", &mut lease, 5).await.unwrap();
+    // The two-number token bucket's settle and the sliding window's read their key too.
+    for algorithm in [two_number_bucket(), sliding(10, HOUR, 4)] {
+        let l = limiter(
+            conn.clone(),
+            "settle-key-2",
+            algorithm,
+            FailurePolicy::FailClosed,
+        );
+        let mut lease = l.acquire("k", 5).await.unwrap();
+        let _: () = conn.del(l.key("k")).await.unwrap();
+        let _: () = conn.rpush(l.key("k"), "x").await.unwrap();
+        for actual in [2, 7] {
+            assert_eq!(
+                l.settle("k", &mut lease, actual).await,
+                Err(RedisSettleError::KeyError),
+                "{algorithm:?}"
+            );
+            assert_eq!(lease.permits(), 5);
+        }
+        // Content the scripts did not write: the key's error too.
+        let _: () = conn.set(l.key("k"), "nan nan").await.unwrap();
+        assert_eq!(
+            l.settle("k", &mut lease, 7).await,
+            Err(RedisSettleError::KeyError),
+            "{algorithm:?}"
+        );
+        let unchanged: String = conn.get(l.key("k")).await.unwrap();
+        assert_eq!(unchanged, "nan nan");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -560,4 +590,313 @@ async fn settle_sliding_counter_refunds_while_its_window_counts_and_debits_only_
     assert_eq!(late.permits(), 2);
     let old: Option<String> = conn.get(format!("{}:{k}", l.key("late"))).await.unwrap();
     assert!(old.is_none() || old.as_deref() == Some("8"), "{old:?}");
+}
+
+/// The segment index of the server's clock now, for a sliding window of `window` in
+/// `segments`.
+async fn segment_now(conn: &mut ConnectionManager, window: Duration, segments: u32) -> u64 {
+    window_now(conn, window / segments).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_window_refunds_and_debits_match_a_twin_asked_for_the_actual_cost() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-sw-twin",
+        sliding(1_000, HOUR, 4),
+        FailurePolicy::FailClosed,
+    );
+    // (estimate, actual): refunds, debits that fit, no change; each on a key of its own,
+    // against a twin key asked for `actual` alone.
+    let cases = [
+        (100, 37),
+        (100, 0),
+        (1, 250),
+        (500, 500),
+        (993, 1),
+        (10, 993),
+    ];
+    for (i, (estimate, actual)) in cases.into_iter().enumerate() {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        let k = segment_now(&mut conn, HOUR, 4).await;
+        // Something already counted on both, as a busy key has.
+        for p in [&settled, &twin] {
+            let _ = l.acquire(p, 7).await.unwrap();
+        }
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        assert_eq!(lease.permits(), actual);
+        let _twin = l.acquire(&twin, actual).await.unwrap();
+        let (a, b) = (l.decide(&settled, 0).await, l.decide(&twin, 0).await);
+        assert_eq!(
+            a.remaining, b.remaining,
+            "case {i}: {estimate} settled to {actual}"
+        );
+        assert_eq!(a.remaining, u64::from(1_000 - 7 - actual));
+        if segment_now(&mut conn, HOUR, 4).await == k {
+            // One segment throughout: the very state a grant of `actual` writes.
+            let (x, y): (String, String) = (
+                conn.get(l.key(&settled)).await.unwrap(),
+                conn.get(l.key(&twin)).await.unwrap(),
+            );
+            assert_eq!(x, y, "case {i}");
+            assert_eq!(x, format!("{k} {} {}", 7 + actual, 7 + actual));
+        }
+        // Settled again, from what it holds: back to the estimate.
+        l.settle(&settled, &mut lease, estimate).await.unwrap();
+        assert_eq!(lease.permits(), estimate);
+        assert_eq!(
+            remaining(&l, &settled).await,
+            u64::from(1_000 - 7 - estimate)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_window_refund_comes_out_of_its_segment_while_it_is_in_the_window() {
+    let mut conn = manager(&url()).await;
+    // Three segments of 1 s: a segment counts for 3 s.
+    let (window, segments) = (Duration::from_secs(3), 3);
+    let seg = window / segments;
+    let l = limiter(
+        conn.clone(),
+        "settle-sw-late",
+        sliding(10, window, segments),
+        FailurePolicy::FailClosed,
+    );
+    align(&mut conn, seg).await;
+    let j = segment_now(&mut conn, window, segments).await;
+    let mut lease = l.acquire("k", 6).await.unwrap();
+    let mut late = l.acquire("late", 6).await.unwrap();
+    // The next segment: the lease's segment is still in the window, not the current one.
+    align(&mut conn, seg).await;
+    assert_eq!(segment_now(&mut conn, window, segments).await, j + 1);
+    let _ = l.acquire("k", 2).await.unwrap();
+    l.settle("k", &mut lease, 1).await.unwrap(); // 5 back, out of segment j
+    assert_eq!(lease.permits(), 1);
+    let state: String = conn.get(l.key("k")).await.unwrap();
+    assert_eq!(state, format!("{} 3 2 1", j + 1));
+    assert_eq!(remaining(&l, "k").await, 7);
+    // Never below 0: a refund of more than the segment holds (here, as another writer left
+    // it, nothing) gives back what is there.
+    let _: () = ::redis::cmd("SET")
+        .arg(l.key("k"))
+        .arg(format!("{} 2 2", j + 1))
+        .arg("KEEPTTL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    l.settle("k", &mut lease, 0).await.unwrap();
+    assert_eq!(lease.permits(), 0);
+    let state: String = conn.get(l.key("k")).await.unwrap();
+    assert_eq!(state, format!("{} 2 2", j + 1));
+    assert_eq!(remaining(&l, "k").await, 8);
+    // Segment j + 3: segment j has left the window; a refund gives nothing back, and succeeds.
+    align(&mut conn, seg).await;
+    align(&mut conn, seg).await;
+    assert_eq!(segment_now(&mut conn, window, segments).await, j + 3);
+    let before: Option<String> = conn.get(l.key("late")).await.unwrap();
+    l.settle("late", &mut late, 2).await.unwrap();
+    assert_eq!(late.permits(), 2);
+    let after: Option<String> = conn.get(l.key("late")).await.unwrap();
+    assert_eq!(before, after, "nothing comes back");
+    assert_eq!(remaining(&l, "late").await, 10);
+    // A debit is taken now, in the current segment.
+    l.settle("late", &mut late, 5).await.unwrap();
+    let state: String = conn.get(l.key("late")).await.unwrap();
+    assert_eq!(state, format!("{} 3 3", j + 3));
+    assert_eq!(remaining(&l, "late").await, 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_window_debit_only_where_it_fits_else_debt_limit_takes_nothing() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-sw-debit",
+        sliding(10, HOUR, 4),
+        FailurePolicy::FailClosed,
+    );
+    let mut lease = l.acquire("k", 6).await.unwrap();
+    let before: String = conn.get(l.key("k")).await.unwrap();
+    let err = l.settle("k", &mut lease, 11).await.unwrap_err();
+    assert_eq!(err, RedisSettleError::Settle(SettleError::DebtLimit));
+    assert_eq!(lease.permits(), 6);
+    let after: String = conn.get(l.key("k")).await.unwrap();
+    assert_eq!(before, after, "nothing taken");
+    // Exactly the limit fits.
+    l.settle("k", &mut lease, 10).await.unwrap();
+    assert_eq!(lease.permits(), 10);
+    assert_eq!(remaining(&l, "k").await, 0);
+    // A request now waits for the lease's segment to leave the window: 45 to 60 minutes.
+    let d = l.decide("k", 1).await;
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    let seg = HOUR.as_micros() as u64 / 4;
+    let now = d.server_time_us.unwrap();
+    let k = segment_now(&mut conn, HOUR, 4).await;
+    if now / seg == k {
+        assert_eq!(ra, Duration::from_micros((k + 4) * seg - now));
+    }
+    assert!(
+        ra > HOUR * 3 / 4 - Duration::from_secs(1) && ra <= HOUR,
+        "{ra:?}"
+    );
+    // Nothing fits now, not even one more.
+    let mut one = l.acquire("j", 10).await.unwrap();
+    let err = l.settle("j", &mut one, 11).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    // The TTL covers the window of the newest segment.
+    let pttl: i64 = ::redis::cmd("PTTL")
+        .arg(l.key("k"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(pttl > 45 * 60 * 1_000 && pttl <= 61 * 60 * 1_000, "{pttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_two_number_token_bucket_matches_a_twin_asked_for_the_actual_cost() {
+    let conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-tb2-twin",
+        two_number_bucket(),
+        FailurePolicy::FailClosed,
+    );
+    assert!(
+        l.key("k").ends_with(":tb600000000x1500000000"),
+        "{}",
+        l.key("k")
+    );
+    let cases = [
+        (50, 20),
+        (10, 0),
+        (5, 45),
+        (500_000_000, 2_000_000_000),
+        (2_000_000_000, 1),
+    ];
+    for (i, (estimate, actual)) in cases.into_iter().enumerate() {
+        let (settled, twin) = (format!("s{i}"), format!("t{i}"));
+        let mut lease = l.acquire(&settled, estimate).await.unwrap();
+        l.settle(&settled, &mut lease, actual).await.unwrap();
+        assert_eq!(lease.permits(), actual);
+        let _twin = l.acquire(&twin, actual).await.unwrap();
+        let (a, b) = (l.decide(&settled, 0).await, l.decide(&twin, 0).await);
+        assert_eq!(a.remaining, b.remaining, "case {i}: {a:?} {b:?}");
+        assert!(
+            a.reset.abs_diff(b.reset) < Duration::from_millis(200),
+            "{a:?} {b:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_two_number_token_bucket_debt_counts_in_retry_after_as_the_local_bucket() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-tb2-debt",
+        two_number_bucket(),
+        FailurePolicy::FailClosed,
+    );
+    let p = TB2_PERIOD.as_micros() as u64;
+    // The local bucket on a manual clock whose origin is the server's period start.
+    let k0 = window_now(&mut conn, TB2_PERIOD).await;
+    let clock = ManualClock::new();
+    let opts = TokenBucketOptions::new(TB2_LIMIT, TB2_PER, TB2_PERIOD);
+    let local = TokenBucketLimiter::with_clock(opts, &clock).unwrap();
+    let at = |us: u64| Instant::from_nanos((us - k0 * p) * 1_000);
+    clock.set(at(server_time_us(&mut conn).await));
+
+    // Half a billion, then 1.5 billion: the bucket is empty.
+    let mut a = l.acquire("d", 500_000_000).await.unwrap();
+    let mut b = l.acquire("d", 1_500_000_000).await.unwrap();
+    let mut la = local.try_acquire(500_000_000).unwrap();
+    let mut lb = local.try_acquire(1_500_000_000).unwrap();
+    // 1.5 billion more into debt (a deficit of 3.5 billion, 1.5 past the limit).
+    l.settle("d", &mut b, 3_000_000_000).await.unwrap();
+    lb.settle(3_000_000_000).unwrap();
+    let state: String = conn.get(l.key("d")).await.unwrap();
+    let words: Vec<&str> = state.split(' ').collect();
+    assert_eq!(words.len(), 3, "{state}");
+    assert_eq!((words[0], words[2]), ("3500000000", "2000000000"));
+    // Refused; the RetryAfter counts the debt: 1.5 billion and 1 tokens to refill, 2 periods.
+    let d = l.decide("d", 1).await;
+    let now = d.server_time_us.unwrap();
+    let ra = d.outcome.unwrap_err().retry_after().unwrap();
+    assert_eq!(d.remaining, 0);
+    let same_period = now / p == k0 && window_now(&mut conn, TB2_PERIOD).await == k0;
+    if same_period {
+        assert_eq!(ra, Duration::from_micros((k0 + 2) * p - now));
+        // Full again after 3.5 billion tokens: 3 periods.
+        assert_eq!(d.reset, Duration::from_micros((k0 + 3) * p - now));
+        clock.set(at(now));
+        let r = local.try_acquire(1).map(Lease::forget).unwrap_err();
+        assert_eq!(r.retry_after(), Some(ra), "Redis and the local bucket");
+    }
+    assert!(ra > TB2_PERIOD - Duration::from_secs(1), "{ra:?}");
+    // Past the bound (one limit of debt): nothing taken.
+    let err = l.settle("d", &mut a, 1_000_000_001).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    assert_eq!(la.settle(1_000_000_001), Err(SettleError::DebtLimit));
+    assert_eq!(a.permits(), 500_000_000);
+    let after: String = conn.get(l.key("d")).await.unwrap();
+    assert_eq!(after, state);
+    // Exactly one limit of debt.
+    l.settle("d", &mut a, 1_000_000_000).await.unwrap();
+    la.settle(1_000_000_000).unwrap();
+    // Under another limit (the same rate: the same key), the deficit counts up to that limit
+    // only: no configuration change locks a key.
+    let other = Algorithm::TokenBucket(TokenBucketOptions::new(TB2_PER, TB2_PER, TB2_PERIOD));
+    let o = RedisLimiter::builder(
+        conn.clone(),
+        l.key("x").split(":{").next().unwrap().to_owned(),
+        other,
+        FailurePolicy::FailClosed,
+    )
+    .build()
+    .unwrap();
+    let ra = o
+        .decide("d", 1)
+        .await
+        .outcome
+        .unwrap_err()
+        .retry_after()
+        .unwrap();
+    assert!(ra <= TB2_PERIOD, "{ra:?}");
+    // Refunds give everything back, never above the limit.
+    l.settle("d", &mut b, 0).await.unwrap();
+    l.settle("d", &mut a, 0).await.unwrap();
+    assert_eq!(remaining(&l, "d").await, u64::from(TB2_LIMIT));
+    lb.settle(0).unwrap();
+    la.settle(0).unwrap();
+    assert_eq!(local.available_permits(), u64::from(TB2_LIMIT));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_two_number_token_bucket_reads_the_two_word_state_of_earlier_writers() {
+    let mut conn = manager(&url()).await;
+    let l = limiter(
+        conn.clone(),
+        "settle-tb2-old",
+        two_number_bucket(),
+        FailurePolicy::FailClosed,
+    );
+    let k = window_now(&mut conn, TB2_PERIOD).await;
+    let mut lease = l.acquire("k", 1).await.unwrap();
+    // The state as this version's grants (and the previous release's) write it: two words.
+    let _: () = conn
+        .set(l.key("k"), format!("1999999000 {k}"))
+        .await
+        .unwrap();
+    l.settle("k", &mut lease, 1_001).await.unwrap(); // 1,000 more: the bucket is empty
+    if window_now(&mut conn, TB2_PERIOD).await == k {
+        let state: String = conn.get(l.key("k")).await.unwrap();
+        assert_eq!(state, format!("2000000000 {k}"));
+        assert_eq!(remaining(&l, "k").await, 0);
+    }
+    l.settle("k", &mut lease, 1).await.unwrap();
+    let d = l.decide("k", 0).await;
+    assert!(d.remaining >= 1_000, "{d:?}");
 }
