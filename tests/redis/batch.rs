@@ -265,10 +265,13 @@ async fn a_settled_queue_goes_alongside_the_run_in_flight() {
     assert_eq!(d[3].remaining, 6, "{d:?}"); // "a": 1 + 1 + 2 of 10, in order
     let s = l.redis_statistics();
     assert_eq!((s.calls, s.script_runs), (4, 2), "{s:?}");
-    // Both runs were in flight at once: not one after the other, nor after the delay.
+    // Both runs were in flight at once (not one after the other), and the queue did not
+    // wait for the minute's flush delay. (Only that far from the delay: a bound near the two
+    // runs' 200 ms failed on a loaded machine when the script was not cached yet, and paid
+    // `EVAL` after `EVALSHA` on the 200 ms connection.)
     assert_eq!(in_flight.1.load(Ordering::SeqCst), 2);
     assert!(
-        started.elapsed() < Duration::from_millis(390),
+        started.elapsed() < Duration::from_secs(30),
         "{:?}",
         started.elapsed()
     );
