@@ -396,6 +396,10 @@ macro_rules! forward_limiter {
             fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
                 (**self).acquire(permits)
             }
+
+            fn acquire_now(&self, permits: u32) -> Option<Result<Lease<'_>, Rejection>> {
+                (**self).acquire_now(permits)
+            }
         }
     };
 }
@@ -482,6 +486,18 @@ pub trait AcquireAsync: Limiter {
     /// assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
     /// ```
     fn acquire(&self, permits: u32) -> Self::Acquire<'_>;
+
+    /// The acquisition decided now, without a future, where the limiter can: granted, or
+    /// refused for a reason no wait changes (over the limit, closed); `None` where it would
+    /// wait, and then [`acquire`](Self::acquire)'s future decides from the start. Exactly what
+    /// that future's first poll decides in those cases, counted the same. What an adapter
+    /// charging many small transfers calls first (`io`: no future built for a grant). The
+    /// default is always `None`.
+    #[doc(hidden)]
+    fn acquire_now(&self, permits: u32) -> Option<Result<Lease<'_>, Rejection>> {
+        let _ = permits;
+        None
+    }
 }
 
 /// The capabilities every limiter of this crate that waits in its own queue gets the same way,
@@ -498,6 +514,13 @@ macro_rules! queued_capabilities {
 
             fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
                 $crate::wait::Acquire::new(self, permits)
+            }
+
+            fn acquire_now(
+                &self,
+                permits: u32,
+            ) -> Option<Result<$crate::lease::Lease<'_>, $crate::lease::Rejection>> {
+                $crate::wait::acquire_now(self, permits)
             }
         }
     };

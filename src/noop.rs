@@ -138,4 +138,8 @@ impl AcquireAsync for NoopLimiter {
     fn acquire(&self, permits: u32) -> Self::Acquire<'_> {
         ready(self.try_acquire(permits))
     }
+
+    fn acquire_now(&self, permits: u32) -> Option<Result<Lease<'_>, Rejection>> {
+        Some(self.try_acquire(permits))
+    }
 }

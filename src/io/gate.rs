@@ -172,13 +172,18 @@ impl<L: Chargeable> Gate<L> {
         }
     }
 
-    /// The fast path: the limiter's own future, polled once in place (no allocation, no
-    /// handle taken). Pending means the permits are not there now; the future is dropped,
-    /// which takes nothing, and the caller queues a boxed one at once, in the same place: at
-    /// the tail of an oldest-first queue, at the head of a newest-first one (where the room
-    /// the dropped waiter made means no second eviction). A full oldest-first queue answers
-    /// `QueueFull` on this first poll.
+    /// The fast path: the decision without a future ([`AcquireAsync::acquire_now`]), else
+    /// the limiter's own future, polled once in place (no allocation, no handle taken).
+    /// Pending means the permits are not there now; the future is dropped, which takes
+    /// nothing, and the caller queues a boxed one at once, in the same place: at the tail of
+    /// an oldest-first queue, at the head of a newest-first one (where the room the dropped
+    /// waiter made means no second eviction). A full oldest-first queue answers `QueueFull`
+    /// on this first poll.
     fn acquire_at_once(&self, n: u32) -> Poll<Result<Held, Rejection>> {
+        // Decided without a future where the limiter can (a grant: the common case).
+        if let Some(decided) = self.limiter.acquire_now(n) {
+            return Poll::Ready(decided.map(Held::of));
+        }
         let acquire = pin!(self.limiter.acquire(n));
         acquire
             .poll(&mut Context::from_waker(Waker::noop()))
@@ -199,7 +204,7 @@ impl<L: Chargeable> Gate<L> {
                 held.permits
             };
             if held.returns {
-                self.limiter.release(kept);
+                self.limiter.release_stamped(kept, held.stamp);
             }
         }
     }

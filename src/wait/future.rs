@@ -67,6 +67,33 @@ enum Decision {
     Queued(bool),
 }
 
+/// A waiting acquisition's lock-free attempt, decided without the queue: over the limit, or
+/// taken at once, or refused for a reason no wait changes (closed), counted; `None` when the
+/// permits are short and it would wait (the queue decides). The first poll of
+/// [`Acquire`] starts with it; `AcquireAsync::acquire_now` is it, without a future.
+pub(crate) fn acquire_now<L: Source + ?Sized>(
+    l: &L,
+    n: u32,
+) -> Option<Result<Lease<'_>, Rejection>> {
+    let counters = l.counters();
+    if n > l.limit() {
+        let r = Rejection::new(&Reason::ExceedsLimit);
+        counters.record_failure(&r);
+        return Some(Err(r));
+    }
+    match l.take_now(n) {
+        Ok(stamp) => {
+            counters.record_success();
+            Some(Ok(l.lease(n, stamp)))
+        }
+        Err(r) if r.reason() != Reason::Exhausted => {
+            counters.record_failure(&r);
+            Some(Err(r))
+        }
+        Err(_) => None,
+    }
+}
+
 impl<'a, L: Source + ?Sized> Acquire<'a, L> {
     pub(crate) fn new(limiter: &'a L, permits: u32) -> Self {
         Self {
@@ -128,7 +155,8 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         }
     }
 
-    /// The first poll: the lock-free attempt, then the slow path under the queue lock.
+    /// The first poll: the lock-free attempt ([`acquire_now`]), then the slow path under the
+    /// queue lock.
     /// `Err(true)`: queued as the next to be served; `Err(false)`: queued behind others.
     #[allow(clippy::type_complexity)]
     fn start(
@@ -137,23 +165,10 @@ impl<'a, L: Source + ?Sized> Acquire<'a, L> {
         cx: &Context<'_>,
     ) -> Result<Result<Lease<'a>, Rejection>, bool> {
         let n = waiter.permits();
+        if let Some(decided) = acquire_now(l, n) {
+            return Ok(decided);
+        }
         let counters = l.counters();
-        if n > l.limit() {
-            let r = Rejection::new(&Reason::ExceedsLimit);
-            counters.record_failure(&r);
-            return Ok(Err(r));
-        }
-        match l.take_now(n) {
-            Ok(stamp) => {
-                counters.record_success();
-                return Ok(Ok(l.lease(n, stamp)));
-            }
-            Err(r) if r.reason() != Reason::Exhausted => {
-                counters.record_failure(&r);
-                return Ok(Err(r));
-            }
-            Err(_) => {}
-        }
         let q = l.queue();
         // Cloned before locking: no user code runs under the lock.
         let mut waker = Some(cx.waker().clone());

@@ -39,6 +39,7 @@ mod timer;
 
 use core::time::Duration;
 
+pub(crate) use future::acquire_now;
 pub use future::Acquire;
 #[cfg(feature = "std")]
 pub use hook::DriverHandle;
