@@ -89,6 +89,25 @@ fn token_bucket_setup(allowed: bool) -> &'static TokenBucketLimiter<&'static Man
     warm(TokenBucketLimiter::with_clock(opts, c).unwrap(), c, allowed)
 }
 
+/// A byte-rate bucket whose state takes the 128-bit word (a limit and a tick too wide for 64
+/// bits): a 1 GiB burst, 1 MiB a millisecond, and the request: 1 KiB allowed; denied, the
+/// bucket emptied and 1 MiB asked.
+fn token_bucket_wide_setup(
+    allowed: bool,
+) -> (&'static TokenBucketLimiter<&'static ManualClock>, u32) {
+    let opts = TokenBucketOptions::new(1 << 30, 1 << 20, Duration::from_millis(1));
+    let c = clock();
+    let l = leak(TokenBucketLimiter::with_clock(opts, c).unwrap());
+    age(c);
+    l.try_acquire(1).unwrap().forget();
+    if allowed {
+        return (l, 1 << 10);
+    }
+    l.try_acquire((1 << 30) - 1).unwrap().forget();
+    assert!(l.try_acquire(1 << 20).is_err());
+    (l, 1 << 20)
+}
+
 /// A bucket of 100 tokens, 10 a millisecond, half taken, then a millisecond later (setup of
 /// the `replenish` rows; one call made so the count is a steady-state call's).
 fn replenish_setup() -> &'static TokenBucketLimiter<&'static ManualClock> {
@@ -396,6 +415,14 @@ fn token_bucket(l: &'static TokenBucketLimiter<&'static ManualClock>) {
     let _ = black_box(l.try_acquire(black_box(1)));
 }
 
+// The same on the 128-bit word (a byte rate).
+#[library_benchmark]
+#[bench::allowed(args = (true), setup = token_bucket_wide_setup)]
+#[bench::denied(args = (false), setup = token_bucket_wide_setup)]
+fn token_bucket_wide((l, n): (&'static TokenBucketLimiter<&'static ManualClock>, u32)) {
+    let _ = black_box(l.try_acquire(black_box(n)));
+}
+
 #[library_benchmark]
 #[bench::allowed(args = (true), setup = fixed_window_setup)]
 #[bench::denied(args = (false), setup = fixed_window_setup)]
@@ -535,7 +562,7 @@ library_benchmark_group!(
 
 library_benchmark_group!(
     name = limiters;
-    benchmarks = token_bucket, fixed_window, gcra, sliding_counter, sliding_window, concurrency,
+    benchmarks = token_bucket, token_bucket_wide, fixed_window, gcra, sliding_counter, sliding_window, concurrency,
         concurrency_no_queue, adaptive, token_bucket_replenish, token_bucket_replenish_no_queue
 );
 

@@ -232,6 +232,16 @@ impl<S: TwoLayouts> Packed<S> {
         }
     }
 
+    /// The 128-bit word, for a quick path (none on 32-bit MCUs).
+    #[inline(always)]
+    #[cfg(not(tollgate_cs_cells))]
+    pub(crate) fn wide(&self) -> Option<&AtomicU128> {
+        match self {
+            Packed::Wide(word, _) => Some(word),
+            Packed::Narrow { .. } => None,
+        }
+    }
+
     /// The 64-bit word and its field width, for a quick path (none on 32-bit MCUs).
     #[inline(always)]
     pub(crate) fn narrow(&self) -> Option<(&AtomicU64, u32)> {

@@ -234,6 +234,18 @@ impl Bucket {
         Some((w >> shift, (w & ((1 << shift) - 1)) as u32))
     }
 
+    /// [`plain64`](Self::plain64) of the 128-bit layout: `(tick, tokens)` of a word with no
+    /// flag set, `None` for a word in debt, closed or with waiters. Taking `n <= tokens` in
+    /// its own tick is `w - n`, the word [`try_take`](Self::try_take) writes.
+    #[inline(always)]
+    #[cfg_attr(tollgate_cs_cells, allow(dead_code))] // the state is kept unpacked there
+    pub const fn plain128(w: u128) -> Option<(u64, u32)> {
+        if w & (CLOSED | WAITERS | DEBT) != 0 {
+            return None;
+        }
+        Some(((w >> 64) as u64, w as u32))
+    }
+
     /// The bucket as of tick `k`: `per_tick` tokens added for every tick started since `tick`
     /// (repaying a debt first), capped at `limit`. A `k` at or before `tick` changes nothing
     /// (time never runs backwards).
