@@ -16,8 +16,6 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tollgate::http::{
@@ -29,66 +27,8 @@ use tollgate::{
 };
 use tower::{Service, ServiceExt};
 
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
-
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-struct Got {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    body: Bytes,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .get_all(name)
-            .iter()
-            .map(|v| v.to_str().unwrap())
-            .collect()
-    }
-}
-
-async fn get_with(c: &HttpClient, addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Got {
-    let mut req = Request::get(format!("http://{addr}{path}"));
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = c.request(req.body(Empty::new()).unwrap()).await.unwrap();
-    let (parts, body) = resp.into_parts();
-    Got {
-        status: parts.status,
-        headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
-    }
-}
-
-async fn fetch(c: &HttpClient, addr: SocketAddr, path: &str) -> Got {
-    get_with(c, addr, path, &[]).await
-}
-
-fn fixed(limit: u32, secs: u64) -> Policy {
-    Policy::fixed_window(FixedWindowOptions::new(limit, Duration::from_secs(secs))).unwrap()
-}
+mod http_support;
+use http_support::{client, fetch, fixed, get_with, serve, HttpClient};
 
 #[tokio::test]
 async fn global_and_named_policies_per_route_with_headers() {

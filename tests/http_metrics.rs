@@ -21,45 +21,14 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tollgate::http::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
-use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock, QueueOrder};
+use tollgate::{ConcurrencyOptions, ManualClock, QueueOrder};
 
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
-
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-async fn fetch(c: &HttpClient, addr: SocketAddr, path: &str) -> (StatusCode, Bytes) {
-    let req = Request::get(format!("http://{addr}{path}"))
-        .body(Empty::new())
-        .unwrap();
-    let (parts, body) = c.request(req).await.unwrap().into_parts();
-    (parts.status, body.collect().await.unwrap().to_bytes())
-}
-
-fn fixed(limit: u32, secs: u64) -> Policy {
-    Policy::fixed_window(FixedWindowOptions::new(limit, Duration::from_secs(secs))).unwrap()
-}
+mod http_support;
+use http_support::{client, fetch, fixed, serve, HttpClient};
 
 /// Buckets of the two histograms, in seconds.
 const BUCKETS: &[f64] = &[0.5, 1.5, 2.5, 3.5];
@@ -87,7 +56,8 @@ struct Scrape(BTreeMap<(String, BTreeMap<String, String>), f64>);
 
 impl Scrape {
     async fn of(c: &HttpClient, addr: SocketAddr) -> Self {
-        let (status, body) = fetch(c, addr, "/metrics").await;
+        let got = fetch(c, addr, "/metrics").await;
+        let (status, body) = (got.status, got.body);
         assert_eq!(status, StatusCode::OK);
         Self::parse(std::str::from_utf8(&body).unwrap())
     }
@@ -209,7 +179,7 @@ async fn requests_are_counted_by_policy_and_result() {
     for path in [
         "/api", "/api", "/api", "/trial", "/trial", "/trial", "/", "/", "/", "/",
     ] {
-        statuses.push(fetch(&c, addr, path).await.0.as_u16());
+        statuses.push(fetch(&c, addr, path).await.status.as_u16());
     }
     // Global: 8 a minute, the 9th and 10th refused. "api": 2 a minute. "trial": 1 a minute,
     // in shadow mode: its 2 over the limit are served.
@@ -382,9 +352,12 @@ async fn the_instruments_are_described() {
         .layer(limits.layer());
     let addr = serve(with_metrics(limited, prometheus)).await;
     let c = client();
-    assert_eq!(fetch(&c, addr, "/").await.0, StatusCode::OK);
-    assert_eq!(fetch(&c, addr, "/").await.0, StatusCode::TOO_MANY_REQUESTS);
-    let (_, text) = fetch(&c, addr, "/metrics").await;
+    assert_eq!(fetch(&c, addr, "/").await.status, StatusCode::OK);
+    assert_eq!(
+        fetch(&c, addr, "/").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let text = fetch(&c, addr, "/metrics").await.body;
     let text = std::str::from_utf8(&text).unwrap();
     for line in [
         "# TYPE tollgate_http_rate_limiting_requests counter",

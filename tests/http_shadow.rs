@@ -16,64 +16,12 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting, GLOBAL};
-use tollgate::{ConcurrencyOptions, FixedWindowOptions, ManualClock};
+use tollgate::{ConcurrencyOptions, ManualClock};
 
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
-
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
-}
-
-/// A response, read to its end.
-struct Got {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    body: Bytes,
-}
-
-impl Got {
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .get_all(name)
-            .iter()
-            .map(|v| v.to_str().unwrap())
-            .collect()
-    }
-}
-
-async fn fetch(c: &HttpClient, addr: SocketAddr, path: &str) -> Got {
-    let req = Request::get(format!("http://{addr}{path}"))
-        .body(Empty::new())
-        .unwrap();
-    let (parts, body) = c.request(req).await.unwrap().into_parts();
-    Got {
-        status: parts.status,
-        headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
-    }
-}
-
-fn fixed(limit: u32, secs: u64) -> Policy {
-    Policy::fixed_window(FixedWindowOptions::new(limit, Duration::from_secs(secs))).unwrap()
-}
+mod http_support;
+use http_support::{client, fetch, fixed, serve, HttpClient};
 
 /// A rate policy in shadow mode: every request is served, the quota headers say what the
 /// policy decided (nothing left), no `Retry-After` is sent, and the would-be refusals are
