@@ -4,7 +4,6 @@
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -28,7 +27,7 @@ use tollgate::{
 use tower::{Service, ServiceExt};
 
 mod http_support;
-use http_support::{client, fetch, fixed, get_with, serve, HttpClient};
+use http_support::{client, fetch, fixed, get_with, serve, stream, ChannelBody, HttpClient};
 
 #[tokio::test]
 async fn global_and_named_policies_per_route_with_headers() {
@@ -402,22 +401,6 @@ async fn a_request_without_a_key_gets_the_configured_outcome() {
     );
 }
 
-/// A response body fed by a channel: it ends when the sender is dropped.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|o| o.map(|b| Ok(http_body::Frame::data(b))))
-    }
-}
-
 /// A server of [`streaming_app`] behind `limits`: its address, the feeds of the bodies its
 /// handler starts, and a client.
 async fn serve_streaming(
@@ -430,17 +413,6 @@ async fn serve_streaming(
     let (feed_tx, feeds) = mpsc::unbounded_channel();
     let addr = serve(streaming_app(limits, feed_tx)).await;
     (addr, feeds, client())
-}
-
-/// GET /stream: the response as soon as its headers arrive (its body may still stream).
-async fn stream(c: &HttpClient, addr: SocketAddr) -> Response<hyper::body::Incoming> {
-    c.request(
-        Request::get(format!("http://{addr}/stream"))
-            .body(Empty::new())
-            .unwrap(),
-    )
-    .await
-    .unwrap()
 }
 
 /// A route whose handler returns at once with a body that streams until the test says so.

@@ -9,18 +9,15 @@
 #![cfg(all(feature = "axum", feature = "metrics"))]
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
@@ -28,7 +25,7 @@ use tollgate::http::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
 use tollgate::{ConcurrencyOptions, ManualClock, QueueOrder};
 
 mod http_support;
-use http_support::{client, fetch, fixed, serve, HttpClient};
+use http_support::{client, fetch, fixed, serve, stream, ChannelBody, HttpClient};
 
 /// Buckets of the two histograms, in seconds.
 const BUCKETS: &[f64] = &[0.5, 1.5, 2.5, 3.5];
@@ -209,30 +206,6 @@ async fn requests_are_counted_by_policy_and_result() {
     for policy in ["global", "api", "trial"] {
         assert_eq!(s.gauge("active_request_leases", policy), 0.0);
     }
-}
-
-/// A response body fed by a channel: it ends when the sender is dropped.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|o| o.map(|b| Ok(http_body::Frame::data(b))))
-    }
-}
-
-/// GET /stream: the response as soon as its headers arrive (its body may still stream).
-async fn stream(c: &HttpClient, addr: SocketAddr) -> Response<hyper::body::Incoming> {
-    let req = Request::get(format!("http://{addr}/stream"))
-        .body(Empty::new())
-        .unwrap();
-    c.request(req).await.unwrap()
 }
 
 /// Ends a streamed response: its last chunk, then the end of its body.

@@ -3,25 +3,21 @@
 //! it would, refuses nothing, and counts what it would have refused.
 #![cfg(feature = "axum")]
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting, GLOBAL};
 use tollgate::{ConcurrencyOptions, ManualClock};
 
 mod http_support;
-use http_support::{client, fetch, fixed, serve, HttpClient};
+use http_support::{client, fetch, fixed, serve, stream, ChannelBody};
 
 /// A rate policy in shadow mode: every request is served, the quota headers say what the
 /// policy decided (nothing left), no `Retry-After` is sent, and the would-be refusals are
@@ -157,30 +153,6 @@ async fn the_whole_layer_in_shadow_mode_calls_the_hook_and_refuses_nothing() {
     assert_eq!(limits.shadow_rejections("login"), Some(2));
     assert_eq!(limits.shadow_rejections(GLOBAL), Some(2));
     assert_eq!(hooked.load(Ordering::Relaxed), 4);
-}
-
-/// A response body fed by a channel: it ends when the sender is dropped.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|o| o.map(|b| Ok(http_body::Frame::data(b))))
-    }
-}
-
-/// GET /stream: the response as soon as its headers arrive (its body may still stream).
-async fn stream(c: &HttpClient, addr: SocketAddr) -> Response<hyper::body::Incoming> {
-    let req = Request::get(format!("http://{addr}/stream"))
-        .body(Empty::new())
-        .unwrap();
-    c.request(req).await.unwrap()
 }
 
 fn ratelimit(resp: &Response<hyper::body::Incoming>) -> &str {

@@ -3,15 +3,19 @@
 //! end.
 #![allow(dead_code)]
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use bytes::Bytes;
-use http::{Request, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::mpsc;
 use tollgate::http::Policy;
 use tollgate::FixedWindowOptions;
 
@@ -84,4 +88,28 @@ pub async fn fetch(c: &HttpClient, addr: SocketAddr, path: &str) -> Got {
 /// A fixed-window policy of `limit` requests per `secs` seconds.
 pub fn fixed(limit: u32, secs: u64) -> Policy {
     Policy::fixed_window(FixedWindowOptions::new(limit, Duration::from_secs(secs))).unwrap()
+}
+
+/// A response body fed by a channel: it ends when the sender is dropped.
+pub struct ChannelBody(pub mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|o| o.map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+/// GET /stream: the response as soon as its headers arrive (its body may still stream).
+pub async fn stream(c: &HttpClient, addr: SocketAddr) -> Response<hyper::body::Incoming> {
+    let req = Request::get(format!("http://{addr}/stream"))
+        .body(Empty::new())
+        .unwrap();
+    c.request(req).await.unwrap()
 }
