@@ -186,8 +186,14 @@ where
         match self.project().inner.project() {
             InnerProj::Body { body, permits } => {
                 let r = body.poll_frame(cx);
-                if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-                    *permits = None; // the body is done: release now, not when it is dropped
+                match &r {
+                    // The body is done: release now, not when it is dropped.
+                    Poll::Ready(None | Some(Err(_))) => *permits = None,
+                    // Trailers are the last frame (a gRPC response's status): done too.
+                    Poll::Ready(Some(Ok(f))) if permits.is_some() && f.is_trailers() => {
+                        *permits = None;
+                    }
+                    _ => {}
                 }
                 r
             }

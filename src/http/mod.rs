@@ -102,6 +102,7 @@ mod client_ip;
 mod compiled;
 mod endpoint;
 mod error;
+mod grpc;
 mod headers;
 mod key_hash;
 mod layer;
