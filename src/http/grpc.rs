@@ -114,8 +114,8 @@ fn percent_encode(message: &str) -> String {
 /// let limits = RateLimiting::builder().global(Policy::fixed_window(window).unwrap()).build().unwrap();
 /// let limited = limits.layer().layer(GreeterServer);
 /// assert_eq!(name_of(&limited), "helloworld.Greeter");
-/// // What `Server::builder().add_service(limited)` needs: a name, and tonic's error type.
-/// let _router = tonic::service::Routes::new(limited);
+/// // A name, and tonic's error type: what tonic's router asks of a service.
+/// let _router = tonic::transport::Server::builder().add_service(limited);
 /// ```
 impl<S: tonic::server::NamedService> tonic::server::NamedService for super::RateLimit<S> {
     const NAME: &'static str = S::NAME;
