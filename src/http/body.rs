@@ -186,8 +186,10 @@ where
         match self.project().inner.project() {
             InnerProj::Body { body, permits } => {
                 let r = body.poll_frame(cx);
-                if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-                    *permits = None; // the body is done: release now, not when it is dropped
+                // The body is done: release now, not when it is dropped. (A body that holds
+                // nothing looks no further.)
+                if permits.is_some() && ends(&r) {
+                    *permits = None;
                 }
                 r
             }
@@ -209,6 +211,17 @@ where
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
         }
+    }
+}
+
+/// Whether a body's poll ended it: its end, an error, or its trailers (the last frame a body
+/// sends: a gRPC response's status).
+#[inline(always)]
+fn ends<E>(r: &Poll<Option<Result<Frame<Bytes>, E>>>) -> bool {
+    match r {
+        Poll::Ready(None | Some(Err(_))) => true,
+        Poll::Ready(Some(Ok(frame))) => frame.is_trailers(),
+        Poll::Pending => false,
     }
 }
 

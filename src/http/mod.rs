@@ -20,8 +20,16 @@
 //!   none for a concurrency limit, which cannot know), an [`on_rejected`] hook that sees the
 //!   [`Rejection`] and the request and builds the response, and opt-in IETF `RateLimit-Policy` /
 //!   `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers) and legacy `X-RateLimit-*`.
+//! - **gRPC.** A refused request whose `content-type` is `application/grpc*` gets gRPC's own
+//!   answer, a trailers-only response: HTTP 200, `grpc-status: 8` (`RESOURCE_EXHAUSTED`; `14`,
+//!   `UNAVAILABLE`, where the policy refuses with a 503), a `grpc-message`, the wait as
+//!   `grpc-retry-pushback-ms` (gRFC A6) and the quota headers when on; no body. Other requests
+//!   are refused as before: the content type is read only on a refusal. With feature `tonic`,
+//!   the layered service keeps tonic's `NamedService`, so it goes to
+//!   `Server::builder().add_service(..)` as it is.
 //! - **Concurrency** permits are held by the response body until it ends or is dropped
-//!   ([`LimitedBody`]), so a streaming response counts for as long as it streams.
+//!   ([`LimitedBody`]), so a streaming response counts for as long as it streams (a gRPC
+//!   stream until its trailers, or until the client cancels it).
 //! - **Queueing.** A policy may wait in its limiter's queue ([`Policy::queue`]), bounded by the
 //!   queue limit and an optional maximum delay; a rate policy refuses at once, with its
 //!   limiter's `Retry-After`, a request it cannot serve within the delay; a client that
@@ -37,6 +45,7 @@
 //!   own `Body`, which a [`LimitedBody`] is not; `for_axum` hands axum the inner body itself
 //!   (wrapped only while it holds a concurrency permit).
 //! - **Features.** `http` is tower and the `http` crate only (hyper, tonic, tower clients);
+//!   `tonic` adds tonic's `NamedService` on the layered service;
 //!   `axum` adds the axum glue: `for_axum()` and the peer address from axum's `ConnectInfo`
 //!   (without it the peer is the `SocketAddr` a hyper server puts in the request's
 //!   extensions). The examples below use axum, or tower's `ServiceExt::oneshot` to send one
@@ -102,6 +111,7 @@ mod client_ip;
 mod compiled;
 mod endpoint;
 mod error;
+mod grpc;
 mod headers;
 mod key_hash;
 mod layer;

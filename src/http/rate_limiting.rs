@@ -475,6 +475,12 @@ impl RateLimitingBuilder {
         /// Builds the response of a rejected request (ASP.NET's `OnRejected`). The layer then adds
         /// `Retry-After` and the quota headers, unless the hook set them.
         ///
+        /// A refused gRPC request (`content-type: application/grpc*`) keeps the hook's response
+        /// only if it speaks gRPC (it has a `grpc-status` header); otherwise the hook has seen
+        /// the refusal (to log or count it) and the layer answers gRPC's trailers-only response
+        /// instead, as without a hook. Either way the layer then adds `grpc-retry-pushback-ms`
+        /// (not `Retry-After`) and the quota headers, unless the hook set them.
+        ///
         /// ```
         /// # use std::{convert::Infallible, time::Duration};
         /// use http::{Request, Response, StatusCode};
@@ -504,7 +510,8 @@ impl RateLimitingBuilder {
         /// ```
         fn on_rejected(f: impl Fn(&Rejected<'_>) -> Response<Bytes> + Send + Sync + 'static)
             => on_rejected = Some(Arc::new(f));
-        /// The body of a default rejection (default: empty).
+        /// The body of a default rejection (default: empty). A refused gRPC request has no
+        /// body: its status and message are in its `grpc-status` and `grpc-message` headers.
         ///
         /// ```
         /// # use std::{convert::Infallible, time::Duration};

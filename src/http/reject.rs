@@ -6,6 +6,7 @@ use http::header::RETRY_AFTER;
 use http::{Response, StatusCode};
 
 use super::body::LimitedBody;
+use super::grpc;
 use super::headers::{ceil_secs, Headers, Reported, RATELIMIT, X_RATELIMIT_LIMIT};
 use super::policy::{Denial, Policy, RequestView, NO_PEER_ADDRESS};
 use crate::jitter::Jitter;
@@ -183,6 +184,8 @@ impl Refusals {
         report: Option<Reported<'_>>,
         view: &RequestView<'_>,
     ) -> Response<LimitedBody<B>> {
+        // A gRPC client reads a status, not an HTTP error: the one header check of a refusal.
+        let grpc = grpc::is_grpc(view.headers);
         let mut resp = match &self.hook {
             Some(hook) => hook(&Rejected {
                 policy: name,
@@ -192,6 +195,7 @@ impl Refusals {
                 request: *view,
                 shadow: false,
             }),
+            None if grpc => grpc::trailers_only(status, name, d.rejection.reason().phrase()),
             None => {
                 // A misconfiguration says what to fix (`MissingKey::Auto`).
                 let body = match d.rejection.reason() {
@@ -205,6 +209,9 @@ impl Refusals {
                 r
             }
         };
+        if grpc {
+            return self.grpc(headers, name, status, d, report, resp);
+        }
         let map = resp.headers_mut();
         if let Some(ra) = d.rejection.retry_after() {
             if !map.contains_key(RETRY_AFTER) {
@@ -216,6 +223,41 @@ impl Refusals {
             }
         }
         // Unless the hook wrote its own.
+        let report =
+            report.filter(|_| !map.contains_key(RATELIMIT) && !map.contains_key(X_RATELIMIT_LIMIT));
+        if report.is_some() {
+            headers.report(map, &[report]);
+        }
+        resp.map(LimitedBody::full)
+    }
+
+    /// A refused gRPC request's response: `resp` (the hook's) if it speaks gRPC (has a
+    /// `grpc-status`), else the layer's trailers-only one; the wait as
+    /// `grpc-retry-pushback-ms` and the quota headers of `report` (unless the hook wrote
+    /// them).
+    #[cold]
+    fn grpc<B>(
+        &self,
+        headers: &Headers,
+        name: &str,
+        status: StatusCode,
+        d: Denial,
+        report: Option<Reported<'_>>,
+        mut resp: Response<Bytes>,
+    ) -> Response<LimitedBody<B>> {
+        if !resp.headers().contains_key(grpc::GRPC_STATUS) {
+            resp = grpc::trailers_only(status, name, d.rejection.reason().phrase());
+        }
+        let map = resp.headers_mut();
+        if let Some(ra) = d.rejection.retry_after() {
+            if !map.contains_key(grpc::GRPC_RETRY_PUSHBACK_MS) {
+                let ra = match &self.jitter {
+                    None => ra,
+                    Some(j) => j.apply(ra),
+                };
+                map.insert(grpc::GRPC_RETRY_PUSHBACK_MS, grpc::pushback(ra));
+            }
+        }
         let report =
             report.filter(|_| !map.contains_key(RATELIMIT) && !map.contains_key(X_RATELIMIT_LIMIT));
         if report.is_some() {
