@@ -209,55 +209,33 @@ impl Refusals {
                 r
             }
         };
-        if grpc {
-            return self.grpc(headers, name, status, d, report, resp);
-        }
-        let map = resp.headers_mut();
-        if let Some(ra) = d.rejection.retry_after() {
-            if !map.contains_key(RETRY_AFTER) {
-                let ra = match &self.jitter {
-                    None => ra,
-                    Some(j) => j.apply(ra),
-                };
-                map.insert(RETRY_AFTER, headers.seconds(ceil_secs(ra).max(1)));
-            }
-        }
-        // Unless the hook wrote its own.
-        let report =
-            report.filter(|_| !map.contains_key(RATELIMIT) && !map.contains_key(X_RATELIMIT_LIMIT));
-        if report.is_some() {
-            headers.report(map, &[report]);
-        }
-        resp.map(LimitedBody::full)
-    }
-
-    /// A refused gRPC request's response: `resp` (the hook's) if it speaks gRPC (has a
-    /// `grpc-status`), else the layer's trailers-only one; the wait as
-    /// `grpc-retry-pushback-ms` and the quota headers of `report` (unless the hook wrote
-    /// them).
-    #[cold]
-    fn grpc<B>(
-        &self,
-        headers: &Headers,
-        name: &str,
-        status: StatusCode,
-        d: Denial,
-        report: Option<Reported<'_>>,
-        mut resp: Response<Bytes>,
-    ) -> Response<LimitedBody<B>> {
-        if !resp.headers().contains_key(grpc::GRPC_STATUS) {
+        if grpc && !resp.headers().contains_key(grpc::GRPC_STATUS) {
+            // The hook's response does not speak gRPC: the layer's trailers-only one.
             resp = grpc::trailers_only(status, name, d.rejection.reason().phrase());
         }
         let map = resp.headers_mut();
+        // The wait: `grpc-retry-pushback-ms` for gRPC, `Retry-After` else (unless the hook
+        // wrote it).
+        let wait_header = if grpc {
+            grpc::GRPC_RETRY_PUSHBACK_MS
+        } else {
+            RETRY_AFTER
+        };
         if let Some(ra) = d.rejection.retry_after() {
-            if !map.contains_key(grpc::GRPC_RETRY_PUSHBACK_MS) {
+            if !map.contains_key(&wait_header) {
                 let ra = match &self.jitter {
                     None => ra,
                     Some(j) => j.apply(ra),
                 };
-                map.insert(grpc::GRPC_RETRY_PUSHBACK_MS, grpc::pushback(ra));
+                let value = if grpc {
+                    grpc::pushback(ra)
+                } else {
+                    headers.seconds(ceil_secs(ra).max(1))
+                };
+                map.insert(wait_header, value);
             }
         }
+        // Unless the hook wrote its own.
         let report =
             report.filter(|_| !map.contains_key(RATELIMIT) && !map.contains_key(X_RATELIMIT_LIMIT));
         if report.is_some() {
