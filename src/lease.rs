@@ -148,16 +148,19 @@ pub const STAMP_BITS: u32 = 31;
 /// 2^31 ticks of `reference`.
 #[inline]
 pub(crate) const fn tick_of_stamp(reference: u64, stamp: u64) -> u64 {
-    reference.saturating_sub(reference.wrapping_sub(stamp) & (RETURNS - 1) as u64)
+    reference.saturating_sub(reference.wrapping_sub(stamp) & STAMP_MASK)
 }
 
 /// A lease's mark: the flag "returns permits when dropped".
 const RETURNS: u32 = 1 << STAMP_BITS;
 
+/// The bits of a stamp a lease keeps: its low [`STAMP_BITS`].
+pub(crate) const STAMP_MASK: u64 = (1 << STAMP_BITS) - 1;
+
 /// A stamp as a lease keeps it.
 #[inline(always)]
 const fn mark_of(stamp: u64) -> u32 {
-    stamp as u32 & (RETURNS - 1)
+    (stamp & STAMP_MASK) as u32
 }
 
 /// The limiter of a lease made by hand: nothing to release, nothing to settle with (a
@@ -265,7 +268,7 @@ impl<'a> Lease<'a> {
 
     /// The limiter's stamp, as kept.
     const fn stamp(&self) -> u64 {
-        (self.mark & (RETURNS - 1)) as u64
+        self.mark as u64 & STAMP_MASK
     }
 
     /// Settles this lease, taken for an estimate, to its true cost `actual`, once that is
@@ -451,7 +454,7 @@ impl OwnedLease {
         Self {
             permits,
             returns: true,
-            stamp: stamp & u64::from(RETURNS - 1),
+            stamp: stamp & STAMP_MASK,
             limiter: Some(releaser),
         }
     }
@@ -542,7 +545,7 @@ impl OwnedLease {
 
     fn report(&mut self, outcome: Outcome) {
         if let Some(l) = &self.limiter {
-            self.stamp = l.report(self.stamp, outcome) & u64::from(RETURNS - 1);
+            self.stamp = l.report(self.stamp, outcome) & STAMP_MASK;
         }
     }
 

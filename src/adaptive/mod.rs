@@ -350,11 +350,18 @@ impl<C: Clock + Sync> AdaptiveLimiter<C> {
         }
     }
 
-    /// A lease that began at `start_ns` ended with `outcome`: its sample, and if it closed a
-    /// window, the new limit.
-    fn sample(&self, start_ns: u64, outcome: Outcome) {
-        let now = self.inner.clock().now().as_nanos();
-        self.sample_rtt(now, now.saturating_sub(start_ns), outcome);
+    /// The end of a call holding `permits`, for both lease kinds: the permits back first,
+    /// then, unless it said nothing (ignored, or a probe holding none), its sample, its
+    /// latency `rtt(now)` read only then.
+    #[inline]
+    fn end_call(&self, permits: u32, outcome: Outcome, rtt: impl FnOnce(u64) -> u64) {
+        if permits > 0 {
+            self.inner.release(permits);
+            if outcome != Outcome::Ignored {
+                let now = self.inner.clock().now().as_nanos();
+                self.sample_rtt(now, rtt(now), outcome);
+            }
+        }
     }
 
     /// A lease that ended at `now` after `rtt` with `outcome`: its sample, and if it closed a
@@ -493,14 +500,10 @@ impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
         self.inner.release(permits);
     }
 
+    /// Releases, then samples the call from its stamp (a probe's lease holds no permits).
     fn release_stamped(&self, permits: u32, stamp: u64) {
-        let stamp = stamp & ((1 << crate::lease::STAMP_BITS) - 1);
-        self.inner.release(permits);
-        let outcome = stamp::outcome(stamp);
-        if permits > 0 && stamp & stamp::PROBE == 0 && outcome != Outcome::Ignored {
-            let now = self.inner.clock().now().as_nanos();
-            self.sample_rtt(now, stamp::latency_ns(stamp, now), outcome);
-        }
+        let stamp = stamp & crate::lease::STAMP_MASK;
+        self.end_call(permits, stamp::outcome(stamp), |now| stamp::latency_ns(stamp, now));
     }
 
     /// As the concurrency limiter inside settles (a probe's lease cannot).
@@ -611,12 +614,7 @@ impl<C: Clock + Sync> Sink for AdaptiveLimiter<C> {
     /// Releases the call's permits and, unless it said nothing (ignored, or a probe's lease
     /// holding none), samples it.
     fn end(&self, call: &Call) {
-        if call.permits > 0 {
-            self.inner.release(call.permits);
-            if call.outcome != Outcome::Ignored {
-                self.sample(call.start_ns, call.outcome);
-            }
-        }
+        self.end_call(call.permits, call.outcome, |now| now.saturating_sub(call.start_ns));
     }
 }
 

@@ -209,7 +209,7 @@ impl<K, L: Release> PartitionLease<K, L> {
 
     fn report(&mut self, outcome: crate::lease::Outcome) {
         if let Some(slot) = &self.slot {
-            self.stamp = slot.report(self.stamp, outcome) & ((1 << crate::lease::STAMP_BITS) - 1);
+            self.stamp = slot.report(self.stamp, outcome) & crate::lease::STAMP_MASK;
         }
     }
 

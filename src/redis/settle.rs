@@ -27,7 +27,7 @@ const REDIS: u64 = 2 << 29;
 const SLOT: u64 = 3 << 29;
 
 // The tags and the window fill a lease's stamp exactly.
-const _: () = assert!(SLOT | WINDOW == (1 << crate::lease::STAMP_BITS) - 1);
+const _: () = assert!(SLOT | WINDOW == crate::lease::STAMP_MASK);
 
 /// Why [`RedisLimiter::settle`] changed nothing.
 ///
