@@ -590,7 +590,13 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         // in one compare, which also lets the compiler drop `try_take`'s probe case here.
         if permits.wrapping_sub(1) < self.limit() {
             let w = cas::Word::load(&self.word);
-            match State::unpack(w).try_take(permits, self.queue.barging()) {
+            let state = State::unpack(w);
+            let taken = if Q::QUEUED {
+                state.try_take(permits, self.queue.barging())
+            } else {
+                state.try_take_barging(permits)
+            };
+            match taken {
                 Ok(next) if next.pack() == w || cas::swap_once(&self.word, w, next.pack()) => {
                     return self.counters.count_granted(self.lease(permits));
                 }
