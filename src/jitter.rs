@@ -449,53 +449,15 @@ where
     L: Source + ?Sized,
     C: Clock + ?Sized,
 {
-    use crate::lease::Reason;
-    use std::thread;
+    use crate::wait::blocking::{drive, park, thread_waker, time_left};
 
-    struct Unpark(thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
-    let left = || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-    let waker = core::task::Waker::from(std::sync::Arc::new(Unpark(thread::current())));
+    let left = time_left(timeout);
+    let waker = thread_waker();
     let mut cx = Context::from_waker(&waker);
     let start = clock.now();
     let mut waiter = pin!(Acquire::new(limiter, permits).self_timed().held());
-    loop {
-        if let Poll::Ready(done) = waiter.as_mut().poll(&mut cx) {
-            return done;
-        }
-        if waiter.as_mut().is_held() {
-            break;
-        }
-        let mut nap = match left() {
-            Some(d) if d.is_zero() => {
-                return match waiter.as_mut().cancel() {
-                    Some(outcome) => outcome,
-                    None => {
-                        let r = Rejection::new(&Reason::TimedOut);
-                        limiter.counters().record_failure(&r);
-                        Err(r)
-                    }
-                };
-            }
-            other => other,
-        };
-        if let Some(service) = crate::wait::next_service(limiter) {
-            let service = service.max(Duration::from_micros(1));
-            nap = Some(nap.map_or(service, |n| n.min(service)));
-        }
-        match nap {
-            None => thread::park(),
-            Some(d) => thread::park_timeout(d),
-        }
+    if let Some(done) = drive(limiter, waiter.as_mut(), &mut cx, &left, park) {
+        return done;
     }
     let granted = clock.now();
     let until = granted.saturating_add(jitter.extra(granted.saturating_duration_since(start)));
@@ -510,7 +472,7 @@ where
             Some(d) => nap = nap.min(d),
             None => {}
         }
-        thread::park_timeout(nap);
+        park(Some(nap));
     }
     waiter.as_mut().unhold();
     loop {
@@ -518,7 +480,7 @@ where
         if let Poll::Ready(done) = waiter.as_mut().poll(&mut cx) {
             return done;
         }
-        thread::park_timeout(Duration::from_micros(1));
+        park(Some(Duration::from_micros(1)));
     }
 }
 

@@ -22,6 +22,26 @@ impl Wake for Unpark {
     }
 }
 
+/// A waker that unparks the calling thread.
+pub(crate) fn thread_waker() -> Waker {
+    Waker::from(Arc::new(Unpark(thread::current())))
+}
+
+/// The time left before `timeout` from now, as `left()` of [`drive`] reads it (`None`: no
+/// timeout).
+pub(crate) fn time_left(timeout: Option<Duration>) -> impl Fn() -> Option<Duration> {
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+    move || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()))
+}
+
+/// Sleeps the calling thread for up to `nap` (`None`: until woken).
+pub(crate) fn park(nap: Option<Duration>) {
+    match nap {
+        None => thread::park(),
+        Some(d) => thread::park_timeout(d),
+    }
+}
+
 /// Waits on the calling thread for up to `timeout` (`None`: no limit).
 ///
 /// The thread drives itself: while queued it sleeps until it is woken or until time alone could
@@ -34,18 +54,7 @@ pub(crate) fn acquire_blocking<L: Source + ?Sized>(
     permits: u32,
     timeout: Option<Duration>,
 ) -> Result<Lease<'_>, Rejection> {
-    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    wait_with(
-        limiter,
-        permits,
-        &waker,
-        || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now())),
-        |nap| match nap {
-            None => thread::park(),
-            Some(d) => thread::park_timeout(d),
-        },
-    )
+    wait_with(limiter, permits, &thread_waker(), time_left(timeout), park)
 }
 
 /// The blocking loop, with time and sleep as parameters: `left()` is the time left before the
@@ -61,21 +70,44 @@ pub(crate) fn wait_with<'a, L: Source + ?Sized>(
     let mut cx = Context::from_waker(waker);
     let mut fut = pin!(Acquire::new(limiter, permits).self_timed());
     loop {
-        if let Poll::Ready(result) = fut.as_mut().poll(&mut cx) {
-            return result;
+        // Only a held future stops at its grant; this one does not.
+        if let Some(outcome) = drive(limiter, fut.as_mut(), &mut cx, &mut left, &mut park) {
+            return outcome;
+        }
+    }
+}
+
+/// Polls `fut` on the calling thread until it completes or times out (`Some` outcome), or,
+/// for a [`held`](Acquire::held) future, until it holds its grant (`None`). `left()` is the
+/// time left before the timeout (`None`: no timeout), `park(nap)` sleeps for up to `nap`
+/// (`None`: until woken by `cx`'s waker). While queued it sleeps until woken or until time
+/// alone could serve the queue of a rate limiter, whichever comes first.
+pub(crate) fn drive<'a, L: Source + ?Sized>(
+    limiter: &L,
+    mut fut: core::pin::Pin<&mut Acquire<'a, L>>,
+    cx: &mut Context<'_>,
+    mut left: impl FnMut() -> Option<Duration>,
+    mut park: impl FnMut(Option<Duration>),
+) -> Option<Result<Lease<'a>, Rejection>> {
+    loop {
+        if let Poll::Ready(result) = fut.as_mut().poll(cx) {
+            return Some(result);
+        }
+        if fut.as_mut().is_held() {
+            return None;
         }
         let mut nap = match left() {
             Some(d) if d.is_zero() => {
                 // Leave the queue first, then count: a grant that raced the timeout is received
                 // (and counted) instead of counted and given back.
-                return match fut.as_mut().cancel() {
+                return Some(match fut.as_mut().cancel() {
                     Some(outcome) => outcome,
                     None => {
                         let r = Rejection::new(&Reason::TimedOut);
                         limiter.counters().record_failure(&r);
                         Err(r)
                     }
-                };
+                });
             }
             other => other,
         };
