@@ -6,8 +6,9 @@
 use std::error::Error;
 use std::path::Path;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
+
+use crate::chart::{page, Area, WIDTH};
 
 /// One algorithm's run, sampled every window.
 pub struct Run<'a> {
@@ -27,12 +28,9 @@ const IN_FLIGHT: RGBColor = RGBColor(46, 160, 67);
 const CAPACITY: RGBColor = RGBColor(80, 80, 80);
 const LATENCY: RGBColor = RGBColor(214, 39, 40);
 
-const WIDTH: u32 = 1280;
 const MAIN_HEIGHT: u32 = 230;
 const STRIP_HEIGHT: u32 = 110;
-const HEADER_HEIGHT: u32 = 80;
 
-type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
 
 /// Draws `runs` one above the other into an SVG at `path`.
 pub fn draw(
@@ -41,13 +39,8 @@ pub fn draw(
     subtitle: &str,
     runs: &[Run<'_>],
 ) -> Result<(), Box<dyn Error>> {
-    let height = HEADER_HEIGHT + (MAIN_HEIGHT + STRIP_HEIGHT) * runs.len() as u32;
-    let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (header, body) = root.split_vertically(HEADER_HEIGHT);
-    let bold = ("sans-serif", 22).into_font().style(FontStyle::Bold);
-    header.draw(&Text::new(title, (20, 12), bold))?;
-    header.draw(&Text::new(subtitle, (20, 44), ("sans-serif", 15)))?;
+    let body_height = (MAIN_HEIGHT + STRIP_HEIGHT) * runs.len() as u32;
+    let (header, body) = page(path, body_height, title, subtitle)?;
     let mut x = WIDTH as i32 - 640;
     for (color, label) in [
         (LIMIT, "limit"),
@@ -75,7 +68,7 @@ pub fn draw(
         draw_main(&main, run, peak, end)?;
         draw_latency(&strip, run, end)?;
     }
-    root.present()?;
+    header.present()?;
     Ok(())
 }
 

@@ -17,6 +17,7 @@
 //! the output is the same on every run and on every machine.
 
 mod adaptive_chart;
+mod chart;
 mod traffic_chart;
 
 use std::collections::VecDeque;

@@ -8,8 +8,9 @@
 use std::error::Error;
 use std::path::Path;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
+
+use crate::chart::{page, Area, WIDTH};
 
 /// One limiter's second-by-second results.
 pub struct Panel<'a> {
@@ -28,12 +29,9 @@ const ADMITTED: RGBColor = RGBColor(46, 160, 67);
 const REJECTED: RGBColor = RGBColor(214, 39, 40);
 const LEVEL: RGBColor = RGBColor(31, 119, 180);
 
-const WIDTH: u32 = 1280;
 const BARS_HEIGHT: u32 = 210;
 const STRIP_HEIGHT: u32 = 95;
-const HEADER_HEIGHT: u32 = 80;
 
-type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
 
 /// Draws `panels` one above the other into an SVG at `path`, under a title and a subtitle.
 pub fn draw(
@@ -43,11 +41,8 @@ pub fn draw(
     panels: &[Panel<'_>],
 ) -> Result<(), Box<dyn Error>> {
     let panel_height = BARS_HEIGHT + STRIP_HEIGHT;
-    let height = HEADER_HEIGHT + panel_height * panels.len() as u32;
-    let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (header, body) = root.split_vertically(HEADER_HEIGHT);
-    draw_header(&header, title, subtitle)?;
+    let (header, body) = page(path, panel_height * panels.len() as u32, title, subtitle)?;
+    draw_legend(&header)?;
 
     // Every panel sees the same traffic, so they share the requests scale.
     let peak = panels
@@ -60,16 +55,12 @@ pub fn draw(
         draw_bars(&bars, panel, peak)?;
         draw_level(&strip, panel)?;
     }
-    root.present()?;
+    header.present()?;
     Ok(())
 }
 
-/// The title, the subtitle, and one legend for all panels.
-fn draw_header(area: &Area<'_>, title: &str, subtitle: &str) -> Result<(), Box<dyn Error>> {
-    let bold = ("sans-serif", 22).into_font().style(FontStyle::Bold);
-    area.draw(&Text::new(title, (20, 12), bold))?;
-    area.draw(&Text::new(subtitle, (20, 44), ("sans-serif", 15)))?;
-
+/// One legend for all panels, at the header's right.
+fn draw_legend(area: &Area<'_>) -> Result<(), Box<dyn Error>> {
     let legend = ("sans-serif", 15);
     let mut x = WIDTH as i32 - 560;
     for (color, label) in [(ADMITTED, "admitted"), (REJECTED, "rejected")] {
