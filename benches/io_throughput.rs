@@ -16,7 +16,7 @@
 //! Run: `cargo bench --bench io_throughput --features tokio-io`. Compare ratios within one run.
 //!
 //! Instruction counts without a runner: `IO_LOOP=<way>:<buffer>:<copies>` (`way`: `plain`,
-//! `std` or `coarse`; `buffer`: `8k` or `64k`) makes that many copies and exits, so that
+//! `forwarded`, `std`, `coarse` or `reserved`; `buffer`: `8k` or `64k`) makes that many copies and exits, so that
 //! `valgrind --tool=callgrind` at two copy counts gives the instructions per copy as the
 //! difference (divide by the chunks, 8192 or 1024, for the cost per chunk):
 //!
@@ -54,6 +54,24 @@ enum Way {
     Plain,
     Std,
     Coarse,
+    /// On `CoarseClock`, under a 64 KiB reservation (one limiter call per 64 KiB).
+    Reserved,
+    /// Through a wrapper that only forwards each read: the floor of any adapter.
+    Forwarded,
+}
+
+/// A reader that forwards each read to the one inside: what any adapter costs before it
+/// charges anything (the copy loop no longer sees the slice reader's code inline).
+struct Forward<R>(R);
+
+impl<R: AsyncRead + Unpin> AsyncRead for Forward<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
 }
 
 async fn copy_8k<R: AsyncRead + Unpin>(mut r: R) -> u64 {
@@ -75,6 +93,11 @@ async fn copy_64k<R: AsyncRead + Unpin>(mut r: R) -> u64 {
     }
 }
 
+/// `data` read through `limiter` under a 64 KiB reservation.
+fn reserved<L: tollgate::io::Chargeable>(data: &[u8], limiter: Arc<L>) -> ThrottledReader<&[u8], L> {
+    ThrottledReader::with_max_chunk(data, limiter, 1 << 30).with_reservation(64 << 10)
+}
+
 /// One copy of `data`, the `way` given, with the given loop; its wall time.
 fn once(rt: &Runtime, data: &[u8], way: Way, big: bool) -> Duration {
     let std = Arc::new(TokenBucketLimiter::<StdClock>::new(roomy()).unwrap());
@@ -89,6 +112,10 @@ fn once(rt: &Runtime, data: &[u8], way: Way, big: bool) -> Duration {
             (Way::Std, true) => copy_64k(ThrottledReader::new(data, std)).await,
             (Way::Coarse, false) => copy_8k(ThrottledReader::new(data, coarse)).await,
             (Way::Coarse, true) => copy_64k(ThrottledReader::new(data, coarse)).await,
+            (Way::Forwarded, false) => copy_8k(Forward(data)).await,
+            (Way::Forwarded, true) => copy_64k(Forward(data)).await,
+            (Way::Reserved, false) => copy_8k(reserved(data, coarse)).await,
+            (Way::Reserved, true) => copy_64k(reserved(data, coarse)).await,
         }
     });
     assert_eq!(copied, SIZE as u64);
@@ -103,8 +130,10 @@ fn groups(c: &mut Criterion) {
         g.throughput(Throughput::Bytes(SIZE as u64));
         for (id, way) in [
             ("plain", Way::Plain),
+            ("forwarded", Way::Forwarded),
             ("throttled", Way::Std),
             ("throttled_coarse", Way::Coarse),
+            ("throttled_reserved", Way::Reserved),
         ] {
             g.bench_function(id, |b| {
                 b.iter_custom(|n| (0..n).map(|_| once(&rt, &data, way, big)).sum())
@@ -120,13 +149,18 @@ fn ratio() {
     let rt = runtime();
     let data = vec![0x5au8; SIZE];
     for (name, big) in [("copy_8k", false), ("copy_64k", true)] {
-        let (mut on_std, mut on_coarse) = (Vec::new(), Vec::new());
+        let (mut on_std, mut on_coarse, mut reserved) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..21 {
             let plain = once(&rt, &data, Way::Plain, big).as_secs_f64();
             on_std.push(once(&rt, &data, Way::Std, big).as_secs_f64() / plain);
             on_coarse.push(once(&rt, &data, Way::Coarse, big).as_secs_f64() / plain);
+            reserved.push(once(&rt, &data, Way::Reserved, big).as_secs_f64() / plain);
         }
-        for (clock, ratios) in [("StdClock", &mut on_std), ("CoarseClock", &mut on_coarse)] {
+        for (clock, ratios) in [
+            ("StdClock", &mut on_std),
+            ("CoarseClock", &mut on_coarse),
+            ("CoarseClock, 64 KiB reservation", &mut reserved),
+        ] {
             ratios.sort_by(f64::total_cmp);
             println!(
                 "io_throughput {name} on {clock}: throttled / plain, median of 21 alternating \
@@ -153,6 +187,8 @@ fn io_loop(spec: &str) {
         Some("plain") => Way::Plain,
         Some("std") => Way::Std,
         Some("coarse") => Way::Coarse,
+        Some("reserved") => Way::Reserved,
+        Some("forwarded") => Way::Forwarded,
         other => panic!("IO_LOOP: unknown way {other:?}"),
     };
     let big = parts.next() == Some("64k");

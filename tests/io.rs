@@ -589,3 +589,100 @@ fn every_waiting_limiter_can_meter_io() {
     chargeable::<SlidingLogLimiter<C, 4>>();
     chargeable::<PartitionLimiter<C>>();
 }
+
+/// A reservation: one grant covers the small reads that follow, the bytes are charged before
+/// they move (one reservation ahead at most), and what no read used goes back at the end of
+/// the stream.
+#[test]
+fn a_reservation_covers_many_small_reads_and_gives_back_what_they_left() {
+    let clock = Arc::new(ManualClock::new());
+    let limiter = no_refill(&clock, 100_000);
+    let data = vec![3u8; 10_000];
+    let mut reader = ThrottledReader::new(&data[..], limiter.clone()).with_reservation(4096);
+    assert_eq!(reader.reservation(), 4096);
+    let mut buf = [0u8; 1024];
+    let mut read = 0;
+    for i in 1..=10 {
+        let n = drive(&clock, &*limiter, |cx| {
+            poll_read_tokio(&mut reader, cx, &mut buf)
+        })
+        .unwrap();
+        read += n;
+        // Charged: every grant so far (4096 each), never more than one reservation ahead.
+        let grants = read.div_ceil(4096) as u64;
+        assert_eq!(limiter.statistics().total_successful, grants, "read {i}");
+        assert_eq!(limiter.available_permits(), 100_000 - 4096 * grants);
+        assert!(4096 * grants as usize - read < 4096);
+    }
+    assert_eq!(read, 10_000);
+    // The end of the stream: the third grant's unused 2,288 go back.
+    let n = drive(&clock, &*limiter, |cx| {
+        poll_read_tokio(&mut reader, cx, &mut buf)
+    });
+    assert_eq!(n.unwrap(), 0);
+    assert_eq!(limiter.available_permits(), 100_000 - 10_000);
+    assert_eq!(limiter.statistics().total_successful, 3);
+}
+
+/// Under a binding rate a reservation changes when bytes are charged, not how many: 10 MiB
+/// in 8 KiB reads under a 64 KiB reservation take the same computed time as 64 KiB reads,
+/// with one limiter call in eight.
+#[test]
+fn a_reserved_copy_at_one_mib_per_second_takes_the_computed_time() {
+    let clock = Arc::new(ManualClock::new());
+    let limiter = mib_per_second(&clock);
+    let data: Vec<u8> = (0..10 * MIB).map(|i| (i % 251) as u8).collect();
+    let mut reader = ThrottledReader::new(&data[..], limiter.clone()).with_reservation(BURST as u32);
+    let mut buf = vec![0u8; 8 * KIB];
+    let (mut out, mut reads) = (Vec::with_capacity(data.len()), 0);
+    loop {
+        let n = drive(&clock, &*limiter, |cx| {
+            poll_read_tokio(&mut reader, cx, &mut buf)
+        })
+        .unwrap();
+        if n == 0 {
+            break;
+        }
+        reads += 1;
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(out, data);
+    assert_eq!(reads, 10 * MIB / (8 * KIB));
+    // 160 grants of 64 KiB, and the one the end of the file took and gave back.
+    assert_eq!(limiter.statistics().total_successful, 161);
+    assert_eq!(elapsed(&clock), Duration::from_secs(10));
+    assert_eq!(limiter.available_permits(), BURST as u64);
+}
+
+/// A writer's reservation: its writes draw on one grant; shutting down (or closing) gives back
+/// what they left; a reservation above the largest request is cut to it.
+#[test]
+fn a_writers_reservation_goes_back_at_shutdown() {
+    let clock = Arc::new(ManualClock::new());
+    let limiter = no_refill(&clock, 50_000);
+    let mut writer = ThrottledWriter::new(Vec::new(), limiter.clone()).with_reservation(20_000);
+    for _ in 0..3 {
+        let n = drive(&clock, &*limiter, |cx| {
+            Pin::new(&mut writer).poll_write(cx, &[9; 1500])
+        });
+        assert_eq!(n.unwrap(), 1500);
+    }
+    assert_eq!(limiter.statistics().total_successful, 1);
+    assert_eq!(limiter.available_permits(), 30_000);
+    assert!(Pin::new(&mut writer).poll_shutdown(&mut cx()).is_ready());
+    assert_eq!(limiter.available_permits(), 50_000 - 4_500);
+    // The same through futures-io's `close`.
+    let n = futures_io::AsyncWrite::poll_write(Pin::new(&mut writer), &mut cx(), &[9; 500]);
+    assert!(matches!(n, Poll::Ready(Ok(500))));
+    assert_eq!(limiter.available_permits(), 50_000 - 4_500 - 20_000);
+    assert!(futures_io::AsyncWrite::poll_close(Pin::new(&mut writer), &mut cx()).is_ready());
+    assert_eq!(limiter.available_permits(), 50_000 - 5_000);
+    // Cut to the largest request.
+    let small = ThrottledWriter::with_max_chunk(Vec::new(), limiter.clone(), 1000).with_reservation(1 << 20);
+    let mut small = small;
+    let n = Pin::new(&mut small).poll_write(&mut cx(), &[1; 10]);
+    assert!(matches!(n, Poll::Ready(Ok(10))));
+    assert_eq!(limiter.available_permits(), 50_000 - 5_000 - 1000);
+    drop(small);
+    assert_eq!(limiter.available_permits(), 50_000 - 5_010);
+}

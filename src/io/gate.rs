@@ -22,6 +22,9 @@ pub struct Held {
     permits: u32,
     stamp: u64,
     returns: bool,
+    /// The permits the transfers under it used so far (a reserving gate's lease covers
+    /// several).
+    used: u32,
 }
 
 impl Held {
@@ -31,6 +34,7 @@ impl Held {
             permits,
             stamp,
             returns,
+            used: 0,
         }
     }
 }
@@ -78,6 +82,9 @@ pub(crate) struct Gate<L: Chargeable> {
     /// The largest request made at once (at least 1): the limiter's limit when known, halved
     /// whenever the limiter answers [`Reason::ExceedsLimit`].
     max_chunk: u32,
+    /// The least request made at once (0: none), whose permits serve the transfers that
+    /// follow until they are used up ([`set_reservation`](Self::set_reservation)).
+    reservation: u32,
     /// Permits granted and not yet settled: kept while the inner transfer is pending.
     lease: Option<Held>,
     /// The acquisition under way, when the permits were not there at once.
@@ -90,9 +97,26 @@ impl<L: Chargeable> Gate<L> {
         Self {
             limiter,
             max_chunk: max_chunk.clamp(1, u64::from(u32::MAX)) as u32,
+            reservation: 0,
             lease: None,
             waiting: None,
         }
+    }
+
+    /// Asks at least `bytes` permits at once (within its largest request),
+    /// and using them up over the transfers that follow before it asks again: one limiter
+    /// call for many small transfers, the permits charged before their bytes move (what is
+    /// left when the stream ends, fails or is dropped goes back, as a settle gives it). 0
+    /// turns it off.
+    #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
+    pub(crate) fn set_reservation(&mut self, bytes: u32) {
+        self.reservation = bytes;
+    }
+
+    /// The least request made at once (0: each transfer asks for its own size).
+    #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
+    pub(crate) fn reservation(&self) -> u32 {
+        self.reservation
     }
 
     pub(crate) fn limiter(&self) -> &Arc<L> {
@@ -103,9 +127,10 @@ impl<L: Chargeable> Gate<L> {
         self.max_chunk
     }
 
-    /// Permits for a transfer of up to `want` (at least 1): the lease already held, whatever
-    /// its size, or a new one of `min(want, max_chunk)`. Resolves to the permits held; a
-    /// refusal other than waiting (closed, queue full, evicted, timed out) is the error.
+    /// Permits for a transfer of up to `want` (at least 1): what is left of the lease already
+    /// held, whatever its size, or a new one of `max(want, reservation)` within `max_chunk`.
+    /// Resolves to the permits left to use; a refusal other than waiting (closed, queue full,
+    /// evicted, timed out) is the error.
     pub(crate) fn poll_grant(
         &mut self,
         cx: &mut Context<'_>,
@@ -113,9 +138,9 @@ impl<L: Chargeable> Gate<L> {
     ) -> Poll<Result<u32, Rejection>> {
         loop {
             if let Some(lease) = &self.lease {
-                return Poll::Ready(Ok(lease.permits));
+                return Poll::Ready(Ok(lease.permits - lease.used));
             }
-            let n = want.clamp(1, self.max_chunk);
+            let n = want.max(self.reservation).clamp(1, self.max_chunk);
             let granted = match &mut self.waiting {
                 Some(waiting) => {
                     let polled = waiting.as_mut().poll(cx);
@@ -144,8 +169,8 @@ impl<L: Chargeable> Gate<L> {
 
     /// One charged transfer of up to `want` bytes: permits for it
     /// ([`poll_grant`](Self::poll_grant); a refusal is the I/O error), then `transfer` of at
-    /// most that many bytes, which answers the bytes moved. The lease is settled to them (to 0
-    /// on an error), and kept for the next poll while `transfer` is pending: the charging
+    /// most that many bytes, which answers the bytes moved ([`used`](Self::used) of the
+    /// lease). The lease is kept for the next poll while `transfer` is pending: the charging
     /// common to every `AsyncRead` and `AsyncWrite`.
     #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
     pub(crate) fn poll_transfer(
@@ -162,7 +187,7 @@ impl<L: Chargeable> Gate<L> {
         match transfer(cx, want.min(granted as usize)) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(n)) => {
-                self.settle(u32::try_from(n).unwrap_or(u32::MAX));
+                self.used(u32::try_from(n).unwrap_or(u32::MAX));
                 Poll::Ready(Ok(n))
             }
             Poll::Ready(Err(e)) => {
@@ -190,12 +215,26 @@ impl<L: Chargeable> Gate<L> {
             .map_ok(Held::of)
     }
 
-    /// Ends the transfer: the lease held is settled to the `used` permits (never more than it
-    /// holds), as [`Lease::settle`] does, and ends (a concurrency limiter's permits go back).
-    /// A limiter that cannot settle keeps the whole lease charged.
+    /// A transfer under the lease held moved `moved` bytes: without a reservation the lease
+    /// ends, settled to them; with one it ends only once used up, or at the end of the stream
+    /// (`moved == 0`), settled to all its transfers moved.
+    #[cfg(any(feature = "tokio-io", feature = "futures-io"))]
+    fn used(&mut self, moved: u32) {
+        if let Some(held) = &mut self.lease {
+            held.used = held.used.saturating_add(moved).min(held.permits);
+            if self.reservation == 0 || moved == 0 || held.used == held.permits {
+                self.settle(0);
+            }
+        }
+    }
+
+    /// Ends the lease held: it is settled to what its transfers used plus `used` more
+    /// permits (never more than it holds), as [`Lease::settle`] does, and ends (a
+    /// concurrency limiter's permits go back). A limiter that cannot settle keeps the whole
+    /// lease charged.
     pub(crate) fn settle(&mut self, used: u32) {
         if let Some(held) = self.lease.take() {
-            let used = used.min(held.permits);
+            let used = held.used.saturating_add(used).min(held.permits);
             let kept = if used == held.permits
                 || self.limiter.settle(held.permits, used, held.stamp).is_ok()
             {
@@ -210,8 +249,7 @@ impl<L: Chargeable> Gate<L> {
     }
 }
 
-/// A lease still held when the adapter goes away was for a transfer that never happened: its
-/// permits go back.
+/// A lease still held when the adapter goes away: the permits no transfer used go back.
 impl<L: Chargeable> Drop for Gate<L> {
     fn drop(&mut self) {
         self.settle(0);
@@ -222,6 +260,7 @@ impl<L: Chargeable> core::fmt::Debug for Gate<L> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Gate")
             .field("max_chunk", &self.max_chunk)
+            .field("reservation", &self.reservation)
             .field("lease", &self.lease)
             .field("waiting", &self.waiting.is_some())
             .finish()

@@ -99,6 +99,49 @@ impl<R, L: Chargeable> ThrottledReader<R, L> {
         self.gate.max_chunk()
     }
 
+    /// The same reader, asking the limiter for at least `bytes` permits at once (within
+    /// [`max_chunk`](Self::max_chunk)) and using them up over the transfers that follow
+    /// before it asks again: one limiter call for many small transfers (an 8 KiB copy loop
+    /// under a 64 KiB reservation makes one call in eight). The permits are charged before
+    /// their bytes move, up to one reservation ahead; what no transfer used goes back when
+    /// the stream ends (a read of 0 bytes), fails, or the reader is dropped, as a
+    /// [`Lease::settle`](crate::Lease::settle) gives it back (a limiter that cannot settle,
+    /// or a window that has moved on, keeps it charged). 0, the default, asks for each
+    /// transfer's own size.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tokio::io::AsyncReadExt;
+    /// use tollgate::io::ThrottledReader;
+    /// use tollgate::{Limiter, ManualClock, TokenBucketLimiter, TokenBucketOptions};
+    /// use std::time::Duration;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let clock = Arc::new(ManualClock::new());
+    /// let opts = TokenBucketOptions::new(100_000, 100_000, Duration::from_secs(1));
+    /// let budget = Arc::new(TokenBucketLimiter::with_clock(opts, clock).unwrap());
+    /// let data = vec![1u8; 10_000];
+    /// let mut reader = ThrottledReader::new(&data[..], budget.clone()).with_reservation(64 * 1024);
+    /// let mut buf = [0u8; 1024];
+    /// assert_eq!(reader.read(&mut buf).await.unwrap(), 1024);
+    /// // One grant of 64 KiB covers this read and the next ones.
+    /// assert_eq!(budget.available_permits(), 100_000 - 65_536);
+    /// let mut rest = Vec::new();
+    /// reader.read_to_end(&mut rest).await.unwrap();
+    /// // At the end of the stream what no read used went back: 10,000 bytes charged.
+    /// assert_eq!(budget.available_permits(), 100_000 - 10_000);
+    /// # });
+    /// ```
+    pub fn with_reservation(mut self, bytes: u32) -> Self {
+        self.gate.set_reservation(bytes);
+        self
+    }
+
+    /// The least number of permits asked at once (0: each transfer asks for its own size).
+    pub fn reservation(&self) -> u32 {
+        self.gate.reservation()
+    }
+
     /// The limiter charged.
     pub fn limiter(&self) -> &Arc<L> {
         self.gate.limiter()
