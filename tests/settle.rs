@@ -63,7 +63,12 @@ fn refund_is_as_if_taken<L: Limiter>(name: &str, make: impl Fn(Arc<ManualClock>)
             }
             // A probe of each size answers the same, with the same RetryAfter.
             let n = rng.below(u64::from(limit)) as u32 + 1;
-            same_answers(&settled, &direct, n, &format!("{name} seed {seed} step {step}"));
+            same_answers(
+                &settled,
+                &direct,
+                n,
+                &format!("{name} seed {seed} step {step}"),
+            );
             clock.advance(Duration::from_millis(rng.below(400)));
         }
     }
@@ -650,9 +655,7 @@ fn a_debit_puts_the_sliding_window_counter_and_log_into_debt_as_if_taken_there()
     // A ring of twice the limit: a debit always has a slot (exact).
     debit_is_as_if_taken_into_debt(
         "sliding log",
-        |c| {
-            SlidingLogLimiter::<_, 20>::with_capacity(SlidingLogOptions::new(10, w), c).unwrap()
-        },
+        |c| SlidingLogLimiter::<_, 20>::with_capacity(SlidingLogOptions::new(10, w), c).unwrap(),
         10,
     );
     // The fixed window and token bucket, for comparison: the same property.

@@ -40,7 +40,7 @@ pub struct Input {
     /// 1..=limit.
     pub per: u32,
     /// Operations: (estimate, actual, clock step in periods / 4, probe size), sizes 0..=limit
-    /// (probe 1..=limit).
+    /// (the actual 0..=2·limit + 1, past every debt bound; probe 1..=limit).
     pub ops: Vec<(u32, u32, u32, u32)>,
 }
 
@@ -59,7 +59,8 @@ impl Input {
                 let size = |b: u8| u32::from(b) % (limit + 1);
                 (
                     size(c[0]),
-                    size(c[1]),
+                    // Up to twice the limit and one more: past every debt bound.
+                    u32::from(c[1]) % (2 * limit + 2),
                     u32::from(c[2] % 8),
                     1 + u32::from(c[3]) % limit,
                 )
@@ -141,8 +142,11 @@ fn make(input: &Input, clock: Arc<ManualClock>) -> (Box<dyn Limiter>, Duration) 
             // A ring of twice the largest limit: a debit always has a slot of its own (the
             // model keeps every entry).
             Box::new(
-                SlidingLogLimiter::<_, 32>::with_capacity(SlidingLogOptions::new(l, NS_WINDOW), clock)
-                    .unwrap(),
+                SlidingLogLimiter::<_, 32>::with_capacity(
+                    SlidingLogOptions::new(l, NS_WINDOW),
+                    clock,
+                )
+                .unwrap(),
             ),
             NS_WINDOW / 4,
         ),
@@ -165,9 +169,15 @@ impl Reference {
             2 => {
                 let segments = p.min(4);
                 let segment = ns(PERIOD) / u64::from(segments);
-                Some(Reference::Window(SlidingWindowModel::new(0, l, segments, segment)))
+                Some(Reference::Window(SlidingWindowModel::new(
+                    0, l, segments, segment,
+                )))
             }
-            5 => Some(Reference::Counter(SlidingCounterModel::new(0, l, ns(NS_WINDOW)))),
+            5 => Some(Reference::Counter(SlidingCounterModel::new(
+                0,
+                l,
+                ns(NS_WINDOW),
+            ))),
             6 => Some(Reference::Log(SlidingLogModel::new(0, l, ns(NS_WINDOW)))),
             _ => None,
         }
@@ -239,7 +249,12 @@ pub fn check(input: &Input) {
         let before = settled.available_permits();
         if let Some(r) = reference.as_mut() {
             let m = r.model();
-            assert_eq!(u128::from(before), m.available(now), "{}", at("model's available"));
+            assert_eq!(
+                u128::from(before),
+                m.available(now),
+                "{}",
+                at("model's available")
+            );
         }
         assert_eq!(
             before,
@@ -264,7 +279,12 @@ pub fn check(input: &Input) {
                     if fits {
                         assert_eq!(m.acquire(now, actual), Ok(()), "{}", at("model's actual"));
                     } else {
-                        assert_eq!(m.acquire(now, estimate), Ok(()), "{}", at("model's estimate"));
+                        assert_eq!(
+                            m.acquire(now, estimate),
+                            Ok(()),
+                            "{}",
+                            at("model's estimate")
+                        );
                         let debt = m.debit(now, actual - estimate);
                         assert_eq!(result.is_ok(), debt, "{}", at("model's debit"));
                     }
@@ -310,7 +330,12 @@ pub fn check(input: &Input) {
         if let Some(r) = reference.as_mut() {
             let m = r.model();
             let after = settled.available_permits();
-            assert_eq!(u128::from(after), m.available(now), "{}", at("model's available after"));
+            assert_eq!(
+                u128::from(after),
+                m.available(now),
+                "{}",
+                at("model's available after")
+            );
         }
         let (a, b) = (settled.try_acquire(probe), direct.try_acquire(probe));
         assert_eq!(answer(&a), answer(&b), "{}", at("probe"));

@@ -329,7 +329,14 @@ impl Counter {
     /// requests are refused until it is below the limit by what they ask. The caller keeps
     /// `limit + bound` within `u32::MAX` (the count is at most the estimate).
     #[inline]
-    pub const fn take_debt(self, k: u64, into: u64, n: u32, s: Shape, bound: u32) -> Option<Counter> {
+    pub const fn take_debt(
+        self,
+        k: u64,
+        into: u64,
+        n: u32,
+        s: Shape,
+        bound: u32,
+    ) -> Option<Counter> {
         let (k, into) = self.when(k, into);
         let now = self.at(k);
         let past = Shape {
@@ -1146,7 +1153,10 @@ mod tests {
             "still in debt"
         );
         assert_eq!(c.available(1, 44, s), 1);
-        assert_eq!(c.try_take(1, 44, 1, s, false).map(|c| (c.prev, c.cur)), Ok((16, 1)));
+        assert_eq!(
+            c.try_take(1, 44, 1, s, false).map(|c| (c.prev, c.cur)),
+            Ok((16, 1))
+        );
         // Not idle until the debt's window has rolled away twice.
         assert_eq!(c.free_from(), 2);
         // A waiter behind the debt is granted in the window it first fits in.
@@ -1158,8 +1168,13 @@ mod tests {
         };
         let bound = crate::core_common::window_debt_bound(big.limit, u32::MAX);
         assert_eq!(bound, 5);
-        let c = Counter::FRESH.try_take(0, 0, big.limit, big, false).unwrap();
+        let c = Counter::FRESH
+            .try_take(0, 0, big.limit, big, false)
+            .unwrap();
         assert_eq!(c.take_debt(0, 0, 6, big, bound), None);
-        assert_eq!(c.take_debt(0, 0, 5, big, bound).map(|c| c.cur), Some(u32::MAX));
+        assert_eq!(
+            c.take_debt(0, 0, 5, big, bound).map(|c| c.cur),
+            Some(u32::MAX)
+        );
     }
 }

@@ -200,7 +200,10 @@ impl<const N: usize> Log<N> {
             };
         } else {
             let tail = (self.head + self.len) % N;
-            self.ring[tail] = Entry { at: now, permits: n };
+            self.ring[tail] = Entry {
+                at: now,
+                permits: n,
+            };
             self.len += 1;
         }
         self.used += u64::from(n);

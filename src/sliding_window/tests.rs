@@ -61,7 +61,8 @@ fn both_header_layouts_follow_the_same_transitions() {
                     4 => Ok((h.with_waiters(x & 2 == 0), ())),
                     // A debit, up to the bound the narrow field allows (its largest count).
                     5 if x & 4 == 0 => {
-                        let bound = crate::core_common::window_debt_bound(limit, narrow.max_field());
+                        let bound =
+                            crate::core_common::window_debt_bound(limit, narrow.max_field());
                         Ok((h.take_debt(k, n, s, bound, frozen).unwrap_or(h), ()))
                     }
                     _ if step % 1_000 == 999 => Ok((h.close(), ())),
