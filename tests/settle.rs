@@ -756,3 +756,39 @@ fn a_debit_of_a_lease_served_late_is_counted_at_the_settle() {
         SEC / 4
     );
 }
+
+/// A sliding limiter in debt is not idle (so a partition owing one is never evicted), and a
+/// reconfiguration keeps the debt: requests wait it out under the new limit.
+#[test]
+fn a_sliding_limiter_in_debt_is_not_idle_and_a_reconfigure_keeps_the_debt() {
+    fn check<L: Limiter>(name: &str, l: &L, clock: &ManualClock, reconfigure: impl Fn(&L)) {
+        let mut lease = l.try_acquire(10).unwrap();
+        lease.settle(20).unwrap();
+        assert_eq!(lease.settle(21), Err(SettleError::DebtLimit), "{name}");
+        clock.advance(SEC / 2);
+        reconfigure(l);
+        assert_eq!(l.available_permits(), 0, "{name}");
+        assert_eq!(l.idle_duration(), None, "{name}: in debt");
+        assert!(l.try_acquire(1).is_err(), "{name}");
+        // A whole window and more after the debit (two for the counter): all of it gone.
+        clock.advance(SEC * 2);
+        assert_eq!(l.available_permits(), 12, "{name}");
+        assert!(l.idle_duration().is_some(), "{name}");
+    }
+    let clock = ManualClock::new();
+    let w =
+        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, SEC, 4), &clock).unwrap();
+    check("sliding window", &w, &clock, |l| {
+        l.reconfigure(SlidingWindowOptions::new(12, SEC, 4))
+            .unwrap()
+    });
+    let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, SEC), &clock).unwrap();
+    check("sliding counter", &c, &clock, |l| {
+        l.reconfigure(SlidingCounterOptions::new(12, SEC)).unwrap()
+    });
+    let g =
+        SlidingLogLimiter::<_, 24>::with_capacity(SlidingLogOptions::new(10, SEC), &clock).unwrap();
+    check("sliding log", &g, &clock, |l| {
+        l.reconfigure(SlidingLogOptions::new(12, SEC)).unwrap()
+    });
+}
