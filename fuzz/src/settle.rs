@@ -216,6 +216,18 @@ macro_rules! model_debit {
 }
 model_debit!(SlidingWindowModel, SlidingCounterModel, SlidingLogModel);
 
+/// The model, if any, shows `available` permits at `now`.
+fn model_available(
+    reference: &mut Option<Reference>,
+    now: u64,
+    available: u64,
+    at: impl Fn() -> String,
+) {
+    if let Some(r) = reference.as_mut() {
+        assert_eq!(u128::from(available), r.model().available(now), "{}", at());
+    }
+}
+
 /// The model's answer in the library's terms.
 fn expected(r: Result<(), Denial>, n: u32) -> Option<Result<u32, (Reason, Option<Duration>)>> {
     match r {
@@ -247,15 +259,7 @@ pub fn check(input: &Input) {
         let at = |what: &str| format!("{input:?}\nstep {step} ({what})");
         let now = clock.now().as_nanos();
         let before = settled.available_permits();
-        if let Some(r) = reference.as_mut() {
-            let m = r.model();
-            assert_eq!(
-                u128::from(before),
-                m.available(now),
-                "{}",
-                at("model's available")
-            );
-        }
+        model_available(&mut reference, now, before, || at("model's available"));
         assert_eq!(
             before,
             direct.available_permits(),
@@ -327,16 +331,8 @@ pub fn check(input: &Input) {
             "{}",
             at("available after")
         );
-        if let Some(r) = reference.as_mut() {
-            let m = r.model();
-            let after = settled.available_permits();
-            assert_eq!(
-                u128::from(after),
-                m.available(now),
-                "{}",
-                at("model's available after")
-            );
-        }
+        let after = settled.available_permits();
+        model_available(&mut reference, now, after, || at("model's available after"));
         let (a, b) = (settled.try_acquire(probe), direct.try_acquire(probe));
         assert_eq!(answer(&a), answer(&b), "{}", at("probe"));
         if let Some(r) = reference.as_mut() {

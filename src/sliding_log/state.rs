@@ -519,21 +519,28 @@ mod tests {
         assert_eq!(log.wait_for(0, 3, S), 60);
     }
 
-    /// A debit past the limit (issue 38): an entry of its own while the ring has room, so it
-    /// leaves the window exactly as a request granted then would; RetryAfter counts it.
-    #[test]
-    fn a_debit_is_an_entry_of_its_own_while_the_ring_has_room() {
-        let mut log = Log::<8>::new();
+    /// Article 002's five logins at 0, 10, 20, 30 and 40, then a debit of 2 at 45 (7 in the
+    /// window of 5): 1 more waits for 3 to leave, the entries of 0, 10 and 20, the last at 80.
+    fn five_singles_and_a_debit_of_2_at_45<const N: usize>() -> Log<N> {
+        let mut log = Log::<N>::new();
         for t in [0, 10, 20, 30, 40] {
             log.try_take(t, 1, S, false).unwrap();
         }
         assert!(log.take_debt(45, 2, S, 5));
-        assert_eq!((log.len(), log.used()), (6, 7));
-        // 1 more needs 3 to leave: the entries of 0, 10 and 20; the last at 80.
+        assert_eq!(log.used(), 7);
         assert_eq!(
             log.try_take(45, 1, S, false),
             Err(Denied::Exhausted { wait: 35 })
         );
+        log
+    }
+
+    /// A debit past the limit (issue 38): an entry of its own while the ring has room, so it
+    /// leaves the window exactly as a request granted then would; RetryAfter counts it.
+    #[test]
+    fn a_debit_is_an_entry_of_its_own_while_the_ring_has_room() {
+        let mut log = five_singles_and_a_debit_of_2_at_45::<8>();
+        assert_eq!(log.len(), 6);
         // Past the bound (the window at most 10): nothing taken.
         assert!(!log.take_debt(45, 4, S, 5));
         assert_eq!(log.used(), 7);
@@ -548,16 +555,8 @@ mod tests {
     /// debit's instant (never leaving sooner than exact).
     #[test]
     fn a_debit_on_a_full_ring_is_folded_into_the_newest_entry() {
-        let mut log = Log::<5>::new();
-        for t in [0, 10, 20, 30, 40] {
-            log.try_take(t, 1, S, false).unwrap();
-        }
-        assert!(log.take_debt(45, 2, S, 5));
-        assert_eq!((log.len(), log.used()), (5, 7));
-        assert_eq!(
-            log.try_take(45, 1, S, false),
-            Err(Denied::Exhausted { wait: 35 })
-        );
+        let mut log = five_singles_and_a_debit_of_2_at_45::<5>();
+        assert_eq!(log.len(), 5);
         assert!(log.take_debt(46, 3, S, 5));
         assert_eq!(log.used(), 10);
         // The entry of 40 now leaves with the debits, at 106.
