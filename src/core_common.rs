@@ -80,6 +80,19 @@ impl<C: crate::clock::Clock, Q> RateBase<C, Q> {
     }
 }
 
+/// The debt bound of a window limiter (sliding window, counter, log) of `limit` whose counts
+/// hold at most `field_max`: one limit past it, less where the count would pass its field
+/// (`min(limit, field_max - limit)`, as the token bucket bounds its debt).
+#[inline]
+pub(crate) const fn window_debt_bound(limit: u32, field_max: u32) -> u32 {
+    let room = field_max.saturating_sub(limit);
+    if limit < room {
+        limit
+    } else {
+        room
+    }
+}
+
 /// A window limiter's constants as one decision reads them: the sliding counter's and the
 /// sliding log's `Shape`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -283,7 +283,11 @@ impl<'a> Lease<'a> {
     /// - **`actual` above**: the extra is taken even when it is not there, into **debt** where
     ///   the limiter keeps one: later requests wait until time repays it, and their RetryAfter
     ///   counts it. Past the limiter's debt bound, [`SettleError::DebtLimit`] and nothing is
-    ///   taken.
+    ///   taken. The bound is one limit for the token bucket, the windows, the sliding log and
+    ///   the concurrency limiter (less only where a count field could not hold twice the
+    ///   limit), one burst past the tolerance for GCRA and the leaky buckets; a
+    ///   `KeyedLimiter`'s sliding counter and the Redis sliding window and counter keep no
+    ///   debt (a debit only where it fits). A debit is counted at the settle's instant.
     ///
     /// On success the lease holds `actual` permits (a concurrency lease then releases `actual`
     /// when dropped). A lease can be settled more than once; each settle is from what it holds.

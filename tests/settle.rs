@@ -26,6 +26,22 @@ impl Rng {
     }
 }
 
+/// The twins show the same permits available, and answer a request of `n` the same (the
+/// permits granted, or the reason and RetryAfter), each taking it if granted.
+fn same_answers<L: Limiter>(settled: &L, direct: &L, n: u32, at: &str) {
+    assert_eq!(
+        settled.available_permits(),
+        direct.available_permits(),
+        "{at}: available"
+    );
+    let answer = |l: &L| {
+        l.try_acquire(n)
+            .map(|l| l.permits())
+            .map_err(|r| (r.reason(), r.retry_after()))
+    };
+    assert_eq!(answer(settled), answer(direct), "{at}: a request of {n}");
+}
+
 /// Runs the property on twins built by `make`: one takes `estimate` and settles to `actual`,
 /// the other takes `actual`, at the same instants; their states must never differ.
 fn refund_is_as_if_taken<L: Limiter>(name: &str, make: impl Fn(Arc<ManualClock>) -> L, limit: u32) {
@@ -45,22 +61,13 @@ fn refund_is_as_if_taken<L: Limiter>(name: &str, make: impl Fn(Arc<ManualClock>)
                     "{name} seed {seed} step {step}: twin refused {actual}"
                 );
             }
-            assert_eq!(
-                settled.available_permits(),
-                direct.available_permits(),
-                "{name} seed {seed} step {step}"
-            );
             // A probe of each size answers the same, with the same RetryAfter.
             let n = rng.below(u64::from(limit)) as u32 + 1;
-            let (a, b) = (settled.try_acquire(n), direct.try_acquire(n));
-            assert_eq!(
-                a.as_ref()
-                    .map(|l| l.permits())
-                    .map_err(|r| (r.reason(), r.retry_after())),
-                b.as_ref()
-                    .map(|l| l.permits())
-                    .map_err(|r| (r.reason(), r.retry_after())),
-                "{name} seed {seed} step {step}"
+            same_answers(
+                &settled,
+                &direct,
+                n,
+                &format!("{name} seed {seed} step {step}"),
             );
             clock.advance(Duration::from_millis(rng.below(400)));
         }
@@ -577,4 +584,211 @@ fn a_concurrency_probe_lease_cannot_settle_in_any_form() {
     );
     drop(probe);
     assert_eq!(fixed.statistics(&1).available_permits, 4);
+}
+
+/// Runs the debit property (issue 38) on twins built by `make`: one takes `estimate` and
+/// settles to `actual`, often past what is free, into debt; the other takes `actual` if it
+/// fits, else another split of it (a lease of what is free, settled to `actual`). A debit
+/// counts where and when a request of it would, only past the limit: the twins' settles must
+/// answer alike (into debt, or `DebtLimit` past the bound) and their states never differ.
+fn debit_is_as_if_taken_into_debt<L: Limiter>(
+    name: &str,
+    make: impl Fn(Arc<ManualClock>) -> L,
+    limit: u32,
+) {
+    let mut debts = 0;
+    for seed in 1..=20u64 {
+        let clock = Arc::new(ManualClock::new());
+        let (settled, direct) = (make(clock.clone()), make(clock.clone()));
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ seed);
+        for step in 0..400 {
+            let at = format!("{name} seed {seed} step {step}");
+            let available = settled.available_permits();
+            assert_eq!(available, direct.available_permits(), "{at}");
+            let estimate = rng.below(u64::from(limit) + 1) as u32;
+            let actual = estimate + rng.below(u64::from(limit) * 3 / 2 + 1) as u32;
+            if let Ok(mut lease) = settled.try_acquire(estimate) {
+                let result = lease.settle(actual);
+                if u64::from(actual) <= available && actual <= limit {
+                    assert_eq!(result, Ok(()), "{at}: a debit that fits");
+                    assert!(direct.try_acquire(actual).is_ok(), "{at}: twin refused");
+                } else {
+                    // Another split: what is free (at most the limit), the rest settled.
+                    let free = available.min(u64::from(limit));
+                    let split = rng.below(free + 1) as u32;
+                    let mut twin = direct
+                        .try_acquire(split)
+                        .unwrap_or_else(|e| panic!("{at}: twin refused {split}: {e:?}"));
+                    assert_eq!(twin.settle(actual), result, "{at}: the twin's settle");
+                    if result.is_ok() {
+                        debts += u32::from(u64::from(actual) > available);
+                        assert_eq!(lease.permits(), actual, "{at}");
+                    } else {
+                        assert_eq!(result, Err(SettleError::DebtLimit), "{at}");
+                        assert_eq!(lease.permits(), estimate, "{at}: nothing taken");
+                        // The twin holds its split: brought to the estimate (both fit).
+                        twin.settle(estimate).unwrap();
+                    }
+                }
+            }
+            let n = rng.below(u64::from(limit)) as u32 + 1;
+            same_answers(&settled, &direct, n, &at);
+            clock.advance(Duration::from_millis(rng.below(400)));
+        }
+    }
+    assert!(debts > 100, "{name}: only {debts} debits went into debt");
+}
+
+#[test]
+fn a_debit_puts_the_sliding_window_counter_and_log_into_debt_as_if_taken_there() {
+    let w = SEC;
+    debit_is_as_if_taken_into_debt(
+        "sliding window",
+        |c| SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, w, 4), c).unwrap(),
+        10,
+    );
+    debit_is_as_if_taken_into_debt(
+        "sliding counter",
+        |c| SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    // A ring of twice the limit: a debit always has a slot (exact).
+    debit_is_as_if_taken_into_debt(
+        "sliding log",
+        |c| SlidingLogLimiter::<_, 20>::with_capacity(SlidingLogOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    // The fixed window and token bucket, for comparison: the same property.
+    debit_is_as_if_taken_into_debt(
+        "fixed window",
+        |c| FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, w), c).unwrap(),
+        10,
+    );
+}
+
+/// A lease served late from the queue (granted as of the segment or window it first fit in,
+/// issue 29) and settled above its estimate: the debit is counted at the settle's instant, as
+/// a request of it granted then would be (into debt), not back at the lease's grant — exactly
+/// what a twin served the same way holds after settling another lease, taken at that instant,
+/// to the same debit.
+#[test]
+fn a_debit_of_a_lease_served_late_is_counted_at_the_settle() {
+    use core::future::Future;
+    use core::task::{Context, Poll, Waker};
+    macro_rules! late {
+        ($name:literal, $make:expr, $limit:expr, $step:expr) => {{
+            let make = $make;
+            let limit: u32 = $limit;
+            let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+            for round in 0..200 {
+                let clock = Arc::new(ManualClock::new());
+                let (settled, direct) = (make(clock.clone()), make(clock.clone()));
+                let at = format!("{} round {round}", $name);
+                settled.try_acquire(limit).unwrap().forget();
+                direct.try_acquire(limit).unwrap().forget();
+                let estimate = 1 + rng.below(u64::from(limit)) as u32;
+                let debit = 1 + rng.below(u64::from(limit)) as u32;
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut a = core::pin::pin!(settled.acquire(estimate));
+                let mut b = core::pin::pin!(direct.acquire(estimate));
+                assert!(a.as_mut().poll(&mut cx).is_pending(), "{at}");
+                assert!(b.as_mut().poll(&mut cx).is_pending(), "{at}");
+                // Served late: well after the estimate first fit.
+                clock.advance($step * (8 + rng.below(8) as u32));
+                settled.replenish();
+                direct.replenish();
+                let Poll::Ready(Ok(mut lease)) = a.as_mut().poll(&mut cx) else {
+                    panic!("{at}: not served")
+                };
+                let Poll::Ready(Ok(_twin)) = b.as_mut().poll(&mut cx) else {
+                    panic!("{at}: twin not served")
+                };
+                clock.advance($step * rng.below(2) as u32);
+                let available = direct.available_permits();
+                let result = lease.settle(estimate + debit);
+                let twin = if available == 0 {
+                    None
+                } else {
+                    // A lease of part of the debit, settled to all of it.
+                    let split = rng.below(available.min(u64::from(debit)) + 1) as u32;
+                    let mut other = direct.try_acquire(split).unwrap();
+                    Some(other.settle(debit))
+                };
+                if let Some(twin) = twin {
+                    assert_eq!(result, twin, "{at}");
+                }
+                assert_eq!(result, Ok(()), "{at}: within one limit of debt");
+                for _ in 0..12 {
+                    let n = 1 + rng.below(u64::from(limit)) as u32;
+                    if twin.is_some() {
+                        same_answers(&settled, &direct, n, &at);
+                    }
+                    clock.advance($step * rng.below(3) as u32);
+                }
+            }
+        }};
+    }
+    late!(
+        "sliding window",
+        |c| {
+            let o = SlidingWindowOptions::new(10, SEC, 4).with_queue(20, QueueOrder::OldestFirst);
+            SlidingWindowLimiter::with_clock(o, c).unwrap()
+        },
+        10,
+        SEC / 4
+    );
+    late!(
+        "sliding counter",
+        |c| {
+            let o = SlidingCounterOptions::new(10, SEC).with_queue(20, QueueOrder::OldestFirst);
+            SlidingCounterLimiter::with_clock(o, c).unwrap()
+        },
+        10,
+        SEC / 4
+    );
+    late!(
+        "sliding log",
+        |c| {
+            let o = SlidingLogOptions::new(10, SEC).with_queue(20, QueueOrder::OldestFirst);
+            SlidingLogLimiter::<_, 20>::with_capacity(o, c).unwrap()
+        },
+        10,
+        SEC / 4
+    );
+}
+
+/// A sliding limiter in debt is not idle (so a partition owing one is never evicted), and a
+/// reconfiguration keeps the debt: requests wait it out under the new limit.
+#[test]
+fn a_sliding_limiter_in_debt_is_not_idle_and_a_reconfigure_keeps_the_debt() {
+    fn check<L: Limiter>(name: &str, l: &L, clock: &ManualClock, reconfigure: impl Fn(&L)) {
+        let mut lease = l.try_acquire(10).unwrap();
+        lease.settle(20).unwrap();
+        assert_eq!(lease.settle(21), Err(SettleError::DebtLimit), "{name}");
+        clock.advance(SEC / 2);
+        reconfigure(l);
+        assert_eq!(l.available_permits(), 0, "{name}");
+        assert_eq!(l.idle_duration(), None, "{name}: in debt");
+        assert!(l.try_acquire(1).is_err(), "{name}");
+        // A whole window and more after the debit (two for the counter): all of it gone.
+        clock.advance(SEC * 2);
+        assert_eq!(l.available_permits(), 12, "{name}");
+        assert!(l.idle_duration().is_some(), "{name}");
+    }
+    let clock = ManualClock::new();
+    let w =
+        SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, SEC, 4), &clock).unwrap();
+    check("sliding window", &w, &clock, |l| {
+        l.reconfigure(SlidingWindowOptions::new(12, SEC, 4))
+            .unwrap()
+    });
+    let c = SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, SEC), &clock).unwrap();
+    check("sliding counter", &c, &clock, |l| {
+        l.reconfigure(SlidingCounterOptions::new(12, SEC)).unwrap()
+    });
+    let g =
+        SlidingLogLimiter::<_, 24>::with_capacity(SlidingLogOptions::new(10, SEC), &clock).unwrap();
+    check("sliding log", &g, &clock, |l| {
+        l.reconfigure(SlidingLogOptions::new(12, SEC)).unwrap()
+    });
 }

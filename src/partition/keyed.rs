@@ -562,7 +562,8 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// never been taken (the token bucket's tokens, GCRA's and the leaky meter's arrival time,
     /// the sliding counter's count while its window still counts); a debit takes the extra,
     /// into debt for the token bucket, fixed window (one limit), GCRA and the leaky meter (one
-    /// burst past the tolerance), where it fits for the sliding counter. Past the bound:
+    /// burst past the tolerance), where it fits for the sliding counter (its compact form keeps
+    /// no debt, unlike `SlidingCounterLimiter`). Past the bound:
     /// [`SettleError::DebtLimit`], nothing taken. A key's lease refers to no limiter (it is
     /// one word of a table), so it settles through the limiter and its key; with another key
     /// or limiter the permits are accounted to the wrong one.

@@ -474,7 +474,8 @@ impl Rule for KeyedSliding {
             let window = crate::lease::tick_of_stamp(k, stamp);
             return Ok(self.give_back(v, k, window, held - actual));
         }
-        // A debit only where it fits (no debt, as `SlidingCounterLimiter`'s).
+        // A debit only where it fits (no debt: the compact form has no room for one, unlike
+        // `SlidingCounterLimiter`, whose debt bound is one limit).
         self.take(v, k, into, actual - held)
             .map_err(|()| SettleError::DebtLimit)
     }

@@ -109,7 +109,7 @@
 //! the next window; GCRA and the leaky meter move `tat` back (never before now) or forward (up
 //! to one burst past the tolerance); the token bucket (in either of its states) gives tokens
 //! back (never above its limit) or takes them into debt (up to one limit more); the sliding
-//! counter and the sliding window, as the local ones (no debt), give a refund back to the
+//! counter and the sliding window (no debt, unlike the local ones) give a refund back to the
 //! window or segment the lease was counted in while it counts and take a debit only where it
 //! fits. Past the bound, [`SettleError::DebtLimit`](crate::SettleError) and nothing is taken. A
 //! failure is a typed [`RedisSettleError`], and changes nothing here.

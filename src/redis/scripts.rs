@@ -745,7 +745,7 @@ local ks = fmt('%d', k)
 
 /// The settle of a sliding window's lease ([`SLIDING`]): `ARGV[1]` the permits to take (> 0)
 /// or give back (< 0), `ARGV[2]` the lease's segment index (segments since the epoch) modulo
-/// 2^29. As the local window (its debt bound is 0): a refund comes out of the segment the
+/// 2^29. Debt bound 0 (the local window's is one limit): a refund comes out of the segment the
 /// lease was counted in, if that segment is still in the window (the segment `j` with
 /// `k - SEGS < j <= k` that is `ARGV[2]` modulo 2^29; else the reply is `w`: nothing back),
 /// never below 0; a debit is taken now, in the current segment, only where a request of that
@@ -1045,8 +1045,8 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// The settle of a sliding counter's lease ([`COUNTER`]): `ARGV[1]` the permits to take (> 0)
-/// or give back (< 0), `ARGV[2]` the lease's window index modulo 2^29. As the local counter
-/// (its debt bound is 0): a refund comes out of the window the lease was counted in while it
+/// or give back (< 0), `ARGV[2]` the lease's window index modulo 2^29. Debt bound 0 (the
+/// local counter's is one limit): a refund comes out of the window the lease was counted in while it
 /// still counts — the current window (`KEYS[1]:k`) or the previous one (`KEYS[1]:k-1`, whose
 /// weight then drops), never below 0 — else nothing comes back (reply `w`); a debit is taken
 /// now, as a request of that many, only where it fits (else the reply is `d` and nothing is

@@ -169,11 +169,11 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     ///   gives the tokens back (never above the limit), whatever the period; a debit takes them
     ///   now, past an empty bucket into debt up to one limit more: later requests wait until
     ///   the refill repays it, and their RetryAfter counts it.
-    /// - **Sliding counter**, as the local counter (its debt bound is 0): a refund comes out of
+    /// - **Sliding counter**, debt bound 0 (the local counter's is one limit): a refund comes out of
     ///   the window the lease was counted in while it still counts (the current window, or the
     ///   previous one, whose weight then drops; else nothing comes back); a debit is taken now
     ///   only where it fits, as a request of that many would be.
-    /// - **Sliding window**, as the local window (its debt bound is 0): a refund comes out of
+    /// - **Sliding window**, debt bound 0 (the local window's is one limit): a refund comes out of
     ///   the segment the lease was counted in while that segment is in the window (else
     ///   nothing comes back), never below 0; a debit is taken now, in the current segment,
     ///   only where it fits, as a request of that many would be.

@@ -215,12 +215,21 @@ impl<C: Clock, Q: QueueKind> RateCore for CounterCore<C, Q> {
         crate::lease::tick_of_stamp(k, stamp)
     }
 
-    /// Takes `n` more permits now, past any waiter, if they fit; no debt yet (its bound is 0).
+    /// Takes `n` more permits now, in the current window, past any waiter and into debt when
+    /// they are not there ([`Counter::take_debt`]), as long as the estimate stays within one
+    /// limit past the limit (less for a limit above 2^31, where the count field would
+    /// overflow: `min(limit, u32::MAX - limit)`).
     fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
-        let at = self.base.tick();
-        self.attempt(at, n, self.shape(), true)
+        let (k, into) = self.base.tick();
+        let s = self.shape();
+        let bound = crate::core_common::window_debt_bound(s.limit, u32::MAX);
+        self.word
+            .transition(|c| {
+                c.take_debt(k, into, n, s, bound)
+                    .map(|next| (next, ()))
+                    .ok_or(crate::lease::SettleError::DebtLimit)
+            })
             .map(|_| ())
-            .map_err(|_| crate::lease::SettleError::DebtLimit)
     }
 
     /// Returns `n` permits granted in window `stamp` to a waiter that never received them (or

@@ -1,5 +1,10 @@
 //! The sliding-window counter (approximate): the previous fixed window's count weighted by how
 //! much of it the rolling window still overlaps, plus the current window's count — one word.
+//!
+//! A lease settled above its estimate ([`Lease::settle`](crate::Lease::settle)) counts the extra
+//! in the current window, past the limit into debt (while the estimate stays within one limit
+//! more): requests then wait, their RetryAfter counting it, until the weighted estimate has
+//! decayed below the limit by what they ask.
 
 mod limiter_core;
 pub(crate) mod state;

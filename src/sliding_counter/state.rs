@@ -321,6 +321,37 @@ impl Counter {
         })
     }
 
+    /// Takes `n` more permits `into` ns into window `k` for a lease settled above its
+    /// estimate: at once, past any waiter, closed or not, counted in the current window even
+    /// past the limit — into **debt** — as long as the estimate then is at most `limit +
+    /// bound`. `None` (and nothing taken) past that. The estimate of a counter in debt decays
+    /// as the window slides (the count weighs less once it is the previous window's), and
+    /// requests are refused until it is below the limit by what they ask. The caller keeps
+    /// `limit + bound` within `u32::MAX` (the count is at most the estimate).
+    #[inline]
+    pub const fn take_debt(
+        self,
+        k: u64,
+        into: u64,
+        n: u32,
+        s: Shape,
+        bound: u32,
+    ) -> Option<Counter> {
+        let (k, into) = self.when(k, into);
+        let now = self.at(k);
+        let past = Shape {
+            limit: s.limit + bound,
+            window: s.window,
+        };
+        if !now.fits(into, n, past) {
+            return None;
+        }
+        Some(Counter {
+            cur: now.cur + n,
+            ..now
+        })
+    }
+
     /// Permits that fit now (the room under the limit, rounded down).
     pub const fn available(self, k: u64, into: u64, s: Shape) -> u64 {
         let (k, into) = self.when(k, into);
@@ -1094,5 +1125,56 @@ mod tests {
             let (a, b) = ((x >> 7) as u32, x.rotate_left(29));
             assert_eq!(mul_u32_u64_by_halves(a, b), u128::from(a) * u128::from(b));
         }
+    }
+
+    /// A debit past the limit (issue 38): the count goes past it while the estimate stays
+    /// within one limit more; requests wait until the weighted estimate has decayed below the
+    /// limit by what they ask, exactly.
+    #[test]
+    fn a_debit_goes_into_debt_that_the_weighting_decays() {
+        let s = Shape {
+            limit: 10,
+            window: 100,
+        };
+        let c = Counter::FRESH.try_take(0, 0, 4, s, false).unwrap();
+        let c = c.take_debt(0, 50, 12, s, 10).unwrap();
+        assert_eq!(c.cur, 16);
+        assert_eq!(c.available(0, 50, s), 0);
+        // Past the bound (an estimate of 21 > 20): nothing taken.
+        assert_eq!(c.take_debt(0, 50, 5, s, 10), None);
+        assert_eq!(c.take_debt(0, 50, 4, s, 10).map(|c| c.cur), Some(20));
+        // One permit fits once 16 · (100 - x) ≤ 9 · 100: x = 44 into the next window.
+        assert_eq!(c.wait(0, 50, 1, s), 50 + 44);
+        assert_eq!(c.wait_u64(0, 50, 1, s), 94);
+        assert_eq!(c.wait_in_own(50, 1, s), 94);
+        assert_eq!(
+            c.try_take(1, 43, 1, s, false),
+            Err(Denied::Exhausted),
+            "still in debt"
+        );
+        assert_eq!(c.available(1, 44, s), 1);
+        assert_eq!(
+            c.try_take(1, 44, 1, s, false).map(|c| (c.prev, c.cur)),
+            Ok((16, 1))
+        );
+        // Not idle until the debt's window has rolled away twice.
+        assert_eq!(c.free_from(), 2);
+        // A waiter behind the debt is granted in the window it first fits in.
+        assert_eq!(c.take_when_fits(1, 99, 1, s).map(|(_, at)| at), Ok(1));
+        // A bound the caller keeps within the count field: a limit above 2^31.
+        let big = Shape {
+            limit: u32::MAX - 5,
+            window: 100,
+        };
+        let bound = crate::core_common::window_debt_bound(big.limit, u32::MAX);
+        assert_eq!(bound, 5);
+        let c = Counter::FRESH
+            .try_take(0, 0, big.limit, big, false)
+            .unwrap();
+        assert_eq!(c.take_debt(0, 0, 6, big, bound), None);
+        assert_eq!(
+            c.take_debt(0, 0, 5, big, bound).map(|c| c.cur),
+            Some(u32::MAX)
+        );
     }
 }

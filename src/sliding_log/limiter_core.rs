@@ -237,12 +237,20 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for LogCore<C, N, Q> {
         self.log.with(|log| log.instant_of_stamp(stamp))
     }
 
-    /// Takes `n` more permits now, past any waiter, if they fit; no debt (its bound is 0: the
-    /// ring holds at most `limit` entries).
+    /// Takes `n` more permits now, past any waiter and into debt when they are not there
+    /// ([`Log::take_debt`]: an entry of its own, or folded into the newest entry when the ring
+    /// is full), as long as the window then holds at most one limit past the limit.
     fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
-        self.attempt(self.base.elapsed(), n, true)
-            .map(|_| ())
-            .map_err(|_| crate::lease::SettleError::DebtLimit)
+        let now = self.base.elapsed();
+        self.log.with(|log| {
+            let s = self.shape();
+            let bound = crate::core_common::window_debt_bound(s.limit, u32::MAX);
+            if log.take_debt(now, n, s, bound) {
+                Ok(())
+            } else {
+                Err(crate::lease::SettleError::DebtLimit)
+            }
+        })
     }
 
     /// Takes `n` permits recorded at `stamp` out of the log, for a waiter that never received

@@ -1,5 +1,11 @@
 //! The sliding-window log: exact counts over a rolling window, one entry per admitted request in
 //! a fixed ring (no allocation).
+//!
+//! A lease settled above its estimate ([`Lease::settle`](crate::Lease::settle)) records the extra
+//! at the settle's instant, past the limit into debt (up to one limit more in the window), as an
+//! entry of its own; a ring with no free slot (never with `N ≥ 2 × limit`) folds it into its
+//! newest entry, moved to that instant: counted longer than exact, never shorter. Requests then
+//! wait, their RetryAfter counting it, until the entries holding the excess have left.
 
 mod limiter_core;
 pub(crate) mod state;

@@ -168,6 +168,49 @@ impl<const N: usize> Log<N> {
         Ok(())
     }
 
+    /// Takes `n` more permits at `reading` for a lease settled above its estimate: at once,
+    /// past any waiter, recorded at that instant even past the limit — into **debt** — as long
+    /// as the window then holds at most `limit + bound` (else `false`, and nothing is taken).
+    /// A log in debt refuses requests until enough of its oldest entries have left the window
+    /// for them to fit under the limit ([`wait`](Self::wait) counts every entry).
+    ///
+    /// The debit is recorded exactly as a request of `n` granted now would be: added to the
+    /// newest entry if that is of this instant (a lease settled at once: its own entry), else
+    /// an entry of its own while the ring has a free slot. A full ring (`N` entries in the
+    /// window, so at least `N` permits: never while `N ≥ limit + bound`, e.g. a ring of twice
+    /// the limit) has none: the debit is then folded into the newest entry, which is moved to
+    /// this instant, so that entry's permits are counted until the debit leaves the window —
+    /// later than exact by the time between the two, never sooner (folding never lets a
+    /// request through early). The caller keeps `limit + bound` within `u32::MAX` (an entry's
+    /// permits are at most the window's).
+    pub fn take_debt(&mut self, reading: u64, n: u32, s: Shape, bound: u32) -> bool {
+        let now = self.effective(reading);
+        let (count, permits) = self.expired_prefix(now, s);
+        if self.used - permits + u64::from(n) > u64::from(s.limit) + u64::from(bound) {
+            return false;
+        }
+        self.drop_front(count, permits);
+        let newest = (self.head + self.len + N - 1) % N;
+        if self.len > 0 && (self.len == N || self.ring[newest].at == now) {
+            // The newest entry is at or before `now`: the debit joins it (no slot needed when
+            // it is of this very instant, the lease's own entry when settled at once).
+            self.ring[newest] = Entry {
+                at: now,
+                permits: self.ring[newest].permits + n,
+            };
+        } else {
+            let tail = (self.head + self.len) % N;
+            self.ring[tail] = Entry {
+                at: now,
+                permits: n,
+            };
+            self.len += 1;
+        }
+        self.used += u64::from(n);
+        self.last = Some(now);
+        true
+    }
+
     /// Nanoseconds from `now` until `want` permits fit: until enough of the oldest entries have
     /// left the window. Zero if they fit now.
     /// Counted from the clock's reading, even when it is behind the newest entry.
@@ -474,5 +517,50 @@ mod tests {
         assert_eq!(log.wait_for(0, 16, S), log.wait_behind(0, [5, 5, 5, 1], S));
         assert_eq!(log.wait_for(0, 16, S), 240);
         assert_eq!(log.wait_for(0, 3, S), 60);
+    }
+
+    /// Article 002's five logins at 0, 10, 20, 30 and 40, then a debit of 2 at 45 (7 in the
+    /// window of 5): 1 more waits for 3 to leave, the entries of 0, 10 and 20, the last at 80.
+    fn five_singles_and_a_debit_of_2_at_45<const N: usize>() -> Log<N> {
+        let mut log = Log::<N>::new();
+        for t in [0, 10, 20, 30, 40] {
+            log.try_take(t, 1, S, false).unwrap();
+        }
+        assert!(log.take_debt(45, 2, S, 5));
+        assert_eq!(log.used(), 7);
+        assert_eq!(
+            log.try_take(45, 1, S, false),
+            Err(Denied::Exhausted { wait: 35 })
+        );
+        log
+    }
+
+    /// A debit past the limit (issue 38): an entry of its own while the ring has room, so it
+    /// leaves the window exactly as a request granted then would; RetryAfter counts it.
+    #[test]
+    fn a_debit_is_an_entry_of_its_own_while_the_ring_has_room() {
+        let mut log = five_singles_and_a_debit_of_2_at_45::<8>();
+        assert_eq!(log.len(), 6);
+        // Past the bound (the window at most 10): nothing taken.
+        assert!(!log.take_debt(45, 4, S, 5));
+        assert_eq!(log.used(), 7);
+        // At 100 the entry of 40 has left, the debit's (45) not: 2 counted.
+        assert_eq!(log.used_at(100, S), 2);
+        assert_eq!(log.empty_since(100, S), None, "in debt: not idle");
+        assert_eq!(log.used_at(105, S), 0);
+        assert_eq!(log.empty_since(105, S), Some(105));
+    }
+
+    /// A full ring has no slot for the debit: it is folded into the newest entry, moved to the
+    /// debit's instant (never leaving sooner than exact).
+    #[test]
+    fn a_debit_on_a_full_ring_is_folded_into_the_newest_entry() {
+        let mut log = five_singles_and_a_debit_of_2_at_45::<5>();
+        assert_eq!(log.len(), 5);
+        assert!(log.take_debt(46, 3, S, 5));
+        assert_eq!(log.used(), 10);
+        // The entry of 40 now leaves with the debits, at 106.
+        assert_eq!(log.used_at(100, S), 6);
+        assert_eq!(log.used_at(106, S), 0);
     }
 }

@@ -485,6 +485,14 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         self.header.max_field()
     }
 
+    /// How far past `limit` a settled lease may take the window (its **debt bound**): one
+    /// limit, less where the header's count fields could not hold twice the limit
+    /// (`min(limit, field_max - limit)`: only for a limit above 2^31, or in the 64-bit layout
+    /// above half its field, e.g. above 8,191 in 1 s segments).
+    pub(crate) fn debt_bound(&self, limit: u32) -> u32 {
+        crate::core_common::window_debt_bound(limit, self.max_limit())
+    }
+
     /// Changes the limit with no queue to serve.
     pub(crate) fn set_limit(&self, limit: u32) {
         self.limit.store(u64::from(limit), Ordering::Release);
@@ -566,12 +574,22 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for WindowCore<C, N, Q> {
         crate::lease::tick_of_stamp(k, stamp)
     }
 
-    /// Takes `n` more permits now, past any waiter, if they fit; no debt yet (its bound is 0).
+    /// Takes `n` more permits now, in the current segment, past any waiter and into debt when
+    /// they are not there ([`Header::take_debt`]), down to one limit past it
+    /// ([`debt_bound`](Self::debt_bound)).
     fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
-        let e = self.base.elapsed();
-        self.attempt(e, n, self.shape(), true)
+        let (k, _) = self.base.tick();
+        let s = self.shape();
+        let bound = self.debt_bound(s.limit);
+        self.header
+            .transition(|h| {
+                let next = h
+                    .take_debt(k, n, s, bound, |j| self.frozen(j))
+                    .ok_or(crate::lease::SettleError::DebtLimit)?;
+                self.leave(h, next);
+                Ok((next, ()))
+            })
             .map(|_| ())
-            .map_err(|_| crate::lease::SettleError::DebtLimit)
     }
 
     /// Returns `n` permits granted in segment `stamp` to a waiter that never received them (or

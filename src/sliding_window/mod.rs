@@ -1,5 +1,10 @@
 //! The sliding window: at most `permit_limit` permits in any window of `segments_per_window`
 //! consecutive segments; permits come back when their segment leaves the window.
+//!
+//! A lease settled above its estimate ([`Lease::settle`](crate::Lease::settle)) counts the extra
+//! in the current segment, past the limit into debt (up to one limit more in the window; less
+//! where the header's count fields could not hold twice the limit): requests then wait, their
+//! RetryAfter counting it, until the segments holding the excess have left the window.
 
 mod limiter_core;
 mod state;

@@ -251,11 +251,18 @@ impl Header {
             return if free > 0 {
                 Ok(self)
             } else {
-                Err(Denied::Exhausted { missing: 1 })
+                Err(Denied::Exhausted {
+                    missing: now.used() + 1 - s.limit as u64,
+                })
             };
         }
         if (self.waiters && !barge) || free < n as u64 {
-            let missing = if free < n as u64 { n as u64 - free } else { 1 };
+            // Past the limit by a debt, the debt is missing too.
+            let missing = if free < n as u64 {
+                now.used() + n as u64 - s.limit as u64
+            } else {
+                1
+            };
             return Err(Denied::Exhausted { missing });
         }
         Ok(Header {
@@ -307,11 +314,36 @@ impl Header {
             }
             if f >= last {
                 return Err(Denied::Exhausted {
-                    missing: need - free,
+                    missing: at.used() + need - s.limit as u64,
                 });
             }
             f += 1;
         }
+    }
+
+    /// Takes `n` more permits in segment `k` for a lease settled above its estimate: at once,
+    /// past any waiter, closed or not, counted in the current segment even past the limit —
+    /// into **debt** — as long as the window then counts at most `limit + bound`. `None` (and
+    /// nothing taken) past that. A window in debt refuses every request until enough of its
+    /// oldest segments have left it for the count to fall below the limit again, the segment
+    /// holding the debit last; the caller keeps `limit + bound` within the count fields.
+    #[inline]
+    pub fn take_debt(
+        self,
+        k: u64,
+        n: u32,
+        s: Shape,
+        bound: u32,
+        frozen: impl Fn(u64) -> u32,
+    ) -> Option<Header> {
+        let now = self.at(k, s, frozen);
+        if now.used() + n as u64 > s.limit as u64 + bound as u64 {
+            return None;
+        }
+        Some(Header {
+            cur: now.cur + n,
+            ..now
+        })
     }
 
     /// Slides until the last of `requests` is granted, when they are served in order, each as

@@ -59,6 +59,12 @@ fn both_header_layouts_follow_the_same_transitions() {
                     2 => Ok((h.give_back(k, n), ())),
                     3 => Ok((h.at(k, s, frozen), ())),
                     4 => Ok((h.with_waiters(x & 2 == 0), ())),
+                    // A debit, up to the bound the narrow field allows (its largest count).
+                    5 if x & 4 == 0 => {
+                        let bound =
+                            crate::core_common::window_debt_bound(limit, narrow.max_field());
+                        Ok((h.take_debt(k, n, s, bound, frozen).unwrap_or(h), ()))
+                    }
                     _ if step % 1_000 == 999 => Ok((h.close(), ())),
                     _ => Ok((h, ())),
                 }
@@ -189,4 +195,71 @@ fn retry_after_from_a_header_the_window_has_slid_past() {
     assert!(l.try_acquire(1).is_err());
     at(&clock, 60);
     assert!(l.try_acquire(1).is_ok());
+}
+
+/// A debit past the limit (issue 38) is counted in the current segment: the window refuses
+/// every request until enough of its oldest segments have left for the count to fall below the
+/// limit by what is asked, the segment holding the debit last, and RetryAfter says exactly
+/// when; the debt is bounded by one limit, and a settle past it takes nothing.
+#[test]
+fn a_debit_goes_into_debt_that_the_window_slides_out() {
+    use crate::lease::SettleError;
+    let clock = ManualClock::new();
+    // 10 per 4 s, in 1 s segments.
+    let opts = SlidingWindowOptions::new(10, Duration::from_secs(4), 4);
+    let l = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let sec = 1_000_000_000u64;
+    l.try_acquire(3).unwrap().forget(); // segment 0: 3
+    at(&clock, sec);
+    let mut lease = l.try_acquire(4).unwrap(); // segment 1: 4
+    let mut more = l.try_acquire(1).unwrap(); // segment 1: 5
+    lease.settle(12).unwrap(); // segment 1: 13, the window 16: 6 of debt
+    assert_eq!(lease.permits(), 12);
+    assert_eq!(l.available_permits(), 0);
+    at(&clock, sec + sec / 2);
+    // 1 permit: 16 + 1 - 10 = 7 must leave: segment 0's 3 (at 4 s) are not enough, segment 1's
+    // 13 (at 5 s) are. 3.5 s.
+    let r = l.try_acquire(1).unwrap_err();
+    assert_eq!(r.retry_after(), Some(Duration::from_millis(3_500)));
+    // A probe waits as long; the quick path (same segment) answers the same.
+    assert_eq!(
+        crate::limiter::Peek::peek(&l, 1).unwrap_err().retry_after(),
+        Some(Duration::from_millis(3_500))
+    );
+    // Past the bound (the window at most twice the limit, 20): refused, nothing taken.
+    assert_eq!(more.settle(6), Err(SettleError::DebtLimit));
+    assert_eq!(more.permits(), 1);
+    more.settle(5).unwrap(); // the window at exactly 20
+    assert_eq!(l.core.header.load().used(), 20);
+    // Segment 0 leaves at 4 s: 17 left, still in debt.
+    at(&clock, 4 * sec);
+    assert_eq!(l.available_permits(), 0);
+    assert_eq!(
+        l.try_acquire(1).unwrap_err().retry_after(),
+        Some(Duration::from_secs(1))
+    );
+    // A reconfiguration keeps the debt; the partition is not idle while it is owed.
+    l.reconfigure(SlidingWindowOptions::new(10, Duration::from_secs(4), 4))
+        .unwrap();
+    assert_eq!(l.idle_duration(), None);
+    // Segment 1 (17) leaves at 5 s: the window is empty again.
+    at(&clock, 5 * sec);
+    assert_eq!(l.available_permits(), 10);
+    assert_eq!(l.idle_duration(), Some(Duration::ZERO));
+    l.try_acquire(10).unwrap().forget();
+}
+
+/// The debt bound is one limit, less where the 64-bit header's count fields could not hold
+/// twice the limit.
+#[test]
+#[cfg(not(tollgate_cs_cells))]
+fn the_debt_bound_is_what_the_count_fields_hold() {
+    let clock = ManualClock::new();
+    // 1 s segments: 14-bit counts, at most 16,383.
+    for (limit, bound) in [(10u32, 10u32), (8_191, 8_191), (10_000, 6_383), (16_383, 0)] {
+        let opts = SlidingWindowOptions::new(limit, Duration::from_secs(4), 4);
+        let l = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+        assert_eq!(l.core.header.max_field(), 16_383, "limit {limit}");
+        assert_eq!(l.core.debt_bound(limit), bound);
+    }
 }

@@ -7,6 +7,9 @@
 //!   time passed; the previous window weighs fully);
 //! - RetryAfter: the first nanosecond at which the request fits, found by searching forward
 //!   (exact, by bisection within a window — written independently of the library's closed form);
+//! - a settle's debit (`debit`) is counted in the current window even past the limit, into
+//!   debt, while the estimate stays at most twice the limit; requests wait until the estimate
+//!   has decayed (the search above counts it);
 //! - idle: from the start of the second window after the last one with permits taken (creation if
 //!   none); available: the room under the limit, rounded down.
 
@@ -128,6 +131,23 @@ impl SlidingCounterModel {
                 k * self.window + into - e + self.wait(k, into, want),
             )),
         })
+    }
+}
+
+impl SlidingCounterModel {
+    /// A lease settled `n` above its estimate at `now` (issue 38): the `n` are counted in the
+    /// current window, as a request of `n` granted then would be, even past the limit — into
+    /// debt — as long as the estimate then is at most twice the limit; `false` (nothing
+    /// taken) past that. Closed or not.
+    pub fn debit(&mut self, now: u64, n: u32) -> bool {
+        let n = u128::from(n);
+        let (k, into) = self.when(elapsed(self.origin, now));
+        if self.weighted(k, into, n) > 2 * self.limit * self.window {
+            return false;
+        }
+        *self.counts_by_window.entry(k).or_insert(0) += n;
+        self.last = k;
+        true
     }
 }
 

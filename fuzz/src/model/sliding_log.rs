@@ -81,6 +81,23 @@ impl SlidingLogModel {
     }
 }
 
+impl SlidingLogModel {
+    /// A lease settled `n` above its estimate at `now` (issue 38): recorded at that instant,
+    /// as a request of `n` granted then would be, even past the limit — into debt — as long as
+    /// the window then holds at most twice the limit; `false` (nothing taken) past that.
+    /// Closed or not. (The library's ring folds a debit into its newest entry when it has no
+    /// free slot, which a ring of twice the limit never lacks: compare on such a ring.)
+    pub fn debit(&mut self, now: u64, n: u32) -> bool {
+        let n = u128::from(n);
+        let t = self.t(now);
+        if self.used(t) + n > 2 * self.limit {
+            return false;
+        }
+        self.log.push((t, n));
+        true
+    }
+}
+
 impl Model for SlidingLogModel {
     fn acquire(&mut self, now: u64, n: u32) -> Result<(), Denial> {
         let r = self.decide(now, n);

@@ -6,6 +6,9 @@
 //!   is free and takes none; otherwise granted iff `n` permits are free.
 //! - a denial carries RetryAfter = the time until enough of the oldest segments have left the
 //!   window for the request to fit.
+//! - a settle's debit (`debit`) is counted in the current segment even past the limit, into
+//!   debt, up to twice the limit in the window; requests then wait until the oldest segments
+//!   have taken the debt and the request's room out of the window.
 //! - idle: while no permit is counted in the window, the time since the last segment in which
 //!   permits were taken left it (since creation if none ever were).
 //!
@@ -102,7 +105,8 @@ impl SlidingWindowModel {
         let s = self.segment(now);
         let mut counts = self.at(s);
         let used: u128 = counts.iter().sum();
-        let free = self.limit - used;
+        // Past the limit (a debt): nothing free.
+        let free = self.limit.saturating_sub(used);
         let needed = n.max(1);
         if free >= needed {
             if n > 0 {
@@ -120,8 +124,8 @@ impl SlidingWindowModel {
                 retry_after: Expect::Unspecified("window stuck at the 62-bit segment limit"),
             });
         }
-        // counts[i] leaves the window when segment s + 1 + i begins.
-        let missing = needed - free;
+        // counts[i] leaves the window when segment s + 1 + i begins. A debt must leave too.
+        let missing = used + needed - self.limit;
         let mut freed = 0;
         let mut slides = 0;
         for c in &counts {
@@ -147,6 +151,27 @@ impl SlidingWindowModel {
     }
 }
 
+impl SlidingWindowModel {
+    /// A lease settled `n` above its estimate at `now` (issue 38): the `n` are counted in the
+    /// current segment, as a request of `n` granted then would be, even past the limit — into
+    /// debt — as long as the window then holds at most twice the limit; `false` (nothing
+    /// taken) past that. Closed or not.
+    pub fn debit(&mut self, now: u64, n: u32) -> bool {
+        let n = u128::from(n);
+        let s = self.segment(now);
+        let mut counts = self.at(s);
+        if counts.iter().sum::<u128>() + n > 2 * self.limit {
+            return false;
+        }
+        *counts.last_mut().unwrap() += n;
+        self.counts = counts;
+        self.current = s;
+        self.last_used = Some(s);
+        self.idle_unknown = false;
+        true
+    }
+}
+
 impl Model for SlidingWindowModel {
     fn acquire(&mut self, now: u64, n: u32) -> Result<(), Denial> {
         let r = self.decide(now, n);
@@ -154,7 +179,8 @@ impl Model for SlidingWindowModel {
     }
 
     fn available(&self, now: u64) -> u128 {
-        self.limit - self.at(self.segment(now)).iter().sum::<u128>()
+        self.limit
+            .saturating_sub(self.at(self.segment(now)).iter().sum::<u128>())
     }
 
     fn idle(&self, now: u64) -> Expect<Option<u128>> {
@@ -245,6 +271,6 @@ impl Model for SlidingWindowModel {
         let s = self.segment(now);
         self.counts = self.at(s);
         self.current = s;
-        self.limit - self.counts.iter().sum::<u128>()
+        self.limit.saturating_sub(self.counts.iter().sum::<u128>())
     }
 }
