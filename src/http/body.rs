@@ -9,10 +9,12 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::policy::Permit;
+use crate::quota::QuotaState;
 
-/// The permits one request holds: the global policy's and the endpoint policy's.
+/// The permits one request holds: the global policy's and the endpoint policy's; and
+/// whether one of them counts the response body's bytes (a body-length settle).
 #[derive(Debug, Default)]
-pub(crate) struct Permits(pub(crate) [Permit; 2]);
+pub(crate) struct Permits(pub(crate) [Permit; 2], bool);
 
 impl Permits {
     /// Whether any of them gives permits back when dropped.
@@ -29,6 +31,29 @@ impl Permits {
     /// The response's status, for the adaptive leases among them.
     pub(crate) fn observe(&mut self, status: http::StatusCode) {
         self.0.iter_mut().for_each(|p| p.observe(status));
+    }
+
+    /// Whether a charged permit among them settles from the response.
+    pub(crate) fn charged(&self) -> bool {
+        self.0.iter().any(Permit::is_charged)
+    }
+
+    /// The response head, for the charged permits among them: each one's quota after its
+    /// settle, if it settled.
+    pub(crate) fn respond(&mut self, head: &http::response::Parts) -> [Option<QuotaState>; 2] {
+        let fresh = [self.0[0].respond(head), self.0[1].respond(head)];
+        self.1 = self.0.iter().any(Permit::counts);
+        fresh
+    }
+
+    /// The response body yielded `frame`: counted, for a body-length settle.
+    #[inline]
+    fn sent(&mut self, frame: &Frame<Bytes>) {
+        if self.1 {
+            if let Some(data) = frame.data_ref() {
+                self.0.iter_mut().for_each(|p| p.sent(data.len()));
+            }
+        }
     }
 
     /// The inner service failed, for the adaptive leases among them.
@@ -186,6 +211,9 @@ where
         match self.project().inner.project() {
             InnerProj::Body { body, permits } => {
                 let r = body.poll_frame(cx);
+                if let (Some(p), Poll::Ready(Some(Ok(frame)))) = (permits.as_mut(), &r) {
+                    p.sent(frame);
+                }
                 // The body is done: release now, not when it is dropped. (A body that holds
                 // nothing looks no further.)
                 if permits.is_some() && ends(&r) {
