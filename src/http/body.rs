@@ -11,10 +11,10 @@ use pin_project_lite::pin_project;
 use super::policy::Permit;
 use crate::quota::QuotaState;
 
-/// The permits one request holds: the global policy's and the endpoint policy's; and
-/// whether one of them counts the response body's bytes (a body-length settle).
+/// The permits one request holds: the global policy's and the endpoint policy's. (No more:
+/// its size is part of every response future's.)
 #[derive(Debug, Default)]
-pub(crate) struct Permits(pub(crate) [Permit; 2], bool);
+pub(crate) struct Permits(pub(crate) [Permit; 2]);
 
 impl Permits {
     /// Whether any of them gives permits back when dropped.
@@ -41,18 +41,14 @@ impl Permits {
     /// The response head, for the charged permits among them: each one's quota after its
     /// settle, if it settled.
     pub(crate) fn respond(&mut self, head: &http::response::Parts) -> [Option<QuotaState>; 2] {
-        let fresh = [self.0[0].respond(head), self.0[1].respond(head)];
-        self.1 = self.0.iter().any(Permit::counts);
-        fresh
+        [self.0[0].respond(head), self.0[1].respond(head)]
     }
 
     /// The response body yielded `frame`: counted, for a body-length settle.
     #[inline]
     fn sent(&mut self, frame: &Frame<Bytes>) {
-        if self.1 {
-            if let Some(data) = frame.data_ref() {
-                self.0.iter_mut().for_each(|p| p.sent(data.len()));
-            }
+        if let Some(data) = frame.data_ref() {
+            self.0.iter_mut().for_each(|p| p.sent(data.len()));
         }
     }
 
@@ -211,13 +207,15 @@ where
         match self.project().inner.project() {
             InnerProj::Body { body, permits } => {
                 let r = body.poll_frame(cx);
-                if let (Some(p), Poll::Ready(Some(Ok(frame)))) = (permits.as_mut(), &r) {
-                    p.sent(frame);
-                }
-                // The body is done: release now, not when it is dropped. (A body that holds
-                // nothing looks no further.)
-                if permits.is_some() && ends(&r) {
-                    *permits = None;
+                // A body that holds nothing looks no further.
+                if let Some(p) = permits {
+                    if let Poll::Ready(Some(Ok(frame))) = &r {
+                        p.sent(frame);
+                    }
+                    // The body is done: release (and settle) now, not when it is dropped.
+                    if ends(&r) {
+                        *permits = None;
+                    }
                 }
                 r
             }

@@ -251,11 +251,6 @@ impl Charged {
         }
     }
 
-    /// Whether the body's bytes are counted.
-    pub(crate) fn counts(&self) -> bool {
-        self.sent.is_some()
-    }
-
     /// The body yielded `n` bytes.
     #[inline]
     pub(crate) fn sent(&mut self, n: usize) {

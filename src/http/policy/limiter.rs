@@ -160,16 +160,6 @@ impl Permit {
         }
     }
 
-    /// Whether it counts the response body's bytes.
-    pub(crate) fn counts(&self) -> bool {
-        match &self.0 {
-            PermitInner::Charged(c) => c.counts(),
-            #[cfg(feature = "metrics")]
-            PermitInner::Metered(m) => m.inner.counts(),
-            _ => false,
-        }
-    }
-
     /// The response body yielded `n` bytes.
     pub(crate) fn sent(&mut self, n: usize) {
         match &mut self.0 {
