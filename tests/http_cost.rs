@@ -83,6 +83,17 @@ async fn left(c: &HttpClient, addr: SocketAddr, ip: &str) -> String {
     got.header("ratelimit").unwrap().to_owned()
 }
 
+/// 100 tokens a minute per client IP, charged the request's estimate and settled from
+/// `x-tokens-used`.
+fn tokens_per_ip() -> Policy {
+    Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60)))
+        .unwrap()
+        .partition_by(KeyBy::CLIENT_IP)
+        .cost(estimate)
+        .settle_by(Settle::header("x-tokens-used"))
+}
+
+/// The layer of one policy, "tokens", for every request; clients by `X-Forwarded-For`.
 fn layer(policy: Policy, clock: &Arc<ManualClock>) -> RateLimiting {
     RateLimiting::builder()
         .policy("tokens", policy)
@@ -100,12 +111,7 @@ fn layer(policy: Policy, clock: &Arc<ManualClock>) -> RateLimiting {
 #[tokio::test]
 async fn a_header_cost_settled_from_x_tokens_used_refunds_and_debits() {
     let clock = Arc::new(ManualClock::new());
-    let tokens = Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60)))
-        .unwrap()
-        .partition_by(KeyBy::CLIENT_IP)
-        .cost(estimate)
-        .settle_by(Settle::header("x-tokens-used"));
-    let limits = layer(tokens, &clock);
+    let limits = layer(tokens_per_ip(), &clock);
     let (router, _feeds) = app();
     let (addr, c) = serve_limited(&limits, router).await;
     let (a, b) = ("203.0.113.1", "203.0.113.2");
@@ -250,12 +256,7 @@ async fn wait_for(c: &HttpClient, addr: SocketAddr, ip: &str, expected: &str) {
 #[tokio::test]
 async fn a_settle_past_the_debt_limit_keeps_the_estimate_and_is_counted() {
     let clock = Arc::new(ManualClock::new());
-    let tokens = Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60)))
-        .unwrap()
-        .partition_by(KeyBy::CLIENT_IP)
-        .cost(estimate)
-        .settle_by(Settle::header("x-tokens-used"));
-    let limits = layer(tokens, &clock);
+    let limits = layer(tokens_per_ip(), &clock);
     let (router, _feeds) = app();
     let (addr, c) = serve_limited(&limits, router).await;
     let ip = "203.0.113.1";

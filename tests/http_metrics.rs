@@ -25,7 +25,7 @@ use tollgate::http::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
 use tollgate::{ConcurrencyOptions, ManualClock, QueueOrder};
 
 mod http_support;
-use http_support::{client, fetch, fixed, serve, stream, ChannelBody, HttpClient};
+use http_support::{client, fetch, fixed, serve, stream, streaming_route, HttpClient};
 
 /// Buckets of the two histograms, in seconds.
 const BUCKETS: &[f64] = &[0.5, 1.5, 2.5, 3.5];
@@ -234,18 +234,9 @@ async fn leases_and_queue_times_are_histograms_in_seconds() {
             .select(|_| Endpoint::Policy("reports"))
             .clock(clock.clone()),
     );
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let handler = move || {
-        let feeds = feed_tx.clone();
-        async move {
-            let (tx, rx) = mpsc::channel(4);
-            tx.send(Bytes::from_static(b"first;")).await.unwrap();
-            feeds.send(tx).unwrap();
-            axum::body::Body::new(ChannelBody(rx))
-        }
-    };
+    let (streaming, mut feeds) = streaming_route(b"first;");
     let limited = Router::new()
-        .route("/stream", get(handler))
+        .route("/stream", streaming)
         .layer(limits.layer().for_axum());
     let addr = serve(with_metrics(limited, prometheus)).await;
     let c = client();

@@ -32,6 +32,18 @@ fn charge_denial(rejection: Rejection, quota: impl FnOnce() -> QuotaState, want:
     }
 }
 
+/// A charge's outcome: the lease and, if wanted, the quota after it; or the refusal.
+fn charged(
+    r: Result<Held, Rejection>,
+    quota: impl FnOnce() -> QuotaState,
+    want: bool,
+) -> Result<(Held, Option<QuotaState>), Denial> {
+    match r {
+        Ok(held) => Ok((held, want.then(quota))),
+        Err(r) => Err(charge_denial(r, quota, want)),
+    }
+}
+
 fn denial(rejection: Rejection, limit: u64, want_quota: bool) -> Denial {
     Denial {
         rejection,
@@ -208,17 +220,12 @@ impl<C: Clock + Send + Sync + 'static> Charge for Single<C> {
         permits: u32,
         want_quota: bool,
     ) -> Result<(Held, Option<QuotaState>), Denial> {
-        match self.limiter.try_acquire_owned(permits) {
-            Ok(lease) => Ok((Held::Owned(lease), want_quota.then(|| self.limiter.quota()))),
-            Err(r) => Err(charge_denial(r, || self.limiter.quota(), want_quota)),
-        }
+        let r = self.limiter.try_acquire_owned(permits).map(Held::Owned);
+        charged(r, || self.limiter.quota(), want_quota)
     }
 
     fn settle(&self, _key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
-        match held {
-            Held::Owned(l) => l.settle(actual),
-            Held::Keyed(_) => Err(SettleError::Unsupported),
-        }
+        held.settle_owned(actual)
     }
 
     fn quota(&self, _key: &Key) -> QuotaState {
@@ -348,13 +355,8 @@ impl<C: Clock + Send + Sync + 'static> Charge for Keyed<C> {
         permits: u32,
         want_quota: bool,
     ) -> Result<(Held, Option<QuotaState>), Denial> {
-        match self.limiter.try_acquire(&key, permits) {
-            Ok(lease) => Ok((
-                Held::Keyed(lease),
-                want_quota.then(|| self.limiter.quota(&key)),
-            )),
-            Err(r) => Err(charge_denial(r, || self.limiter.quota(&key), want_quota)),
-        }
+        let r = self.limiter.try_acquire(&key, permits).map(Held::Keyed);
+        charged(r, || self.limiter.quota(&key), want_quota)
     }
 
     fn settle(&self, key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
@@ -474,20 +476,16 @@ impl<L: Part> Charge for Many<L> {
         permits: u32,
         want_quota: bool,
     ) -> Result<(Held, Option<QuotaState>), Denial> {
-        match self.limiter.try_acquire(&key, permits) {
-            Ok(lease) => Ok((
-                Held::Owned(lease.into_owned()),
-                want_quota.then(|| self.quota(&key)),
-            )),
-            Err(r) => Err(charge_denial(r, || self.quota(&key), want_quota)),
-        }
+        let r = self.limiter.try_acquire(&key, permits);
+        charged(
+            r.map(|l| Held::Owned(l.into_owned())),
+            || self.quota(&key),
+            want_quota,
+        )
     }
 
     fn settle(&self, _key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
-        match held {
-            Held::Owned(l) => l.settle(actual),
-            Held::Keyed(_) => Err(SettleError::Unsupported),
-        }
+        held.settle_owned(actual)
     }
 
     fn quota(&self, key: &Key) -> QuotaState {

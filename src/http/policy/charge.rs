@@ -157,6 +157,14 @@ pub(crate) enum Held {
 }
 
 impl Held {
+    /// Settles an owned lease by itself (a keyed one needs its limiter and key).
+    pub(crate) fn settle_owned(&mut self, actual: u32) -> Result<(), SettleError> {
+        match self {
+            Held::Owned(l) => l.settle(actual),
+            Held::Keyed(_) => Err(SettleError::Unsupported),
+        }
+    }
+
     fn permits(&self) -> u32 {
         match self {
             Held::Owned(l) => l.permits(),
