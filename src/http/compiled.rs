@@ -78,9 +78,7 @@ impl Compiled {
             });
         }
         let (limiter, rate, charge) = policy.build(setup.clock, setup.std_clock)?;
-        let charge = charge
-            .filter(|_| policy.charging.charges())
-            .map(|c| (c, Arc::new(policy.charging.clone())));
+
         let describe = limiter.describe();
         let Some(policy_header) = policy_header(&name, &describe) else {
             return Err(BuildError::InvalidName(name));
@@ -91,6 +89,9 @@ impl Compiled {
             .then(|| Arc::new(Meter::new(&name, setup.global, setup.clock)));
         #[cfg(not(feature = "metrics"))]
         let meter = None;
+        let charge = charge
+            .filter(|_| policy.charging.charges())
+            .map(|c| (c, Arc::new(policy.charging.built(meter.clone()))));
         Ok(Self {
             name: name.into_boxed_str(),
             shadow: policy.shadow || setup.shadow,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 #[cfg(doc)]
 use super::Policy;
 use super::{Denial, Key, RequestView};
+use crate::http::meter::Meter;
 use crate::lease::{Lease, OwnedLease, SettleError};
 use crate::quota::QuotaState;
 
@@ -103,6 +104,8 @@ pub(crate) struct Charging {
     pub(super) when: Option<Arc<WhenFn>>,
     /// Settles refused for the debt limit (the estimate kept).
     unsettled: AtomicU64,
+    /// The policy's instruments, when the layer reports metrics.
+    meter: Option<Arc<Meter>>,
 }
 
 impl Clone for Charging {
@@ -112,11 +115,21 @@ impl Clone for Charging {
             settle: self.settle.clone(),
             when: self.when.clone(),
             unsettled: AtomicU64::new(0),
+            meter: self.meter.clone(),
         }
     }
 }
 
 impl Charging {
+    /// These rules, for a built policy whose instruments are `meter`: its own count of
+    /// refused settles.
+    pub(in crate::http) fn built(&self, meter: Option<Arc<Meter>>) -> Self {
+        Self {
+            meter,
+            ..self.clone()
+        }
+    }
+
     /// The permits `view` is charged.
     #[inline]
     pub(crate) fn cost(&self, view: &RequestView<'_>) -> u32 {
@@ -141,6 +154,9 @@ impl Charging {
     #[cold]
     fn refused(&self, e: SettleError, taken: u32, actual: u32) {
         self.unsettled.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = &self.meter {
+            m.settle_refused();
+        }
         #[cfg(feature = "tracing")]
         tracing::warn!(target: "tollgate", taken, actual, "HTTP settle refused: {e}; the charge stays");
         #[cfg(not(feature = "tracing"))]
