@@ -153,6 +153,26 @@ fn reply(text: &str) -> Result<Reply, Status> {
     Ok(Reply { text: text.into() })
 }
 
+/// A server whose global policy is `policy`, a channel to it, and a server stream opened on
+/// it and past its first item (so it holds what the policy granted): the stream's feed and
+/// the stream. The layer is kept alive by the server.
+async fn streaming_behind(
+    policy: Policy,
+) -> (
+    Channel,
+    mpsc::Sender<Result<Reply, Status>>,
+    Streaming<Reply>,
+) {
+    let limits = RateLimiting::builder().global(policy).build().unwrap();
+    let echo = Echo::default();
+    let channel = connect(serve(&limits, echo.clone()).await).await;
+    let items = echo.feed();
+    let mut stream = watch(&channel).await.unwrap().into_inner();
+    items.send(reply("one")).await.unwrap();
+    assert_eq!(stream.message().await.unwrap().unwrap().text, "one");
+    (channel, items, stream)
+}
+
 /// Within two seconds, `say` gets through (a cancelled stream's permit comes back when the
 /// server sees the stream reset, a moment after the client drops it).
 async fn allowed_soon(channel: &Channel) -> tonic::Response<Reply> {
@@ -212,17 +232,8 @@ async fn a_refused_unary_call_is_resource_exhausted_with_the_pushback() {
 /// and gives it back when the stream ends with its trailers.
 #[tokio::test]
 async fn a_server_stream_holds_its_permit_until_it_ends() {
-    let limits = RateLimiting::builder()
-        .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
-        .build()
-        .unwrap();
-    let echo = Echo::default();
-    let channel = connect(serve(&limits, echo.clone()).await).await;
-
-    let items = echo.feed();
-    let mut stream = watch(&channel).await.unwrap().into_inner();
-    items.send(reply("one")).await.unwrap();
-    assert_eq!(stream.message().await.unwrap().unwrap().text, "one");
+    let (channel, items, mut stream) =
+        streaming_behind(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).await;
 
     let refused = say(&channel, "while streaming").await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
@@ -243,17 +254,8 @@ async fn a_server_stream_holds_its_permit_until_it_ends() {
 /// of the stream is reset, its body dropped.
 #[tokio::test]
 async fn a_cancelled_stream_releases_its_permit() {
-    let limits = RateLimiting::builder()
-        .global(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap())
-        .build()
-        .unwrap();
-    let echo = Echo::default();
-    let channel = connect(serve(&limits, echo.clone()).await).await;
-
-    let items = echo.feed();
-    let mut stream = watch(&channel).await.unwrap().into_inner();
-    items.send(reply("one")).await.unwrap();
-    assert_eq!(stream.message().await.unwrap().unwrap().text, "one");
+    let (channel, items, stream) =
+        streaming_behind(Policy::concurrency(ConcurrencyOptions::new(1)).unwrap()).await;
     let refused = say(&channel, "while streaming").await.unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted);
 
@@ -269,17 +271,7 @@ async fn a_cancelled_stream_releases_its_permit() {
 async fn a_503_policy_refuses_with_unavailable() {
     let one = AdaptiveOptions::new(1).with_bounds(1, 1);
     let limiter = Arc::new(AdaptiveLimiter::new(one).unwrap());
-    let limits = RateLimiting::builder()
-        .global(Policy::adaptive_limiter(limiter))
-        .build()
-        .unwrap();
-    let echo = Echo::default();
-    let channel = connect(serve(&limits, echo.clone()).await).await;
-
-    let items = echo.feed();
-    let mut stream = watch(&channel).await.unwrap().into_inner();
-    items.send(reply("one")).await.unwrap();
-    assert_eq!(stream.message().await.unwrap().unwrap().text, "one");
+    let (channel, items, mut stream) = streaming_behind(Policy::adaptive_limiter(limiter)).await;
     let refused = say(&channel, "busy").await.unwrap_err();
     assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
     drop(items);

@@ -27,7 +27,9 @@ use tollgate::{
 use tower::{Service, ServiceExt};
 
 mod http_support;
-use http_support::{client, fetch, fixed, get_with, serve, stream, ChannelBody, HttpClient};
+use http_support::{
+    client, fetch, fixed, get_with, serve, serve_limited, stream, ChannelBody, HttpClient,
+};
 
 #[tokio::test]
 async fn global_and_named_policies_per_route_with_headers() {
@@ -449,11 +451,8 @@ async fn the_axum_layer_answers_alike_and_streams_holding_its_permit() {
         .clock(clock)
         .build()
         .unwrap();
-    let app = Router::new()
-        .route("/", get(|| async { "home" }))
-        .layer(limits.layer().for_axum());
-    let addr = serve(app).await;
-    let c = client();
+    let app = Router::new().route("/", get(|| async { "home" }));
+    let (addr, c) = serve_limited(&limits, app).await;
     for remaining in ["1", "0"] {
         let got = fetch(&c, addr, "/").await;
         assert_eq!(got.status, StatusCode::OK);

@@ -21,11 +21,11 @@ use http_body_util::BodyExt;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tollgate::http::{Endpoint, Policy, RateLimiting, RateLimitingBuilder};
+use tollgate::http::{Endpoint, Policy, RateLimiting, RateLimitingBuilder, Settle};
 use tollgate::{ConcurrencyOptions, ManualClock, QueueOrder};
 
 mod http_support;
-use http_support::{client, fetch, fixed, serve, stream, ChannelBody, HttpClient};
+use http_support::{client, fetch, fixed, serve, stream, streaming_route, HttpClient};
 
 /// Buckets of the two histograms, in seconds.
 const BUCKETS: &[f64] = &[0.5, 1.5, 2.5, 3.5];
@@ -234,18 +234,9 @@ async fn leases_and_queue_times_are_histograms_in_seconds() {
             .select(|_| Endpoint::Policy("reports"))
             .clock(clock.clone()),
     );
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let handler = move || {
-        let feeds = feed_tx.clone();
-        async move {
-            let (tx, rx) = mpsc::channel(4);
-            tx.send(Bytes::from_static(b"first;")).await.unwrap();
-            feeds.send(tx).unwrap();
-            axum::body::Body::new(ChannelBody(rx))
-        }
-    };
+    let (streaming, mut feeds) = streaming_route(b"first;");
     let limited = Router::new()
-        .route("/stream", get(handler))
+        .route("/stream", streaming)
         .layer(limits.layer().for_axum());
     let addr = serve(with_metrics(limited, prometheus)).await;
     let c = client();
@@ -344,4 +335,36 @@ async fn the_instruments_are_described() {
     let s = Scrape::parse(text);
     assert_eq!(s.requests("global", "acquired"), 1.0);
     assert_eq!(s.requests("global", "global_limiter"), 1.0);
+}
+
+/// A settle past the debt bound is counted as `settles_refused`, per policy; the request kept
+/// its charge and was served.
+#[tokio::test]
+async fn settles_refused_past_the_debt_bound_are_counted() {
+    let tokens = fixed(100, 60)
+        .cost(|_| 10)
+        .settle_by(Settle::header("x-tokens-used"));
+    let (limits, prometheus) = build_metered(
+        RateLimiting::builder()
+            .policy("tokens", tokens)
+            .select(|_| Endpoint::Policy("tokens"))
+            .clock(ManualClock::new()),
+    );
+    let greedy = || async { ([("x-tokens-used", "100000")], "used a lot") };
+    let limited = Router::new()
+        .route("/complete", get(greedy))
+        .layer(limits.layer().for_axum());
+    let addr = serve(with_metrics(limited, prometheus)).await;
+    let c = client();
+    for _ in 0..2 {
+        assert_eq!(fetch(&c, addr, "/complete").await.status, StatusCode::OK);
+    }
+    let scrape = Scrape::of(&c, addr).await;
+    let refused = scrape.value(
+        "tollgate_http_rate_limiting_settles_refused",
+        &[("policy", "tokens")],
+    );
+    assert_eq!(refused, 2.0);
+    assert_eq!(limits.unsettled("tokens"), Some(2));
+    assert_eq!(scrape.requests("tokens", "acquired"), 2.0);
 }

@@ -12,12 +12,11 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
-use tokio::sync::mpsc;
 use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting, GLOBAL};
 use tollgate::{ConcurrencyOptions, ManualClock};
 
 mod http_support;
-use http_support::{client, fetch, fixed, serve, stream, ChannelBody};
+use http_support::{client, fetch, fixed, serve, serve_limited, stream, streaming_route};
 
 /// A rate policy in shadow mode: every request is served, the quota headers say what the
 /// policy decided (nothing left), no `Retry-After` is sent, and the would-be refusals are
@@ -31,11 +30,8 @@ async fn a_shadow_rate_policy_serves_everything_and_counts_what_it_would_refuse(
         .clock(clock.clone())
         .build()
         .unwrap();
-    let app = Router::new()
-        .route("/", get(|| async { "home" }))
-        .layer(limits.layer().for_axum());
-    let addr = serve(app).await;
-    let c = client();
+    let app = Router::new().route("/", get(|| async { "home" }));
+    let (addr, c) = serve_limited(&limits, app).await;
 
     let mut remaining = Vec::new();
     for _ in 0..5 {
@@ -140,10 +136,8 @@ async fn the_whole_layer_in_shadow_mode_calls_the_hook_and_refuses_nothing() {
         .unwrap();
     let app = Router::new()
         .route("/login", get(|| async { "welcome" }))
-        .route("/", get(|| async { "home" }))
-        .layer(limits.layer().for_axum());
-    let addr = serve(app).await;
-    let c = client();
+        .route("/", get(|| async { "home" }));
+    let (addr, c) = serve_limited(&limits, app).await;
     for path in ["/login", "/login", "/login", "/", "/", "/"] {
         let got = fetch(&c, addr, path).await;
         assert_eq!(got.status, StatusCode::OK, "{path}");
@@ -173,21 +167,9 @@ async fn a_shadow_concurrency_policy_takes_no_permit_it_does_not_hold() {
         .rate_limit_headers(true)
         .build()
         .unwrap();
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let handler = move || {
-        let feeds = feed_tx.clone();
-        async move {
-            let (tx, rx) = mpsc::channel(4);
-            tx.send(Bytes::from_static(b"first;")).await.unwrap();
-            feeds.send(tx).unwrap();
-            axum::body::Body::new(ChannelBody(rx))
-        }
-    };
-    let app = Router::new()
-        .route("/stream", get(handler))
-        .layer(limits.layer().for_axum());
-    let addr = serve(app).await;
-    let c = client();
+    let (streaming, mut feeds) = streaming_route(b"first;");
+    let app = Router::new().route("/stream", streaming);
+    let (addr, c) = serve_limited(&limits, app).await;
 
     // A and B hold the two permits while their bodies stream.
     let a = stream(&c, addr).await;
@@ -248,21 +230,9 @@ async fn a_shadow_queue_that_times_out_lets_the_request_through() {
         )
         .build()
         .unwrap();
-    let (feed_tx, mut feeds) = mpsc::unbounded_channel();
-    let handler = move || {
-        let feeds = feed_tx.clone();
-        async move {
-            let (tx, rx) = mpsc::channel(4);
-            tx.send(Bytes::from_static(b"first;")).await.unwrap();
-            feeds.send(tx).unwrap();
-            axum::body::Body::new(ChannelBody(rx))
-        }
-    };
-    let app = Router::new()
-        .route("/stream", get(handler))
-        .layer(limits.layer().for_axum());
-    let addr = serve(app).await;
-    let c = client();
+    let (streaming, mut feeds) = streaming_route(b"first;");
+    let app = Router::new().route("/stream", streaming);
+    let (addr, c) = serve_limited(&limits, app).await;
 
     // A holds the permit; B waits in the queue for 20 ms, then is let through.
     let a = stream(&c, addr).await;

@@ -9,8 +9,10 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::policy::Permit;
+use crate::quota::QuotaState;
 
-/// The permits one request holds: the global policy's and the endpoint policy's.
+/// The permits one request holds: the global policy's and the endpoint policy's. (No more:
+/// its size is part of every response future's.)
 #[derive(Debug, Default)]
 pub(crate) struct Permits(pub(crate) [Permit; 2]);
 
@@ -29,6 +31,25 @@ impl Permits {
     /// The response's status, for the adaptive leases among them.
     pub(crate) fn observe(&mut self, status: http::StatusCode) {
         self.0.iter_mut().for_each(|p| p.observe(status));
+    }
+
+    /// Whether a charged permit among them settles from the response.
+    pub(crate) fn charged(&self) -> bool {
+        self.0.iter().any(Permit::is_charged)
+    }
+
+    /// The response head, for the charged permits among them: each one's quota after its
+    /// settle, if it settled.
+    pub(crate) fn respond(&mut self, head: &http::response::Parts) -> [Option<QuotaState>; 2] {
+        [self.0[0].respond(head), self.0[1].respond(head)]
+    }
+
+    /// The response body yielded `frame`: counted, for a body-length settle.
+    #[inline]
+    fn sent(&mut self, frame: &Frame<Bytes>) {
+        if let Some(data) = frame.data_ref() {
+            self.0.iter_mut().for_each(|p| p.sent(data.len()));
+        }
     }
 
     /// The inner service failed, for the adaptive leases among them.
@@ -186,10 +207,15 @@ where
         match self.project().inner.project() {
             InnerProj::Body { body, permits } => {
                 let r = body.poll_frame(cx);
-                // The body is done: release now, not when it is dropped. (A body that holds
-                // nothing looks no further.)
-                if permits.is_some() && ends(&r) {
-                    *permits = None;
+                // A body that holds nothing looks no further.
+                if let Some(p) = permits {
+                    if let Poll::Ready(Some(Ok(frame))) = &r {
+                        p.sent(frame);
+                    }
+                    // The body is done: release (and settle) now, not when it is dropped.
+                    if ends(&r) {
+                        *permits = None;
+                    }
                 }
                 r
             }

@@ -13,8 +13,8 @@ use super::error::BuildError;
 use super::headers::{policy_header, Reported};
 use super::meter::{self, Meter, Outcome};
 use super::policy::{
-    self, Decision, Denial, Grant, Key, MissingKey, Permit, Policy, PolicyLimiter, PolicyQuota,
-    Rate, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
+    self, Charge, Charged, Charging, Decision, Denial, Grant, Key, MissingKey, Permit, Policy,
+    PolicyLimiter, PolicyQuota, Rate, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
 };
 use super::reject::UPSTREAM_PAUSE;
 use crate::lease::{Reason, Rejection};
@@ -38,6 +38,8 @@ pub(super) struct Compiled {
     shadow_rejections: AtomicU64,
     /// Its instruments, when the layer reports metrics.
     pub(super) meter: Option<Arc<Meter>>,
+    /// Its limiter's charging handle and rules, when it charges by cost or outcome.
+    charge: Option<(Arc<dyn Charge>, Arc<Charging>)>,
 }
 
 /// How a policy is built into the layer: its name, its place, and what the layer adds to it.
@@ -69,7 +71,14 @@ impl Compiled {
         if !valid_name(&name) {
             return Err(BuildError::InvalidName(name));
         }
-        let (limiter, rate) = policy.build(setup.clock, setup.std_clock)?;
+        if let Some(reason) = policy.charging_unsupported() {
+            return Err(BuildError::Charging {
+                policy: name,
+                reason,
+            });
+        }
+        let (limiter, rate, charge) = policy.build(setup.clock, setup.std_clock)?;
+
         let describe = limiter.describe();
         let Some(policy_header) = policy_header(&name, &describe) else {
             return Err(BuildError::InvalidName(name));
@@ -80,6 +89,9 @@ impl Compiled {
             .then(|| Arc::new(Meter::new(&name, setup.global, setup.clock)));
         #[cfg(not(feature = "metrics"))]
         let meter = None;
+        let charge = charge
+            .filter(|_| policy.charging.charges())
+            .map(|c| (c, Arc::new(policy.charging.built(meter.clone()))));
         Ok(Self {
             name: name.into_boxed_str(),
             shadow: policy.shadow || setup.shadow,
@@ -91,6 +103,7 @@ impl Compiled {
             pauses: Pauses::default(),
             shadow_rejections: AtomicU64::new(0),
             meter,
+            charge,
         })
     }
 
@@ -113,6 +126,11 @@ impl Compiled {
     pub(super) fn shadow_rejected(&self) {
         self.shadow_rejections.fetch_add(1, Ordering::Relaxed);
         self.count(Outcome::Shadow);
+    }
+
+    /// The settles this policy's limiter refused (past its debt limit).
+    pub(super) fn unsettled(&self) -> u64 {
+        self.charge.as_ref().map_or(0, |(_, c)| c.unsettled())
     }
 
     /// How many requests this policy would have refused, in shadow mode.
@@ -162,6 +180,9 @@ impl Compiled {
                 return Step::Denied(refused(Rejection::with_retry_after(&UPSTREAM_PAUSE, d)));
             }
         }
+        if let Some((by, rules)) = &self.charge {
+            return charge(by, rules, key, view, want_quota);
+        }
         match self.limiter.try_acquire(key, want_quota) {
             Decision::Granted(g) => Step::Granted(g),
             Decision::Denied(d) => Step::Denied(d),
@@ -207,6 +228,35 @@ impl Compiled {
     /// Pauses `key` for `wait` from `now` (an upstream's 429 said so).
     pub(super) fn pause(&self, key: Key, now: u64, wait: Duration) {
         self.pauses.pause(key, now, wait);
+    }
+}
+
+/// A cost or outcome policy's decision: `key` charged what `rules` say `view` costs.
+fn charge(
+    by: &Arc<dyn Charge>,
+    rules: &Arc<Charging>,
+    key: Key,
+    view: &RequestView<'_>,
+    want_quota: bool,
+) -> Step {
+    let cost = rules.cost(view);
+    if cost == 0 {
+        return Step::Granted(Grant {
+            permit: Permit::none(),
+            quota: want_quota.then(|| by.quota(&key)),
+        });
+    }
+    match by.charge(key, cost, want_quota) {
+        Ok((held, quota)) => {
+            let charged = Charged::new(held, key, by.clone(), rules.clone());
+            let permit = if rules.settles() || charged.holds() {
+                Permit::charged(charged)
+            } else {
+                Permit::none() // a plain cost on a rate limiter: nothing to keep
+            };
+            Step::Granted(Grant { permit, quota })
+        }
+        Err(d) => Step::Denied(d),
     }
 }
 

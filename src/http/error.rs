@@ -29,6 +29,24 @@ pub enum BuildError {
     /// [`RateLimiting::policy_layer`](crate::http::RateLimiting::policy_layer) named a policy
     /// that does not exist.
     UnknownPolicy(String),
+    /// A policy asked to charge by [cost](crate::http::Policy::cost), [settle](crate::http::Policy::settle_by)
+    /// or [outcome](crate::http::Policy::charge_when) where it cannot: a custom or adaptive
+    /// policy, a queueing one, or a settle or outcome on a concurrency policy.
+    ///
+    /// ```
+    /// use tollgate::http::{BuildError, Policy, RateLimiting};
+    /// use tollgate::ConcurrencyOptions;
+    ///
+    /// let pool = Policy::concurrency(ConcurrencyOptions::new(4)).unwrap().charge_when(|r| r.status == 401);
+    /// let err = RateLimiting::builder().policy("pool", pool).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::Charging { ref policy, .. } if policy == "pool"));
+    /// ```
+    Charging {
+        /// The policy's name.
+        policy: String,
+        /// Why it cannot.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -38,6 +56,7 @@ impl fmt::Display for BuildError {
             BuildError::DuplicatePolicy(n) => write!(f, "duplicate policy name {n:?}"),
             BuildError::InvalidName(n) => write!(f, "invalid policy name {n:?}"),
             BuildError::UnknownPolicy(n) => write!(f, "no policy named {n:?}"),
+            BuildError::Charging { policy, reason } => write!(f, "policy {policy:?}: {reason}"),
         }
     }
 }

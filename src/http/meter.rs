@@ -9,6 +9,7 @@
 //! | `tollgate.http.rate_limiting.queued_requests` | up-down (gauge) | requests | `policy` |
 //! | `tollgate.http.rate_limiting.request_lease.duration` | histogram | seconds | `policy` |
 //! | `tollgate.http.rate_limiting.request.time_in_queue` | histogram | seconds | `policy`, `result` |
+//! | `tollgate.http.rate_limiting.settles_refused` | counter | settles | `policy` |
 //!
 //! Every handle is registered once, when the layer is built, with the recorder installed then
 //! (the global one, or a local one around `build`): a request touches atomics, never the
@@ -58,6 +59,7 @@ mod on {
     const QUEUED: &str = "tollgate.http.rate_limiting.queued_requests";
     const LEASE_DURATION: &str = "tollgate.http.rate_limiting.request_lease.duration";
     const TIME_IN_QUEUE: &str = "tollgate.http.rate_limiting.request.time_in_queue";
+    const SETTLES_REFUSED: &str = "tollgate.http.rate_limiting.settles_refused";
 
     /// One policy's instruments, registered once.
     pub(in crate::http) struct Meter {
@@ -67,6 +69,7 @@ mod on {
         lease_duration: Histogram,
         active: Gauge,
         queued: Gauge,
+        settles_refused: Counter,
         clock: SharedClock,
     }
 
@@ -93,7 +96,8 @@ mod on {
                 time_in_queue: results.map(|r| metrics::histogram!(TIME_IN_QUEUE, &labelled(r))),
                 lease_duration: metrics::histogram!(LEASE_DURATION, "policy" => policy.clone()),
                 active: metrics::gauge!(ACTIVE, "policy" => policy.clone()),
-                queued: metrics::gauge!(QUEUED, "policy" => policy),
+                queued: metrics::gauge!(QUEUED, "policy" => policy.clone()),
+                settles_refused: metrics::counter!(SETTLES_REFUSED, "policy" => policy),
                 clock: clock.clone(),
             }
         }
@@ -101,6 +105,11 @@ mod on {
         /// Counts one decision.
         pub(in crate::http) fn count(&self, outcome: Outcome) {
             self.requests[outcome as usize].increment(1);
+        }
+
+        /// Counts a settle the policy's limiter refused (past its debt bound).
+        pub(in crate::http) fn settle_refused(&self) {
+            self.settles_refused.increment(1);
         }
 
         /// `permit`, as a lease this meter times from now until it is dropped (the end of the
@@ -159,6 +168,11 @@ mod on {
             TIME_IN_QUEUE,
             Unit::Seconds,
             "How long requests waited in a rate-limiting policy's queue, by result"
+        );
+        metrics::describe_counter!(
+            SETTLES_REFUSED,
+            Unit::Count,
+            "Settles of a request's charge from its response refused past the debt bound (the charge kept)"
         );
     }
 
@@ -236,6 +250,10 @@ mod off {
 
         pub(in crate::http) fn queued(self: &Arc<Self>) -> QueueTimer {
             match **self {}
+        }
+
+        pub(in crate::http) fn settle_refused(&self) {
+            match *self {}
         }
     }
 

@@ -140,7 +140,7 @@ pub use headers::{
 pub use layer::RateLimitLayer;
 pub use policy::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, MissingKey, Permit, Policy, PolicyLimiter,
-    PolicyQuota, RequestView, SharedClock, NO_KEY, NO_PEER_ADDRESS,
+    PolicyQuota, RequestView, Settle, SharedClock, NO_KEY, NO_PEER_ADDRESS,
 };
 pub use rate_limiting::{RateLimiting, RateLimitingBuilder, GLOBAL};
 pub use reject::{Rejected, PARTITIONS_FULL_RETRY_AFTER, UNKNOWN_POLICY, UPSTREAM_PAUSE};

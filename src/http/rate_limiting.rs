@@ -238,6 +238,38 @@ impl RateLimiting {
             .map(|i| self.shared.policies[i].shadow_rejections())
     }
 
+    /// How many times the named policy's limiter refused to settle a request's charge from
+    /// its response ([`Policy::settle_by`](crate::http::Policy::settle_by): more than the
+    /// debt limit allows), since the layer was built; each such request kept what it was
+    /// charged. `None` for an unknown name; always 0 for a policy that does not settle.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting, Settle};
+    /// use tollgate::{ManualClock, TokenBucketOptions};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let tokens = Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60))).unwrap()
+    ///     .cost(|_| 10)
+    ///     .settle_by(Settle::header("x-tokens-used"));
+    /// let limits = RateLimiting::builder().policy("tokens", tokens).clock(ManualClock::new()).build().unwrap();
+    /// let greedy = service_fn(|_: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::builder().header("x-tokens-used", "1000").body("").unwrap())
+    /// });
+    /// let app = limits.policy_layer("tokens").unwrap().layer(greedy);
+    /// assert_eq!(app.oneshot(Request::new(())).await.unwrap().status(), 200);
+    /// assert_eq!(limits.unsettled("tokens"), Some(1)); // past the debt limit: it kept its 10
+    /// # }
+    /// ```
+    pub fn unsettled(&self, name: &str) -> Option<u64> {
+        self.shared
+            .index(name)
+            .map(|i| self.shared.policies[i].unsettled())
+    }
+
     /// What `RateLimit-Policy` says of the named policy (`None` for an unknown name).
     ///
     /// ```

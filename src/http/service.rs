@@ -226,6 +226,15 @@ impl Extra {
         })
     }
 
+    /// The quotas of the policies whose charge the response settled, as they are now.
+    fn settled(&mut self, fresh: [Option<crate::quota::QuotaState>; 2]) {
+        for (slot, q) in fresh.into_iter().enumerate() {
+            if let (Some(q), Some((_, old))) = (q, self.quotas[slot].as_mut()) {
+                *old = q;
+            }
+        }
+    }
+
     /// On the inner service's response: the quota headers, and the pause on an upstream 429.
     fn after(self, parts: &mut http::response::Parts) {
         self.shared.after(parts, &self.quotas, self.pause);
@@ -393,6 +402,13 @@ impl<S> RateLimit<S> {
                 p.observe(resp.status());
             }
             let (mut parts, body) = resp.into_parts();
+            let mut extra = extra;
+            if let Some(p) = permits.as_mut().filter(|p| p.charged()) {
+                let fresh = p.respond(&parts);
+                if let Some(e) = extra.as_mut() {
+                    e.settled(fresh);
+                }
+            }
             if let Some(extra) = extra {
                 extra.after(&mut parts);
             }
@@ -526,11 +542,20 @@ where
                 if let Some(p) = permits.as_mut() {
                     p.observe(resp.status());
                 }
+                let charged = permits.as_ref().is_some_and(Permits::charged);
                 Poll::Ready(Ok(match extra.take() {
-                    None => resp.map(|body| admitted(body, permits)),
-                    Some(extra) => {
+                    None if !charged => resp.map(|body| admitted(body, permits)),
+                    mut extra => {
                         let (mut parts, body) = resp.into_parts();
-                        extra.after(&mut parts);
+                        if let Some(p) = permits.as_mut().filter(|_| charged) {
+                            let fresh = p.respond(&parts);
+                            if let Some(e) = extra.as_mut() {
+                                e.settled(fresh);
+                            }
+                        }
+                        if let Some(extra) = extra {
+                            extra.after(&mut parts);
+                        }
                         Response::from_parts(parts, admitted(body, permits))
                     }
                 }))

@@ -3,6 +3,7 @@ use core::pin::Pin;
 use core::time::Duration;
 use std::sync::Arc;
 
+use super::charge::{Charge, Held};
 use super::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, Permit, PolicyLimiter, PolicyQuota,
     RequestView, SharedClock,
@@ -10,7 +11,7 @@ use super::{
 use crate::clock::Clock;
 use crate::http::client_ip::ClientIp;
 use crate::http::key_hash::KeyHashBuilder;
-use crate::lease::{OwnedLease, Reason, Rejection};
+use crate::lease::{OwnedLease, Reason, Rejection, SettleError};
 use crate::limiter::{AcquireOwned, Replenishing};
 use crate::partition::{
     Factory, Kind, Member, Partition, PartitionConfig, PartitionLease, PartitionLimiter,
@@ -18,6 +19,30 @@ use crate::partition::{
 };
 use crate::quota::{Quota, QuotaState};
 use crate::{KeyedLimiter, OptionsError};
+
+/// A charged request's refusal: the key's quota as it is (a cost may be refused with permits
+/// left), with the limiter's RetryAfter.
+fn charge_denial(rejection: Rejection, quota: impl FnOnce() -> QuotaState, want: bool) -> Denial {
+    Denial {
+        rejection,
+        quota: want.then(|| QuotaState {
+            reset_after: rejection.retry_after(),
+            ..quota()
+        }),
+    }
+}
+
+/// A charge's outcome: the lease and, if wanted, the quota after it; or the refusal.
+fn charged(
+    r: Result<Held, Rejection>,
+    quota: impl FnOnce() -> QuotaState,
+    want: bool,
+) -> Result<(Held, Option<QuotaState>), Denial> {
+    match r {
+        Ok(held) => Ok((held, want.then(quota))),
+        Err(r) => Err(charge_denial(r, quota, want)),
+    }
+}
 
 fn denial(rejection: Rejection, limit: u64, want_quota: bool) -> Denial {
     Denial {
@@ -188,6 +213,26 @@ impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Single<C> {
     }
 }
 
+impl<C: Clock + Send + Sync + 'static> Charge for Single<C> {
+    fn charge(
+        &self,
+        _key: Key,
+        permits: u32,
+        want_quota: bool,
+    ) -> Result<(Held, Option<QuotaState>), Denial> {
+        let r = self.limiter.try_acquire_owned(permits).map(Held::Owned);
+        charged(r, || self.limiter.quota(), want_quota)
+    }
+
+    fn settle(&self, _key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
+        held.settle_owned(actual)
+    }
+
+    fn quota(&self, _key: &Key) -> QuotaState {
+        self.limiter.quota()
+    }
+}
+
 /// A built-in rate policy that never queues, called directly by the layer's fast path: no
 /// `dyn PolicyLimiter` call, no [`Decision`] (a grant holds no permit), no quota.
 pub(crate) enum Rate {
@@ -303,6 +348,29 @@ impl<C: Clock + Send + Sync + 'static> PolicyLimiter for Keyed<C> {
     }
 }
 
+impl<C: Clock + Send + Sync + 'static> Charge for Keyed<C> {
+    fn charge(
+        &self,
+        key: Key,
+        permits: u32,
+        want_quota: bool,
+    ) -> Result<(Held, Option<QuotaState>), Denial> {
+        let r = self.limiter.try_acquire(&key, permits).map(Held::Keyed);
+        charged(r, || self.limiter.quota(&key), want_quota)
+    }
+
+    fn settle(&self, key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
+        match held {
+            Held::Keyed(l) => self.limiter.settle(key, l, actual),
+            Held::Owned(_) => Err(SettleError::Unsupported),
+        }
+    }
+
+    fn quota(&self, key: &Key) -> QuotaState {
+        self.limiter.quota(key)
+    }
+}
+
 fn unreachable_wait() -> Result<Grant, Denial> {
     // `Keyed::try_acquire` never answers `Wait`; should it ever, refuse rather than panic.
     Err(Denial {
@@ -363,7 +431,7 @@ pub(super) struct ManyOf {
 }
 
 impl Visit<SharedClock> for ManyOf {
-    type Out = Arc<dyn PolicyLimiter>;
+    type Out = (Arc<dyn PolicyLimiter>, Arc<dyn Charge>);
 
     fn visit<L>(self, make: impl Fn(SharedClock) -> L + Send + Sync + 'static) -> Self::Out
     where
@@ -373,11 +441,12 @@ impl Visit<SharedClock> for ManyOf {
         let make: Arc<dyn Fn(SharedClock) -> L + Send + Sync> = Arc::new(make);
         let partitioner: Box<PartitionerFn<L>> =
             Box::new(move |k: &Key| Partition::new(*k, Make(make.clone())));
-        Arc::new(Many {
+        let many = Arc::new(Many {
             limiter: Partitioned::with_clock(partitioner, self.partitions, self.clock),
             describe: self.describe,
             queue: self.queue,
-        })
+        });
+        (many.clone(), many)
     }
 }
 
@@ -397,6 +466,30 @@ impl<L: Part> Many<L> {
             permit: Permit::lease(lease.into_owned()),
             quota: want_quota.then(|| self.quota(key)),
         }
+    }
+}
+
+impl<L: Part> Charge for Many<L> {
+    fn charge(
+        &self,
+        key: Key,
+        permits: u32,
+        want_quota: bool,
+    ) -> Result<(Held, Option<QuotaState>), Denial> {
+        let r = self.limiter.try_acquire(&key, permits);
+        charged(
+            r.map(|l| Held::Owned(l.into_owned())),
+            || self.quota(&key),
+            want_quota,
+        )
+    }
+
+    fn settle(&self, _key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
+        held.settle_owned(actual)
+    }
+
+    fn quota(&self, key: &Key) -> QuotaState {
+        Many::quota(self, key)
     }
 }
 

@@ -3,12 +3,13 @@ use core::pin::Pin;
 use core::time::Duration;
 use std::sync::Arc;
 
+use super::charge::Charged;
 use super::Key;
 #[cfg(doc)]
 use super::Policy;
 #[cfg(doc)]
 use crate::lease::Reason;
-use crate::lease::{OwnedLease, Rejection};
+use crate::lease::{OwnedLease, Rejection, SettleError};
 use crate::quota::QuotaState;
 
 /// What an admitted request holds until its response body ends: a concurrency permit, or
@@ -41,6 +42,8 @@ pub(super) enum PermitInner {
     /// A permit timed for the layer's metrics, from the grant to the end of the response.
     #[cfg(feature = "metrics")]
     Metered(Box<crate::http::meter::Metered>),
+    /// A cost or outcome policy's lease, settled by the response.
+    Charged(Box<Charged>),
 }
 
 impl Permit {
@@ -102,6 +105,71 @@ impl Permit {
         Permit(PermitInner::Metered(Box::new(metered)))
     }
 
+    /// A charged request's permit (see [`Policy::cost`]).
+    pub(crate) fn charged(charged: Charged) -> Self {
+        Permit(PermitInner::Charged(Box::new(charged)))
+    }
+
+    /// Settles the permits this holds to `actual` (see [`OwnedLease::settle`]): a refund
+    /// when `actual` is less than what was taken, a debit (bounded by the limiter's debt
+    /// limit) when it is more. The layer settles a [cost](Policy::cost) or
+    /// [outcome](Policy::charge_when) policy's permit itself, from the response; this is for
+    /// a custom [`PolicyLimiter`]'s or a test's. A permit that holds nothing to settle
+    /// ([`Permit::none`], a rate limiter's lease given to [`Permit::lease`], an adaptive
+    /// lease) answers [`SettleError::Unsupported`]; past the debt limit,
+    /// [`SettleError::DebtLimit`], and nothing changes.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use tollgate::http::Permit;
+    /// use tollgate::{AcquireOwned, ConcurrencyLimiter, ConcurrencyOptions, Limiter, SettleError};
+    ///
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
+    /// let mut permit = Permit::lease(pool.try_acquire_owned(4).unwrap());
+    /// permit.settle(1).unwrap(); // three back at once
+    /// assert_eq!(pool.available_permits(), 7);
+    /// assert_eq!(Permit::none().settle(1), Err(SettleError::Unsupported));
+    /// ```
+    pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        match &mut self.0 {
+            PermitInner::Owned(l) => l.settle(actual),
+            PermitInner::Charged(c) => c.settle(actual),
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.settle(actual),
+            PermitInner::None | PermitInner::Adaptive(_) => Err(SettleError::Unsupported),
+        }
+    }
+
+    /// The response head, for a charged permit: the quota after its settle, if it settled.
+    pub(crate) fn respond(&mut self, head: &http::response::Parts) -> Option<QuotaState> {
+        match &mut self.0 {
+            PermitInner::Charged(c) => c.respond(head),
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.respond(head),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a charged permit (its response head settles it).
+    pub(crate) fn is_charged(&self) -> bool {
+        match &self.0 {
+            PermitInner::Charged(_) => true,
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.is_charged(),
+            _ => false,
+        }
+    }
+
+    /// The response body yielded `n` bytes.
+    pub(crate) fn sent(&mut self, n: usize) {
+        match &mut self.0 {
+            PermitInner::Charged(c) => c.sent(n),
+            #[cfg(feature = "metrics")]
+            PermitInner::Metered(m) => m.inner.sent(n),
+            _ => {}
+        }
+    }
+
     /// What the response's status says about the server's capacity, for an adaptive lease:
     /// a 5xx or a 429 (from upstream) is a drop, another 4xx nothing.
     pub(crate) fn observe(&mut self, status: http::StatusCode) {
@@ -136,7 +204,7 @@ impl Permit {
         if matches!(self.0, PermitInner::Metered(_)) {
             return true;
         }
-        self.holds()
+        matches!(self.0, PermitInner::Charged(_)) || self.holds()
     }
 
     /// Whether dropping this gives permits back.
@@ -156,6 +224,7 @@ impl Permit {
             PermitInner::None => false,
             PermitInner::Owned(l) => l.returns_permits(),
             PermitInner::Adaptive(l) => l.permits() > 0,
+            PermitInner::Charged(c) => c.holds(),
             #[cfg(feature = "metrics")]
             PermitInner::Metered(m) => m.inner.holds(),
         }

@@ -4,6 +4,7 @@
 
 mod adaptive;
 mod builtin;
+mod charge;
 mod key;
 mod limiter;
 
@@ -22,6 +23,8 @@ use crate::{
 };
 pub(crate) use builtin::{after_wait, Rate};
 use builtin::{Keyed, Queue, Single};
+pub use charge::Settle;
+pub(crate) use charge::{Charge, Charged, Charging};
 pub use key::{Key, KeyBy, MissingKey, RequestView, NO_KEY, NO_PEER_ADDRESS};
 pub use limiter::{AcquireFuture, Decision, Denial, Grant, Permit, PolicyLimiter, PolicyQuota};
 
@@ -73,6 +76,8 @@ pub struct Policy {
     pub(crate) unavailable_status: Option<http::StatusCode>,
     pub(crate) pause_on_429: bool,
     pub(crate) shadow: bool,
+    /// What a request is charged, and what its response settles it to.
+    pub(crate) charging: Charging,
 }
 
 /// The constructors of the built-in rules: each `name(options)` builds the [`PartitionKind`] of
@@ -114,6 +119,7 @@ impl Policy {
             unavailable_status: None,
             pause_on_429: false,
             shadow: false,
+            charging: Charging::default(),
         }
     }
 
@@ -749,6 +755,151 @@ impl Policy {
         }
     }
 
+    /// Charges each request `f(request)` permits instead of one: a weight computed from the
+    /// request (a header, the route, the body's declared length). A cost of 0 passes without
+    /// a charge; a cost the limit can never give is refused as usual (with no RetryAfter). A
+    /// [`Settle`] rule ([`settle_by`](Self::settle_by)) corrects the charge from the response.
+    ///
+    /// Works on every rate algorithm, global or per key, and on concurrency (the request
+    /// holds `f(request)` permits until its response body ends). A built-in policy only: on
+    /// [`custom`](Self::custom) or [`adaptive`](Self::adaptive) policies, or with
+    /// [`queue`](Self::queue), [`build`](crate::http::RateLimitingBuilder::build) answers
+    /// [`BuildError::Charging`](crate::http::BuildError::Charging).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::{ManualClock, TokenBucketOptions};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // 100 units a minute; a request costs its `x-units` header (1 without one).
+    /// let units = |req: &tollgate::http::RequestView<'_>| {
+    ///     req.headers.get("x-units").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(1)
+    /// };
+    /// let policy = Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60))).unwrap().cost(units);
+    /// let limits = RateLimiting::builder().global(policy).clock(ManualClock::new()).build().unwrap();
+    /// let app = limits.layer().layer(service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new("ok")) }));
+    /// let req = |n: &str| Request::get("/").header("x-units", n).body(()).unwrap();
+    /// assert_eq!(app.clone().oneshot(req("70")).await.unwrap().status(), 200);
+    /// assert_eq!(app.clone().oneshot(req("40")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// assert_eq!(app.clone().oneshot(req("30")).await.unwrap().status(), 200); // exactly the rest
+    /// assert_eq!(app.clone().oneshot(req("0")).await.unwrap().status(), 200); // free
+    /// # }
+    /// ```
+    pub fn cost(self, f: impl Fn(&RequestView<'_>) -> u32 + Send + Sync + 'static) -> Self {
+        let mut p = self;
+        p.charging.cost = Some(Arc::new(f));
+        p
+    }
+
+    /// Settles each request's charge from its response (see [`Settle`]): down, and the
+    /// difference is given back at once (for every rate algorithm, as if never taken, while
+    /// the window that counted it still counts); or up, taking the extra into debt — a
+    /// client's next requests wait for it to be paid off. Past the limiter's debt bound
+    /// (one limit by default) the settle is refused and the request keeps what it was
+    /// charged: nothing panics, nothing leaks, and
+    /// [`RateLimiting::unsettled`](crate::http::RateLimiting::unsettled) counts it (with
+    /// `tracing`, a warning).
+    ///
+    /// A head settle ([`Settle::header`], [`Settle::response`]) is applied before the quota
+    /// headers are written: they report the quota after it. A body settle
+    /// ([`Settle::body_len`]) is applied when the body ends: the headers report the
+    /// estimate. A request whose response never comes (the inner service failed) keeps its
+    /// estimate. Not on concurrency policies.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting, Settle};
+    /// use tollgate::{ManualClock, TokenBucketOptions};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // 1,000 tokens a minute: each call is charged 100 up front, then what it used.
+    /// let tokens = Policy::token_bucket(TokenBucketOptions::new(1_000, 1_000, Duration::from_secs(60))).unwrap()
+    ///     .cost(|_| 100)
+    ///     .settle_by(Settle::header("x-tokens-used"));
+    /// let limits = RateLimiting::builder().global(tokens).clock(ManualClock::new()).rate_limit_headers(true).build().unwrap();
+    /// let model = service_fn(|_: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::builder().header("x-tokens-used", "30").body("...").unwrap())
+    /// });
+    /// let resp = limits.layer().layer(model).oneshot(Request::new(())).await.unwrap();
+    /// assert_eq!(resp.headers()["ratelimit"], r#""global";r=970;t=60"#); // 100 charged, 70 back
+    /// # }
+    /// ```
+    pub fn settle_by(self, settle: Settle) -> Self {
+        let mut p = self;
+        p.charging.settle = Some(settle.0);
+        p
+    }
+
+    /// Charges only the requests whose response matches `charged` (the fail2ban pattern:
+    /// failed logins count, successful ones do not). Before the handler runs, the request is
+    /// charged its cost (1 unless [`cost`](Self::cost) says otherwise): a client without
+    /// that much budget left is refused before its handler runs. When the response head
+    /// comes, a response `charged` rejects is refunded in full, exactly, on every rate
+    /// algorithm; a matching one keeps the charge (settled by [`settle_by`](Self::settle_by),
+    /// if set). The quota headers report the quota after the refund. A request in flight
+    /// holds its charge until its response: concurrent attempts count against the budget
+    /// while they run. A request whose response never comes (the inner service failed)
+    /// stays charged. Not on concurrency policies (outcome says nothing about concurrency):
+    /// [`BuildError::Charging`](crate::http::BuildError::Charging).
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, sync::Arc, time::Duration};
+    /// use http::{Request, Response, StatusCode};
+    /// use tollgate::http::{Policy, RateLimiting};
+    /// use tollgate::{FixedWindowOptions, ManualClock};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // Three failed logins per 15 minutes.
+    /// let failures = Policy::fixed_window(FixedWindowOptions::new(3, Duration::from_secs(900))).unwrap()
+    ///     .charge_when(|r| r.status == 401 || r.status == 403);
+    /// let limits = RateLimiting::builder().global(failures).clock(ManualClock::new()).build().unwrap();
+    /// let login = service_fn(|req: Request<()>| async move {
+    ///     let ok = req.headers().get("password").is_some_and(|p| p == "right");
+    ///     Ok::<_, Infallible>(Response::builder().status(if ok { 200 } else { 401 }).body("").unwrap())
+    /// });
+    /// let app = limits.layer().layer(login);
+    /// let try_login = |pw: &str| Request::post("/login").header("password", pw).body(()).unwrap();
+    /// for _ in 0..5 { assert_eq!(app.clone().oneshot(try_login("right")).await.unwrap().status(), 200); } // not counted
+    /// for _ in 0..3 { assert_eq!(app.clone().oneshot(try_login("wrong")).await.unwrap().status(), 401); }
+    /// assert_eq!(app.clone().oneshot(try_login("right")).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// # }
+    /// ```
+    pub fn charge_when(
+        self,
+        charged: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let mut p = self;
+        p.charging.when = Some(Arc::new(charged));
+        p
+    }
+
+    /// Why this policy cannot charge by cost or outcome, if it has asked to.
+    pub(crate) fn charging_unsupported(&self) -> Option<&'static str> {
+        let c = &self.charging;
+        if !c.charges() {
+            return None;
+        }
+        match &self.source {
+            Source::Custom(_) => Some("cost and outcome need a built-in policy"),
+            Source::Builtin(_) if self.queue.is_some() => {
+                Some("cost and outcome policies do not queue")
+            }
+            Source::Builtin(pk) if matches!(pk.kind(), Kind::Concurrency(_)) && c.settles() => {
+                Some("a concurrency policy has no outcome or settle to charge by")
+            }
+            Source::Builtin(_) => None,
+        }
+    }
+
     pub(crate) fn status_for(&self, reason: Reason) -> http::StatusCode {
         if reason == NO_PEER_ADDRESS {
             // The server's misconfiguration, not the client's rate (`MissingKey::Auto`).
@@ -776,11 +927,26 @@ impl Policy {
         &self,
         clock: &SharedClock,
         std_clock: bool,
-    ) -> Result<(Arc<dyn PolicyLimiter>, Option<Rate>), OptionsError> {
+    ) -> Result<Built, OptionsError> {
         let pk = match &self.source {
-            Source::Custom(l) => return Ok((l.clone(), None)),
+            Source::Custom(l) => return Ok((l.clone(), None, None)),
             Source::Builtin(pk) => *pk,
         };
+        let built = self.build_builtin(pk, clock, std_clock)?;
+        if !self.charging.charges() {
+            return Ok(built);
+        }
+        // Charged by cost or outcome: no fast path (it charges one permit, settles nothing).
+        let (limiter, _, charge) = built;
+        Ok((limiter, None, charge))
+    }
+
+    fn build_builtin(
+        &self,
+        pk: PartitionKind,
+        clock: &SharedClock,
+        std_clock: bool,
+    ) -> Result<Built, OptionsError> {
         let kind = pk.kind();
         let describe = describe(kind);
         let queue = self.queue.map(|max_delay| Queue { max_delay });
@@ -790,11 +956,13 @@ impl Policy {
             if std_clock {
                 let limiter = Arc::new(pk.limiter(crate::StdClock));
                 let rate = fast.then(|| Rate::SingleStd(limiter.clone()));
-                return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
+                let single = Arc::new(Single::new(limiter, describe, queue));
+                return Ok((single.clone(), rate, Some(single)));
             }
             let limiter = Arc::new(pk.limiter(clock.clone()));
             let rate = fast.then(|| Rate::Single(limiter.clone()));
-            return Ok((Arc::new(Single::new(limiter, describe, queue)), rate));
+            let single = Arc::new(Single::new(limiter, describe, queue));
+            return Ok((single.clone(), rate, Some(single)));
         }
         if queue.is_none() {
             // On the default clock, the keyed limiter reads `StdClock` itself: no `dyn Clock`
@@ -803,11 +971,11 @@ impl Policy {
             if std_clock {
                 if let Some(k) = Keyed::new(kind, self.partitions, crate::StdClock, describe)? {
                     let k = Arc::new(k);
-                    return Ok((k.clone(), Some(Rate::KeyedStd(k))));
+                    return Ok((k.clone(), Some(Rate::KeyedStd(k.clone())), Some(k)));
                 }
             } else if let Some(k) = Keyed::new(kind, self.partitions, clock.clone(), describe)? {
                 let k = Arc::new(k);
-                return Ok((k.clone(), Some(Rate::Keyed(k))));
+                return Ok((k.clone(), Some(Rate::Keyed(k.clone())), Some(k)));
             }
         }
         let many = builtin::ManyOf {
@@ -816,9 +984,18 @@ impl Policy {
             describe,
             queue,
         };
-        Ok((pk.visit(many), None))
+        let (limiter, charge) = pk.visit(many);
+        Ok((limiter, None, Some(charge)))
     }
 }
+
+/// A built policy: its limiter, the direct handle of the fast path, the charging handle of
+/// a built-in one.
+pub(crate) type Built = (
+    Arc<dyn PolicyLimiter>,
+    Option<Rate>,
+    Option<Arc<dyn Charge>>,
+);
 
 impl core::fmt::Debug for Policy {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
