@@ -33,7 +33,7 @@ PROGRAMS = {
     "leaky_meter_static": (1024, 712, False),
     "sliding_counter": (1024, 1596, False),
     "sliding_counter_static": (1024, 1568, False),
-    "concurrency": (512, 488, False),
+    "concurrency": (512, 464, False),
     "concurrency_static": (512, 428, False),
 }
 
