@@ -94,7 +94,10 @@ async fn copy_64k<R: AsyncRead + Unpin>(mut r: R) -> u64 {
 }
 
 /// `data` read through `limiter` under a 64 KiB reservation.
-fn reserved<L: tollgate::io::Chargeable>(data: &[u8], limiter: Arc<L>) -> ThrottledReader<&[u8], L> {
+fn reserved<L: tollgate::io::Chargeable>(
+    data: &[u8],
+    limiter: Arc<L>,
+) -> ThrottledReader<&[u8], L> {
     ThrottledReader::with_max_chunk(data, limiter, 1 << 30).with_reservation(64 << 10)
 }
 

@@ -214,6 +214,26 @@ fn elapsed(clock: &ManualClock) -> Duration {
     Duration::from_nanos(clock.now().as_nanos())
 }
 
+/// Reads `reader` to its end in reads of up to `buffer` bytes, serving `limiter` on `clock`
+/// whenever a read waits: the bytes, and each read's instant and size.
+fn read_all<R: AsyncRead + Unpin>(
+    clock: &ManualClock,
+    limiter: &impl Replenishing,
+    reader: &mut R,
+    buffer: usize,
+) -> (Vec<u8>, Vec<(Duration, usize)>) {
+    let mut buf = vec![0u8; buffer];
+    let (mut out, mut reads) = (Vec::new(), Vec::new());
+    loop {
+        let n = drive(clock, limiter, |cx| poll_read_tokio(reader, cx, &mut buf)).unwrap();
+        if n == 0 {
+            return (out, reads);
+        }
+        reads.push((elapsed(clock), n));
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
 #[test]
 fn ten_mib_at_one_mib_per_second_takes_the_computed_time_and_never_exceeds_the_budget() {
     let clock = Arc::new(ManualClock::new());
@@ -222,20 +242,8 @@ fn ten_mib_at_one_mib_per_second_takes_the_computed_time_and_never_exceeds_the_b
     let mut reader = ThrottledReader::new(&data[..], limiter.clone());
     assert_eq!(reader.max_chunk(), BURST as u32);
     // A buffer larger than the burst: each read is cut to 64 KiB.
-    let mut buf = vec![0u8; 100 * KIB];
-    let (mut out, mut grants) = (Vec::with_capacity(data.len()), Vec::new());
-    loop {
-        let n = drive(&clock, &*limiter, |cx| {
-            poll_read_tokio(&mut reader, cx, &mut buf)
-        })
-        .unwrap();
-        if n == 0 {
-            break;
-        }
-        assert!(n <= BURST);
-        grants.push((elapsed(&clock), n));
-        out.extend_from_slice(&buf[..n]);
-    }
+    let (out, grants) = read_all(&clock, &*limiter, &mut reader, 100 * KIB);
+    assert!(grants.iter().all(|&(_, n)| n <= BURST));
     assert_eq!(out, data);
     // The burst at once, the rest at exactly 1 MiB/s: (10 MiB - 64 KiB) / 1 MiB/s.
     assert_eq!(grants.last().unwrap().0, Duration::from_micros(9_937_500));
@@ -632,22 +640,11 @@ fn a_reserved_copy_at_one_mib_per_second_takes_the_computed_time() {
     let clock = Arc::new(ManualClock::new());
     let limiter = mib_per_second(&clock);
     let data: Vec<u8> = (0..10 * MIB).map(|i| (i % 251) as u8).collect();
-    let mut reader = ThrottledReader::new(&data[..], limiter.clone()).with_reservation(BURST as u32);
-    let mut buf = vec![0u8; 8 * KIB];
-    let (mut out, mut reads) = (Vec::with_capacity(data.len()), 0);
-    loop {
-        let n = drive(&clock, &*limiter, |cx| {
-            poll_read_tokio(&mut reader, cx, &mut buf)
-        })
-        .unwrap();
-        if n == 0 {
-            break;
-        }
-        reads += 1;
-        out.extend_from_slice(&buf[..n]);
-    }
+    let mut reader =
+        ThrottledReader::new(&data[..], limiter.clone()).with_reservation(BURST as u32);
+    let (out, reads) = read_all(&clock, &*limiter, &mut reader, 8 * KIB);
     assert_eq!(out, data);
-    assert_eq!(reads, 10 * MIB / (8 * KIB));
+    assert_eq!(reads.len(), 10 * MIB / (8 * KIB));
     // 160 grants of 64 KiB, and the one the end of the file took and gave back.
     assert_eq!(limiter.statistics().total_successful, 161);
     assert_eq!(elapsed(&clock), Duration::from_secs(10));
@@ -678,8 +675,8 @@ fn a_writers_reservation_goes_back_at_shutdown() {
     assert!(futures_io::AsyncWrite::poll_close(Pin::new(&mut writer), &mut cx()).is_ready());
     assert_eq!(limiter.available_permits(), 50_000 - 5_000);
     // Cut to the largest request.
-    let small = ThrottledWriter::with_max_chunk(Vec::new(), limiter.clone(), 1000).with_reservation(1 << 20);
-    let mut small = small;
+    let mut small = ThrottledWriter::with_max_chunk(Vec::new(), limiter.clone(), 1000)
+        .with_reservation(1 << 20);
     let n = Pin::new(&mut small).poll_write(&mut cx(), &[1; 10]);
     assert!(matches!(n, Poll::Ready(Ok(10))));
     assert_eq!(limiter.available_permits(), 50_000 - 5_000 - 1000);

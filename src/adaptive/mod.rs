@@ -503,7 +503,9 @@ impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
     /// Releases, then samples the call from its stamp (a probe's lease holds no permits).
     fn release_stamped(&self, permits: u32, stamp: u64) {
         let stamp = stamp & crate::lease::STAMP_MASK;
-        self.end_call(permits, stamp::outcome(stamp), |now| stamp::latency_ns(stamp, now));
+        self.end_call(permits, stamp::outcome(stamp), |now| {
+            stamp::latency_ns(stamp, now)
+        });
     }
 
     /// As the concurrency limiter inside settles (a probe's lease cannot).
@@ -614,7 +616,9 @@ impl<C: Clock + Sync> Sink for AdaptiveLimiter<C> {
     /// Releases the call's permits and, unless it said nothing (ignored, or a probe's lease
     /// holding none), samples it.
     fn end(&self, call: &Call) {
-        self.end_call(call.permits, call.outcome, |now| now.saturating_sub(call.start_ns));
+        self.end_call(call.permits, call.outcome, |now| {
+            now.saturating_sub(call.start_ns)
+        });
     }
 }
 

@@ -158,7 +158,11 @@ impl State {
             return self.try_take(n, true);
         }
         if self.available() < n {
-            Err(if self.closed() { Denied::Closed } else { Denied::Exhausted })
+            Err(if self.closed() {
+                Denied::Closed
+            } else {
+                Denied::Exhausted
+            })
         } else if self.closed() {
             Err(Denied::Closed)
         } else {

@@ -156,16 +156,22 @@ impl<const N: usize> Log<N> {
         self.drop_front(count, permits);
         // used + n ≤ limit ≤ N, and every entry holds ≥ 1 permit: there is a free slot.
         if self.len < N {
-            let tail = (self.head + self.len) % N;
-            self.ring[tail] = Entry {
-                at: now,
-                permits: n,
-            };
-            self.len += 1;
+            self.push(now, n);
             self.used += u64::from(n);
             self.last = Some(now);
         }
         Ok(())
+    }
+
+    /// Appends an entry of `n` permits at `now` (the caller has checked for a free slot).
+    #[inline]
+    fn push(&mut self, now: u64, n: u32) {
+        let tail = (self.head + self.len) % N;
+        self.ring[tail] = Entry {
+            at: now,
+            permits: n,
+        };
+        self.len += 1;
     }
 
     /// Takes `n` more permits at `reading` for a lease settled above its estimate: at once,
@@ -199,12 +205,7 @@ impl<const N: usize> Log<N> {
                 permits: self.ring[newest].permits + n,
             };
         } else {
-            let tail = (self.head + self.len) % N;
-            self.ring[tail] = Entry {
-                at: now,
-                permits: n,
-            };
-            self.len += 1;
+            self.push(now, n);
         }
         self.used += u64::from(n);
         self.last = Some(now);

@@ -276,7 +276,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         for j in first..tick {
             // A mask finds a power-of-two ring's slot afresh (fewer registers held across the
             // loop); another ring steps its slot along.
-            let slot = if N.is_power_of_two() { self.index(j) } else { index };
+            let slot = if N.is_power_of_two() {
+                self.index(j)
+            } else {
+                index
+            };
             freed += u64::from(self.frozen_in(slot, j));
             if freed >= missing {
                 return j + segments - base;

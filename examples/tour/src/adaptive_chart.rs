@@ -31,7 +31,6 @@ const LATENCY: RGBColor = RGBColor(214, 39, 40);
 const MAIN_HEIGHT: u32 = 230;
 const STRIP_HEIGHT: u32 = 110;
 
-
 /// Draws `runs` one above the other into an SVG at `path`.
 pub fn draw(
     path: &Path,

@@ -32,7 +32,6 @@ const LEVEL: RGBColor = RGBColor(31, 119, 180);
 const BARS_HEIGHT: u32 = 210;
 const STRIP_HEIGHT: u32 = 95;
 
-
 /// Draws `panels` one above the other into an SVG at `path`, under a title and a subtitle.
 pub fn draw(
     path: &Path,
