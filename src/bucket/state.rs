@@ -266,8 +266,10 @@ impl Bucket {
         let gained = (k - self.tick) as u128 * r.per_tick as u128;
         if gained >= missing as u128 {
             // Full: remember the tick at which it filled, which dates its idleness. (A 32-bit
-            // division: a hardware one on a 32-bit MCU.)
-            let to_fill = missing.div_ceil(r.per_tick);
+            // division: a hardware one on a 32-bit MCU; `per_tick` is at least 1, which the
+            // options check, and the compiler is told here so that no panic path is linked.)
+            let per_tick = if r.per_tick == 0 { 1 } else { r.per_tick };
+            let to_fill = missing.div_ceil(per_tick);
             return Bucket {
                 tokens: r.limit,
                 tick: self.tick + to_fill as u64,

@@ -165,6 +165,9 @@ const fn div_digit(hi: u32, lo: u32, d: u32) -> (u32, u32) {
 #[cfg_attr(target_pointer_width = "64", allow(dead_code))]
 #[inline(never)]
 const fn half_digit(n: u32, next: u32, d1: u32, d0: u32) -> u32 {
+    // `d1` has its top bit set already (normalized); saying so lets the compiler drop the
+    // division's zero check and the panic path it would link.
+    let d1 = d1 | 0x8000;
     let mut q = n / d1;
     let mut rest = n - q * d1;
     if q >> 16 != 0 || q * d0 > (rest << 16 | next) {
