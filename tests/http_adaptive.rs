@@ -166,3 +166,79 @@ async fn a_real_server_protects_a_slow_handler() {
     }
     assert_eq!(limiter.available_permits(), u64::from(limiter.limit()));
 }
+
+/// `Policy::adaptive(..).partition_by(..)`: an adaptive limit per key (here per upstream, named
+/// by a header), each learning from its own requests, on the layer's clock; the legacy quota
+/// headers report the key's limit now.
+#[tokio::test]
+async fn a_partitioned_adaptive_policy_learns_one_limit_per_key() {
+    use tollgate::http::KeyBy;
+    let clock = Arc::new(ManualClock::new());
+    let opts = AdaptiveOptions::new(4)
+        .with_bounds(1, 8)
+        .with_window(Duration::from_millis(10), 2)
+        .with_algorithm(Aimd::new());
+    let upstream = http::HeaderName::from_static("x-upstream");
+    let limits = RateLimiting::builder()
+        .global(
+            Policy::adaptive(opts)
+                .unwrap()
+                .partition_by(KeyBy::header(upstream.clone())),
+        )
+        .legacy_headers(true)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // "flaky" answers 503 (a drop), "sound" 200.
+    let handler = |req: Request<()>| async move {
+        let mut r = Response::new("");
+        if req.headers()["x-upstream"] == "flaky" {
+            *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        }
+        Ok::<_, Infallible>(r)
+    };
+    let app = limits.layer().layer(service_fn(handler));
+    let call = |to: &'static str| {
+        let req = Request::get("/").header("x-upstream", to).body(()).unwrap();
+        app.clone().oneshot(req)
+    };
+    let limit_of = |r: &Response<_>| {
+        r.headers()["x-ratelimit-limit"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // Four calls in flight on each: each key's limit of 4 is in full use; a fifth is refused.
+    let mut open = Vec::new();
+    for to in ["flaky", "sound"] {
+        for _ in 0..4 {
+            open.push(call(to).await.unwrap());
+        }
+        assert_eq!(
+            call(to).await.unwrap().status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+    clock.advance(Duration::from_millis(10));
+    open.clear();
+    // The flaky upstream's window had drops: 4 × 0.9 → 3; the sound one's was full: + 1.
+    let flaky = call("flaky").await.unwrap();
+    let sound = call("sound").await.unwrap();
+    assert_eq!(
+        (limit_of(&flaky), limit_of(&sound)),
+        ("3".to_owned(), "5".to_owned())
+    );
+    assert_eq!(limits.partitions(tollgate::http::GLOBAL), Some(2));
+}
+
+/// Partitioned adaptive policies refuse cost and outcome charging at build time, as a global
+/// one does.
+#[test]
+fn an_adaptive_policy_does_not_charge_by_cost() {
+    let policy = Policy::adaptive(AdaptiveOptions::new(4))
+        .unwrap()
+        .cost(|_| 2);
+    assert!(RateLimiting::builder().global(policy).build().is_err());
+    assert!(Policy::adaptive(AdaptiveOptions::new(0)).is_err());
+}

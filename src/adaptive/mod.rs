@@ -588,6 +588,15 @@ impl<C: Clock + Sync> crate::quota::Quota for AdaptiveLimiter<C> {
     }
 }
 
+/// One of many (an HTTP policy's limit per key): its counts kept compact, with no per-thread
+/// cells (its samples then go to the shared word).
+#[cfg(feature = "http")]
+impl<C: Clock> crate::partition::Compact for AdaptiveLimiter<C> {
+    fn compact(&self) {
+        self.inner.compact_counts();
+    }
+}
+
 impl<C: Clock> core::fmt::Debug for AdaptiveLimiter<C> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AdaptiveLimiter")

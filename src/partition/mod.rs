@@ -107,7 +107,7 @@ pub use keyed::KeyedLimiter;
 #[cfg(feature = "http")]
 pub(crate) use kind::Kind;
 #[cfg(feature = "http")]
-pub(crate) use kind::{Member, Visit};
+pub(crate) use kind::{Compact, Member, Visit};
 pub use kind::{NoLimitPartition, PartitionKind, PartitionLimiter};
 #[cfg(feature = "std")]
 pub use map::{PartitionLease, Partitioned};

@@ -8,13 +8,16 @@ use super::{
     AcquireFuture, Decision, Denial, Grant, Key, KeyBy, Permit, PolicyLimiter, PolicyQuota,
     RequestView, SharedClock,
 };
+use crate::adaptive::{AdaptiveLimiter, AdaptiveOptions};
 use crate::clock::Clock;
 use crate::http::client_ip::ClientIp;
 use crate::http::key_hash::KeyHashBuilder;
+use crate::lease::Release;
 use crate::lease::{OwnedLease, Reason, Rejection, SettleError};
+use crate::limiter::{AcquireAsync, Limiter};
 use crate::limiter::{AcquireOwned, Replenishing};
 use crate::partition::{
-    Factory, Kind, Member, Partition, PartitionConfig, PartitionLease, PartitionLimiter,
+    Compact, Factory, Kind, Member, Partition, PartitionConfig, PartitionLease, PartitionLimiter,
     Partitioned, Visit,
 };
 use crate::quota::{Quota, QuotaState};
@@ -382,7 +385,7 @@ fn unreachable_wait() -> Result<Grant, Denial> {
 /// Makes a partition's limiter of the policy's one type (see [`Many`]).
 pub(super) struct Make<L>(Arc<dyn Fn(SharedClock) -> L + Send + Sync>);
 
-impl<K, L: Member<SharedClock>> Factory<K, SharedClock> for Make<L> {
+impl<K, L: Part> Factory<K, SharedClock> for Make<L> {
     type Limiter = L;
 
     fn create(self, _key: &K, clock: &SharedClock) -> L {
@@ -394,9 +397,25 @@ impl<K, L: Member<SharedClock>> Factory<K, SharedClock> for Make<L> {
 
 type PartitionerFn<L> = dyn Fn(&Key) -> Partition<Key, Make<L>> + Send + Sync;
 
-/// A partition's limiter type the layer can hold across tasks.
-pub(super) trait Part: Member<SharedClock> + Send + Sync + 'static {}
-impl<L: Member<SharedClock> + Send + Sync + 'static> Part for L {}
+/// A partition's limiter type the layer can hold across tasks: one of the built-in kinds, or
+/// an adaptive limiter (one per key).
+pub(super) trait Part:
+    Compact + Limiter + Release + AcquireAsync + Quota + Send + Sync + 'static
+{
+    /// Serves the waiters time brought permits to (a rate limiter's `replenish`).
+    fn nudge(&self);
+}
+
+impl<L: Member<SharedClock> + Send + Sync + 'static> Part for L {
+    fn nudge(&self) {
+        Member::nudge(self);
+    }
+}
+
+/// Served by releases alone.
+impl Part for AdaptiveLimiter<SharedClock> {
+    fn nudge(&self) {}
+}
 type ManyLimiter<L> = Partitioned<Key, L, Box<PartitionerFn<L>>, SharedClock>;
 
 /// What a partition's waiting acquisition ends with.
@@ -447,6 +466,34 @@ impl Visit<SharedClock> for ManyOf {
             queue: self.queue,
         });
         (many.clone(), many)
+    }
+}
+
+impl Many<AdaptiveLimiter<SharedClock>> {
+    /// An adaptive limit per key, each made with `options` when its key is first seen, waiting
+    /// in its queue (`queue`) when the options allow one.
+    pub(super) fn adaptive(
+        options: AdaptiveOptions,
+        partitions: PartitionConfig,
+        clock: SharedClock,
+        queue: Option<Queue>,
+    ) -> Arc<dyn PolicyLimiter> {
+        let make: Arc<dyn Fn(SharedClock) -> AdaptiveLimiter<SharedClock> + Send + Sync> =
+            Arc::new(move |clock| {
+                // Valid: `Policy::adaptive` checked the options.
+                AdaptiveLimiter::with_clock(options, clock).expect("options checked")
+            });
+        let partitioner: Box<PartitionerFn<AdaptiveLimiter<SharedClock>>> =
+            Box::new(move |k: &Key| Partition::new(*k, Make(make.clone())));
+        Arc::new(Many {
+            limiter: Partitioned::with_clock(partitioner, partitions, clock),
+            describe: PolicyQuota {
+                quota: u64::from(options.initial_limit),
+                window: None,
+                concurrent: true,
+            },
+            queue: queue.filter(|_| options.queue_limit > 0),
+        })
     }
 }
 

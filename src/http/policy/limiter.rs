@@ -173,9 +173,18 @@ impl Permit {
     /// What the response's status says about the server's capacity, for an adaptive lease:
     /// a 5xx or a 429 (from upstream) is a drop, another 4xx nothing.
     pub(crate) fn observe(&mut self, status: http::StatusCode) {
+        let dropped = status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS;
         match &mut self.0 {
             PermitInner::Adaptive(lease) => {
-                if status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS {
+                if dropped {
+                    lease.dropped();
+                } else if status.is_client_error() {
+                    lease.ignore();
+                }
+            }
+            // A partition's lease (an adaptive limit per key reports it; others ignore it).
+            PermitInner::Owned(lease) => {
+                if dropped {
                     lease.dropped();
                 } else if status.is_client_error() {
                     lease.ignore();
@@ -191,6 +200,7 @@ impl Permit {
     pub(crate) fn fail(&mut self) {
         match &mut self.0 {
             PermitInner::Adaptive(lease) => lease.dropped(),
+            PermitInner::Owned(lease) => lease.dropped(),
             #[cfg(feature = "metrics")]
             PermitInner::Metered(m) => m.inner.fail(),
             _ => {}

@@ -47,6 +47,8 @@ pub type SharedClock = Arc<dyn Clock + Send + Sync>;
 enum Source {
     Builtin(PartitionKind),
     Custom(Arc<dyn PolicyLimiter>),
+    /// An adaptive limit, made with the layer (one, or one per key).
+    Adaptive(crate::adaptive::AdaptiveOptions),
 }
 
 /// A rate-limiting policy: a limiter kind (or your [`PolicyLimiter`]), how it partitions
@@ -407,8 +409,10 @@ impl Policy {
     }
 
     /// An adaptive concurrency limit ([`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter),
-    /// on the system clock): one limit for every request the policy covers, moved by its
-    /// algorithm. Each admitted request holds its lease until its response body ends; its
+    /// on the layer's clock): one limit for every request the policy covers, moved by its
+    /// algorithm — or, [partitioned](Self::partition_by), one per key (an upstream, a tenant),
+    /// each learning from its own requests (at most [`partitions`](Self::partitions)'
+    /// capacity of them, idle ones evicted). Each admitted request holds its lease until its response body ends; its
     /// latency (from admission to the body's end) and outcome are sampled then: a 5xx, a 429
     /// from upstream or a failed inner service (a timeout layer's error) is a drop, another 4xx
     /// says nothing about capacity. A refusal is a 503 by default (the client did nothing
@@ -437,8 +441,9 @@ impl Policy {
     /// # }
     /// ```
     pub fn adaptive(options: crate::adaptive::AdaptiveOptions) -> Result<Self, OptionsError> {
-        let limiter = crate::adaptive::AdaptiveLimiter::new(options)?;
-        Ok(Self::adaptive_limiter(Arc::new(limiter)))
+        options.validate()?;
+        Ok(Self::from_source(Source::Adaptive(options))
+            .rejection_status(http::StatusCode::SERVICE_UNAVAILABLE))
     }
 
     /// [`adaptive`](Self::adaptive) with a limiter of your own (another clock; or one you keep
@@ -889,7 +894,9 @@ impl Policy {
             return None;
         }
         match &self.source {
-            Source::Custom(_) => Some("cost and outcome need a built-in policy"),
+            Source::Custom(_) | Source::Adaptive(_) => {
+                Some("cost and outcome need a built-in rate or concurrency policy")
+            }
             Source::Builtin(_) if self.queue.is_some() => {
                 Some("cost and outcome policies do not queue")
             }
@@ -930,6 +937,13 @@ impl Policy {
     ) -> Result<Built, OptionsError> {
         let pk = match &self.source {
             Source::Custom(l) => return Ok((l.clone(), None, None)),
+            Source::Adaptive(options) => {
+                return Ok((
+                    self.adaptive_limiter_on(*options, clock, std_clock),
+                    None,
+                    None,
+                ))
+            }
             Source::Builtin(pk) => *pk,
         };
         let built = self.build_builtin(pk, clock, std_clock)?;
@@ -939,6 +953,39 @@ impl Policy {
         // Charged by cost or outcome: no fast path (it charges one permit, settles nothing).
         let (limiter, _, charge) = built;
         Ok((limiter, None, charge))
+    }
+
+    /// The adaptive policy's limiter on the layer's clock: one for every request, or one per
+    /// key when partitioned.
+    fn adaptive_limiter_on(
+        &self,
+        options: crate::adaptive::AdaptiveOptions,
+        clock: &SharedClock,
+        std_clock: bool,
+    ) -> Arc<dyn PolicyLimiter> {
+        let queued = options.queue_limit > 0;
+        if !matches!(self.key, KeyBy::Global) {
+            let queue = self
+                .queue
+                .map(|max_delay| Queue { max_delay })
+                .or(queued.then_some(Queue { max_delay: None }));
+            return builtin::Many::adaptive(options, self.partitions, clock.clone(), queue);
+        }
+        // Valid: `Policy::adaptive` checked the options.
+        const VALID: &str = "options checked";
+        if std_clock {
+            let limiter = crate::adaptive::AdaptiveLimiter::with_clock(options, crate::StdClock);
+            Arc::new(adaptive::AdaptivePolicy {
+                limiter: Arc::new(limiter.expect(VALID)),
+                queued,
+            })
+        } else {
+            let limiter = crate::adaptive::AdaptiveLimiter::with_clock(options, clock.clone());
+            Arc::new(adaptive::AdaptivePolicy {
+                limiter: Arc::new(limiter.expect(VALID)),
+                queued,
+            })
+        }
     }
 
     fn build_builtin(
