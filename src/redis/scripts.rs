@@ -105,7 +105,7 @@ pub(crate) enum Kind {
 /// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
 /// stands, in this order (a snippet may hold the markers of those after it), before the
 /// constants are ([`render`]).
-const SNIPPETS: [(&str, &str); 7] = [
+const SNIPPETS: [(&str, &str); 10] = [
     // The clock, then every key's value in one `MGET` (a string, or false: absent or not a
     // string), then `seen` (the value this run wrote under a key) if a key repeats in the run,
     // which the client says with one more argument: a repeated key reads the run's own write.
@@ -127,8 +127,7 @@ if ARGV[#KEYS + 1] then seen = {} end",
     // The time, as integer microseconds since the Unix epoch, and the reply's two first words.
     (
         "@@CLOCK@@",
-        r"local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+        r"@@TIME@@
 local out, fmt = {t[1], t[2]}, string.format",
     ),
     // The loop's head: `key`, `n` (the permits asked), `v` (the key's value); the script
@@ -201,6 +200,47 @@ end
         r"if #KEYS == 1 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')",
     ),
+    // The time, as integer microseconds since the Unix epoch (`t`, `now`): every script's
+    // first lines (through `@@CLOCK@@` or the one-decision `@@READ@@` for the decisions).
+    (
+        "@@TIME@@",
+        r"local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]",
+    ),
+    // A settle's write of `val` under `key` (the bucket's and the sliding window's): the
+    // key's expiry kept if it covers `need` (`old`, how far it reaches, rounded up to a whole
+    // second; `nil` for a key without one), else set to `need` rounded up to a whole second.
+    (
+        "@@SETTLE_WRITE@@",
+        r"      if old and need <= old then
+        redis.call('SET', key, val, 'KEEPTTL')
+      else
+        local exp = need + 999999
+        exp = exp - exp % 1000000
+        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+      end",
+    ),
+    // The sliding window's counts (its decision's and its settle's): from `q`, the space
+    // before the newest count in `v` (`nil`: no count, or no `v`), each count added to
+    // `c[m]`, `m` its segment `s` (the newest first) less `lo`, down to the oldest still in
+    // the window; `ok` false on a count that is not one.
+    (
+        "@@SEGMENTS@@",
+        r"    p = q
+    while p do
+      q = find(v, ' ', p + 1, true)
+      local cnt
+      if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
+      if not cnt or cnt < 0 then ok = false break end
+      -- A segment ahead of now (the server's clock stepped back) counts as the current one.
+      local m = s - lo
+      if m > @SEGS@ then m = @SEGS@ end
+      if m < 1 then break end
+      c[m] = c[m] + cnt
+      s = s - 1
+      p = q
+    end",
+    ),
 ];
 
 /// The snippets of the one-decision form of a script that reads its state with `@@READ@@`
@@ -213,8 +253,7 @@ return table.concat(out, ' ')",
 const SNIPPETS_ONE: [(&str, &str); 3] = [
     (
         "@@READ@@",
-        r"local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+        r"@@TIME@@
 local fmt, seen, r = string.format
 local find, sub = string.find, string.sub",
     ),
@@ -496,8 +535,7 @@ local base = k * @PER@
 ///
 /// Constants: `L`, `L2`, `PER`, `P`, `KMAX` (as [`BUCKET_ONE`]).
 pub(crate) const BUCKET_ONE_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local k = (now - now % @P@) / @P@
 if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
@@ -539,13 +577,7 @@ else
       if no > @L@ then val = val .. ' @L@' end
       local need = nf + @PER@ - 1
       need = (need - need % @PER@) / @PER@ * @P@
-      if old and need <= old then
-        redis.call('SET', key, val, 'KEEPTTL')
-      else
-        local exp = need + 999999
-        exp = exp - exp % 1000000
-        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
-      end
+@@SETTLE_WRITE@@
     end
     r = fmt('%d', nf)
   end
@@ -566,8 +598,7 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 ///
 /// Constants: `L`, `L2`, `PER`, `P` (as [`BUCKET`]).
 pub(crate) const BUCKET_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt, find, sub = string.format, string.find, string.sub
 local k = (now - now % @P@) / @P@
 local key, d, r = KEYS[1], tonumber(ARGV[1])
@@ -616,13 +647,7 @@ else
       if no > @L@ then val = val .. ' @L@' end
       local need = no + @PER@ - 1
       need = (k + (need - need % @PER@) / @PER@) * @P@
-      if old and need <= old then
-        redis.call('SET', key, val, 'KEEPTTL')
-      else
-        local exp = need + 999999
-        exp = exp - exp % 1000000
-        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
-      end
+@@SETTLE_WRITE@@
     end
     r = fmt('%d', no)
   end
@@ -687,20 +712,7 @@ local ks = fmt('%d', k)
   else
     if not c then c, parts = {}, {} end
     for j = 1, @SEGS@ do c[j] = 0 end
-    p = q
-    while v and p do
-      q = find(v, ' ', p + 1, true)
-      local cnt
-      if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
-      if not cnt or cnt < 0 then ok = false break end
-      -- A segment ahead of now (the server's clock stepped back) counts as the current one.
-      local j = s - lo
-      if j > @SEGS@ then j = @SEGS@ end
-      if j < 1 then break end
-      c[j] = c[j] + cnt
-      s = s - 1
-      p = q
-    end
+@@SEGMENTS@@
     if not ok then
       out[i + 2] = ERR
     else
@@ -765,8 +777,7 @@ local ks = fmt('%d', k)
 ///
 /// Constants: `L2` (twice the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt, find, sub = string.format, string.find, string.sub
 local k = (now - now % @SEG@) / @SEG@
 -- c[m] holds segment lo + m (m = 1..segs); segments at or before lo have left the window.
@@ -798,20 +809,7 @@ else
       -- How far the key's expiry reaches: the end of the newest segment's window.
       old = (s + @SEGS@) * @SEG@ + 999999
       old = old - old % 1000000
-      p = q
-      while p do
-        q = find(v, ' ', p + 1, true)
-        local cnt
-        if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
-        if not cnt or cnt < 0 then ok = false break end
-        -- A segment ahead of now (the server's clock stepped back) counts as the current one.
-        local m = s - lo
-        if m > @SEGS@ then m = @SEGS@ end
-        if m < 1 then break end
-        c[m] = c[m] + cnt
-        s = s - 1
-        p = q
-      end
+@@SEGMENTS@@
     end
   elseif v then
     ok = false
@@ -847,13 +845,7 @@ else
         end
         local val = table.concat(parts, ' ', 1, w)
         local need = (k + @SEGS@) * @SEG@
-        if old and need <= old then
-          redis.call('SET', key, val, 'KEEPTTL')
-        else
-          local exp = need + 999999
-          exp = exp - exp % 1000000
-          redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
-        end
+@@SETTLE_WRITE@@
       end
     end
     if not r then r = fmt('%d', used) end
@@ -937,8 +929,7 @@ local ERR = 'e'
 ///
 /// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const FIXED_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
@@ -1000,8 +991,7 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// Constants: `CAP` (`burst × T`, µs), `DEBT` (`2 × CAP`), `EM` (the emission interval `T`,
 /// µs).
 pub(crate) const GCRA_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local key, d, r = KEYS[1], tonumber(ARGV[1])
 local v = redis.pcall('GET', key)
@@ -1064,8 +1054,7 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 ///
 /// Constants: `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const COUNTER_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
