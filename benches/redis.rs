@@ -19,7 +19,7 @@
 //! hand-written script's in the same run and concurrency. Keys: 1,000 partitions in turn;
 //! limits high enough that nearly every decision is a grant (the path that writes).
 //!
-//! Three rows acquire 2 permits and settle the lease to 1 or 3 in turn (issue 38,
+//! Five rows acquire 2 permits and settle the lease to 1 or 3 in turn (issue 38,
 //! `RedisLimiter::settle`), per call: an operation is two script runs, and its Redis µs less
 //! the same algorithm's per-call row is the settle's.
 //!
@@ -342,7 +342,13 @@ fn main() {
         ));
         // Issue 38: an acquisition and its settle, a run each (per call): the settle's Redis
         // CPU is this row's less the same algorithm's per-call row.
-        for (name, tag) in [("fixed window", "fw"), ("GCRA", "gcra"), ("token bucket", "tb")] {
+        for (name, tag) in [
+            ("fixed window", "fw"),
+            ("GCRA", "gcra"),
+            ("token bucket", "tb"),
+            ("sliding window (6 segments)", "sw"),
+            ("sliding counter", "sc"),
+        ] {
             let a = algorithms.iter().find(|x| x.1 == tag).unwrap().2;
             variants.push((
                 format!("{name}, acquire + settle (per call)"),

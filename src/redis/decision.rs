@@ -570,13 +570,14 @@ fn decode(
         }
         Kind::Counter => {
             // [limit, window]: x[0] the previous window's count, v the current one's (after
-            // the grant, or as the refusal found it), both at most the limit; the script's
-            // comparison `prev · (W - into) + (cur + n) · W ≤ limit · W`, as the local counter.
+            // the grant, or as the refusal found it), both at most twice the limit (a settled
+            // lease's debt); the script's comparison `prev · (W - into) + (cur + n) · W ≤
+            // limit · W`, as the local counter.
             let (l, w) = (c0, c1);
             let into = now128 % w;
             let k = now128 / w;
-            let prev = u128::from(x[0].unsigned_abs()).min(l);
-            let cur = v.min(l);
+            let prev = u128::from(x[0].unsigned_abs()).min(2 * l);
+            let cur = v.min(2 * l);
             let used = prev * (w - into) + cur * w;
             let remaining = (l * w).saturating_sub(used) / w;
             let reset = if cur > 0 {

@@ -48,8 +48,9 @@ pub(super) const MAX_SPAN_US: u64 = 1 << 50;
 
 /// The largest `permit_limit × window` (in µs) of a Redis sliding counter: 2^52, so that the
 /// script's exact comparison `prev · (W - into) + (cur + n) · W ≤ limit · W` never leaves a
-/// double's exact integers (a window of one minute allows 75 million permits, an hour 1.25
-/// million, a day 52,000).
+/// double's exact integers, nor its settle's, whose counts reach twice the limit (a debt: the
+/// products at most 2^53); a window of one minute allows 75 million permits, an hour 1.25
+/// million, a day 52,000.
 pub(super) const MAX_COUNTER_PRODUCT: u128 = 1 << 52;
 
 /// The algorithm of a [`RedisLimiter`] and its options (the local limiters' options types).
@@ -422,7 +423,7 @@ impl Algorithm {
                     Kind::Full,
                     scripts::SLIDING,
                     scripts::SLIDING_SETTLE,
-                    &[("L", l), ("SEGS", n), ("SEG", w / n)],
+                    &[("L", l), ("L2", 2 * l), ("SEGS", n), ("SEG", w / n)],
                     [l, n, w / n],
                     o.permit_limit,
                     format!("swt{w}x{n}"),
@@ -456,7 +457,7 @@ impl Algorithm {
                     Kind::Counter,
                     scripts::COUNTER,
                     scripts::COUNTER_SETTLE,
-                    &[("L", l), ("W", w)],
+                    &[("L", l), ("L2", 2 * l), ("W", w)],
                     [l, w, 0],
                     o.permit_limit,
                     format!("sc{w}"),

@@ -51,7 +51,8 @@
 //! [`MAX_SPAN`](super::MAX_SPAN), 2^50 µs, and the sliding counter's `limit × window` by 2^52;
 //! each script clamps what it reads to what its options can mean (a deficit to the limit, or
 //! twice the limit for a debt settled under the same limit, a tick
-//! or segment to now, a GCRA debt to the burst, a count to the limit), so that every instant it
+//! or segment to now, a GCRA debt to the burst, a sliding counter's count to twice the limit,
+//! the most a settled debt leaves), so that every instant it
 //! computes is below `now + 2 × 2^50 µs`, exact until the year 2183. The products that may exceed
 //! 2^53 (gained tokens after a long idle gap) are only compared, never stored, where rounding
 //! cannot flip the comparison.
@@ -60,7 +61,7 @@
 //! its period, window, segments or interval, not its limit), so each script reads state written
 //! under another limit: the bucket keeps its deficit (capped at the limit), the fixed window its
 //! count, the sliding window its counts, GCRA its debt (capped at the burst), the sliding counter
-//! its two windows' counts (capped at the limit). The token bucket's key names its tokens per
+//! its two windows' counts (capped at twice the limit). The token bucket's key names its tokens per
 //! period too (its rate), so that all its writers agree on when it is full again.
 
 /// What a script's reply holds per key (after `sec usec`), and so how the client reads it.
@@ -94,8 +95,9 @@ pub(crate) enum Kind {
     /// words the grant wrote; the reset is the end of the current segment's window).
     Full,
     /// Two integers `prev x` (the sliding counter): `prev` the previous window's count (at most
-    /// the limit); `x >= 0` granted, the current window's count after the grant (a probe: as it
-    /// stands), `x < 0` refused, the count was `-x - 1` (at most the limit). The client derives
+    /// twice the limit: a settled lease's debt); `x >= 0` granted, the current window's count
+    /// after the grant (a probe: as it stands), `x < 0` refused, the count was `-x - 1` (at most
+    /// twice the limit). The client derives
     /// remaining, RetryAfter and reset from them and the window's offset, as the local counter.
     Counter,
 }
@@ -103,7 +105,7 @@ pub(crate) enum Kind {
 /// The Lua shared by the scripts, spliced into each template where its `@@NAME@@` marker
 /// stands, in this order (a snippet may hold the markers of those after it), before the
 /// constants are ([`render`]).
-const SNIPPETS: [(&str, &str); 7] = [
+const SNIPPETS: [(&str, &str); 10] = [
     // The clock, then every key's value in one `MGET` (a string, or false: absent or not a
     // string), then `seen` (the value this run wrote under a key) if a key repeats in the run,
     // which the client says with one more argument: a repeated key reads the run's own write.
@@ -125,8 +127,7 @@ if ARGV[#KEYS + 1] then seen = {} end",
     // The time, as integer microseconds since the Unix epoch, and the reply's two first words.
     (
         "@@CLOCK@@",
-        r"local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+        r"@@TIME@@
 local out, fmt = {t[1], t[2]}, string.format",
     ),
     // The loop's head: `key`, `n` (the permits asked), `v` (the key's value); the script
@@ -199,6 +200,47 @@ end
         r"if #KEYS == 1 then return t[1] .. ' ' .. t[2] .. ' ' .. out[3] end
 return table.concat(out, ' ')",
     ),
+    // The time, as integer microseconds since the Unix epoch (`t`, `now`): every script's
+    // first lines (through `@@CLOCK@@` or the one-decision `@@READ@@` for the decisions).
+    (
+        "@@TIME@@",
+        r"local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]",
+    ),
+    // A settle's write of `val` under `key` (the bucket's and the sliding window's): the
+    // key's expiry kept if it covers `need` (`old`, how far it reaches, rounded up to a whole
+    // second; `nil` for a key without one), else set to `need` rounded up to a whole second.
+    (
+        "@@SETTLE_WRITE@@",
+        r"      if old and need <= old then
+        redis.call('SET', key, val, 'KEEPTTL')
+      else
+        local exp = need + 999999
+        exp = exp - exp % 1000000
+        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
+      end",
+    ),
+    // The sliding window's counts (its decision's and its settle's): from `q`, the space
+    // before the newest count in `v` (`nil`: no count, or no `v`), each count added to
+    // `c[m]`, `m` its segment `s` (the newest first) less `lo`, down to the oldest still in
+    // the window; `ok` false on a count that is not one.
+    (
+        "@@SEGMENTS@@",
+        r"    p = q
+    while p do
+      q = find(v, ' ', p + 1, true)
+      local cnt
+      if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
+      if not cnt or cnt < 0 then ok = false break end
+      -- A segment ahead of now (the server's clock stepped back) counts as the current one.
+      local m = s - lo
+      if m > @SEGS@ then m = @SEGS@ end
+      if m < 1 then break end
+      c[m] = c[m] + cnt
+      s = s - 1
+      p = q
+    end",
+    ),
 ];
 
 /// The snippets of the one-decision form of a script that reads its state with `@@READ@@`
@@ -211,8 +253,7 @@ return table.concat(out, ' ')",
 const SNIPPETS_ONE: [(&str, &str); 3] = [
     (
         "@@READ@@",
-        r"local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+        r"@@TIME@@
 local fmt, seen, r = string.format
 local find, sub = string.find, string.sub",
     ),
@@ -494,8 +535,7 @@ local base = k * @PER@
 ///
 /// Constants: `L`, `L2`, `PER`, `P`, `KMAX` (as [`BUCKET_ONE`]).
 pub(crate) const BUCKET_ONE_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local k = (now - now % @P@) / @P@
 if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
@@ -537,13 +577,7 @@ else
       if no > @L@ then val = val .. ' @L@' end
       local need = nf + @PER@ - 1
       need = (need - need % @PER@) / @PER@ * @P@
-      if old and need <= old then
-        redis.call('SET', key, val, 'KEEPTTL')
-      else
-        local exp = need + 999999
-        exp = exp - exp % 1000000
-        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
-      end
+@@SETTLE_WRITE@@
     end
     r = fmt('%d', nf)
   end
@@ -564,8 +598,7 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 ///
 /// Constants: `L`, `L2`, `PER`, `P` (as [`BUCKET`]).
 pub(crate) const BUCKET_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt, find, sub = string.format, string.find, string.sub
 local k = (now - now % @P@) / @P@
 local key, d, r = KEYS[1], tonumber(ARGV[1])
@@ -614,13 +647,7 @@ else
       if no > @L@ then val = val .. ' @L@' end
       local need = no + @PER@ - 1
       need = (k + (need - need % @PER@) / @PER@) * @P@
-      if old and need <= old then
-        redis.call('SET', key, val, 'KEEPTTL')
-      else
-        local exp = need + 999999
-        exp = exp - exp % 1000000
-        redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
-      end
+@@SETTLE_WRITE@@
     end
     r = fmt('%d', no)
   end
@@ -685,20 +712,7 @@ local ks = fmt('%d', k)
   else
     if not c then c, parts = {}, {} end
     for j = 1, @SEGS@ do c[j] = 0 end
-    p = q
-    while v and p do
-      q = find(v, ' ', p + 1, true)
-      local cnt
-      if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
-      if not cnt or cnt < 0 then ok = false break end
-      -- A segment ahead of now (the server's clock stepped back) counts as the current one.
-      local j = s - lo
-      if j > @SEGS@ then j = @SEGS@ end
-      if j < 1 then break end
-      c[j] = c[j] + cnt
-      s = s - 1
-      p = q
-    end
+@@SEGMENTS@@
     if not ok then
       out[i + 2] = ERR
     else
@@ -713,7 +727,8 @@ local ks = fmt('%d', k)
       local want = n
       if want == 0 then want = 1 end
       if free < want then
-        -- Counts taken under a higher limit may exceed this one: they all have to leave.
+        -- Counts past the limit (a settled lease's debt, or counts taken under a higher
+        -- limit): the oldest have to leave until what is left and `want` fit, exactly then.
         local missing = used + want - @L@
         local retry = empty
         local freed = 0
@@ -745,21 +760,24 @@ local ks = fmt('%d', k)
 
 /// The settle of a sliding window's lease ([`SLIDING`]): `ARGV[1]` the permits to take (> 0)
 /// or give back (< 0), `ARGV[2]` the lease's segment index (segments since the epoch) modulo
-/// 2^29. Debt bound 0 (the local window's is one limit): a refund comes out of the segment the
-/// lease was counted in, if that segment is still in the window (the segment `j` with
-/// `k - SEGS < j <= k` that is `ARGV[2]` modulo 2^29; else the reply is `w`: nothing back),
-/// never below 0; a debit is taken now, in the current segment, only where a request of that
-/// many would be granted (else the reply is `d` and nothing is taken). The state is read whole,
+/// 2^29. A refund comes out of the segment the lease was counted in, if that segment is still
+/// in the window (the segment `j` with `k - SEGS < j <= k` that is `ARGV[2]` modulo 2^29; else
+/// the reply is `w`: nothing back), never below 0; a debit is taken now, in the current
+/// segment, past the limit into **debt** as long as the window's total stays within one limit
+/// more (`L2`, twice the limit, the local window's bound; past it the reply is `d` and nothing
+/// is taken). [`SLIDING`] reads a total past the limit as it reads one written under a higher
+/// limit: every request is refused until enough of the oldest segments have left, and its
+/// RetryAfter is the instant they do. No marker: the counts are permits taken, which leave
+/// with their segments under any limit (a key in debt is never locked). The state is read whole,
 /// brought to the current segment and written as a decision's would be (`"<k> <total> <c_k>
 /// ..."`, down to the oldest segment that still holds permits; the key deleted when none
 /// does), its expiry kept if it covers the end of the current segment's window, else set
 /// there. Replies `sec usec x`: `x` the window's total after the settle, or `w`, `d`, `e`
 /// (content this script cannot read: the key's error).
 ///
-/// Constants: `L` (the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
+/// Constants: `L2` (twice the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt, find, sub = string.format, string.find, string.sub
 local k = (now - now % @SEG@) / @SEG@
 -- c[m] holds segment lo + m (m = 1..segs); segments at or before lo have left the window.
@@ -791,20 +809,7 @@ else
       -- How far the key's expiry reaches: the end of the newest segment's window.
       old = (s + @SEGS@) * @SEG@ + 999999
       old = old - old % 1000000
-      p = q
-      while p do
-        q = find(v, ' ', p + 1, true)
-        local cnt
-        if q then cnt = tonumber(sub(v, p + 1, q - 1)) else cnt = tonumber(sub(v, p + 1)) end
-        if not cnt or cnt < 0 then ok = false break end
-        -- A segment ahead of now (the server's clock stepped back) counts as the current one.
-        local m = s - lo
-        if m > @SEGS@ then m = @SEGS@ end
-        if m < 1 then break end
-        c[m] = c[m] + cnt
-        s = s - 1
-        p = q
-      end
+@@SEGMENTS@@
     end
   elseif v then
     ok = false
@@ -821,7 +826,7 @@ else
       c[m] = c[m] - back
       used = used - back
       changed = back > 0
-    elseif used + d > @L@ then
+    elseif used + d > @L2@ then
       r = 'd'
       changed = false
     else
@@ -840,13 +845,7 @@ else
         end
         local val = table.concat(parts, ' ', 1, w)
         local need = (k + @SEGS@) * @SEG@
-        if old and need <= old then
-          redis.call('SET', key, val, 'KEEPTTL')
-        else
-          local exp = need + 999999
-          exp = exp - exp % 1000000
-          redis.call('SET', key, val, 'PXAT', fmt('%d', exp / 1000))
-        end
+@@SETTLE_WRITE@@
       end
     end
     if not r then r = fmt('%d', used) end
@@ -930,8 +929,7 @@ local ERR = 'e'
 ///
 /// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const FIXED_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
@@ -993,8 +991,7 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// Constants: `CAP` (`burst × T`, µs), `DEBT` (`2 × CAP`), `EM` (the emission interval `T`,
 /// µs).
 pub(crate) const GCRA_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local key, d, r = KEYS[1], tonumber(ARGV[1])
 local v = redis.pcall('GET', key)
@@ -1045,17 +1042,19 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 "#;
 
 /// The settle of a sliding counter's lease ([`COUNTER`]): `ARGV[1]` the permits to take (> 0)
-/// or give back (< 0), `ARGV[2]` the lease's window index modulo 2^29. Debt bound 0 (the
-/// local counter's is one limit): a refund comes out of the window the lease was counted in while it
-/// still counts — the current window (`KEYS[1]:k`) or the previous one (`KEYS[1]:k-1`, whose
-/// weight then drops), never below 0 — else nothing comes back (reply `w`); a debit is taken
-/// now, as a request of that many, only where it fits (else the reply is `d` and nothing is
-/// taken). Replies `sec usec x`: `x` the count of the window settled, or `w`, `d`, `e`.
+/// or give back (< 0), `ARGV[2]` the lease's window index modulo 2^29. A refund comes out of
+/// the window the lease was counted in while it still counts — the current window
+/// (`KEYS[1]:k`) or the previous one (`KEYS[1]:k-1`, whose weight then drops), never below 0 —
+/// else nothing comes back (reply `w`); a debit is counted now in the current window, past the
+/// limit into **debt**, as long as the weighted estimate stays within one limit more
+/// (`prev · (W - into) + (cur + d) · W ≤ L2 · W`, `L2` twice the limit, the local counter's
+/// bound; else the reply is `d` and nothing is taken). [`COUNTER`] reads each count up to
+/// `L2`: the estimate of a key in debt decays as the window slides. Replies `sec usec x`: `x`
+/// the count of the window settled, or `w`, `d`, `e`.
 ///
-/// Constants: `L` (the limit), `W` (the window, µs).
+/// Constants: `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const COUNTER_SETTLE: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
+@@TIME@@
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
@@ -1083,7 +1082,7 @@ else
   local p = redis.pcall('GET', base .. fmt('%d', k - 1))
   local prev = 0
   if type(p) == 'string' then prev = tonumber(p) or 0 end
-  if prev < 0 then prev = 0 elseif prev > @L@ then prev = @L@ end
+  if prev < 0 then prev = 0 elseif prev > @L2@ then prev = @L2@ end
   local key = base .. fmt('%d', k)
   local c = redis.pcall('INCRBY', key, a)
   if type(c) ~= 'number' then
@@ -1094,7 +1093,7 @@ else
       redis.call('PEXPIRE', key, fmt('%d', (ms - ms % 1000) / 1000))
     end
     local cur = c - d
-    if cur >= 0 and cur <= @L@ - d and prev * (@W@ - into) <= (@L@ - cur - d) * @W@ then
+    if cur >= 0 and cur <= @L2@ - d and prev * (@W@ - into) <= (@L2@ - cur - d) * @W@ then
       r = fmt('%d', c)
     else
       redis.call('DECRBY', key, a)
@@ -1114,10 +1113,13 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// count, and gives them back with `DECRBY` if they do not fit (a refusal; a grant, the usual
 /// decision, is the `INCRBY` alone, and a key repeated in a run reads its own writes). `into`
 /// µs into window `k`, `n` permits fit if `prev · (W - into) + (cur + n) · W ≤ limit · W`,
-/// compared exactly: every product is at most `limit · W ≤ 2^52` (the builder's bound; counts
-/// are clamped to the limit), so no double rounds. A window's key is read only in that window
-/// and the next, so a count of another limit (the key names the window, not the limit) is
-/// clamped to this one, and one that a server clock stepped back wrote ahead is not read. A
+/// compared exactly: every product is at most `2 · limit · W ≤ 2^53` (the builder's bound;
+/// counts are clamped to twice the limit, `L2`: a count settled into debt, [`COUNTER_SETTLE`],
+/// is at most that), so no double rounds. A window's key is read only in that window and the
+/// next, so a count of another limit (the key names the window, not the limit) is clamped to
+/// twice this one, and gone two windows on whatever it was (no debt marker: a window's count
+/// expires with its window, so no configuration change locks a key), and one that a server
+/// clock stepped back wrote ahead is not read. A
 /// value of another type, or one that is not a count, under the current window's key is that
 /// key's error (`INCRBY` fails, or a probe's `GET`; a negative count is given back); under the
 /// previous window's, `MGET` reads a value of another type as absent (an empty window).
@@ -1125,7 +1127,7 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// The reply is the two counts as the script decided on them ([`Kind::Counter`]): the client
 /// derives remaining, RetryAfter and reset with the same integer arithmetic.
 ///
-/// Constants: `L` (the limit), `W` (the window, µs).
+/// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const COUNTER: &str = r#"
 local ERR = 'e 0'
 @@CLOCK@@
@@ -1157,7 +1159,7 @@ for i = 1, #KEYS do
   if not prev or prev < 0 then
     r = ERR
   else
-    if prev > @L@ then prev = @L@ end
+    if prev > @L2@ then prev = @L2@ end
     -- The previous window's weight: the permits it still counts, times W.
     local old = prev * (@W@ - into)
     if n > 0 then
@@ -1180,7 +1182,7 @@ for i = 1, #KEYS do
           if cur < 0 then
             r = ERR
           else
-            if cur > @L@ then cur = @L@ end
+            if cur > @L2@ then cur = @L2@ end
             r = fmt('%d %d', prev, -cur - 1)
           end
         end
@@ -1192,7 +1194,7 @@ for i = 1, #KEYS do
       if not cur or cur < 0 then
         r = ERR
       else
-        if cur > @L@ then cur = @L@ end
+        if cur > @L2@ then cur = @L2@ end
         if cur < @L@ and old <= (@L@ - cur - 1) * @W@ then
           r = fmt('%d %d', prev, cur)
         else
@@ -1219,12 +1221,12 @@ mod tests {
             (BUCKET_ONE, &["L", "L2", "PER", "P", "KMAX"]),
             (BUCKET_ONE_SETTLE, &["L", "L2", "PER", "P", "KMAX"]),
             (SLIDING, &["L", "SEGS", "SEG"]),
-            (SLIDING_SETTLE, &["L", "SEGS", "SEG"]),
+            (SLIDING_SETTLE, &["L2", "SEGS", "SEG"]),
             (GCRA, &["CAP", "DEBT", "EM"]),
             (FIXED_SETTLE, &["L", "L2", "W"]),
             (GCRA_SETTLE, &["CAP", "DEBT", "EM"]),
-            (COUNTER, &["L", "W"]),
-            (COUNTER_SETTLE, &["L", "W"]),
+            (COUNTER, &["L", "L2", "W"]),
+            (COUNTER_SETTLE, &["L2", "W"]),
         ];
         let mut ones = 0;
         for (template, names) in scripts {

@@ -169,14 +169,17 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
     ///   gives the tokens back (never above the limit), whatever the period; a debit takes them
     ///   now, past an empty bucket into debt up to one limit more: later requests wait until
     ///   the refill repays it, and their RetryAfter counts it.
-    /// - **Sliding counter**, debt bound 0 (the local counter's is one limit): a refund comes out of
-    ///   the window the lease was counted in while it still counts (the current window, or the
-    ///   previous one, whose weight then drops; else nothing comes back); a debit is taken now
-    ///   only where it fits, as a request of that many would be.
-    /// - **Sliding window**, debt bound 0 (the local window's is one limit): a refund comes out of
-    ///   the segment the lease was counted in while that segment is in the window (else
-    ///   nothing comes back), never below 0; a debit is taken now, in the current segment,
-    ///   only where it fits, as a request of that many would be.
+    /// - **Sliding counter**: a refund comes out of the window the lease was counted in while
+    ///   it still counts (the current window, or the previous one, whose weight then drops;
+    ///   else nothing comes back); a debit is counted now in the current window, past the
+    ///   limit into **debt** as long as the weighted estimate stays within one limit more:
+    ///   later requests are refused while the estimate, which decays as the window slides,
+    ///   leaves them no room, and their RetryAfter counts it.
+    /// - **Sliding window**: a refund comes out of the segment the lease was counted in while
+    ///   that segment is in the window (else nothing comes back), never below 0; a debit is
+    ///   counted now in the current segment, past the limit into **debt** as long as the
+    ///   window holds at most one limit more: later requests are refused until enough of the
+    ///   oldest segments have left, and their RetryAfter is the instant they do.
     /// - Past the debt bound: [`SettleError::DebtLimit`], and nothing is taken.
     ///
     /// Where the lease came from decides where it settles: a lease Redis granted settles in

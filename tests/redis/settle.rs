@@ -543,7 +543,7 @@ async fn settle_token_bucket_gives_tokens_back_and_takes_a_bounded_debt() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn settle_sliding_counter_refunds_while_its_window_counts_and_debits_only_where_they_fit() {
+async fn settle_sliding_counter_refunds_while_its_window_counts_and_debits_into_a_bounded_debt() {
     let mut conn = manager(&url()).await;
     let sc = Algorithm::SlidingCounter(SlidingCounterOptions::new(100, HOUR));
     let l = limiter(conn.clone(), "settle-sc", sc, FailurePolicy::FailClosed);
@@ -558,13 +558,27 @@ async fn settle_sliding_counter_refunds_while_its_window_counts_and_debits_only_
             "case {i}"
         );
     }
-    // A debit that does not fit: DebtLimit (the counter's debt bound is 0), nothing taken.
+    // A debit past the limit: into debt, up to one limit more (the estimate at most 200; an
+    // hour's window: the previous one holds nothing); past that DebtLimit, nothing taken.
     let mut lease = l.acquire("d", 90).await.unwrap();
-    let err = l.settle("d", &mut lease, 101).await.unwrap_err();
+    let err = l.settle("d", &mut lease, 201).await.unwrap_err();
     assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    assert_eq!(lease.permits(), 90);
     assert_eq!(remaining(&l, "d").await, 10);
-    l.settle("d", &mut lease, 100).await.unwrap();
+    l.settle("d", &mut lease, 150).await.unwrap();
     assert_eq!(remaining(&l, "d").await, 0);
+    let key = stored_key(&mut conn, &l, "d").await;
+    let count: String = conn.get(&key).await.unwrap();
+    assert_eq!(count, "150");
+    assert!(!l.decide("d", 1).await.allowed());
+    l.settle("d", &mut lease, 200).await.unwrap();
+    let err = l.settle("d", &mut lease, 201).await.unwrap_err();
+    assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    let count: String = conn.get(&key).await.unwrap();
+    assert_eq!(count, "200");
+    // A refund while in debt comes out of it.
+    l.settle("d", &mut lease, 95).await.unwrap();
+    assert_eq!(remaining(&l, "d").await, 5);
 
     // The previous window still counts: a refund there lowers its weight; two windows on,
     // nothing comes back.
@@ -710,7 +724,7 @@ async fn settle_sliding_window_refund_comes_out_of_its_segment_while_it_is_in_th
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn settle_sliding_window_debit_only_where_it_fits_else_debt_limit_takes_nothing() {
+async fn settle_sliding_window_debit_into_debt_up_to_one_limit_else_debt_limit_takes_nothing() {
     let mut conn = manager(&url()).await;
     let l = limiter(
         conn.clone(),
@@ -718,34 +732,45 @@ async fn settle_sliding_window_debit_only_where_it_fits_else_debt_limit_takes_no
         sliding(10, HOUR, 4),
         FailurePolicy::FailClosed,
     );
+    let k = segment_now(&mut conn, HOUR, 4).await;
     let mut lease = l.acquire("k", 6).await.unwrap();
     let before: String = conn.get(l.key("k")).await.unwrap();
-    let err = l.settle("k", &mut lease, 11).await.unwrap_err();
+    // Past one limit of debt (the window's total at most 20): nothing taken.
+    let err = l.settle("k", &mut lease, 21).await.unwrap_err();
     assert_eq!(err, RedisSettleError::Settle(SettleError::DebtLimit));
     assert_eq!(lease.permits(), 6);
     let after: String = conn.get(l.key("k")).await.unwrap();
     assert_eq!(before, after, "nothing taken");
-    // Exactly the limit fits.
-    l.settle("k", &mut lease, 10).await.unwrap();
-    assert_eq!(lease.permits(), 10);
+    // Past the limit, into debt; exactly one limit of debt fits.
+    l.settle("k", &mut lease, 15).await.unwrap();
+    assert_eq!(lease.permits(), 15);
     assert_eq!(remaining(&l, "k").await, 0);
+    l.settle("k", &mut lease, 20).await.unwrap();
+    assert_eq!(lease.permits(), 20);
     // A request now waits for the lease's segment to leave the window: 45 to 60 minutes.
     let d = l.decide("k", 1).await;
+    assert_eq!(d.remaining, 0);
     let ra = d.outcome.unwrap_err().retry_after().unwrap();
     let seg = HOUR.as_micros() as u64 / 4;
     let now = d.server_time_us.unwrap();
-    let k = segment_now(&mut conn, HOUR, 4).await;
     if now / seg == k {
         assert_eq!(ra, Duration::from_micros((k + 4) * seg - now));
+        let state: String = conn.get(l.key("k")).await.unwrap();
+        assert_eq!(state, format!("{k} 20 20"));
     }
     assert!(
         ra > HOUR * 3 / 4 - Duration::from_secs(1) && ra <= HOUR,
         "{ra:?}"
     );
-    // Nothing fits now, not even one more.
-    let mut one = l.acquire("j", 10).await.unwrap();
-    let err = l.settle("j", &mut one, 11).await.unwrap_err();
+    // Nothing more fits, not even one.
+    let before: String = conn.get(l.key("k")).await.unwrap();
+    let err = l.settle("k", &mut lease, 21).await.unwrap_err();
     assert_eq!(err.settle_error(), Some(SettleError::DebtLimit));
+    let after: String = conn.get(l.key("k")).await.unwrap();
+    assert_eq!(before, after, "nothing taken");
+    // A refund while in debt comes out of the lease's segment.
+    l.settle("k", &mut lease, 8).await.unwrap();
+    assert_eq!(remaining(&l, "k").await, 2);
     // The TTL covers the window of the newest segment.
     let pttl: i64 = ::redis::cmd("PTTL")
         .arg(l.key("k"))
@@ -753,6 +778,297 @@ async fn settle_sliding_window_debit_only_where_it_fits_else_debt_limit_takes_no
         .await
         .unwrap();
     assert!(pttl > 45 * 60 * 1_000 && pttl <= 61 * 60 * 1_000, "{pttl}");
+}
+
+/// A Redis limiter and its local twin on a manual clock whose origin is `origin` µs of server
+/// time (a window's start): each step on both, compared.
+struct Twin<'a> {
+    redis: &'a RedisLimiter,
+    local: &'a dyn Limiter,
+    clock: &'a ManualClock,
+    origin: u64,
+    /// The span (µs) a settle must not straddle: the segment or window it counts a debit in.
+    unit: u64,
+}
+
+impl Twin<'_> {
+    /// The local clock set to `us` of server time.
+    fn at(&self, us: u64) {
+        self.clock
+            .set(Instant::from_nanos((us - self.origin) * 1_000));
+    }
+
+    /// A decision of `permits` on both: the same outcome, the same RetryAfter (the local one
+    /// exact to the nanosecond, Redis's the same instant rounded up to the microsecond), the
+    /// same remaining on a grant.
+    async fn decide(&self, permits: u32) -> bool {
+        let up = |d: Duration| Duration::from_micros(d.as_nanos().div_ceil(1_000) as u64);
+        let d = self.redis.decide("k", permits).await;
+        assert_eq!(d.decided_by, DecidedBy::Redis);
+        let now = d.server_time_us.unwrap();
+        self.at(now);
+        let l = self.local.try_acquire(permits).map(Lease::forget);
+        let at = now - self.origin;
+        let (allowed, remaining) = (d.allowed(), d.remaining);
+        assert_eq!(
+            d.outcome.map_err(|r| r.retry_after()),
+            l.map(drop).map_err(|r| r.retry_after().map(up)),
+            "Redis and the local limiter disagree on {permits} at {at} µs after the origin"
+        );
+        if allowed {
+            assert_eq!(remaining, self.local.available_permits(), "at {at} µs");
+        }
+        allowed
+    }
+
+    /// Settles both leases to `actual`: the same result. `false` if the settle straddled a
+    /// segment or window boundary (the twins may then differ: the caller stops).
+    async fn settle(
+        &self,
+        conn: &mut ConnectionManager,
+        redis: &mut Lease<'static>,
+        local: &mut Lease<'_>,
+        actual: u32,
+    ) -> bool {
+        let before = server_time_us(conn).await;
+        let r = self.redis.settle("k", redis, actual).await;
+        let after = server_time_us(conn).await;
+        if before / self.unit != after / self.unit {
+            eprintln!("a settle straddled a boundary; the twin comparisons so far held");
+            return false;
+        }
+        self.at(before);
+        let l = local.settle(actual);
+        assert_eq!(
+            r.map_err(|e| e.settle_error()),
+            l.map_err(Some),
+            "settle to {actual}"
+        );
+        assert_eq!(redis.permits(), local.permits());
+        true
+    }
+}
+
+/// Sleeps until `us` of server time (and 3 ms more).
+async fn until(conn: &mut ConnectionManager, us: u64) {
+    let now = server_time_us(conn).await;
+    if let Some(wait) = (us + 3_000).checked_sub(now) {
+        tokio::time::sleep(Duration::from_micros(wait)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_window_debt_refuses_until_its_segments_leave_as_the_local_window() {
+    // Limit 10, a window of three 200 ms segments; the local window on a manual clock whose
+    // origin is the server's window start.
+    let seg = Duration::from_millis(200);
+    let s = seg.as_micros() as u64;
+    let mut conn = manager(&url()).await;
+    let opts = SlidingWindowOptions::new(10, 3 * seg, 3);
+    let redis = limiter(
+        conn.clone(),
+        "settle-sw-debt",
+        Algorithm::SlidingWindow(opts),
+        FailurePolicy::FailClosed,
+    );
+    let clock = ManualClock::new();
+    let local = SlidingWindowLimiter::with_clock(opts, &clock).unwrap();
+    let origin = align(&mut conn, 3 * seg).await;
+    let t = Twin {
+        redis: &redis,
+        local: &local,
+        clock: &clock,
+        origin,
+        unit: s,
+    };
+    let k0 = origin / s;
+    // Segment 0: 8.
+    t.at(server_time_us(&mut conn).await);
+    let _a = redis.acquire("k", 8).await.unwrap();
+    local.try_acquire(8).unwrap().forget();
+    // Segment 1: 1, settled to 6: 14 in the window, 4 past the limit.
+    until(&mut conn, origin + s).await;
+    t.at(server_time_us(&mut conn).await);
+    let mut b = redis.acquire("k", 1).await.unwrap();
+    let mut lb = local.try_acquire(1).unwrap();
+    if !t.settle(&mut conn, &mut b, &mut lb, 6).await {
+        return;
+    }
+    let state: String = conn.get(redis.key("k")).await.unwrap();
+    assert_eq!(state, format!("{} 14 6 8", k0 + 1));
+    // Refused until segment 0 (8) leaves: segment 3; the probe too.
+    assert!(!t.decide(1).await);
+    assert!(!t.decide(0).await);
+    // Past one limit of debt: nothing taken, on both.
+    if !t.settle(&mut conn, &mut b, &mut lb, 13).await {
+        return;
+    }
+    let after: String = conn.get(redis.key("k")).await.unwrap();
+    assert_eq!(after, state, "nothing taken");
+    // Exactly one limit of debt, then a refund while in debt: 17 in the window.
+    if !t.settle(&mut conn, &mut b, &mut lb, 12).await
+        || !t.settle(&mut conn, &mut b, &mut lb, 9).await
+    {
+        return;
+    }
+    // 1 waits for segment 0 to leave (segment 3), 5 for segment 1 too (segment 4).
+    assert!(!t.decide(1).await);
+    assert!(!t.decide(5).await);
+    // Segment 3: segment 0 has left, 9 remain: 1 fits, then 1 more waits for segment 1.
+    until(&mut conn, origin + 3 * s).await;
+    assert!(t.decide(1).await);
+    assert!(!t.decide(1).await);
+    // Segment 4: the debit's segment has left: the debt is repaid.
+    until(&mut conn, origin + 4 * s).await;
+    assert!(t.decide(9).await);
+    assert!(!t.decide(1).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_counter_debt_decays_with_the_window_as_the_local_counter() {
+    // Limit 10 in a 400 ms window; the local counter on a manual clock whose origin is the
+    // server's window start.
+    let w = Duration::from_millis(400);
+    let wu = w.as_micros() as u64;
+    let mut conn = manager(&url()).await;
+    let opts = SlidingCounterOptions::new(10, w);
+    let redis = limiter(
+        conn.clone(),
+        "settle-sc-debt",
+        Algorithm::SlidingCounter(opts),
+        FailurePolicy::FailClosed,
+    );
+    let clock = ManualClock::new();
+    let local = SlidingCounterLimiter::with_clock(opts, &clock).unwrap();
+    let origin = align(&mut conn, w).await;
+    let t = Twin {
+        redis: &redis,
+        local: &local,
+        clock: &clock,
+        origin,
+        unit: wu,
+    };
+    let k0 = origin / wu;
+    let count = |k: u64| format!("{}:{k}", redis.key("k"));
+    // Window 0: 4, settled to 16: 6 past the limit.
+    t.at(server_time_us(&mut conn).await);
+    let mut a = redis.acquire("k", 4).await.unwrap();
+    let mut la = local.try_acquire(4).unwrap();
+    if !t.settle(&mut conn, &mut a, &mut la, 16).await {
+        return;
+    }
+    let c: String = conn.get(count(k0)).await.unwrap();
+    assert_eq!(c, "16");
+    // Refused until the next window, weighted: 16 · (1 - x) ≤ 9.
+    assert!(!t.decide(1).await);
+    assert!(!t.decide(0).await);
+    // Past one limit of debt (the estimate at most 20): nothing taken, on both.
+    if !t.settle(&mut conn, &mut a, &mut la, 21).await {
+        return;
+    }
+    let c: String = conn.get(count(k0)).await.unwrap();
+    assert_eq!(c, "16", "nothing taken");
+    // A refund while in debt.
+    if !t.settle(&mut conn, &mut a, &mut la, 14).await {
+        return;
+    }
+    assert!(!t.decide(1).await);
+    assert!(!t.decide(4).await);
+    // A quarter into window 1: 14 · 0.75 = 10.5, still refused; its weight decays.
+    until(&mut conn, origin + wu + wu / 4).await;
+    assert!(!t.decide(1).await);
+    // A debit in window 1 while the previous window is in debt: counted here, weighted there.
+    if !t.settle(&mut conn, &mut a, &mut la, 16).await {
+        return;
+    }
+    let c: String = conn.get(count(k0 + 1)).await.unwrap();
+    assert_eq!(c, "2");
+    assert!(!t.decide(1).await);
+    // 16 more would take the estimate past 20 (14 · (1 - x) + 18 > 20 until x = 6/7): nothing
+    // taken.
+    if !t.settle(&mut conn, &mut a, &mut la, 32).await {
+        return;
+    }
+    // Half-way into window 1: 14 · 0.5 + 2 = 9: one fits.
+    until(&mut conn, origin + wu + wu / 2).await;
+    assert!(t.decide(1).await);
+    assert!(!t.decide(2).await);
+    // A refund out of the lease's own window, which still counts (its weight drops).
+    if !t.settle(&mut conn, &mut a, &mut la, 4).await {
+        return;
+    }
+    let c: String = conn.get(count(k0)).await.unwrap();
+    assert_eq!(c, "2");
+    assert!(t.decide(3).await);
+    // Window 3: both windows have left: the debt is repaid.
+    until(&mut conn, origin + 3 * wu).await;
+    assert!(t.decide(10).await);
+    assert!(!t.decide(1).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_sliding_debt_on_states_written_as_before_and_read_under_another_limit() {
+    // States as the previous release wrote them (the same shapes: a debt needs no new format)
+    // take a debt, and a key in debt read under another limit is never locked: its counts
+    // leave with their segments or windows whatever the limit.
+    let mut conn = manager(&url()).await;
+    let p = prefix("settle-sliding-relimit");
+    let shared = conn.clone();
+    let build = |a: Algorithm| {
+        RedisLimiter::builder(shared.clone(), p.clone(), a, FailurePolicy::FailClosed)
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap()
+    };
+    let seg = Duration::from_secs(1);
+    let (ten, three) = (
+        build(sliding(10, 3 * seg, 3)),
+        build(sliding(3, 3 * seg, 3)),
+    );
+    let mut lease = ten.acquire("w", 1).await.unwrap();
+    let k = segment_now(&mut conn, 3 * seg, 3).await;
+    let _: () = ::redis::cmd("SET")
+        .arg(ten.key("w"))
+        .arg(format!("{k} 5 5"))
+        .arg("KEEPTTL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    ten.settle("w", &mut lease, 14).await.unwrap(); // 13 more: 18 in the window
+    if segment_now(&mut conn, 3 * seg, 3).await == k {
+        let state: String = conn.get(ten.key("w")).await.unwrap();
+        assert_eq!(state, format!("{k} 18 18"));
+    }
+    let ra = |d: tollgate::redis::RedisDecision| d.outcome.unwrap_err().retry_after().unwrap();
+    let r = ra(three.decide("w", 1).await);
+    assert!(r <= 3 * seg, "{r:?}");
+    let r = ra(ten.decide("w", 1).await);
+    assert!(r <= 3 * seg, "{r:?}");
+
+    let w = Duration::from_secs(2);
+    let (ten, three) = (
+        build(Algorithm::SlidingCounter(SlidingCounterOptions::new(10, w))),
+        build(Algorithm::SlidingCounter(SlidingCounterOptions::new(3, w))),
+    );
+    let mut lease = ten.acquire("c", 1).await.unwrap();
+    let k = window_now(&mut conn, w).await;
+    let _: () = ::redis::cmd("SET")
+        .arg(format!("{}:{k}", ten.key("c")))
+        .arg("5")
+        .arg("KEEPTTL")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    ten.settle("c", &mut lease, 14).await.unwrap(); // 13 more
+    if window_now(&mut conn, w).await == k {
+        let c: String = conn.get(format!("{}:{k}", ten.key("c"))).await.unwrap();
+        assert_eq!(c, "18");
+    }
+    // Under the lower limit: counted up to twice that limit, gone within two windows.
+    let r = ra(three.decide("c", 1).await);
+    assert!(r <= 2 * w, "{r:?}");
+    let r = ra(ten.decide("c", 1).await);
+    assert!(r <= 2 * w, "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
