@@ -3,7 +3,8 @@
 # `layer().for_axum()`) vs axum + tower_governor,
 # on the allowed path and on the rejected path (every limited mode keys by peer IP); then
 # `for_axum` with one option on: shadow mode, a cost policy, an outcome policy
-# (`charge_when`), the metrics with a Prometheus recorder (see benches/http_load/server.rs).
+# (`charge_when`), the metrics with a Prometheus recorder, an `on_granted` hook (see
+# benches/http_load/server.rs).
 #
 #   bash benches/http_load.sh [seconds per run (default 5)] [repetitions (default 3)]
 #
@@ -29,7 +30,7 @@ if [ "$CPUS" -ge 2 ] && command -v taskset >/dev/null; then
 fi
 
 MODES=(plain tollgate-allow tollgate-axum-allow governor-allow tollgate-reject tollgate-axum-reject governor-reject
-  shadow-allow shadow-refuse cost-allow cost-reject outcome-allow outcome-reject metrics-allow metrics-reject)
+  shadow-allow shadow-refuse cost-allow cost-reject outcome-allow outcome-reject metrics-allow metrics-reject hook-allow)
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 

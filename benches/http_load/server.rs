@@ -10,6 +10,7 @@
 //!         | outcome-allow | outcome-reject            (`Policy::charge_when`)
 //!         | metrics-allow | metrics-reject            (feature `metrics`: `metrics(true)`,
 //!                                                      a Prometheus recorder installed)
+//!         | hook-allow                                (`on_granted`, counting grants)
 //! ```
 //! Every limited mode keys by the peer IP, as a public server would: `allow` modes have limits
 //! no load test reaches, `reject` modes admit one request an hour (so nearly every request of
@@ -20,12 +21,13 @@
 //! spends the hour's permit).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use tollgate::http::{AxumLayer, KeyBy, Policy, RateLimiting, RateLimitingBuilder};
+use tollgate::http::{AxumLayer, Granted, KeyBy, Policy, RateLimiting, RateLimitingBuilder};
 use tollgate::TokenBucketOptions;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::PeerIpKeyExtractor;
@@ -63,7 +65,9 @@ fn variant(
     } else {
         (1, Duration::from_secs(3600))
     };
-    tollgate_with(limit, per, policy, builder).layer().for_axum()
+    tollgate_with(limit, per, policy, builder)
+        .layer()
+        .for_axum()
 }
 
 fn app(mode: &str) -> Router {
@@ -94,6 +98,13 @@ fn app(mode: &str) -> Router {
             |p| p.charge_when(|r| r.status.is_success()),
             |b| b,
         )),
+        "hook-allow" => {
+            let grants = AtomicU64::new(0);
+            let hook = move |_: &Granted<'_>| {
+                grants.fetch_add(1, Ordering::Relaxed);
+            };
+            base.layer(variant(true, |p| p, |b| b.on_granted(hook)))
+        }
         #[cfg(feature = "metrics")]
         "metrics-allow" => base.layer(variant(true, |p| p, metered)),
         #[cfg(feature = "metrics")]
