@@ -237,7 +237,9 @@ impl Compiled {
     }
 }
 
-/// A cost or outcome policy's decision: `key` charged what `rules` say `view` costs.
+/// A cost or outcome policy's decision: `key` charged what `rules` say `view` costs. Out of
+/// line, as the compiler chose before it was generic: the plain policies' decision stays small.
+#[inline(never)]
 fn charge(
     by: &Arc<dyn Charge>,
     rules: &Arc<Charging>,
