@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # HTTP load benchmark in one run: plain axum vs axum + tollgate::http (`layer()`, and
 # `layer().for_axum()`) vs axum + tower_governor,
-# on the allowed path and on the rejected path (every limited mode keys by peer IP).
+# on the allowed path and on the rejected path (every limited mode keys by peer IP); then
+# `for_axum` with one option on: shadow mode, a cost policy, an outcome policy
+# (`charge_when`), the metrics with a Prometheus recorder, an `on_granted` hook (see
+# benches/http_load/server.rs).
 #
 #   bash benches/http_load.sh [seconds per run (default 5)] [repetitions (default 3)]
 #
@@ -17,7 +20,8 @@ SECS="${1:-5}"
 REPS="${2:-3}"
 PORT="${PORT:-3917}"
 command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
-cargo build --release --features axum --example http_load >/dev/null 2>&1 || cargo build --release --features axum --example http_load
+FEATURES="axum metrics"
+cargo build --release --features "$FEATURES" --example http_load >/dev/null 2>&1 || cargo build --release --features "$FEATURES" --example http_load
 BIN="${CARGO_TARGET_DIR:-target}/release/examples/http_load"
 CPUS=$(nproc)
 pin_server=(); pin_client=()
@@ -25,7 +29,8 @@ if [ "$CPUS" -ge 2 ] && command -v taskset >/dev/null; then
   pin_server=(taskset -c 0); pin_client=(taskset -c 1)
 fi
 
-MODES=(plain tollgate-allow tollgate-axum-allow governor-allow tollgate-reject tollgate-axum-reject governor-reject)
+MODES=(plain tollgate-allow tollgate-axum-allow governor-allow tollgate-reject tollgate-axum-reject governor-reject
+  shadow-allow shadow-refuse cost-allow cost-reject outcome-allow outcome-reject metrics-allow metrics-reject hook-allow)
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
@@ -65,7 +70,13 @@ echo "median of $REPS runs of ${SECS}s (wrk -t1 -c50, server 1 worker; load aver
 plain=$(median "$OUT/plain")
 for mode in "${MODES[@]}"; do
   m=$(median "$OUT/$mode")
-  awk -v m="$m" -v p="$plain" -v n="$mode" 'BEGIN {printf "%-20s %10.0f req/s  %6.3f x plain\n", n, m, m/p}'
+  case "$mode" in
+    *reject) g=$(median "$OUT/governor-reject") ;;
+    *) g=$(median "$OUT/governor-allow") ;;
+  esac
+  awk -v m="$m" -v p="$plain" -v g="$g" -v n="$mode" 'BEGIN {
+    printf "%-20s %10.0f req/s  %6.3f x plain  %6.3f x governor (same path)\n", n, m, m/p, m/g
+  }'
 done
 ga=$(median "$OUT/governor-allow"); gr=$(median "$OUT/governor-reject")
 for t in tollgate tollgate-axum; do

@@ -10,6 +10,8 @@
 //!         | tollgate-axum-allow | tollgate-axum-allow-global | tollgate-axum-reject
 //!                                             (RateLimitLayer::for_axum, axum's own Body)
 //!         | tollgate-axum-allow-coarse          (the same on a CoarseClock)
+//!         | tollgate-axum-select-allow | tollgate-axum-select-reject
+//!                                             (a selector: the general path, not the fast one)
 //! ```
 //! The limited modes copy `benches/http_load/server.rs`: keyed by peer IP, `allow` limits no
 //! run reaches, `reject` one request an hour. `tollgate-allow-global` is one unkeyed bucket.
@@ -34,7 +36,7 @@ use axum::extract::ConnectInfo;
 use axum::http::Request;
 use axum::routing::get;
 use axum::Router;
-use tollgate::http::{KeyBy, Policy, RateLimiting};
+use tollgate::http::{Endpoint, KeyBy, Policy, RateLimiting, RateLimitingBuilder};
 use tollgate::TokenBucketOptions;
 use tower::ServiceExt;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -42,12 +44,22 @@ use tower_governor::key_extractor::PeerIpKeyExtractor;
 use tower_governor::GovernorLayer;
 
 fn tollgate(limit: u32, per: Duration, key: KeyBy) -> RateLimiting {
-    RateLimiting::builder()
-        .global(
-            Policy::token_bucket(TokenBucketOptions::new(limit, limit, per))
-                .expect("valid options")
-                .partition_by(key),
-        )
+    builder(limit, per, key).build().expect("valid policy")
+}
+
+fn builder(limit: u32, per: Duration, key: KeyBy) -> RateLimitingBuilder {
+    RateLimiting::builder().global(
+        Policy::token_bucket(TokenBucketOptions::new(limit, limit, per))
+            .expect("valid options")
+            .partition_by(key),
+    )
+}
+
+/// The same per-IP policy behind a selector (which sends every request to the global policy
+/// alone): decided on the general path.
+fn selected(limit: u32, per: Duration) -> RateLimiting {
+    builder(limit, per, KeyBy::CLIENT_IP)
+        .select(|_| Endpoint::Default)
         .build()
         .expect("valid policy")
 }
@@ -83,6 +95,14 @@ fn app(mode: &str) -> Router {
                 .layer()
                 .for_axum(),
         ),
+        "tollgate-axum-select-allow" => base.layer(
+            selected(1_000_000_000, Duration::from_secs(10))
+                .layer()
+                .for_axum(),
+        ),
+        "tollgate-axum-select-reject" => {
+            base.layer(selected(1, Duration::from_secs(3600)).layer().for_axum())
+        }
         "governor-allow" => {
             let config = GovernorConfigBuilder::default()
                 .per_nanosecond(1)

@@ -111,6 +111,7 @@ mod client_ip;
 mod compiled;
 mod endpoint;
 mod error;
+mod granted;
 mod grpc;
 mod headers;
 mod key_hash;
@@ -133,6 +134,7 @@ pub use body::LimitedBody;
 pub use client_ip::{Cidr, CidrError, ClientIp, ForwardedHeader};
 pub use endpoint::Endpoint;
 pub use error::BuildError;
+pub use granted::{Granted, PolicyGrant};
 pub use headers::{
     ceil_secs, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
     X_RATELIMIT_RESET,

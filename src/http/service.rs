@@ -12,6 +12,7 @@ use tower_service::Service;
 use super::body::{LimitedBody, Permits};
 use super::compiled::Step;
 use super::endpoint::Mode;
+use super::granted::{Record, Report};
 use super::meter::Outcome;
 use super::policy::{Denial, Grant, Key, RequestView};
 use super::shared::{Plan, Quotas, Shared};
@@ -91,13 +92,14 @@ impl Refusal {
 }
 
 /// A request that policy `i`, `plan[slot]`, has wait for `key`, after the policies before it
-/// granted `admitted`.
+/// granted `admitted` (noted in `report`, for the `on_granted` hook).
 struct Waiting {
     plan: Plan,
     slot: usize,
     i: usize,
     key: Key,
     admitted: Admitted,
+    report: Option<Box<Report>>,
 }
 
 /// What an admitted request carries to its response: the permits it holds, and what its
@@ -119,23 +121,30 @@ pub(super) struct Extra {
 
 impl Admitted {
     /// Goes on through `plan` from `slot` on: each policy grants (and what it grants is
-    /// added), refuses, or has the request wait.
+    /// added, and noted in `report`), refuses, or has the request wait. A request every
+    /// policy let through is shown to the `on_granted` hook (`report`'s `done`).
     #[inline(always)]
-    fn through(
+    fn through<R: Record>(
         mut self,
         shared: &Arc<Shared>,
         plan: Plan,
         from: usize,
         view: &RequestView<'_>,
+        mut report: R,
     ) -> Verdict {
         for (slot, i) in plan.into_iter().enumerate().skip(from) {
             let Some(i) = i else { continue };
-            match shared.decide(i, view) {
-                Step::Granted(g) => self.grant(slot, i, g, shared, view),
+            match shared.decide(i, view, &mut report) {
+                Step::Granted(g) => {
+                    report.granted(slot, i, g.quota);
+                    self.grant(slot, i, g, shared, view);
+                }
                 Step::Denied(denial) => {
+                    let quota = denial.quota;
                     if let Some(refusal) = self.deny(slot, i, denial, shared, view) {
                         return Verdict::Refuse(refusal);
                     }
+                    report.shadow_refused(slot, i, quota);
                 }
                 Step::Wait(key) => {
                     let admitted = self;
@@ -145,10 +154,12 @@ impl Admitted {
                         i,
                         key,
                         admitted,
+                        report: report.into_report(),
                     }));
                 }
             }
         }
+        report.done(shared, view);
         match self.split() {
             (None, None) => Verdict::Pass,
             (permits, extra) => Verdict::Forward(permits, extra),
@@ -241,6 +252,13 @@ impl Extra {
     }
 }
 
+/// The verdict through `plan` when the layer has an `on_granted` hook: the walk noting what
+/// the hook sees (out of line, so that a layer without one keeps its code as it was).
+#[inline(never)]
+fn reported(shared: &Arc<Shared>, plan: Plan, view: &RequestView<'_>) -> Verdict {
+    Admitted::default().through(shared, plan, 0, view, Report::default())
+}
+
 /// The services [`RateLimit`] wraps: an HTTP service answering a `Request<ReqB>` with a
 /// `Response<Self::Body>`, cloned into each admitted request's future and sent across threads
 /// with it. Implemented for every service that is; it only names these bounds once (for
@@ -330,7 +348,11 @@ impl<S> RateLimit<S> {
             }
         }
         match shared.plan(self.mode, view) {
-            Ok(plan) => Admitted::default().through(shared, plan, 0, view),
+            // The one branch a layer without an `on_granted` hook pays for it.
+            Ok(plan) => match &shared.on_granted {
+                None => Admitted::default().through(shared, plan, 0, view, ()),
+                Some(_) => reported(shared, plan, view),
+            },
             Err(name) => Verdict::Refuse(Refusal::Unknown(name)),
         }
     }
@@ -358,9 +380,13 @@ impl<S> RateLimit<S> {
                     i,
                     key,
                     mut admitted,
+                    report,
                 } = *waiting;
+                let mut report = report.map_or_else(Report::default, |r| *r);
                 // Timed for the metrics; dropped with this future, a client gone while queued.
                 let timer = shared.queued(i);
+                // Timed for the `on_granted` hook.
+                let since = shared.on_granted.as_ref().map(|_| shared.clock.now());
                 let outcome = shared.wait(i, key).await;
                 let view = RequestView::of(&req);
                 let verdict = match outcome {
@@ -368,18 +394,30 @@ impl<S> RateLimit<S> {
                         if let Some(t) = timer {
                             t.done(Outcome::Acquired);
                         }
+                        report.charged(Some(key), 1);
+                        report.granted(slot, i, g.quota);
                         admitted.grant(slot, i, g, &shared, &view);
-                        admitted.through(&shared, plan, slot + 1, &view)
+                        None
                     }
                     Err(denial) => {
                         if let Some(t) = timer {
                             t.done(shared.policies[i].refused());
                         }
-                        match admitted.deny(slot, i, denial, &shared, &view) {
-                            Some(refusal) => Verdict::Refuse(refusal),
-                            None => admitted.through(&shared, plan, slot + 1, &view),
+                        let quota = denial.quota;
+                        let refusal = admitted.deny(slot, i, denial, &shared, &view);
+                        if refusal.is_none() {
+                            report.charged(Some(key), 1);
+                            report.shadow_refused(slot, i, quota);
                         }
+                        refusal
                     }
+                };
+                if let Some(since) = since {
+                    report.waited(slot, shared.clock.now().saturating_duration_since(since));
+                }
+                let verdict = match verdict {
+                    Some(refusal) => Verdict::Refuse(refusal),
+                    None => admitted.through(&shared, plan, slot + 1, &view, report),
                 };
                 match verdict {
                     Verdict::Pass => break (None, None),
