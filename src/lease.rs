@@ -22,12 +22,15 @@ pub trait Release {
     /// and where they were counted, as the lease keeps it: its low [`STAMP_BITS`] bits), to
     /// `actual` permits: gives back
     /// `held - actual` where the algorithm can, or takes `actual - held` more, into debt if
-    /// they are not there. Called by [`Lease::settle`] (never with `actual == held`).
+    /// they are not there, as long as the limiter then owes at most `max_debt` permits (and
+    /// no more than its own bound): past that, [`SettleError::DebtLimit`] and nothing is
+    /// taken. Called by [`Lease::settle`] (`max_debt` = `u32::MAX`: the limiter's own bound)
+    /// and [`Lease::settle_within`], never with `actual == held`.
     ///
     /// The default answers [`SettleError::Unsupported`] and changes nothing: a user-defined
     /// limiter settles only if it says how.
-    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
-        let _ = (held, actual, stamp);
+    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
+        let _ = (held, actual, stamp, max_debt);
         Err(SettleError::Unsupported)
     }
 
@@ -179,7 +182,7 @@ struct Free(#[allow(dead_code)] u8);
 
 impl Release for Free {
     fn release(&self, _: u32) {}
-    fn settle(&self, _: u32, _: u32, _: u64) -> Result<(), SettleError> {
+    fn settle(&self, _: u32, _: u32, _: u64, _: u32) -> Result<(), SettleError> {
         Ok(())
     }
 }
@@ -310,8 +313,36 @@ impl<'a> Lease<'a> {
     /// assert_eq!(budget.available_permits(), 9_688 - 1_500);
     /// ```
     pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        self.settle_within(actual, u32::MAX)
+    }
+
+    /// [`settle`](Self::settle), with a tighter bound on debt: a debit that would leave the
+    /// limiter owing more than `max_debt` permits is refused with
+    /// [`SettleError::DebtLimit`] and takes nothing (the limiter's own bound, one limit by
+    /// default, still applies). A refund is never refused. How much a limiter "owes" is what
+    /// it has granted past what its algorithm had: tokens below zero for the token bucket,
+    /// slots past the tolerance for GCRA and the leaky buckets, a count past the limit for
+    /// the windows and the sliding log, permits held past the limit for the concurrency
+    /// limiter. The bound is the caller's, per settle: it costs the limiter no memory.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let budget = TokenBucketLimiter::with_clock(
+    ///     TokenBucketOptions::new(1_000, 1_000, Duration::from_secs(60)), &clock).unwrap();
+    /// let mut lease = budget.try_acquire(900).unwrap();
+    /// // Used 1,200: that would owe 200, more than this caller lets it owe.
+    /// assert_eq!(lease.settle_within(1_200, 50), Err(SettleError::DebtLimit));
+    /// assert_eq!((lease.permits(), budget.available_permits()), (900, 100));
+    /// lease.settle_within(1_040, 50).unwrap(); // owes 40
+    /// assert_eq!(budget.available_permits(), 0);
+    /// ```
+    pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         if actual != self.permits {
-            self.limiter.settle(self.permits, actual, self.stamp())?;
+            self.limiter
+                .settle(self.permits, actual, self.stamp(), max_debt)?;
             self.permits = actual;
         }
         Ok(())
@@ -338,8 +369,30 @@ impl<'a> Lease<'a> {
         limiter: &R,
         actual: u32,
     ) -> Result<(), SettleError> {
+        self.settle_with_within(limiter, actual, u32::MAX)
+    }
+
+    /// [`settle_with`](Self::settle_with) owing at most `max_debt` permits after it (see
+    /// [`settle_within`](Self::settle_within)).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(1));
+    /// let bucket = TokenBucketLimiter::without_queue(opts, ManualClock::new()).unwrap();
+    /// let mut lease = bucket.try_acquire(100).unwrap();
+    /// assert_eq!(lease.settle_with_within(&bucket, 120, 10), Err(SettleError::DebtLimit));
+    /// lease.settle_with_within(&bucket, 110, 10).unwrap();
+    /// ```
+    pub fn settle_with_within<R: Release + ?Sized>(
+        &mut self,
+        limiter: &R,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError> {
         if actual != self.permits {
-            limiter.settle(self.permits, actual, self.stamp())?;
+            limiter.settle(self.permits, actual, self.stamp(), max_debt)?;
             self.permits = actual;
         }
         Ok(())
@@ -527,9 +580,25 @@ impl OwnedLease {
     /// assert_eq!(pool.available_permits(), 8);
     /// ```
     pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        self.settle_within(actual, u32::MAX)
+    }
+
+    /// [`Lease::settle_within`]: settles this lease to `actual`, owing at most `max_debt`
+    /// permits after it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::*;
+    ///
+    /// let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(8)).unwrap());
+    /// let mut lease = pool.try_acquire_owned(8).unwrap();
+    /// assert_eq!(lease.settle_within(10, 1), Err(SettleError::DebtLimit)); // would owe 2
+    /// lease.settle_within(9, 1).unwrap();
+    /// ```
+    pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         if actual != self.permits {
             match &self.limiter {
-                Some(l) => l.settle(self.permits, actual, self.stamp)?,
+                Some(l) => l.settle(self.permits, actual, self.stamp, max_debt)?,
                 None => return Err(SettleError::Unsupported),
             }
             self.permits = actual;

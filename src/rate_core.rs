@@ -79,9 +79,9 @@ pub(crate) trait RateCore {
 
     /// Takes `n` more permits for a lease settled above its estimate
     /// ([`Lease::settle`](crate::Lease::settle)): at once, past any waiter, and into debt when
-    /// they are not there, as far as the core's debt bound allows; past it,
-    /// [`SettleError::DebtLimit`] and nothing is taken.
-    fn take_debt(&self, n: u32) -> Result<(), SettleError>;
+    /// they are not there, as far as the core's debt bound and `max_debt` (the caller's)
+    /// allow; past either, [`SettleError::DebtLimit`] and nothing is taken.
+    fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), SettleError>;
 
     /// How long until time alone lets `total` permits be granted.
     fn wait_for(&self, total: u64) -> Duration;

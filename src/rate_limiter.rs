@@ -49,12 +49,12 @@ macro_rules! rate_limiter {
         /// back or takes more (see [`Lease::settle`](crate::Lease::settle)).
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             fn release(&self, _permits: u32) {}
-            fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), $crate::lease::SettleError> {
+            fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), $crate::lease::SettleError> {
                 if actual < held {
                     self.core.give_back(held - actual, self.core.unmark(stamp));
                     Ok(())
                 } else {
-                    self.core.take_debt(actual - held)
+                    self.core.take_debt(actual - held, max_debt)
                 }
             }
         }
@@ -82,6 +82,17 @@ macro_rules! rate_limiter {
                 actual: u32,
             ) -> Result<(), $crate::lease::SettleError> {
                 lease.settle_with(self, actual)
+            }
+
+            /// [`settle`](Self::settle), owing at most `max_debt` permits after it (see
+            /// [`Lease::settle_within`](crate::Lease::settle_within)).
+            pub fn settle_within(
+                &self,
+                lease: &mut $crate::lease::Lease<'_>,
+                actual: u32,
+                max_debt: u32,
+            ) -> Result<(), $crate::lease::SettleError> {
+                lease.settle_with_within(self, actual, max_debt)
             }
         }
 
@@ -271,13 +282,13 @@ macro_rules! rate_limiter {
         /// [`Lease::settle`](crate::Lease::settle)).
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C $(, $n)?> {
             fn release(&self, _permits: u32) {}
-            fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), $crate::lease::SettleError> {
+            fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), $crate::lease::SettleError> {
                 if actual < held {
                     let stamp = self.core.unmark(stamp);
                     $crate::wait::Source::give_back(self, held - actual, stamp);
                     Ok(())
                 } else {
-                    self.core.take_debt(actual - held)
+                    self.core.take_debt(actual - held, max_debt)
                 }
             }
         }

@@ -792,3 +792,146 @@ fn a_sliding_limiter_in_debt_is_not_idle_and_a_reconfigure_keeps_the_debt() {
         l.reconfigure(SlidingLogOptions::new(12, SEC)).unwrap()
     });
 }
+
+/// `settle_within(actual, max_debt)` on every limiter: with the whole limit taken, a debit
+/// that would leave it owing `max_debt + 1` is refused and takes nothing (the next twin
+/// answers stay those of the lease as it was), and one owing exactly `max_debt` goes through;
+/// a refund is never refused, whatever the bound.
+fn settle_within_bounds_the_debt<L: Limiter>(
+    name: &str,
+    make: impl Fn(Arc<ManualClock>) -> L,
+    limit: u32,
+) {
+    for max_debt in [0, 1, limit / 2] {
+        let clock = Arc::new(ManualClock::new());
+        let (l, twin) = (make(clock.clone()), make(clock.clone()));
+        let mut lease = l.try_acquire(limit).unwrap();
+        let _twin_lease = twin.try_acquire(limit).unwrap();
+        assert_eq!(
+            lease.settle_within(limit + max_debt + 1, max_debt),
+            Err(SettleError::DebtLimit),
+            "{name}: owing {} with a bound of {max_debt}",
+            max_debt + 1
+        );
+        assert_eq!(lease.permits(), limit, "{name}");
+        same_answers(&l, &twin, 1, name);
+        lease
+            .settle_within(limit + max_debt, max_debt)
+            .unwrap_or_else(|e| panic!("{name}: owing {max_debt} with a bound of {max_debt}: {e}"));
+        assert_eq!(lease.permits(), limit + max_debt, "{name}");
+        lease.settle_within(1, 0).unwrap(); // a refund, even to a bound of 0
+        assert_eq!(lease.permits(), 1, "{name}");
+    }
+}
+
+#[test]
+fn settle_within_bounds_every_limiters_debt_by_the_callers_bound() {
+    let w = SEC;
+    settle_within_bounds_the_debt(
+        "token bucket",
+        |c| TokenBucketLimiter::with_clock(TokenBucketOptions::new(10, 3, w / 4), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "fixed window",
+        |c| FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "sliding window",
+        |c| SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, w, 4), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "sliding counter",
+        |c| SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "sliding log",
+        |c| SlidingLogLimiter::with_clock(SlidingLogOptions::new(10, w), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "gcra",
+        |c| GcraLimiter::with_clock(GcraOptions::per_second(10), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "leaky meter",
+        |c| LeakyBucketMeter::with_clock(LeakyBucketOptions::new(10, 1, w / 10), c).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "concurrency",
+        |_| ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap(),
+        10,
+    );
+    settle_within_bounds_the_debt(
+        "adaptive",
+        |c| {
+            tollgate::adaptive::AdaptiveLimiter::with_clock(
+                tollgate::adaptive::AdaptiveOptions::new(10).with_bounds(1, 10),
+                c,
+            )
+            .unwrap()
+        },
+        10,
+    );
+}
+
+/// The queueless forms and the keyed limiters take the caller's bound too.
+#[test]
+fn settle_within_bounds_queueless_and_keyed_debts() {
+    let clock = ManualClock::new();
+    let opts = TokenBucketOptions::new(10, 10, SEC);
+    let bare = TokenBucketLimiter::without_queue(opts, &clock).unwrap();
+    let mut lease = bare.try_acquire(10).unwrap();
+    assert_eq!(
+        bare.settle_within(&mut lease, 13, 2),
+        Err(SettleError::DebtLimit)
+    );
+    bare.settle_within(&mut lease, 12, 2).unwrap();
+    assert_eq!(lease.permits(), 12);
+
+    let keyed: KeyedLimiter<str, _> =
+        KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(16), &clock).unwrap();
+    let mut lease = keyed.try_acquire("k", 10).unwrap();
+    assert_eq!(
+        keyed.settle_within("k", &mut lease, 13, 2),
+        Err(SettleError::DebtLimit)
+    );
+    keyed.settle_within("k", &mut lease, 12, 2).unwrap();
+    let r = keyed.try_acquire("k", 1).unwrap_err();
+    // Two owed and one asked: three tokens, one refill of 10 a second.
+    assert_eq!(r.retry_after(), Some(SEC));
+
+    let gcra: KeyedLimiter<u8, _> = KeyedLimiter::gcra_with_clock(
+        GcraOptions::per_second(10),
+        PartitionConfig::new(16),
+        &clock,
+    )
+    .unwrap();
+    let mut lease = gcra.try_acquire(&1u8, 10).unwrap();
+    assert_eq!(
+        gcra.settle_within(&1, &mut lease, 14, 3),
+        Err(SettleError::DebtLimit)
+    );
+    gcra.settle_within(&1, &mut lease, 13, 3).unwrap();
+
+    let fixed: FixedKeyedLimiter<u8, _, 8> =
+        FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(4), &clock).unwrap();
+    let mut lease = fixed.try_acquire(&1, 10).unwrap();
+    assert_eq!(
+        fixed.settle_within(&1, &mut lease, 11, 0),
+        Err(SettleError::DebtLimit)
+    );
+    fixed.settle_within(&1, &mut lease, 10, 0).unwrap();
+
+    let pool = Arc::new(ConcurrencyLimiter::new(ConcurrencyOptions::new(4)).unwrap());
+    let mut owned = pool.try_acquire_owned(4).unwrap();
+    assert_eq!(owned.settle_within(6, 1), Err(SettleError::DebtLimit));
+    owned.settle_within(5, 1).unwrap();
+    drop(owned);
+    assert_eq!(pool.available_permits(), 4);
+}

@@ -509,11 +509,11 @@ impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
     }
 
     /// As the concurrency limiter inside settles (a probe's lease cannot).
-    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
         if stamp & stamp::PROBE != 0 {
             return Err(SettleError::Unsupported);
         }
-        self.inner.settle(held, actual, 0)
+        self.inner.settle(held, actual, 0, max_debt)
     }
 
     fn report(&self, stamp: u64, outcome: Outcome) -> u64 {

@@ -452,12 +452,12 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
 
     /// Takes `n` more tokens now, past any waiter, into debt when they are not there, down to
     /// its bound ([`Bucket::take_debt`]).
-    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+    fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), crate::lease::SettleError> {
         let (k, _) = self.base.tick();
         let r = self.refill();
         self.word
             .transition(|b| {
-                b.take_debt(k, n, r, self.max_limit())
+                b.take_debt(k, n, r, self.max_limit().min(max_debt))
                     .map(|next| (next, ()))
                     .ok_or(crate::lease::SettleError::DebtLimit)
             })

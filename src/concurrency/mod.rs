@@ -717,9 +717,9 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     /// available permits give what they can and the rest is owed, as when the limit is lowered
     /// ([`State::lower`]): releases repay it before anything becomes available again. At most
     /// one `limit` may be owed: past that, [`SettleError::DebtLimit`] and nothing is taken.
-    fn take_debt(&self, extra: u32) -> Result<(), SettleError> {
+    fn take_debt(&self, extra: u32, max_debt: u32) -> Result<(), SettleError> {
         let debt = self.debt.load(Ordering::Relaxed) as u64;
-        let bound = u64::from(self.limit());
+        let bound = u64::from(self.limit().min(max_debt));
         let (_, owed) = cas::transition(&self.word, |w| {
             let (next, owed) = State::unpack(w).lower(extra, debt);
             if owed > bound {
@@ -809,7 +809,7 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     /// Below the estimate, the difference is released at once (serving the queue); above, the
     /// extra is taken past any waiter, into debt when it is not available: owed as when the
     /// limit is lowered (releases repay it first), at most one `limit`.
-    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
         self.settle_now(
             held,
             actual,
@@ -817,7 +817,7 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
             |n| self.release(n),
             |extra| {
                 let mut wakes = crate::wait::WakeList::new();
-                let mut take = Some(|| self.take_debt(extra));
+                let mut take = Some(|| self.take_debt(extra, max_debt));
                 self.queue
                     .locked(&mut wakes, |_, _| take.take().map(|take| take()))
             },

@@ -324,12 +324,12 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
 
     /// `tat` moves on by `n` slots past the tolerance, up to one burst of debt
     /// ([`Gcra::take_debt`]).
-    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+    fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), crate::lease::SettleError> {
         let now = self.base.elapsed();
         let p = self.params.get();
         self.word
             .transition(|g| {
-                g.take_debt(now, n, p.burst, p)
+                g.take_debt(now, n, p.burst.min(max_debt), p)
                     .map(|next| (next, ()))
                     .ok_or(crate::lease::SettleError::DebtLimit)
             })

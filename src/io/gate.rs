@@ -236,7 +236,10 @@ impl<L: Chargeable> Gate<L> {
         if let Some(held) = self.lease.take() {
             let used = held.used.saturating_add(used).min(held.permits);
             let kept = if used == held.permits
-                || self.limiter.settle(held.permits, used, held.stamp).is_ok()
+                || self
+                    .limiter
+                    .settle(held.permits, used, held.stamp, u32::MAX)
+                    .is_ok()
             {
                 used
             } else {

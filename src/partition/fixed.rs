@@ -425,7 +425,7 @@ where
             actual > held,
             || factory.create(key, &self.clock),
             idle_of,
-            |limiter| limiter.settle(held, actual, lease.stamp),
+            |limiter| limiter.settle(held, actual, lease.stamp, u32::MAX),
         )?;
         lease.permits = actual;
         Ok(())
@@ -823,11 +823,38 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     where
         K: Clone,
     {
-        lease.settle_with(&FixedKeySettle { limiter: self, key }, actual)
+        self.settle_within(key, lease, actual, u32::MAX)
+    }
+
+    /// [`settle`](Self::settle), leaving `key` owing at most `max_debt` tokens (see
+    /// [`Lease::settle_within`]).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use tollgate::*;
+    /// # let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(60));
+    /// let tokens: FixedKeyedLimiter<u16, _, 64> =
+    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let mut call = tokens.try_acquire(&7, 100).unwrap();
+    /// assert_eq!(tokens.settle_within(&7, &mut call, 130, 20), Err(SettleError::DebtLimit));
+    /// tokens.settle_within(&7, &mut call, 120, 20).unwrap();
+    /// ```
+    pub fn settle_within(
+        &self,
+        key: &K,
+        lease: &mut Lease<'_>,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError>
+    where
+        K: Clone,
+    {
+        lease.settle_with_within(&FixedKeySettle { limiter: self, key }, actual, max_debt)
     }
 
     /// [`settle`](Self::settle) of `held` tokens to `actual`, for `key`.
-    fn settle_key(&self, key: &K, held: u32, actual: u32) -> Result<(), SettleError>
+    fn settle_key(&self, key: &K, held: u32, actual: u32, max_debt: u32) -> Result<(), SettleError>
     where
         K: Clone,
     {
@@ -839,7 +866,7 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
             actual > held,
             || b.fresh(),
             |w: &u128| b.idle(*w, now),
-            |word| b.settle_plain(word, now, held, actual),
+            |word| b.settle_plain(word, now, held, actual, max_debt),
         )
     }
 
@@ -1043,8 +1070,14 @@ impl<K: Hash + Eq + Clone, C: Clock, const N: usize> Release for FixedKeySettle<
     /// A key's lease returns nothing (rate limiting).
     fn release(&self, _: u32) {}
 
-    fn settle(&self, held: u32, actual: u32, _stamp: u64) -> Result<(), SettleError> {
-        self.limiter.settle_key(self.key, held, actual)
+    fn settle(
+        &self,
+        held: u32,
+        actual: u32,
+        _stamp: u64,
+        max_debt: u32,
+    ) -> Result<(), SettleError> {
+        self.limiter.settle_key(self.key, held, actual, max_debt)
     }
 }
 

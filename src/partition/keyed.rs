@@ -431,13 +431,24 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         held: u32,
         actual: u32,
         stamp: u64,
+        max_debt: u32,
     ) -> Result<(), SettleError> {
         let (now, at, shard) = self.key_at(rule, fp, false);
         let why = Cell::new(SettleError::DebtLimit);
         let settle = |v: u64| {
             let (k, into) = self.at_least_latest(at);
-            rule.settle_from(v, k, into, held, actual, stamp)
-                .map_err(|e| why.set(e))
+            rule.settle_from(
+                v,
+                k,
+                into,
+                super::keyed_state::Settling {
+                    held,
+                    actual,
+                    stamp,
+                    max_debt,
+                },
+            )
+            .map_err(|e| why.set(e))
         };
         let stepped = self.update_or_insert(shard, fp, now, actual > held, &settle);
         let done = match stepped.map_err(|_| SettleError::DebtLimit)? {
@@ -586,12 +597,38 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert_eq!(tokens.settle("tenant-a", &mut call, 30_000), Err(SettleError::DebtLimit));
     /// ```
     pub fn settle(&self, key: &K, lease: &mut Lease<'_>, actual: u32) -> Result<(), SettleError> {
-        lease.settle_with(
+        self.settle_within(key, lease, actual, u32::MAX)
+    }
+
+    /// [`settle`](Self::settle), leaving `key` owing at most `max_debt` permits (see
+    /// [`Lease::settle_within`]; a debit where the key's own bound is lower takes that one).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(60));
+    /// let tokens: KeyedLimiter<str, _> =
+    ///     KeyedLimiter::token_bucket_with_clock(opts, PartitionConfig::new(16), &clock).unwrap();
+    /// let mut call = tokens.try_acquire("a", 100).unwrap();
+    /// assert_eq!(tokens.settle_within("a", &mut call, 130, 20), Err(SettleError::DebtLimit));
+    /// tokens.settle_within("a", &mut call, 120, 20).unwrap();
+    /// ```
+    pub fn settle_within(
+        &self,
+        key: &K,
+        lease: &mut Lease<'_>,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError> {
+        lease.settle_with_within(
             &KeySettle {
                 limiter: self,
                 fp: self.fingerprint(key),
             },
             actual,
+            max_debt,
         )
     }
 
@@ -786,12 +823,12 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> Release for KeySettle<'_, K, C,
     /// A key's lease returns nothing (rate limiting).
     fn release(&self, _: u32) {}
 
-    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), SettleError> {
+    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
         let (l, fp) = (self.limiter, self.fp);
         match &l.bucket {
-            KeyedRule::Bucket(r) => l.settle_by(r, fp, held, actual, stamp),
-            KeyedRule::Gcra(r) => l.settle_by(r, fp, held, actual, stamp),
-            KeyedRule::Sliding(r) => l.settle_by(r, fp, held, actual, stamp),
+            KeyedRule::Bucket(r) => l.settle_by(r, fp, held, actual, stamp, max_debt),
+            KeyedRule::Gcra(r) => l.settle_by(r, fp, held, actual, stamp, max_debt),
+            KeyedRule::Sliding(r) => l.settle_by(r, fp, held, actual, stamp, max_debt),
         }
     }
 }

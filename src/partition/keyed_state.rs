@@ -123,13 +123,14 @@ impl KeyedBucket {
         now: Instant,
         held: u32,
         actual: u32,
+        max_debt: u32,
     ) -> Result<(), SettleError> {
         let (k, _) = self.ticker.tick(now);
         let b = Bucket::unpack(*word);
         let next = if actual < held {
             b.give_back(k, held - actual, self.refill)
         } else {
-            b.take_debt(k, actual - held, self.refill, u32::MAX)
+            b.take_debt(k, actual - held, self.refill, max_debt)
                 .ok_or(SettleError::DebtLimit)?
         };
         *word = next.pack();
@@ -234,6 +235,7 @@ impl KeyedBucket {
         k: u64,
         held: u32,
         actual: u32,
+        max_debt: u32,
     ) -> Result<u64, SettleError> {
         let t = self.token_time(k);
         if actual <= held {
@@ -244,7 +246,8 @@ impl KeyedBucket {
             });
         }
         let next = v.max(t) + u64::from(actual - held);
-        if next - t > 2 * u64::from(self.refill.limit) {
+        let limit = u64::from(self.refill.limit);
+        if next - t > limit + limit.min(u64::from(max_debt)) {
             return Err(SettleError::DebtLimit);
         }
         Ok(next)
@@ -339,6 +342,18 @@ impl KeyedGcra {
     }
 }
 
+/// A settle as a [`Rule`] applies it: a lease of `held` permits, granted at time `stamp` (as
+/// the lease keeps it: the low [`STAMP_BITS`](crate::STAMP_BITS) bits), to `actual`, owing at
+/// most `max_debt` after it.
+#[cfg(feature = "std")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settling {
+    pub(crate) held: u32,
+    pub(crate) actual: u32,
+    pub(crate) stamp: u64,
+    pub(crate) max_debt: u32,
+}
+
 /// What a decision needs of a rule, for [`KeyedLimiter`](crate::KeyedLimiter)'s hot path: the
 /// decision is generic over it, matched once on [`KeyedRule`], so each rule's path has its own
 /// code and no match on the way (feature `std`).
@@ -359,18 +374,9 @@ pub(crate) trait Rule {
         let _ = k;
         0
     }
-    /// Settles a lease of `held` permits, granted at time `stamp` (as the lease keeps it: the
-    /// low [`STAMP_BITS`](crate::STAMP_BITS) bits), to `actual`, from state `v` at time `k`,
-    /// `into` ns into it: the new state, or why nothing changes.
-    fn settle_from(
-        &self,
-        v: u64,
-        k: u64,
-        into: u64,
-        held: u32,
-        actual: u32,
-        stamp: u64,
-    ) -> Result<u64, SettleError>;
+    /// Applies settle `s` ([`Settling`]) from state `v` at time `k`, `into` ns into it: the
+    /// new state, or why nothing changes.
+    fn settle_from(&self, v: u64, k: u64, into: u64, s: Settling) -> Result<u64, SettleError>;
 }
 
 #[cfg(feature = "std")]
@@ -390,16 +396,8 @@ impl Rule for KeyedBucket {
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         self.v_rejection(v, k, into, n)
     }
-    fn settle_from(
-        &self,
-        v: u64,
-        k: u64,
-        _: u64,
-        held: u32,
-        actual: u32,
-        _: u64,
-    ) -> Result<u64, SettleError> {
-        self.v_settle(v, k, held, actual)
+    fn settle_from(&self, v: u64, k: u64, _: u64, s: Settling) -> Result<u64, SettleError> {
+        self.v_settle(v, k, s.held, s.actual, s.max_debt)
     }
 }
 
@@ -420,23 +418,26 @@ impl Rule for KeyedGcra {
     fn refusal(&self, v: u64, k: u64, _: u64, n: u32) -> Rejection {
         self.rejection(v, k, n)
     }
-    fn settle_from(
-        &self,
-        v: u64,
-        k: u64,
-        _: u64,
-        held: u32,
-        actual: u32,
-        _: u64,
-    ) -> Result<u64, SettleError> {
+    fn settle_from(&self, v: u64, k: u64, _: u64, s: Settling) -> Result<u64, SettleError> {
+        let Settling {
+            held,
+            actual,
+            max_debt,
+            ..
+        } = s;
         let g = Self::state(v);
         if actual <= held {
             return Ok(g.give_back(k, held - actual, self.params).tat);
         }
         // Debt up to one burst past the tolerance, as `GcraLimiter`'s.
-        g.take_debt(k, actual - held, self.params.burst, self.params)
-            .map(|g| g.tat)
-            .ok_or(SettleError::DebtLimit)
+        g.take_debt(
+            k,
+            actual - held,
+            self.params.burst.min(max_debt),
+            self.params,
+        )
+        .map(|g| g.tat)
+        .ok_or(SettleError::DebtLimit)
     }
 }
 
@@ -461,15 +462,13 @@ impl Rule for KeyedSliding {
     fn stamp(&self, k: u64) -> u64 {
         k
     }
-    fn settle_from(
-        &self,
-        v: u64,
-        k: u64,
-        into: u64,
-        held: u32,
-        actual: u32,
-        stamp: u64,
-    ) -> Result<u64, SettleError> {
+    fn settle_from(&self, v: u64, k: u64, into: u64, s: Settling) -> Result<u64, SettleError> {
+        let Settling {
+            held,
+            actual,
+            stamp,
+            ..
+        } = s;
         if actual <= held {
             let window = crate::lease::tick_of_stamp(k, stamp);
             return Ok(self.give_back(v, k, window, held - actual));

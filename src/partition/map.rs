@@ -93,9 +93,15 @@ impl<K, L: Release> Release for Slot<K, L> {
             None => stamp,
         }
     }
-    fn settle(&self, held: u32, actual: u32, stamp: u64) -> Result<(), crate::lease::SettleError> {
+    fn settle(
+        &self,
+        held: u32,
+        actual: u32,
+        stamp: u64,
+        max_debt: u32,
+    ) -> Result<(), crate::lease::SettleError> {
         match self.limiter.get() {
-            Some(l) => l.settle(held, actual, stamp),
+            Some(l) => l.settle(held, actual, stamp, max_debt),
             None => Err(crate::lease::SettleError::Unsupported),
         }
     }
@@ -183,9 +189,19 @@ impl<K, L: Release> PartitionLease<K, L> {
     /// assert!(limiter.try_acquire(&7, 90).is_ok());
     /// ```
     pub fn settle(&mut self, actual: u32) -> Result<(), crate::lease::SettleError> {
+        self.settle_within(actual, u32::MAX)
+    }
+
+    /// [`settle`](Self::settle), owing at most `max_debt` permits after it (see
+    /// [`Lease::settle_within`](crate::Lease::settle_within)).
+    pub fn settle_within(
+        &mut self,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), crate::lease::SettleError> {
         if actual != self.permits {
             match &self.slot {
-                Some(slot) => slot.settle(self.permits, actual, self.stamp)?,
+                Some(slot) => slot.settle(self.permits, actual, self.stamp, max_debt)?,
                 None => return Err(crate::lease::SettleError::Unsupported),
             }
             self.permits = actual;

@@ -219,10 +219,10 @@ impl<C: Clock, Q: QueueKind> RateCore for CounterCore<C, Q> {
     /// they are not there ([`Counter::take_debt`]), as long as the estimate stays within one
     /// limit past the limit (less for a limit above 2^31, where the count field would
     /// overflow: `min(limit, u32::MAX - limit)`).
-    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+    fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), crate::lease::SettleError> {
         let (k, into) = self.base.tick();
         let s = self.shape();
-        let bound = crate::core_common::window_debt_bound(s.limit, u32::MAX);
+        let bound = crate::core_common::window_debt_bound(s.limit, u32::MAX).min(max_debt);
         self.word
             .transition(|c| {
                 c.take_debt(k, into, n, s, bound)

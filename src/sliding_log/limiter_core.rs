@@ -240,11 +240,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for LogCore<C, N, Q> {
     /// Takes `n` more permits now, past any waiter and into debt when they are not there
     /// ([`Log::take_debt`]: an entry of its own, or folded into the newest entry when the ring
     /// is full), as long as the window then holds at most one limit past the limit.
-    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+    fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), crate::lease::SettleError> {
         let now = self.base.elapsed();
         self.log.with(|log| {
             let s = self.shape();
-            let bound = crate::core_common::window_debt_bound(s.limit, u32::MAX);
+            let bound = crate::core_common::window_debt_bound(s.limit, u32::MAX).min(max_debt);
             if log.take_debt(now, n, s, bound) {
                 Ok(())
             } else {

@@ -584,10 +584,10 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for WindowCore<C, N, Q> {
     /// Takes `n` more permits now, in the current segment, past any waiter and into debt when
     /// they are not there ([`Header::take_debt`]), down to one limit past it
     /// ([`debt_bound`](Self::debt_bound)).
-    fn take_debt(&self, n: u32) -> Result<(), crate::lease::SettleError> {
+    fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), crate::lease::SettleError> {
         let (k, _) = self.base.tick();
         let s = self.shape();
-        let bound = self.debt_bound(s.limit);
+        let bound = self.debt_bound(s.limit).min(max_debt);
         self.header
             .transition(|h| {
                 let next = h
