@@ -379,3 +379,55 @@ fn cost_where_it_cannot_apply_is_a_build_error() {
         );
     }
 }
+
+/// `Policy::max_debt` bounds what a settle may leave a key owing, on the per-key and the
+/// global policy: past it the request keeps its estimate, counted; within it the debt is
+/// taken; a key never owes more than the bound. A bound without a settle is a build error.
+#[tokio::test]
+async fn max_debt_bounds_each_keys_debt_and_needs_a_settle() {
+    for keyed in [true, false] {
+        let clock = Arc::new(ManualClock::new());
+        let policy =
+            Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60)))
+                .unwrap();
+        let policy = if keyed {
+            policy.partition_by(KeyBy::CLIENT_IP)
+        } else {
+            policy
+        };
+        let limits = layer(
+            policy
+                .cost(estimate)
+                .settle_by(Settle::header("x-tokens-used"))
+                .max_debt(20),
+            &clock,
+        );
+        let (router, _feeds) = app();
+        let (addr, c) = serve_limited(&limits, router).await;
+        let ip = "203.0.113.1";
+        // 100 reserved, 121 used: would owe 21, past the bound of 20. The estimate stays.
+        let got = call(&c, addr, "/tokens", ip, 100, Some(121)).await;
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(limits.unsettled("tokens"), Some(1), "keyed {keyed}");
+        // A minute on, a fresh bucket: 120 used owes exactly 20.
+        clock.advance(Duration::from_secs(60));
+        let got = call(&c, addr, "/tokens", ip, 100, Some(120)).await;
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(limits.unsettled("tokens"), Some(1), "keyed {keyed}");
+        let refused = call(&c, addr, "/tokens", ip, 1, None).await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.header("retry-after"), Some("60"));
+    }
+    let err = RateLimiting::builder()
+        .global(
+            Policy::token_bucket(TokenBucketOptions::new(100, 100, Duration::from_secs(60)))
+                .unwrap()
+                .max_debt(5),
+        )
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, tollgate::http::BuildError::Charging { .. }),
+        "{err}"
+    );
+}

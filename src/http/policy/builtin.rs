@@ -227,8 +227,14 @@ impl<C: Clock + Send + Sync + 'static> Charge for Single<C> {
         charged(r, || self.limiter.quota(), want_quota)
     }
 
-    fn settle(&self, _key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
-        held.settle_owned(actual)
+    fn settle(
+        &self,
+        _key: &Key,
+        held: &mut Held,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError> {
+        held.settle_owned(actual, max_debt)
     }
 
     fn quota(&self, _key: &Key) -> QuotaState {
@@ -362,9 +368,15 @@ impl<C: Clock + Send + Sync + 'static> Charge for Keyed<C> {
         charged(r, || self.limiter.quota(&key), want_quota)
     }
 
-    fn settle(&self, key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
+    fn settle(
+        &self,
+        key: &Key,
+        held: &mut Held,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError> {
         match held {
-            Held::Keyed(l) => self.limiter.settle(key, l, actual),
+            Held::Keyed(l) => self.limiter.settle_within(key, l, actual, max_debt),
             Held::Owned(_) => Err(SettleError::Unsupported),
         }
     }
@@ -531,8 +543,14 @@ impl<L: Part> Charge for Many<L> {
         )
     }
 
-    fn settle(&self, _key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError> {
-        held.settle_owned(actual)
+    fn settle(
+        &self,
+        _key: &Key,
+        held: &mut Held,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError> {
+        held.settle_owned(actual, max_debt)
     }
 
     fn quota(&self, key: &Key) -> QuotaState {

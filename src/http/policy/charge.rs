@@ -102,6 +102,11 @@ pub(crate) struct Charging {
     pub(super) cost: Option<Arc<CostFn>>,
     pub(super) settle: Option<Rule>,
     pub(super) when: Option<Arc<WhenFn>>,
+    /// The most a settle may leave the policy's limiter owing ([`Policy::max_debt`]); none:
+    /// the limiter's own bound.
+    ///
+    /// [`Policy::max_debt`]: crate::http::Policy::max_debt
+    pub(super) max_debt: Option<u32>,
     /// Settles refused for the debt limit (the estimate kept).
     unsettled: AtomicU64,
     /// The policy's instruments, when the layer reports metrics.
@@ -114,6 +119,7 @@ impl Clone for Charging {
             cost: self.cost.clone(),
             settle: self.settle.clone(),
             when: self.when.clone(),
+            max_debt: self.max_debt,
             unsettled: AtomicU64::new(0),
             meter: self.meter.clone(),
         }
@@ -174,9 +180,9 @@ pub(crate) enum Held {
 
 impl Held {
     /// Settles an owned lease by itself (a keyed one needs its limiter and key).
-    pub(crate) fn settle_owned(&mut self, actual: u32) -> Result<(), SettleError> {
+    pub(crate) fn settle_owned(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         match self {
-            Held::Owned(l) => l.settle(actual),
+            Held::Owned(l) => l.settle_within(actual, max_debt),
             Held::Keyed(_) => Err(SettleError::Unsupported),
         }
     }
@@ -200,8 +206,14 @@ pub(crate) trait Charge: Send + Sync + 'static {
         want_quota: bool,
     ) -> Result<(Held, Option<QuotaState>), Denial>;
 
-    /// Settles `held`, granted for `key`, to `actual` permits.
-    fn settle(&self, key: &Key, held: &mut Held, actual: u32) -> Result<(), SettleError>;
+    /// Settles `held`, granted for `key`, to `actual` permits, owing at most `max_debt`.
+    fn settle(
+        &self,
+        key: &Key,
+        held: &mut Held,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), SettleError>;
 
     /// `key`'s quota now.
     fn quota(&self, key: &Key) -> QuotaState;
@@ -245,7 +257,8 @@ impl Charged {
     /// Settles to `actual`; a refusal keeps what was taken, counted.
     pub(crate) fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
         let taken = self.held.permits();
-        let r = self.by.settle(&self.key, &mut self.held, actual);
+        let max_debt = self.rules.max_debt.unwrap_or(u32::MAX);
+        let r = self.by.settle(&self.key, &mut self.held, actual, max_debt);
         if let Err(e) = r {
             self.rules.refused(e, taken, actual);
         }

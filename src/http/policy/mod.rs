@@ -842,6 +842,44 @@ impl Policy {
         p
     }
 
+    /// Bounds the debt a settle ([`settle_by`](Self::settle_by), or
+    /// [`Permit::settle`](crate::http::Permit::settle) on this policy's permit) may leave
+    /// the policy's limiter (each key's, for a partitioned policy) owing, in permits: a
+    /// response that would take it deeper keeps its estimate instead, counted by
+    /// [`RateLimiting::unsettled`](crate::http::RateLimiting::unsettled) (see
+    /// [`Lease::settle_within`](crate::Lease::settle_within)). Without it, the limiter's own
+    /// bound: one limit (one burst for GCRA and the leaky meter). 0 allows no debt at all: a
+    /// settle up takes only what is there.
+    ///
+    /// ```
+    /// # use std::{convert::Infallible, time::Duration};
+    /// use http::{Request, Response};
+    /// use tollgate::http::{Policy, RateLimiting, Settle};
+    /// use tollgate::{ManualClock, TokenBucketOptions};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // 1,000 tokens a minute, charged 500 up front; a call may owe at most 100.
+    /// let tokens = Policy::token_bucket(TokenBucketOptions::new(1_000, 1_000, Duration::from_secs(60))).unwrap()
+    ///     .cost(|_| 500)
+    ///     .settle_by(Settle::header("x-tokens-used"))
+    ///     .max_debt(100);
+    /// let limits = RateLimiting::builder().global(tokens).clock(ManualClock::new()).build().unwrap();
+    /// let model = service_fn(|_: Request<()>| async {
+    ///     Ok::<_, Infallible>(Response::builder().header("x-tokens-used", "1200").body("...").unwrap())
+    /// });
+    /// limits.layer().layer(model).oneshot(Request::new(())).await.unwrap();
+    /// // 1,200 would owe 200: refused, the charge of 500 stays.
+    /// assert_eq!(limits.unsettled("global"), Some(1));
+    /// # }
+    /// ```
+    pub fn max_debt(self, permits: u32) -> Self {
+        let mut p = self;
+        p.charging.max_debt = Some(permits);
+        p
+    }
+
     /// Charges only the requests whose response matches `charged` (the fail2ban pattern:
     /// failed logins count, successful ones do not). Before the handler runs, the request is
     /// charged its cost (1 unless [`cost`](Self::cost) says otherwise): a client without
@@ -891,7 +929,10 @@ impl Policy {
     pub(crate) fn charging_unsupported(&self) -> Option<&'static str> {
         let c = &self.charging;
         if !c.charges() {
-            return None;
+            // Only a charged permit settles through the policy's rules.
+            return c
+                .max_debt
+                .map(|_| "max_debt bounds a settle: it needs cost, settle_by or charge_when");
         }
         match &self.source {
             Source::Custom(_) | Source::Adaptive(_) => {
