@@ -243,7 +243,11 @@ fn gradient2(input: &Input, mut limit: u32) {
         } else {
             let short = s.avg_rtt_ns as f64;
             let loaded = u64::from(s.max_in_flight) * 2 >= u64::from(limit);
-            let fed = if loaded && long != 0.0 { short.min(long) } else { short };
+            let fed = if loaded && long != 0.0 {
+                short.min(long)
+            } else {
+                short
+            };
             let averaged = if warmed < 10 {
                 warmed += 1;
                 (long * f64::from(warmed - 1) + fed) / f64::from(warmed)
@@ -256,7 +260,10 @@ fn gradient2(input: &Input, mut limit: u32) {
             let near = |x: f64| (got - x).abs() <= 2.0 + x * 1e-9;
             let cut = averaged / 20.0 * 19.0;
             if (averaged / 2.0 - short).abs() <= 2.0 + short * 1e-12 {
-                assert!(near(averaged) || near(cut), "{at}: long {got} against {averaged}");
+                assert!(
+                    near(averaged) || near(cut),
+                    "{at}: long {got} against {averaged}"
+                );
             } else if averaged / 2.0 > short {
                 assert!(near(cut), "{at}: long {got} against {cut}");
             } else {
