@@ -18,19 +18,16 @@ pub trait Release {
     /// Returns `permits` to the limiter.
     fn release(&self, permits: u32);
 
-    /// Settles a lease of `held` permits, granted at `stamp` (the limiter's own mark of when
-    /// and where they were counted, as the lease keeps it: its low [`STAMP_BITS`] bits), to
-    /// `actual` permits: gives back
-    /// `held - actual` where the algorithm can, or takes `actual - held` more, into debt if
-    /// they are not there, as long as the limiter then owes at most `max_debt` permits (and
-    /// no more than its own bound): past that, [`SettleError::DebtLimit`] and nothing is
-    /// taken. Called by [`Lease::settle`] (`max_debt` = `u32::MAX`: the limiter's own bound)
-    /// and [`Lease::settle_within`], never with `actual == held`.
+    /// Settles a lease as `s` says ([`Settlement`]): gives back `s.held - s.actual` where the
+    /// algorithm can, or takes `s.actual - s.held` more, into debt if they are not there, as
+    /// long as the limiter then owes at most `s.max_debt` permits (and no more than its own
+    /// bound): past that, [`SettleError::DebtLimit`] and nothing is taken. Called by
+    /// [`Lease::settle`] and [`Lease::settle_within`], never with `s.actual == s.held`.
     ///
     /// The default answers [`SettleError::Unsupported`] and changes nothing: a user-defined
     /// limiter settles only if it says how.
-    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
-        let _ = (held, actual, stamp, max_debt);
+    fn settle(&self, s: Settlement) -> Result<(), SettleError> {
+        let _ = s;
         Err(SettleError::Unsupported)
     }
 
@@ -65,6 +62,49 @@ pub enum Outcome {
     Dropped,
     /// Nothing to learn about capacity (a client error): no sample.
     Ignored,
+}
+
+/// What a settle asks of a limiter ([`Release::settle`]): a lease of `held` permits, granted
+/// at `stamp` (the limiter's own mark of when and where they were counted, as the lease keeps
+/// it: its low [`STAMP_BITS`] bits), to be settled to `actual`, leaving the limiter owing at
+/// most `max_debt` permits.
+///
+/// ```
+/// use tollgate::Settlement;
+///
+/// let s = Settlement::new(10, 4, 0);
+/// assert_eq!((s.held, s.actual, s.max_debt), (10, 4, u32::MAX));
+/// assert_eq!(s.within(3).max_debt, 3);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Settlement {
+    /// The permits the lease holds.
+    pub held: u32,
+    /// The permits it settles to.
+    pub actual: u32,
+    /// The limiter's stamp, as the lease keeps it.
+    pub stamp: u64,
+    /// The most the limiter may owe after it (`u32::MAX`: its own bound).
+    pub max_debt: u32,
+}
+
+impl Settlement {
+    /// `held` permits granted at `stamp`, settled to `actual`, within the limiter's own debt
+    /// bound.
+    pub const fn new(held: u32, actual: u32, stamp: u64) -> Self {
+        Self {
+            held,
+            actual,
+            stamp,
+            max_debt: u32::MAX,
+        }
+    }
+
+    /// The same settle, owing at most `max_debt` permits after it.
+    pub const fn within(self, max_debt: u32) -> Self {
+        Self { max_debt, ..self }
+    }
 }
 
 /// Why [`Lease::settle`] changed nothing.
@@ -182,7 +222,7 @@ struct Free(#[allow(dead_code)] u8);
 
 impl Release for Free {
     fn release(&self, _: u32) {}
-    fn settle(&self, _: u32, _: u32, _: u64, _: u32) -> Result<(), SettleError> {
+    fn settle(&self, _: Settlement) -> Result<(), SettleError> {
         Ok(())
     }
 }
@@ -341,8 +381,8 @@ impl<'a> Lease<'a> {
     /// ```
     pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         if actual != self.permits {
-            self.limiter
-                .settle(self.permits, actual, self.stamp(), max_debt)?;
+            let s = Settlement::new(self.permits, actual, self.stamp());
+            self.limiter.settle(s.within(max_debt))?;
             self.permits = actual;
         }
         Ok(())
@@ -392,7 +432,8 @@ impl<'a> Lease<'a> {
         max_debt: u32,
     ) -> Result<(), SettleError> {
         if actual != self.permits {
-            limiter.settle(self.permits, actual, self.stamp(), max_debt)?;
+            let s = Settlement::new(self.permits, actual, self.stamp());
+            limiter.settle(s.within(max_debt))?;
             self.permits = actual;
         }
         Ok(())
@@ -598,7 +639,9 @@ impl OwnedLease {
     pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         if actual != self.permits {
             match &self.limiter {
-                Some(l) => l.settle(self.permits, actual, self.stamp, max_debt)?,
+                Some(l) => {
+                    l.settle(Settlement::new(self.permits, actual, self.stamp).within(max_debt))?
+                }
                 None => return Err(SettleError::Unsupported),
             }
             self.permits = actual;

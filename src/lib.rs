@@ -148,7 +148,9 @@ pub use fixed_window::{FixedWindowLimiter, FixedWindowOptions};
 pub use jitter::Jitter;
 #[cfg(feature = "alloc")]
 pub use lease::OwnedLease;
-pub use lease::{Lease, Outcome, Reason, Rejection, Release, SettleError, Statistics, STAMP_BITS};
+pub use lease::{
+    Lease, Outcome, Reason, Rejection, Release, SettleError, Settlement, Statistics, STAMP_BITS,
+};
 #[cfg(feature = "alloc")]
 pub use limiter::AcquireOwned;
 pub use limiter::{AcquireAsync, Limiter, Peek, Replenishing};

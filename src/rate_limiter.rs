@@ -49,12 +49,12 @@ macro_rules! rate_limiter {
         /// back or takes more (see [`Lease::settle`](crate::Lease::settle)).
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C, $($n,)? $crate::queue_kind::NoQueue> {
             fn release(&self, _permits: u32) {}
-            fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), $crate::lease::SettleError> {
-                if actual < held {
-                    self.core.give_back(held - actual, self.core.unmark(stamp));
+            fn settle(&self, s: $crate::lease::Settlement) -> Result<(), $crate::lease::SettleError> {
+                if s.actual < s.held {
+                    self.core.give_back(s.held - s.actual, self.core.unmark(s.stamp));
                     Ok(())
                 } else {
-                    self.core.take_debt(actual - held, max_debt)
+                    self.core.take_debt(s.actual - s.held, s.max_debt)
                 }
             }
         }
@@ -282,13 +282,13 @@ macro_rules! rate_limiter {
         /// [`Lease::settle`](crate::Lease::settle)).
         impl<C: $crate::clock::Clock $(, const $n: usize)?> $crate::lease::Release for $ty<C $(, $n)?> {
             fn release(&self, _permits: u32) {}
-            fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), $crate::lease::SettleError> {
-                if actual < held {
-                    let stamp = self.core.unmark(stamp);
-                    $crate::wait::Source::give_back(self, held - actual, stamp);
+            fn settle(&self, s: $crate::lease::Settlement) -> Result<(), $crate::lease::SettleError> {
+                if s.actual < s.held {
+                    let stamp = self.core.unmark(s.stamp);
+                    $crate::wait::Source::give_back(self, s.held - s.actual, stamp);
                     Ok(())
                 } else {
-                    self.core.take_debt(actual - held, max_debt)
+                    self.core.take_debt(s.actual - s.held, s.max_debt)
                 }
             }
         }

@@ -509,11 +509,12 @@ impl<C: Clock + Sync> Release for AdaptiveLimiter<C> {
     }
 
     /// As the concurrency limiter inside settles (a probe's lease cannot).
-    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
-        if stamp & stamp::PROBE != 0 {
+    fn settle(&self, s: crate::lease::Settlement) -> Result<(), SettleError> {
+        if s.stamp & stamp::PROBE != 0 {
             return Err(SettleError::Unsupported);
         }
-        self.inner.settle(held, actual, 0, max_debt)
+        self.inner
+            .settle(crate::lease::Settlement { stamp: 0, ..s })
     }
 
     fn report(&self, stamp: u64, outcome: Outcome) -> u64 {

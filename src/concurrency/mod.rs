@@ -55,7 +55,7 @@ use core::time::Duration;
 
 use crate::cas;
 use crate::clock::{Clock, Instant};
-use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
+use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Settlement, Statistics};
 use crate::limiter::{Limiter, Peek};
 use crate::options::{OptionsError, QueueOrder};
 use crate::queue_kind::QueueKind;
@@ -739,22 +739,20 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     #[inline]
     fn settle_now(
         &self,
-        held: u32,
-        actual: u32,
-        stamp: u64,
+        s: Settlement,
         release: impl FnOnce(u32),
         debit: impl FnOnce(u32) -> Result<(), SettleError>,
     ) -> Result<(), SettleError> {
-        if stamp == PROBE {
+        if s.stamp == PROBE {
             // A probe's lease returns nothing when dropped: permits it took would never
             // come back.
             return Err(SettleError::Unsupported);
         }
-        if actual < held {
-            release(held - actual);
+        if s.actual < s.held {
+            release(s.held - s.actual);
             Ok(())
         } else {
-            debit(actual - held)
+            debit(s.actual - s.held)
         }
     }
 
@@ -809,15 +807,13 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C> {
     /// Below the estimate, the difference is released at once (serving the queue); above, the
     /// extra is taken past any waiter, into debt when it is not available: owed as when the
     /// limit is lowered (releases repay it first), at most one `limit`.
-    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
+    fn settle(&self, s: Settlement) -> Result<(), SettleError> {
         self.settle_now(
-            held,
-            actual,
-            stamp,
+            s,
             |n| self.release(n),
             |extra| {
                 let mut wakes = crate::wait::WakeList::new();
-                let mut take = Some(|| self.take_debt(extra, max_debt));
+                let mut take = Some(|| self.take_debt(extra, s.max_debt));
                 self.queue
                     .locked(&mut wakes, |_, _| take.take().map(|take| take()))
             },

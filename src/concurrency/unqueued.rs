@@ -159,19 +159,11 @@ impl<C: Clock + Sync> Release for ConcurrencyLimiter<C, NoQueue> {
 
     /// Below the estimate, the difference is released at once; above, the extra is taken,
     /// into debt when it is not available (at most one `limit` owed).
-    fn settle(
-        &self,
-        held: u32,
-        actual: u32,
-        stamp: u64,
-        max_debt: u32,
-    ) -> Result<(), crate::lease::SettleError> {
+    fn settle(&self, s: crate::lease::Settlement) -> Result<(), crate::lease::SettleError> {
         self.settle_now(
-            held,
-            actual,
-            stamp,
+            s,
             |n| self.release(n),
-            |extra| slow_path(|| self.take_debt(extra, max_debt)),
+            |extra| slow_path(|| self.take_debt(extra, s.max_debt)),
         )
     }
 }

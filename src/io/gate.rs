@@ -238,7 +238,11 @@ impl<L: Chargeable> Gate<L> {
             let kept = if used == held.permits
                 || self
                     .limiter
-                    .settle(held.permits, used, held.stamp, u32::MAX)
+                    .settle(crate::lease::Settlement::new(
+                        held.permits,
+                        used,
+                        held.stamp,
+                    ))
                     .is_ok()
             {
                 used

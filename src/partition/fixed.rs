@@ -18,7 +18,7 @@ use super::evict::{Idle, Marks, Policy, Table};
 use super::keyed_state::KeyedBucket;
 use super::{Factory, Partition, PartitionConfig, PartitionedLimiter};
 use crate::clock::Clock;
-use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
+use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Settlement, Statistics};
 use crate::limiter::Limiter;
 use crate::options::OptionsError;
 use crate::stats::Counters;
@@ -425,7 +425,7 @@ where
             actual > held,
             || factory.create(key, &self.clock),
             idle_of,
-            |limiter| limiter.settle(held, actual, lease.stamp, u32::MAX),
+            |limiter| limiter.settle(Settlement::new(held, actual, lease.stamp)),
         )?;
         lease.permits = actual;
         Ok(())
@@ -833,12 +833,17 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
     /// # use core::time::Duration;
     /// # use tollgate::*;
     /// # let clock = ManualClock::new();
-    /// let opts = TokenBucketOptions::new(100, 100, Duration::from_secs(60));
-    /// let tokens: FixedKeyedLimiter<u16, _, 64> =
-    ///     FixedKeyedLimiter::token_bucket(opts, PartitionConfig::new(16), &clock).unwrap();
-    /// let mut call = tokens.try_acquire(&7, 100).unwrap();
-    /// assert_eq!(tokens.settle_within(&7, &mut call, 130, 20), Err(SettleError::DebtLimit));
-    /// tokens.settle_within(&7, &mut call, 120, 20).unwrap();
+    /// let tokens: FixedKeyedLimiter<u16, _, 64> = FixedKeyedLimiter::token_bucket(
+    ///     TokenBucketOptions::new(1_000, 1_000, Duration::from_secs(60)),
+    ///     PartitionConfig::new(16),
+    ///     &clock,
+    /// )
+    /// .unwrap();
+    /// let mut call = tokens.try_acquire(&7, 1_000).unwrap();
+    /// // Tenant 7 may owe at most 50 tokens: 1,060 used is refused, 1,050 taken.
+    /// for (used, taken) in [(1_060, false), (1_050, true)] {
+    ///     assert_eq!(tokens.settle_within(&7, &mut call, used, 50).is_ok(), taken);
+    /// }
     /// ```
     pub fn settle_within(
         &self,
@@ -853,8 +858,8 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         lease.settle_with_within(&FixedKeySettle { limiter: self, key }, actual, max_debt)
     }
 
-    /// [`settle`](Self::settle) of `held` tokens to `actual`, for `key`.
-    fn settle_key(&self, key: &K, held: u32, actual: u32, max_debt: u32) -> Result<(), SettleError>
+    /// [`settle`](Self::settle) as `s` says, for `key`.
+    fn settle_key(&self, key: &K, s: Settlement) -> Result<(), SettleError>
     where
         K: Clone,
     {
@@ -863,10 +868,10 @@ impl<K: Hash + Eq, C: Clock, const N: usize> FixedKeyedLimiter<K, C, N> {
         self.store.settle_at(
             now.as_nanos(),
             key,
-            actual > held,
+            s.actual > s.held,
             || b.fresh(),
             |w: &u128| b.idle(*w, now),
-            |word| b.settle_plain(word, now, held, actual, max_debt),
+            |word| b.settle_plain(word, now, s),
         )
     }
 
@@ -1070,14 +1075,8 @@ impl<K: Hash + Eq + Clone, C: Clock, const N: usize> Release for FixedKeySettle<
     /// A key's lease returns nothing (rate limiting).
     fn release(&self, _: u32) {}
 
-    fn settle(
-        &self,
-        held: u32,
-        actual: u32,
-        _stamp: u64,
-        max_debt: u32,
-    ) -> Result<(), SettleError> {
-        self.limiter.settle_key(self.key, held, actual, max_debt)
+    fn settle(&self, s: Settlement) -> Result<(), SettleError> {
+        self.limiter.settle_key(self.key, s)
     }
 }
 

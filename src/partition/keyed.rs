@@ -15,7 +15,7 @@ use super::keyed_state::{KeyedRule, Rule};
 use super::table::{self, fingerprint, Table};
 use super::PartitionedLimiter;
 use crate::clock::{Clock, Instant, StdClock};
-use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Statistics};
+use crate::lease::{Lease, Reason, Rejection, Release, SettleError, Settlement, Statistics};
 use crate::stats::Counters as Tally;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use crate::wait::Lock;
@@ -420,37 +420,18 @@ impl<K: ?Sized, C: Clock, S> KeyedLimiter<K, C, S> {
         })
     }
 
-    /// Settles, for the key of fingerprint `fp`, a lease of `held` permits granted at `stamp`
-    /// to `actual`, by `rule`. A key no longer stored was full (an idle key is evicted only
-    /// when full, and a key in debt is not idle): a refund has nothing to give back, a debit
-    /// stores the key again, if there is room.
-    fn settle_by(
-        &self,
-        rule: &impl Rule,
-        fp: u64,
-        held: u32,
-        actual: u32,
-        stamp: u64,
-        max_debt: u32,
-    ) -> Result<(), SettleError> {
+    /// Settles, for the key of fingerprint `fp`, a lease as `s` says, by `rule`. A key no
+    /// longer stored was full (an idle key is evicted only when full, and a key in debt is
+    /// not idle): a refund has nothing to give back, a debit stores the key again, if there
+    /// is room.
+    fn settle_by(&self, rule: &impl Rule, fp: u64, s: Settlement) -> Result<(), SettleError> {
         let (now, at, shard) = self.key_at(rule, fp, false);
         let why = Cell::new(SettleError::DebtLimit);
         let settle = |v: u64| {
             let (k, into) = self.at_least_latest(at);
-            rule.settle_from(
-                v,
-                k,
-                into,
-                super::keyed_state::Settling {
-                    held,
-                    actual,
-                    stamp,
-                    max_debt,
-                },
-            )
-            .map_err(|e| why.set(e))
+            rule.settle_from(v, k, into, s).map_err(|e| why.set(e))
         };
-        let stepped = self.update_or_insert(shard, fp, now, actual > held, &settle);
+        let stepped = self.update_or_insert(shard, fp, now, s.actual > s.held, &settle);
         let done = match stepped.map_err(|_| SettleError::DebtLimit)? {
             Some(done) => done,
             None => return Ok(()),
@@ -823,12 +804,12 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> Release for KeySettle<'_, K, C,
     /// A key's lease returns nothing (rate limiting).
     fn release(&self, _: u32) {}
 
-    fn settle(&self, held: u32, actual: u32, stamp: u64, max_debt: u32) -> Result<(), SettleError> {
+    fn settle(&self, s: Settlement) -> Result<(), SettleError> {
         let (l, fp) = (self.limiter, self.fp);
         match &l.bucket {
-            KeyedRule::Bucket(r) => l.settle_by(r, fp, held, actual, stamp, max_debt),
-            KeyedRule::Gcra(r) => l.settle_by(r, fp, held, actual, stamp, max_debt),
-            KeyedRule::Sliding(r) => l.settle_by(r, fp, held, actual, stamp, max_debt),
+            KeyedRule::Bucket(r) => l.settle_by(r, fp, s),
+            KeyedRule::Gcra(r) => l.settle_by(r, fp, s),
+            KeyedRule::Sliding(r) => l.settle_by(r, fp, s),
         }
     }
 }

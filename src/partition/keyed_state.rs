@@ -19,7 +19,7 @@ use core::time::Duration;
 
 use crate::bucket::state::{Bucket, Denied, Refill};
 use crate::clock::Instant;
-use crate::lease::{Reason, Rejection, SettleError};
+use crate::lease::{Reason, Rejection, SettleError, Settlement};
 use crate::options::OptionsError;
 use crate::ticks::Ticker;
 use crate::token_bucket::TokenBucketOptions;
@@ -113,24 +113,22 @@ impl KeyedBucket {
         }
     }
 
-    /// Settles, in a plain word (the caller holds a lock), a lease of `held` tokens to
-    /// `actual` at `now`: a refund goes back as if never taken (capped at the limit), a debit
-    /// is taken into debt down to one limit ([`Bucket::take_debt`]; past it
+    /// Settles, in a plain word (the caller holds a lock), a lease as `s` says at `now`: a
+    /// refund goes back as if never taken (capped at the limit), a debit is taken into debt
+    /// down to one limit or `s.max_debt` ([`Bucket::take_debt`]; past it
     /// [`SettleError::DebtLimit`], and the word is unchanged).
     pub(crate) fn settle_plain(
         &self,
         word: &mut u128,
         now: Instant,
-        held: u32,
-        actual: u32,
-        max_debt: u32,
+        s: Settlement,
     ) -> Result<(), SettleError> {
         let (k, _) = self.ticker.tick(now);
         let b = Bucket::unpack(*word);
-        let next = if actual < held {
-            b.give_back(k, held - actual, self.refill)
+        let next = if s.actual < s.held {
+            b.give_back(k, s.held - s.actual, self.refill)
         } else {
-            b.take_debt(k, actual - held, self.refill, max_debt)
+            b.take_debt(k, s.actual - s.held, self.refill, s.max_debt)
                 .ok_or(SettleError::DebtLimit)?
         };
         *word = next.pack();
@@ -226,17 +224,17 @@ impl KeyedBucket {
     }
 
     /// The rejection of `n` at tick `k` (`into` ns into it) from state `v`.
-    /// Settles a lease of `held` to `actual` at tick `k`: a refund makes the bucket full that
-    /// much earlier (never earlier than now: a full bucket stays as it is); a debit that much
-    /// later, into debt (a deficit past the limit) up to one limit, as `TokenBucketLimiter`'s.
-    pub(crate) fn v_settle(
-        &self,
-        v: u64,
-        k: u64,
-        held: u32,
-        actual: u32,
-        max_debt: u32,
-    ) -> Result<u64, SettleError> {
+    /// Settles a lease as `s` says at tick `k`: a refund makes the bucket full that much
+    /// earlier (never earlier than now: a full bucket stays as it is); a debit that much
+    /// later, into debt (a deficit past the limit) up to one limit or `s.max_debt`, as
+    /// `TokenBucketLimiter`'s.
+    pub(crate) fn v_settle(&self, v: u64, k: u64, s: Settlement) -> Result<u64, SettleError> {
+        let Settlement {
+            held,
+            actual,
+            max_debt,
+            ..
+        } = s;
         let t = self.token_time(k);
         if actual <= held {
             return Ok(if v <= t {
@@ -342,18 +340,6 @@ impl KeyedGcra {
     }
 }
 
-/// A settle as a [`Rule`] applies it: a lease of `held` permits, granted at time `stamp` (as
-/// the lease keeps it: the low [`STAMP_BITS`](crate::STAMP_BITS) bits), to `actual`, owing at
-/// most `max_debt` after it.
-#[cfg(feature = "std")]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Settling {
-    pub(crate) held: u32,
-    pub(crate) actual: u32,
-    pub(crate) stamp: u64,
-    pub(crate) max_debt: u32,
-}
-
 /// What a decision needs of a rule, for [`KeyedLimiter`](crate::KeyedLimiter)'s hot path: the
 /// decision is generic over it, matched once on [`KeyedRule`], so each rule's path has its own
 /// code and no match on the way (feature `std`).
@@ -374,9 +360,9 @@ pub(crate) trait Rule {
         let _ = k;
         0
     }
-    /// Applies settle `s` ([`Settling`]) from state `v` at time `k`, `into` ns into it: the
+    /// Applies settle `s` ([`Settlement`]) from state `v` at time `k`, `into` ns into it: the
     /// new state, or why nothing changes.
-    fn settle_from(&self, v: u64, k: u64, into: u64, s: Settling) -> Result<u64, SettleError>;
+    fn settle_from(&self, v: u64, k: u64, into: u64, s: Settlement) -> Result<u64, SettleError>;
 }
 
 #[cfg(feature = "std")]
@@ -396,8 +382,8 @@ impl Rule for KeyedBucket {
     fn refusal(&self, v: u64, k: u64, into: u64, n: u32) -> Rejection {
         self.v_rejection(v, k, into, n)
     }
-    fn settle_from(&self, v: u64, k: u64, _: u64, s: Settling) -> Result<u64, SettleError> {
-        self.v_settle(v, k, s.held, s.actual, s.max_debt)
+    fn settle_from(&self, v: u64, k: u64, _: u64, s: Settlement) -> Result<u64, SettleError> {
+        self.v_settle(v, k, s)
     }
 }
 
@@ -418,13 +404,8 @@ impl Rule for KeyedGcra {
     fn refusal(&self, v: u64, k: u64, _: u64, n: u32) -> Rejection {
         self.rejection(v, k, n)
     }
-    fn settle_from(&self, v: u64, k: u64, _: u64, s: Settling) -> Result<u64, SettleError> {
-        let Settling {
-            held,
-            actual,
-            max_debt,
-            ..
-        } = s;
+    fn settle_from(&self, v: u64, k: u64, _: u64, s: Settlement) -> Result<u64, SettleError> {
+        let (held, actual) = (s.held, s.actual);
         let g = Self::state(v);
         if actual <= held {
             return Ok(g.give_back(k, held - actual, self.params).tat);
@@ -433,7 +414,7 @@ impl Rule for KeyedGcra {
         g.take_debt(
             k,
             actual - held,
-            self.params.burst.min(max_debt),
+            self.params.burst.min(s.max_debt),
             self.params,
         )
         .map(|g| g.tat)
@@ -462,15 +443,10 @@ impl Rule for KeyedSliding {
     fn stamp(&self, k: u64) -> u64 {
         k
     }
-    fn settle_from(&self, v: u64, k: u64, into: u64, s: Settling) -> Result<u64, SettleError> {
-        let Settling {
-            held,
-            actual,
-            stamp,
-            ..
-        } = s;
+    fn settle_from(&self, v: u64, k: u64, into: u64, s: Settlement) -> Result<u64, SettleError> {
+        let (held, actual) = (s.held, s.actual);
         if actual <= held {
-            let window = crate::lease::tick_of_stamp(k, stamp);
+            let window = crate::lease::tick_of_stamp(k, s.stamp);
             return Ok(self.give_back(v, k, window, held - actual));
         }
         // A debit only where it fits (no debt: the compact form has no room for one, unlike

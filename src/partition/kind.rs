@@ -486,14 +486,8 @@ impl<C: Clock + Sync> Release for PartitionLimiter<C> {
             l.release(permits);
         }
     }
-    fn settle(
-        &self,
-        held: u32,
-        actual: u32,
-        stamp: u64,
-        max_debt: u32,
-    ) -> Result<(), crate::lease::SettleError> {
-        each!(self, l => l.settle(held, actual, stamp, max_debt))
+    fn settle(&self, s: crate::lease::Settlement) -> Result<(), crate::lease::SettleError> {
+        each!(self, l => l.settle(s))
     }
 }
 
@@ -656,7 +650,7 @@ impl<C: Clock> Limiter for NoLimitPartition<C> {
 /// Nothing to give back: every request is granted.
 impl<C: Clock> Release for NoLimitPartition<C> {
     fn release(&self, _permits: u32) {}
-    fn settle(&self, _: u32, _: u32, _: u64, _: u32) -> Result<(), crate::lease::SettleError> {
+    fn settle(&self, _: crate::lease::Settlement) -> Result<(), crate::lease::SettleError> {
         Ok(())
     }
 }

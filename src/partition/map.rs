@@ -93,15 +93,9 @@ impl<K, L: Release> Release for Slot<K, L> {
             None => stamp,
         }
     }
-    fn settle(
-        &self,
-        held: u32,
-        actual: u32,
-        stamp: u64,
-        max_debt: u32,
-    ) -> Result<(), crate::lease::SettleError> {
+    fn settle(&self, s: crate::lease::Settlement) -> Result<(), crate::lease::SettleError> {
         match self.limiter.get() {
-            Some(l) => l.settle(held, actual, stamp, max_debt),
+            Some(l) => l.settle(s),
             None => Err(crate::lease::SettleError::Unsupported),
         }
     }
@@ -201,7 +195,10 @@ impl<K, L: Release> PartitionLease<K, L> {
     ) -> Result<(), crate::lease::SettleError> {
         if actual != self.permits {
             match &self.slot {
-                Some(slot) => slot.settle(self.permits, actual, self.stamp, max_debt)?,
+                Some(slot) => slot.settle(
+                    crate::lease::Settlement::new(self.permits, actual, self.stamp)
+                        .within(max_debt),
+                )?,
                 None => return Err(crate::lease::SettleError::Unsupported),
             }
             self.permits = actual;

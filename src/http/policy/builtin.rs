@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::http::client_ip::ClientIp;
 use crate::http::key_hash::KeyHashBuilder;
 use crate::lease::Release;
-use crate::lease::{OwnedLease, Reason, Rejection, SettleError};
+use crate::lease::{OwnedLease, Reason, Rejection, SettleError, Settlement};
 use crate::limiter::{AcquireAsync, Limiter};
 use crate::limiter::{AcquireOwned, Replenishing};
 use crate::partition::{
@@ -227,16 +227,6 @@ impl<C: Clock + Send + Sync + 'static> Charge for Single<C> {
         charged(r, || self.limiter.quota(), want_quota)
     }
 
-    fn settle(
-        &self,
-        _key: &Key,
-        held: &mut Held,
-        actual: u32,
-        max_debt: u32,
-    ) -> Result<(), SettleError> {
-        held.settle_owned(actual, max_debt)
-    }
-
     fn quota(&self, _key: &Key) -> QuotaState {
         self.limiter.quota()
     }
@@ -368,15 +358,9 @@ impl<C: Clock + Send + Sync + 'static> Charge for Keyed<C> {
         charged(r, || self.limiter.quota(&key), want_quota)
     }
 
-    fn settle(
-        &self,
-        key: &Key,
-        held: &mut Held,
-        actual: u32,
-        max_debt: u32,
-    ) -> Result<(), SettleError> {
+    fn settle(&self, key: &Key, held: &mut Held, s: Settlement) -> Result<(), SettleError> {
         match held {
-            Held::Keyed(l) => self.limiter.settle_within(key, l, actual, max_debt),
+            Held::Keyed(l) => self.limiter.settle_within(key, l, s.actual, s.max_debt),
             Held::Owned(_) => Err(SettleError::Unsupported),
         }
     }
@@ -541,16 +525,6 @@ impl<L: Part> Charge for Many<L> {
             || self.quota(&key),
             want_quota,
         )
-    }
-
-    fn settle(
-        &self,
-        _key: &Key,
-        held: &mut Held,
-        actual: u32,
-        max_debt: u32,
-    ) -> Result<(), SettleError> {
-        held.settle_owned(actual, max_debt)
     }
 
     fn quota(&self, key: &Key) -> QuotaState {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::Policy;
 use super::{Denial, Key, RequestView};
 use crate::http::meter::Meter;
-use crate::lease::{Lease, OwnedLease, SettleError};
+use crate::lease::{Lease, OwnedLease, SettleError, Settlement};
 use crate::quota::QuotaState;
 
 type CostFn = dyn Fn(&RequestView<'_>) -> u32 + Send + Sync;
@@ -179,14 +179,6 @@ pub(crate) enum Held {
 }
 
 impl Held {
-    /// Settles an owned lease by itself (a keyed one needs its limiter and key).
-    pub(crate) fn settle_owned(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
-        match self {
-            Held::Owned(l) => l.settle_within(actual, max_debt),
-            Held::Keyed(_) => Err(SettleError::Unsupported),
-        }
-    }
-
     fn permits(&self) -> u32 {
         match self {
             Held::Owned(l) => l.permits(),
@@ -206,14 +198,15 @@ pub(crate) trait Charge: Send + Sync + 'static {
         want_quota: bool,
     ) -> Result<(Held, Option<QuotaState>), Denial>;
 
-    /// Settles `held`, granted for `key`, to `actual` permits, owing at most `max_debt`.
-    fn settle(
-        &self,
-        key: &Key,
-        held: &mut Held,
-        actual: u32,
-        max_debt: u32,
-    ) -> Result<(), SettleError>;
+    /// Settles `held`, granted for `key`, to `s.actual` permits, owing at most `s.max_debt`.
+    /// An owned lease settles by itself (the default); a keyed one needs its limiter and key.
+    fn settle(&self, key: &Key, held: &mut Held, s: Settlement) -> Result<(), SettleError> {
+        let _ = key;
+        match held {
+            Held::Owned(l) => l.settle_within(s.actual, s.max_debt),
+            Held::Keyed(_) => Err(SettleError::Unsupported),
+        }
+    }
 
     /// `key`'s quota now.
     fn quota(&self, key: &Key) -> QuotaState;
@@ -258,7 +251,8 @@ impl Charged {
     pub(crate) fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
         let taken = self.held.permits();
         let max_debt = self.rules.max_debt.unwrap_or(u32::MAX);
-        let r = self.by.settle(&self.key, &mut self.held, actual, max_debt);
+        let s = Settlement::new(taken, actual, 0).within(max_debt);
+        let r = self.by.settle(&self.key, &mut self.held, s);
         if let Err(e) = r {
             self.rules.refused(e, taken, actual);
         }
