@@ -2,10 +2,8 @@
 //! request every policy let through, and how the layer gathers it on the way.
 
 use core::time::Duration;
-use std::sync::Arc;
 
 use super::policy::{Key, RequestView};
-use super::shared::Shared;
 use crate::quota::QuotaState;
 
 /// A request that every policy of its way let through, as the
@@ -118,6 +116,14 @@ pub struct PolicyGrant<'a> {
 
 pub(super) type GrantHook = dyn Fn(&Granted<'_>) + Send + Sync;
 
+/// What a [`Report`] needs of the layer to show a grant: its hook and its policies' names.
+pub(super) trait Hooked {
+    /// The `on_granted` hook, if set.
+    fn hook(&self) -> Option<&GrantHook>;
+    /// The name of policy `i`.
+    fn policy_name(&self, i: usize) -> &str;
+}
+
 /// One policy's part of a grant, until the hook sees it.
 #[derive(Clone, Copy)]
 struct Entry {
@@ -141,8 +147,8 @@ pub(super) trait Record {
     fn shadow_refused(&mut self, slot: usize, i: usize, quota: Option<QuotaState>);
     /// What a request that goes on to wait carries (nothing, without the hook).
     fn into_report(self) -> Option<Box<Report>>;
-    /// Every policy let the request through: the hook sees it.
-    fn done(&self, shared: &Arc<Shared>, view: &RequestView<'_>);
+    /// Every policy let the request through: the layer's hook, if set, sees it.
+    fn done(&self, layer: &impl Hooked, view: &RequestView<'_>);
 }
 
 impl Record for () {
@@ -157,7 +163,7 @@ impl Record for () {
         None
     }
     #[inline(always)]
-    fn done(&self, _: &Arc<Shared>, _: &RequestView<'_>) {}
+    fn done(&self, _: &impl Hooked, _: &RequestView<'_>) {}
 }
 
 /// The grants of a request so far, for the hook (also carried by every waiting request: the
@@ -208,13 +214,13 @@ impl Record for Report {
         Some(Box::new(self))
     }
 
-    fn done(&self, shared: &Arc<Shared>, view: &RequestView<'_>) {
-        let Some(hook) = &shared.on_granted else {
+    fn done(&self, layer: &impl Hooked, view: &RequestView<'_>) {
+        let Some(hook) = layer.hook() else {
             return;
         };
         let seen = |e: &Option<Entry>| {
             e.map(|e| PolicyGrant {
-                policy: &shared.policies[e.i].name,
+                policy: layer.policy_name(e.i),
                 key: e.key,
                 permits: e.permits,
                 waited: e.waited,

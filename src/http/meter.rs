@@ -20,10 +20,6 @@
 
 use std::sync::Arc;
 
-use super::policy::Permit;
-#[cfg(feature = "metrics")]
-use super::policy::SharedClock;
-
 /// What one policy's decision on one request came to: the `result` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
@@ -40,7 +36,7 @@ pub(super) enum Outcome {
 }
 
 #[cfg(feature = "metrics")]
-pub(super) use on::{Meter, Metered, QueueTimer};
+pub(super) use on::{LeaseTimer, Meter, QueueTimer};
 
 #[cfg(not(feature = "metrics"))]
 pub(super) use off::{Meter, QueueTimer};
@@ -51,8 +47,11 @@ mod on {
 
     use metrics::{Counter, Gauge, Histogram, SharedString, Unit};
 
-    use super::{Outcome, Permit, SharedClock};
+    use super::Outcome;
     use crate::clock::Clock;
+
+    /// The layer's clock (what [`SharedClock`](crate::http::SharedClock) names).
+    type SharedClock = Arc<dyn Clock + Send + Sync>;
 
     const REQUESTS: &str = "tollgate.http.rate_limiting.requests";
     const ACTIVE: &str = "tollgate.http.rate_limiting.active_request_leases";
@@ -112,15 +111,14 @@ mod on {
             self.settles_refused.increment(1);
         }
 
-        /// `permit`, as a lease this meter times from now until it is dropped (the end of the
-        /// response body).
-        pub(in crate::http) fn lease(self: &Arc<Self>, permit: Permit) -> Permit {
+        /// A lease starts: timed from now until the timer is dropped (with its permit, at the
+        /// end of the response body).
+        pub(in crate::http) fn lease(self: &Arc<Self>) -> LeaseTimer {
             self.active.increment(1.0);
-            Permit::metered(Metered {
-                inner: permit,
+            LeaseTimer {
                 meter: self.clone(),
                 since: self.now(),
-            })
+            }
         }
 
         /// A request starts waiting in the policy's queue.
@@ -176,15 +174,15 @@ mod on {
         );
     }
 
-    /// A granted request's lease, timed: its permit, and when it was granted.
+    /// A granted request's lease, timed: when it was granted; its duration recorded when this
+    /// is dropped.
     #[derive(Debug)]
-    pub(in crate::http) struct Metered {
-        pub(in crate::http) inner: Permit,
+    pub(in crate::http) struct LeaseTimer {
         meter: Arc<Meter>,
         since: u64,
     }
 
-    impl Drop for Metered {
+    impl Drop for LeaseTimer {
         fn drop(&mut self) {
             let m = &self.meter;
             m.lease_duration.record(m.seconds_since(self.since));
@@ -230,7 +228,7 @@ mod on {
 mod off {
     use std::sync::Arc;
 
-    use super::{Outcome, Permit};
+    use super::Outcome;
 
     /// No instruments without the `metrics` feature: never made.
     #[derive(Debug)]
@@ -242,10 +240,6 @@ mod off {
     impl Meter {
         pub(in crate::http) fn count(&self, _: Outcome) {
             match *self {}
-        }
-
-        pub(in crate::http) fn lease(self: &Arc<Self>, _: Permit) -> Permit {
-            match **self {}
         }
 
         pub(in crate::http) fn queued(self: &Arc<Self>) -> QueueTimer {

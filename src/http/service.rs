@@ -159,7 +159,7 @@ impl Admitted {
                 }
             }
         }
-        report.done(shared, view);
+        report.done(&**shared, view);
         match self.split() {
             (None, None) => Verdict::Pass,
             (permits, extra) => Verdict::Forward(permits, extra),
@@ -180,7 +180,7 @@ impl Admitted {
         let p = &shared.policies[i];
         if let Some(m) = &p.meter {
             m.count(Outcome::Acquired);
-            g.permit = m.lease(g.permit);
+            g.permit = g.permit.timed(m);
         }
         self.permits.0[slot] = g.permit;
         let pause = p.pause_key(view, &shared.client_ip);

@@ -10,7 +10,7 @@ use super::body::LimitedBody;
 use super::client_ip::ClientIp;
 use super::compiled::{Compiled, Step};
 use super::endpoint::{Endpoint, Mode, Selector};
-use super::granted::{GrantHook, Record};
+use super::granted::{GrantHook, Hooked, Record};
 use super::headers::Headers;
 use super::meter::QueueTimer;
 use super::policy::{Denial, Grant, Key, RequestView, SharedClock};
@@ -36,6 +36,16 @@ pub(super) type Plan = [Option<usize>; 2];
 
 /// The quotas an admitted request reports: each with the index of its policy.
 pub(super) type Quotas = [Option<(usize, QuotaState)>; 2];
+
+impl Hooked for Shared {
+    fn hook(&self) -> Option<&GrantHook> {
+        self.on_granted.as_deref()
+    }
+
+    fn policy_name(&self, i: usize) -> &str {
+        &self.policies[i].name
+    }
+}
 
 impl Shared {
     /// The index of the policy `name`.

@@ -7,6 +7,7 @@ use super::charge::Charged;
 use super::Key;
 #[cfg(doc)]
 use super::Policy;
+use crate::http::meter::Meter;
 #[cfg(doc)]
 use crate::lease::Reason;
 use crate::lease::{OwnedLease, Rejection, SettleError};
@@ -31,6 +32,16 @@ use crate::quota::QuotaState;
 #[derive(Debug, Default)]
 pub struct Permit(pub(super) PermitInner);
 
+/// A granted request's permit, timed for the layer's metrics: the timer records the lease's
+/// duration when dropped, as the permit goes.
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+pub(in crate::http) struct Metered {
+    pub(in crate::http) inner: Permit,
+    /// Held for its drop, which records the duration.
+    _timer: crate::http::meter::LeaseTimer,
+}
+
 #[derive(Debug, Default)]
 pub(super) enum PermitInner {
     #[default]
@@ -41,7 +52,7 @@ pub(super) enum PermitInner {
     Adaptive(crate::adaptive::OwnedAdaptiveLease),
     /// A permit timed for the layer's metrics, from the grant to the end of the response.
     #[cfg(feature = "metrics")]
-    Metered(Box<crate::http::meter::Metered>),
+    Metered(Box<Metered>),
     /// A cost or outcome policy's lease, settled by the response.
     Charged(Box<Charged>),
 }
@@ -99,10 +110,17 @@ impl Permit {
         Permit(PermitInner::Adaptive(lease))
     }
 
-    /// `metered`, as a permit (the layer's metrics time it until it is dropped).
-    #[cfg(feature = "metrics")]
-    pub(in crate::http) fn metered(metered: crate::http::meter::Metered) -> Self {
-        Permit(PermitInner::Metered(Box::new(metered)))
+    /// This permit, timed by `meter` as a lease until it is dropped (the layer's metrics).
+    /// Out of line: a layer without metrics never calls it.
+    #[inline(never)]
+    pub(in crate::http) fn timed(self, meter: &Arc<Meter>) -> Self {
+        #[cfg(feature = "metrics")]
+        return Permit(PermitInner::Metered(Box::new(Metered {
+            _timer: meter.lease(),
+            inner: self,
+        })));
+        #[cfg(not(feature = "metrics"))]
+        match **meter {}
     }
 
     /// A charged request's permit (see [`Policy::cost`]).
