@@ -107,6 +107,20 @@ impl Settlement {
     }
 }
 
+/// Settles `s` through `limiter` (none: [`SettleError::Unsupported`]) if it changes the count:
+/// on success a lease's `permits` become `s.actual`; on a refusal they stay.
+pub(crate) fn settle_count<R: Release + ?Sized>(
+    permits: &mut u32,
+    s: Settlement,
+    limiter: Option<&R>,
+) -> Result<(), SettleError> {
+    if s.actual != s.held {
+        limiter.ok_or(SettleError::Unsupported)?.settle(s)?;
+        *permits = s.actual;
+    }
+    Ok(())
+}
+
 /// Why [`Lease::settle`] changed nothing.
 ///
 /// ```
@@ -380,12 +394,8 @@ impl<'a> Lease<'a> {
     /// assert_eq!(budget.available_permits(), 0);
     /// ```
     pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
-        if actual != self.permits {
-            let s = Settlement::new(self.permits, actual, self.stamp());
-            self.limiter.settle(s.within(max_debt))?;
-            self.permits = actual;
-        }
-        Ok(())
+        let s = Settlement::new(self.permits, actual, self.stamp()).within(max_debt);
+        settle_count(&mut self.permits, s, Some(self.limiter))
     }
 
     /// [`settle`](Self::settle) through `limiter`, which must be the limiter that granted
@@ -431,12 +441,8 @@ impl<'a> Lease<'a> {
         actual: u32,
         max_debt: u32,
     ) -> Result<(), SettleError> {
-        if actual != self.permits {
-            let s = Settlement::new(self.permits, actual, self.stamp());
-            limiter.settle(s.within(max_debt))?;
-            self.permits = actual;
-        }
-        Ok(())
+        let s = Settlement::new(self.permits, actual, self.stamp()).within(max_debt);
+        settle_count(&mut self.permits, s, Some(limiter))
     }
 
     /// Tells the lease's limiter that the call made under it was dropped for overload (a
@@ -637,16 +643,8 @@ impl OwnedLease {
     /// lease.settle_within(9, 1).unwrap();
     /// ```
     pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
-        if actual != self.permits {
-            match &self.limiter {
-                Some(l) => {
-                    l.settle(Settlement::new(self.permits, actual, self.stamp).within(max_debt))?
-                }
-                None => return Err(SettleError::Unsupported),
-            }
-            self.permits = actual;
-        }
-        Ok(())
+        let s = Settlement::new(self.permits, actual, self.stamp).within(max_debt);
+        settle_count(&mut self.permits, s, self.limiter.as_deref())
     }
 
     /// [`Lease::dropped`]: the call made under this lease was dropped for overload.

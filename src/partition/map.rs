@@ -193,17 +193,8 @@ impl<K, L: Release> PartitionLease<K, L> {
         actual: u32,
         max_debt: u32,
     ) -> Result<(), crate::lease::SettleError> {
-        if actual != self.permits {
-            match &self.slot {
-                Some(slot) => slot.settle(
-                    crate::lease::Settlement::new(self.permits, actual, self.stamp)
-                        .within(max_debt),
-                )?,
-                None => return Err(crate::lease::SettleError::Unsupported),
-            }
-            self.permits = actual;
-        }
-        Ok(())
+        let s = crate::lease::Settlement::new(self.permits, actual, self.stamp).within(max_debt);
+        crate::lease::settle_count(&mut self.permits, s, self.slot.as_deref())
     }
 }
 
