@@ -291,6 +291,19 @@ impl Plan {
         }
     }
 
+    /// The most a settle may leave a key at (the settle scripts' `ARGV[3]`), owing at most
+    /// `max_debt` permits and no more than one limit: for GCRA and the leaky meter the debt
+    /// in µs, the tolerance `burst × T` and `min(burst, max_debt) × T` more; for the others
+    /// a count (taken, missing from full, or weighted), the limit and `min(limit, max_debt)`
+    /// more.
+    pub(super) fn settle_most(&self, max_debt: u32) -> u64 {
+        let owed = u64::from(self.limit.min(max_debt));
+        match self.kind {
+            Kind::Gcra => self.consts[0] + owed * self.consts[1],
+            _ => u64::from(self.limit) + owed,
+        }
+    }
+
     /// GCRA's plan (also the leaky meter's): `burst` cells of `t` µs each, keys named
     /// `<tag><t>`.
     fn gcra(burst: u32, t: u64, tag: &str) -> Self {

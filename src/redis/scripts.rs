@@ -536,6 +536,8 @@ local base = k * @PER@
 /// Constants: `L`, `L2`, `PER`, `P`, `KMAX` (as [`BUCKET_ONE`]).
 pub(crate) const BUCKET_ONE_SETTLE: &str = r#"
 @@TIME@@
+-- The most the key may owe after the settle (ARGV[3]): see `Plan::settle_most`.
+local most = tonumber(ARGV[3])
 local fmt = string.format
 local k = (now - now % @P@) / @P@
 if k > @KMAX@ then return redis.error_reply('TOLLGATE one-number bucket past its last period') end
@@ -568,7 +570,7 @@ else
   local owed = f - base
   local no = owed + d
   if no < 0 then no = 0 end
-  if no > @L2@ then
+  if no > most then
     r = 'd'
   else
     local nf = base + no
@@ -599,6 +601,8 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// Constants: `L`, `L2`, `PER`, `P` (as [`BUCKET`]).
 pub(crate) const BUCKET_SETTLE: &str = r#"
 @@TIME@@
+-- The most the key may owe after the settle (ARGV[3]): see `Plan::settle_most`.
+local most = tonumber(ARGV[3])
 local fmt, find, sub = string.format, string.find, string.sub
 local k = (now - now % @P@) / @P@
 local key, d, r = KEYS[1], tonumber(ARGV[1])
@@ -639,7 +643,7 @@ else
   end
   local no = owed + d
   if no < 0 then no = 0 end
-  if no > @L2@ then
+  if no > most then
     r = 'd'
   else
     if no ~= owed then
@@ -778,6 +782,8 @@ local ks = fmt('%d', k)
 /// Constants: `L2` (twice the limit), `SEGS` (segments per window), `SEG` (segment length, µs).
 pub(crate) const SLIDING_SETTLE: &str = r#"
 @@TIME@@
+-- The most the key may owe after the settle (ARGV[3]): see `Plan::settle_most`.
+local most = tonumber(ARGV[3])
 local fmt, find, sub = string.format, string.find, string.sub
 local k = (now - now % @SEG@) / @SEG@
 -- c[m] holds segment lo + m (m = 1..segs); segments at or before lo have left the window.
@@ -826,7 +832,7 @@ else
       c[m] = c[m] - back
       used = used - back
       changed = back > 0
-    elseif used + d > @L2@ then
+    elseif used + d > most then
       r = 'd'
       changed = false
     else
@@ -930,6 +936,8 @@ local ERR = 'e'
 /// Constants: `L` (the limit), `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const FIXED_SETTLE: &str = r#"
 @@TIME@@
+-- The most the key may owe after the settle (ARGV[3]): see `Plan::settle_most`.
+local most = tonumber(ARGV[3])
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
@@ -943,7 +951,7 @@ else
   local nc = redis.pcall('INCRBY', key, a)
   if type(nc) ~= 'number' then
     r = 'e'
-  elseif nc > @L2@ then
+  elseif nc > most then
     redis.call('DECRBY', key, a)
     r = 'd'
   else
@@ -992,6 +1000,8 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// µs).
 pub(crate) const GCRA_SETTLE: &str = r#"
 @@TIME@@
+-- The most the key may owe after the settle (ARGV[3]): see `Plan::settle_most`.
+local most = tonumber(ARGV[3])
 local fmt = string.format
 local key, d, r = KEYS[1], tonumber(ARGV[1])
 local v = redis.pcall('GET', key)
@@ -1021,7 +1031,7 @@ else
   end
   local nd = debt + d * @EM@
   if nd < 0 then nd = 0 end
-  if nd > @DEBT@ then
+  if nd > most then
     r = 'd'
   else
     local need = now + nd
@@ -1055,6 +1065,8 @@ return t[1] .. ' ' .. t[2] .. ' ' .. r
 /// Constants: `L2` (twice the limit), `W` (the window, µs).
 pub(crate) const COUNTER_SETTLE: &str = r#"
 @@TIME@@
+-- The most the key may owe after the settle (ARGV[3]): see `Plan::settle_most`.
+local most = tonumber(ARGV[3])
 local fmt = string.format
 local into = now % @W@
 local k = (now - into) / @W@
@@ -1093,7 +1105,7 @@ else
       redis.call('PEXPIRE', key, fmt('%d', (ms - ms % 1000) / 1000))
     end
     local cur = c - d
-    if cur >= 0 and cur <= @L2@ - d and prev * (@W@ - into) <= (@L2@ - cur - d) * @W@ then
+    if cur >= 0 and cur <= most - d and prev * (@W@ - into) <= (most - cur - d) * @W@ then
       r = fmt('%d', c)
     else
       redis.call('DECRBY', key, a)

@@ -241,6 +241,36 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         lease: &mut Lease<'_>,
         actual: u32,
     ) -> Result<(), RedisSettleError> {
+        self.settle_within(partition, lease, actual, u32::MAX).await
+    }
+
+    /// [`settle`](Self::settle), leaving `partition` owing at most `max_debt` permits (see
+    /// [`Lease::settle_within`](crate::Lease::settle_within); the limit of debt is checked in
+    /// the same script, in the same round trip). A debit taken from this machine's lease of
+    /// the window owes nothing, and is never refused by the bound.
+    ///
+    /// ```no_run
+    /// # use core::time::Duration;
+    /// # use tollgate::redis::*;
+    /// # use tollgate::{FixedWindowOptions, SettleError};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let conn = ::redis::Client::open("redis://127.0.0.1/")?.get_connection_manager().await?;
+    /// let tokens = Algorithm::FixedWindow(FixedWindowOptions::new(10_000, Duration::from_secs(60)));
+    /// let limiter = RedisLimiter::builder(conn, "llm", tokens, FailurePolicy::FailClosed).build()?;
+    /// let mut lease = limiter.acquire("customer-42", 10_000).await?;
+    /// // A customer may owe at most 500 tokens into the next window.
+    /// let past = limiter.settle_within("customer-42", &mut lease, 10_600, 500).await;
+    /// assert_eq!(past, Err(RedisSettleError::Settle(SettleError::DebtLimit)));
+    /// limiter.settle_within("customer-42", &mut lease, 10_500, 500).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle_within(
+        &self,
+        partition: &str,
+        lease: &mut Lease<'_>,
+        actual: u32,
+        max_debt: u32,
+    ) -> Result<(), RedisSettleError> {
         let held = lease.permits();
         if actual == held {
             return Ok(());
@@ -282,7 +312,8 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
         }
         let key = self.key(partition);
         let delta = i64::from(actual) - i64::from(held);
-        match self.call_settle(&key, delta, window).await {
+        let most = inner.plan.settle_most(max_debt);
+        match self.call_settle(&key, delta, window, most).await {
             Ok(Settled::Done) => {
                 if delta < 0 {
                     if let Some(cache) = &inner.cache {
@@ -304,12 +335,23 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisLimiter<C> {
 
     /// One run of the settle script on `key`: `delta` permits more (or fewer), for a lease of
     /// `window` (modulo 2^29; the fixed window's). `EVALSHA`, then `EVAL` after `NOSCRIPT`.
-    async fn call_settle(&self, key: &str, delta: i64, window: u64) -> Result<Settled, CallError> {
+    async fn call_settle(
+        &self,
+        key: &str,
+        delta: i64,
+        window: u64,
+        most: u64,
+    ) -> Result<Settled, CallError> {
         let inner = &*self.inner;
         let (source, script) = &inner.plan.settle;
         let command = |name: &str, script: &str| {
             let mut c = ::redis::cmd(name);
-            c.arg(script).arg(1).arg(key).arg(delta).arg(window);
+            c.arg(script)
+                .arg(1)
+                .arg(key)
+                .arg(delta)
+                .arg(window)
+                .arg(most);
             c
         };
         super::stats::bump(&inner.counts.runs);

@@ -1216,3 +1216,74 @@ async fn settle_two_number_token_bucket_reads_the_two_word_state_of_earlier_writ
     let d = l.decide("k", 0).await;
     assert!(d.remaining >= 1_000, "{d:?}");
 }
+
+/// `settle_within(.., max_debt)` on every algorithm: with the whole limit taken, a debit that
+/// would owe `max_debt + 1` is refused in the same script and takes nothing (the key's state
+/// is unchanged), one that owes exactly `max_debt` goes through; `settle` keeps the bound of
+/// one limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_within_bounds_the_debt_on_every_algorithm() {
+    let mut conn = manager(&url()).await;
+    let minute = Duration::from_secs(60);
+    let algorithms = [
+        ("fw", fixed(10, HOUR), 10),
+        ("sw", sliding(10, HOUR, 4), 10),
+        (
+            "sc",
+            Algorithm::SlidingCounter(SlidingCounterOptions::new(10, HOUR)),
+            10,
+        ),
+        ("gcra", gcra(10, minute), 10),
+        (
+            "tb1",
+            Algorithm::TokenBucket(TokenBucketOptions::new(10, 1, minute)),
+            10,
+        ),
+        ("tb2", two_number_bucket(), TB2_LIMIT),
+    ];
+    for (name, algorithm, limit) in algorithms {
+        let l = limiter(
+            conn.clone(),
+            &format!("settle-within-{name}"),
+            algorithm,
+            FailurePolicy::FailClosed,
+        );
+        for max_debt in [0, 3] {
+            let key = format!("m{max_debt}");
+            let mut lease = l.acquire(&key, limit).await.unwrap();
+            let keys: Vec<String> = conn.keys(format!("{}*", l.key(&key))).await.unwrap();
+            let mut before = Vec::new();
+            for k in &keys {
+                let v: Option<String> = conn.get(k).await.unwrap();
+                before.push(v);
+            }
+            let err = l
+                .settle_within(&key, &mut lease, limit + max_debt + 1, max_debt)
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err,
+                RedisSettleError::Settle(SettleError::DebtLimit),
+                "{name}, bound {max_debt}"
+            );
+            assert_eq!(lease.permits(), limit, "{name}");
+            for (k, was) in keys.iter().zip(&before) {
+                let now: Option<String> = conn.get(k).await.unwrap();
+                assert_eq!(&now, was, "{name}: {k} unchanged");
+            }
+            if max_debt > 0 {
+                l.settle_within(&key, &mut lease, limit + max_debt, max_debt)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: owing {max_debt}: {e}"));
+                assert_eq!(lease.permits(), limit + max_debt, "{name}");
+            }
+        }
+        // The default bound: one limit.
+        let mut lease = l.acquire("whole", limit).await.unwrap();
+        assert!(
+            l.settle("whole", &mut lease, 2 * limit + 1).await.is_err(),
+            "{name}"
+        );
+        l.settle("whole", &mut lease, 2 * limit).await.unwrap();
+    }
+}
