@@ -34,14 +34,15 @@ pub trait Leases {
     /// ```
     fn release_in_reverse(self);
 
-    /// Settles every lease to `actual` (see [`Lease::settle`]), in order: all or nothing
+    /// Settles every lease to `actual`, each limiter owing at most `max_debt` after it (see
+    /// [`Lease::settle_within`]), in order: all or nothing
     /// where the limiters allow it. When one refuses, those settled before it are settled
     /// back to what they held and its error is returned (a refused debit is undone exactly:
     /// undoing a debit is a refund). The default, for leases that cannot settle (a
     /// [`PartitionedChain`](crate::PartitionedChain)'s), changes nothing and answers
     /// [`SettleError::Unsupported`].
-    fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
-        let _ = actual;
+    fn settle_each(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
+        let _ = (actual, max_debt);
         Err(SettleError::Unsupported)
     }
 
@@ -71,9 +72,10 @@ fn settle_slice(
     leases: &mut [Lease<'_>],
     held: &[u32],
     actual: impl Fn(usize) -> u32,
+    max_debt: u32,
 ) -> Result<(), SettleError> {
     for i in 0..leases.len() {
-        if let Err(e) = leases[i].settle(actual(i)) {
+        if let Err(e) = leases[i].settle_within(actual(i), max_debt) {
             for (done, &h) in leases[..i].iter_mut().zip(held).rev() {
                 let _ = done.settle(h);
             }
@@ -95,9 +97,9 @@ impl<const N: usize> Leases for [Lease<'_>; N] {
         }
     }
 
-    fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
+    fn settle_each(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         let held = permits_of(self);
-        settle_slice(self, &held, |_| actual)
+        settle_slice(self, &held, |_| actual, max_debt)
     }
 
     fn report_each(&mut self, outcome: Outcome) {
@@ -113,9 +115,9 @@ impl Leases for alloc::vec::Vec<Lease<'_>> {
         }
     }
 
-    fn settle_each(&mut self, actual: u32) -> Result<(), SettleError> {
+    fn settle_each(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         let held: alloc::vec::Vec<u32> = self.iter().map(Lease::permits).collect();
-        settle_slice(self, &held, |_| actual)
+        settle_slice(self, &held, |_| actual, max_debt)
     }
 
     fn report_each(&mut self, outcome: Outcome) {
@@ -190,10 +192,33 @@ impl<T: Leases> ChainLease<T> {
     /// assert_eq!((tenant.available_permits(), user.available_permits()), (9_750, 1_750));
     /// ```
     pub fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
+        self.settle_within(actual, u32::MAX)
+    }
+
+    /// [`settle`](Self::settle), each limiter of the chain owing at most `max_debt` permits
+    /// after it (see [`Lease::settle_within`]): all or nothing.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use tollgate::*;
+    ///
+    /// let clock = ManualClock::new();
+    /// let minute = Duration::from_secs(60);
+    /// let tenant = TokenBucketLimiter::with_clock(TokenBucketOptions::new(1_000, 1_000, minute), &clock).unwrap();
+    /// let user = TokenBucketLimiter::with_clock(TokenBucketOptions::new(100, 100, minute), &clock).unwrap();
+    /// let chain = Chain::new((&tenant, &user));
+    /// let mut lease = chain.try_acquire(100).unwrap();
+    /// // 130 would leave the user owing 30: refused, and the tenant settled back.
+    /// assert_eq!(lease.settle_within(130, 20), Err(SettleError::DebtLimit));
+    /// assert_eq!((tenant.available_permits(), user.available_permits()), (900, 0));
+    /// lease.settle_within(120, 20).unwrap();
+    /// assert_eq!(tenant.available_permits(), 880);
+    /// ```
+    pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
         let Some(leases) = self.leases.as_mut() else {
             return Err(SettleError::Unsupported);
         };
-        leases.settle_each(actual)?;
+        leases.settle_each(actual, max_debt)?;
         self.permits = actual;
         Ok(())
     }
@@ -265,7 +290,7 @@ impl<const N: usize> ChainLease<[Lease<'_>; N]> {
             return Err(SettleError::Unsupported);
         };
         let held = permits_of(leases);
-        settle_slice(leases, &held, |i| actual[i])?;
+        settle_slice(leases, &held, |i| actual[i], u32::MAX)?;
         self.permits = actual.first().copied().unwrap_or(0);
         Ok(())
     }
