@@ -249,9 +249,9 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             // Every counted permit is in the current segment: they all come back together when
             // it leaves the window, and then `n <= limit` fits. No ring to read.
             0 => s.segments,
-            prev => {
+            _ => {
                 let missing = used + u64::from(n) - u64::from(s.limit);
-                let slides = self.slides_to_free(tick, tick, used - u64::from(prev), missing);
+                let slides = self.slides_in_own(tick, missing);
                 // The slots read belong to this word's window while the word stands.
                 unchanged().then_some(slides)?
             }
@@ -261,17 +261,41 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         Some(Err(Nanos::from_u64(ns - into)))
     }
 
+    /// [`slides_to_free`](Self::slides_to_free) for the window ending at the header's own
+    /// segment `tick` (the quick path's denial): there the current segment leaves last,
+    /// after `segments` slides, which is also the answer when the earlier ones do not free
+    /// enough, so its count is not needed (152 → 131 instructions for the denial behind
+    /// earlier segments, iai: fewer values live across the walk).
+    #[inline(always)]
+    fn slides_in_own(&self, tick: u64, missing: u64) -> u64 {
+        self.slides_from(tick, tick, missing, &mut 0)
+    }
+
     /// How many segments the window ending at segment `base` must slide before `missing`
     /// permits have left it (its oldest segments leave first), on a header at `tick` with `cur`
     /// permits in it: `segments` if they only leave with the current segment.
     #[inline]
     fn slides_to_free(&self, base: u64, tick: u64, cur: u64, missing: u64) -> u64 {
         let segments = self.segments;
-        // The walk of `window_counts`, written out: here it costs 45 instructions fewer (the
-        // denial behind earlier segments, iai). The window holds segments `first..=base`; segment `j` leaves it after
-        // `j + segments - base` slides.
         let first = (base + 1).saturating_sub(segments);
         let mut freed = 0;
+        match self.slides_from(base, tick, missing, &mut freed) {
+            // Freed by an earlier segment's leaving.
+            slides if slides < segments => slides,
+            _ if tick >= first && freed + cur >= missing => tick + segments - base,
+            _ => segments,
+        }
+    }
+
+    /// The walk of `window_counts` over the ring's segments before `tick` in the window ending
+    /// at `base`, written out (45 instructions fewer than the iterator for the denial behind
+    /// earlier segments, iai): the slides until the first of them whose leaving frees
+    /// `missing` permits (segment `j` leaves after `j + segments - base`: fewer than
+    /// `segments`), else `segments`, with what they free in all counted in `freed`.
+    #[inline(always)]
+    fn slides_from(&self, base: u64, tick: u64, missing: u64, freed: &mut u64) -> u64 {
+        let segments = self.segments;
+        let first = (base + 1).saturating_sub(segments);
         let mut index = self.index(first);
         for j in first..tick {
             // A mask finds a power-of-two ring's slot afresh (fewer registers held across the
@@ -281,17 +305,14 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
             } else {
                 index
             };
-            freed += u64::from(self.frozen_in(slot, j));
-            if freed >= missing {
+            *freed += u64::from(self.frozen_in(slot, j));
+            if *freed >= missing {
                 return j + segments - base;
             }
             index += 1;
             if index == self.slots() {
                 index = 0;
             }
-        }
-        if tick >= first && freed + cur >= missing {
-            return tick + segments - base;
         }
         segments
     }
