@@ -74,44 +74,50 @@ fn refund_is_as_if_taken<L: Limiter>(name: &str, make: impl Fn(Arc<ManualClock>)
     }
 }
 
+/// A constructor of one of the seven rate limiters, on the clock it is given.
+type MakeRate = fn(Arc<ManualClock>) -> Box<dyn Limiter>;
+
+/// The seven rate limiters the settle tests run on, each with a limit of 10, by name.
+fn every_rate_limiter() -> [(&'static str, MakeRate); 7] {
+    const W: Duration = SEC;
+    [
+        ("token bucket", |c| {
+            Box::new(
+                TokenBucketLimiter::with_clock(TokenBucketOptions::new(10, 3, W / 4), c).unwrap(),
+            )
+        }),
+        ("fixed window", |c| {
+            Box::new(FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, W), c).unwrap())
+        }),
+        ("sliding window", |c| {
+            Box::new(
+                SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, W, 4), c).unwrap(),
+            )
+        }),
+        ("sliding counter", |c| {
+            Box::new(
+                SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, W), c).unwrap(),
+            )
+        }),
+        ("sliding log", |c| {
+            Box::new(SlidingLogLimiter::with_clock(SlidingLogOptions::new(10, W), c).unwrap())
+        }),
+        ("gcra", |c| {
+            Box::new(GcraLimiter::with_clock(GcraOptions::per_second(10), c).unwrap())
+        }),
+        ("leaky meter", |c| {
+            Box::new(
+                LeakyBucketMeter::with_clock(LeakyBucketOptions::new(10, 1, W / 10), c).unwrap(),
+            )
+        }),
+    ]
+}
+
 #[test]
 fn a_refund_leaves_every_rate_limiter_as_if_only_the_actual_was_taken() {
-    let w = SEC;
-    refund_is_as_if_taken(
-        "token bucket",
-        |c| TokenBucketLimiter::with_clock(TokenBucketOptions::new(10, 3, w / 4), c).unwrap(),
-        10,
-    );
-    refund_is_as_if_taken(
-        "fixed window",
-        |c| FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, w), c).unwrap(),
-        10,
-    );
-    refund_is_as_if_taken(
-        "sliding window",
-        |c| SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, w, 4), c).unwrap(),
-        10,
-    );
-    refund_is_as_if_taken(
-        "sliding counter",
-        |c| SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, w), c).unwrap(),
-        10,
-    );
-    refund_is_as_if_taken(
-        "sliding log",
-        |c| SlidingLogLimiter::with_clock(SlidingLogOptions::new(10, w), c).unwrap(),
-        10,
-    );
-    refund_is_as_if_taken(
-        "gcra",
-        |c| GcraLimiter::with_clock(GcraOptions::per_second(10), c).unwrap(),
-        10,
-    );
-    refund_is_as_if_taken(
-        "leaky meter",
-        |c| LeakyBucketMeter::with_clock(LeakyBucketOptions::new(10, 1, w / 10), c).unwrap(),
-        10,
-    );
+    for (name, make) in every_rate_limiter() {
+        refund_is_as_if_taken(name, make, 10);
+    }
 }
 
 /// The token bucket of the LLM gateway: a call settled above its estimate puts the bucket into
@@ -826,42 +832,9 @@ fn settle_within_bounds_the_debt<L: Limiter>(
 
 #[test]
 fn settle_within_bounds_every_limiters_debt_by_the_callers_bound() {
-    let w = SEC;
-    settle_within_bounds_the_debt(
-        "token bucket",
-        |c| TokenBucketLimiter::with_clock(TokenBucketOptions::new(10, 3, w / 4), c).unwrap(),
-        10,
-    );
-    settle_within_bounds_the_debt(
-        "fixed window",
-        |c| FixedWindowLimiter::with_clock(FixedWindowOptions::new(10, w), c).unwrap(),
-        10,
-    );
-    settle_within_bounds_the_debt(
-        "sliding window",
-        |c| SlidingWindowLimiter::with_clock(SlidingWindowOptions::new(10, w, 4), c).unwrap(),
-        10,
-    );
-    settle_within_bounds_the_debt(
-        "sliding counter",
-        |c| SlidingCounterLimiter::with_clock(SlidingCounterOptions::new(10, w), c).unwrap(),
-        10,
-    );
-    settle_within_bounds_the_debt(
-        "sliding log",
-        |c| SlidingLogLimiter::with_clock(SlidingLogOptions::new(10, w), c).unwrap(),
-        10,
-    );
-    settle_within_bounds_the_debt(
-        "gcra",
-        |c| GcraLimiter::with_clock(GcraOptions::per_second(10), c).unwrap(),
-        10,
-    );
-    settle_within_bounds_the_debt(
-        "leaky meter",
-        |c| LeakyBucketMeter::with_clock(LeakyBucketOptions::new(10, 1, w / 10), c).unwrap(),
-        10,
-    );
+    for (name, make) in every_rate_limiter() {
+        settle_within_bounds_the_debt(name, make, 10);
+    }
     settle_within_bounds_the_debt(
         "concurrency",
         |_| ConcurrencyLimiter::new(ConcurrencyOptions::new(10)).unwrap(),

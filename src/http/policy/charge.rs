@@ -251,6 +251,7 @@ impl Charged {
     pub(crate) fn settle(&mut self, actual: u32) -> Result<(), SettleError> {
         let taken = self.held.permits();
         let max_debt = self.rules.max_debt.unwrap_or(u32::MAX);
+        // The held lease keeps its own stamp (its settle reads it there): 0 here is unused.
         let s = Settlement::new(taken, actual, 0).within(max_debt);
         let r = self.by.settle(&self.key, &mut self.held, s);
         if let Err(e) = r {
