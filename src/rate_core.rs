@@ -58,6 +58,22 @@ pub(crate) trait RateCore {
         self.available()
     }
 
+    /// [`replenished`](Self::replenished) without the queue lock, when nobody waits and the
+    /// common case holds; `None` sends the caller to the lock (serve the queue, then
+    /// [`replenished`](Self::replenished)).
+    ///
+    /// `Some` only when the state read carried no waiter flag and was brought up to date from
+    /// that very state in one step: a compare-and-swap from it, or nothing to write because no
+    /// refill was due. That step orders the call with a waiter deciding under the lock on an
+    /// earlier clock reading: a waiter whose flag lands first fails the swap (and the call
+    /// takes the lock and serves it); one whose flag comes after re-decides on the refilled
+    /// state (its flag is set by a compare-and-swap too) and takes what this call added. Only a
+    /// core whose every refill changes its word can skip the lock so: for a state computed
+    /// from elapsed time (GCRA), a swap from a word to itself would not order anything.
+    fn replenished_unwaited(&self) -> Option<u64> {
+        None
+    }
+
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short, setting
     /// the flag in the same step when `flag_if_short`.
     fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake;

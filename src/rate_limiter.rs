@@ -325,12 +325,16 @@ macro_rules! rate_limiter {
                 self.core.period()
             }
             fn replenish(&self) -> u64 {
+                // Nobody waiting, in the common case: no lock (the core's one step from a word
+                // with no waiter flag orders this call with a waiter deciding on an earlier
+                // clock reading; see `replenished_unwaited`). Reading the flag alone would not:
+                // such a waiter may set it just after, and nobody would serve it (the loom
+                // models `waiter_served_by_time` find it stranded).
+                if let Some(available) = self.core.replenished_unwaited() {
+                    return available;
+                }
                 // Served first: bringing the word up to date caps the refills at the limit,
-                // which would lose those that came after a waiter fit. Always under the queue
-                // lock, even when the waiters flag reads clear: a waiter deciding under the lock
-                // on a clock reading from before this call's may not have set the flag yet, and
-                // only the lock makes this call serve it once it has (the loom model
-                // `waiter_served_by_time` finds the stranded waiter otherwise).
+                // which would lose those that came after a waiter fit.
                 self.core.base.queue.serve(self);
                 self.core.replenished()
             }

@@ -13,8 +13,11 @@
 
 use std::sync::Arc;
 
+use loom::future::block_on;
 use loom::thread;
-use tollgate::{Instant, Limiter, Rejection, Replenishing, TokenBucketLimiter, TokenBucketOptions};
+use tollgate::{
+    Instant, Limiter, QueueOrder, Rejection, Replenishing, TokenBucketLimiter, TokenBucketOptions,
+};
 use tollgate_loom_tests::{assert_closed, assert_exhausted, check, ns, RecordingClock};
 
 type Bucket = TokenBucketLimiter<RecordingClock>;
@@ -270,5 +273,31 @@ fn reconfigure_races_acquire() {
         let s = l.statistics();
         let got = u64::from(ra.is_ok());
         assert_eq!((s.total_successful, s.total_failed), (got, 2 - got));
+    });
+}
+
+/// A waiter queues on an empty bucket while another thread moves the clock to the next refill
+/// and calls `replenish`: the waiter is always granted (no lost wake-up: `block_on` would
+/// deadlock), exactly once. `replenish` skips the queue lock when the state word carries no
+/// waiter flag; this is the race that skip must not lose: the waiter decides (short) on a clock
+/// reading from before the refill, and sets the flag after `replenish` read the word.
+#[test]
+fn waiter_served_by_time() {
+    check(|| {
+        let clock = RecordingClock::new();
+        let opts = TokenBucketOptions::new(1, 1, ns(10)).with_queue(1, QueueOrder::OldestFirst);
+        let l = Arc::new(TokenBucketLimiter::with_clock(opts, clock.clone()).unwrap());
+        take(&l, 1).unwrap();
+        let l2 = l.clone();
+        let waiter = thread::spawn(move || block_on(l2.acquire(1)).map(|lease| lease.permits()));
+        clock.0.advance(ns(10));
+        let replenished = l.replenish();
+        assert_eq!(waiter.join().unwrap(), Ok(1));
+        assert!(replenished <= 1);
+        let s = l.statistics();
+        assert_eq!(
+            (s.total_successful, s.queued_permits, s.available_permits),
+            (2, 0, 0)
+        );
     });
 }

@@ -370,8 +370,10 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         if into < p {
             return Some(tokens); // in its own tick: `at` changes nothing
         }
-        // Only a reading in the next tick is this quick path's.
-        if into >= crate::ticks::HORIZON_NS || into - p >= p {
+        // Only a reading in the next tick is this quick path's. A reading before the tick's
+        // start is rejected here too: wrapped past 2^63, it is at least two periods of the
+        // 64-bit word (at most 2^62 ns: `Bucket::narrow_shift`) past the start.
+        if into - p >= p {
             return None;
         }
         let refilled = (u64::from(tokens) + u64::from(r.per_tick)).min(u64::from(r.limit));
@@ -431,6 +433,17 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     #[inline]
     fn replenished(&self) -> u64 {
         u64::from(self.catch_up_tokens())
+    }
+
+    /// The 64-bit word's quick catch-up ([`catch_up_quick`](Self::catch_up_quick)): it reads
+    /// a word with no flag set and either finds nothing to write (full, or in its own tick:
+    /// a waiter short on this word is short at this call's instant too) or swaps in the next
+    /// tick's refill from that word, which advances the tick, so no waiter's flag can slip in
+    /// unseen between the reading and the swap.
+    #[inline]
+    fn replenished_unwaited(&self) -> Option<u64> {
+        self.catch_up_quick(self.base.elapsed(), self.refill())
+            .map(u64::from)
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
@@ -697,7 +710,8 @@ mod tests {
             (5, 7, 1_000),
             (1, 1, 8),
             ((1 << 27) - 1, 1 << 20, 1_000_000_000),
-            (3, 1, (1 << 62) + 5), // two ticks before the horizon
+            (3, 1, 1 << 62),       // the longest period of the 64-bit word
+            (3, 1, (1 << 62) + 5), // two ticks before the horizon (the 128-bit word)
         ] {
             let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
             let core = |b: Bucket, r: Refill| {
@@ -752,9 +766,10 @@ mod tests {
                             assert_eq!(quick, answer, "{at:?}");
                             assert_eq!(q.word.load(), g.word.load(), "{at:?}");
                         } else {
-                            // Declined only off the common case.
+                            // Declined only off the common case (or on the 128-bit word).
                             assert!(
-                                tokens > r_limit
+                                q.word.narrow().is_none()
+                                    || tokens > r_limit
                                     || e < start
                                     || e >= start.saturating_add(2 * period),
                                 "{at:?}"

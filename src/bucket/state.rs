@@ -178,8 +178,15 @@ impl Bucket {
     /// `limit`, so that the limit can be raised at run time up to `2^shift - 1`
     /// ([`narrow_max_limit`](Self::narrow_max_limit)); a debt is at most the limit, so it
     /// fits the same field.
+    ///
+    /// Periods above 2^62 ns (146 years) take the 128-bit word: on the 64-bit one, a reading
+    /// before a tick's start then lies more than two periods past it (wrapped), which the quick
+    /// paths' range check rejects with no test of its own.
     pub const fn narrow_shift(limit: u32, period_ns: u64) -> Option<u32> {
         let period = if period_ns == 0 { 1 } else { period_ns };
+        if period > crate::ticks::HORIZON_NS / 2 {
+            return None;
+        }
         let needed = 32 - limit.leading_zeros();
         let max_tick = (crate::ticks::HORIZON_NS - 1) / period;
         let tick_bits = 64 - max_tick.leading_zeros();
