@@ -183,12 +183,23 @@ impl core::error::Error for SettleError {}
 /// ```
 #[must_use = "dropping a lease releases its permits at once"]
 pub struct Lease<'a> {
+    /// The permits (low 32 bits) and the mark (high 32 bits): [`RETURNS`] if dropping the
+    /// lease calls `limiter.release` (a test and a branch, never an indirect call to a no-op
+    /// for a rate limiter's lease), and the limiter's mark of when and where the permits were
+    /// counted (its tick, segment, window or log instant, to [`STAMP_BITS`] bits), for
+    /// [`settle`](Self::settle).
+    ///
+    /// One word on a 64-bit target: a lease is written with one store, and moving it (a
+    /// `Result` returned, then moved) reads it back whole, which a CPU forwards from its store
+    /// buffer; two 32-bit halves read back as one word cannot be forwarded, a stall of some
+    /// ten cycles on every grant (`benches/core-cost-notes.md`). Two words on a 32-bit target
+    /// (`permits`, `mark`), where each is a register and one 64-bit word would cost shifts
+    /// across two.
+    #[cfg(target_pointer_width = "64")]
+    counts: u64,
+    #[cfg(not(target_pointer_width = "64"))]
     permits: u32,
-    /// [`RETURNS`] if dropping the lease calls `limiter.release` (a test and a branch, never
-    /// an indirect call to a no-op for a rate limiter's lease), and the limiter's mark of when
-    /// and where the permits were counted (its tick, segment, window or log instant, to
-    /// [`STAMP_BITS`] bits), for [`settle`](Self::settle). One word with the count, so that a
-    /// lease stays three words.
+    #[cfg(not(target_pointer_width = "64"))]
     mark: u32,
     /// The limiter that granted the permits — [`NOTHING`] for a lease made by hand — so that
     /// a `Result<Lease, Rejection>` keeps its tag in this reference's niche.
@@ -243,15 +254,31 @@ impl Release for Free {
 
 static FREE: Free = Free(0);
 
+/// A [`Lease`] of `permits` with `mark`, from `limiter`: the struct itself, in the layout of
+/// the target (a macro, not a function: one more call layer, even inlined, kept the compiler
+/// from inlining a firmware program's release: +28 bytes).
+macro_rules! lease {
+    ($permits:expr, $mark:expr, $limiter:expr) => {{
+        #[cfg(target_pointer_width = "64")]
+        let lease = Lease {
+            counts: $permits as u64 | ($mark as u64) << 32,
+            limiter: $limiter,
+        };
+        #[cfg(not(target_pointer_width = "64"))]
+        let lease = Lease {
+            permits: $permits,
+            mark: $mark,
+            limiter: $limiter,
+        };
+        lease
+    }};
+}
+
 impl<'a> Lease<'a> {
     /// A lease whose permits go back to `releaser` when it is dropped (and which settles
     /// through it: [`Release::settle`]).
     pub fn releasing(permits: u32, releaser: &'a (dyn Release + Sync)) -> Self {
-        Self {
-            permits,
-            mark: RETURNS,
-            limiter: releaser,
-        }
+        lease!(permits, RETURNS, releaser)
     }
 
     /// A lease whose permits go back to `releaser` when it is dropped, with the limiter's
@@ -259,11 +286,7 @@ impl<'a> Lease<'a> {
     /// ([`Release::release_stamped`]) and [`settle`](Self::settle) and the outcome reports use.
     #[inline(always)]
     pub fn releasing_stamped(permits: u32, stamp: u64, releaser: &'a (dyn Release + Sync)) -> Self {
-        Self {
-            permits,
-            mark: RETURNS | mark_of(stamp),
-            limiter: releaser,
-        }
+        lease!(permits, RETURNS | mark_of(stamp), releaser)
     }
 
     /// A lease of a limiter whose permits come back with time (a rate limiter): dropping it
@@ -272,11 +295,7 @@ impl<'a> Lease<'a> {
     /// [`STAMP_BITS`] bits are kept).
     #[inline(always)]
     pub fn settling(permits: u32, stamp: u64, limiter: &'a (dyn Release + Sync)) -> Self {
-        Self {
-            permits,
-            mark: mark_of(stamp),
-            limiter,
-        }
+        lease!(permits, mark_of(stamp), limiter)
     }
 
     /// A lease that returns nothing when dropped and refers to no limiter, with its limiter's
@@ -285,47 +304,77 @@ impl<'a> Lease<'a> {
     /// not call).
     #[inline(always)]
     pub(crate) const fn detached(permits: u32, stamp: u64) -> Self {
-        Self {
-            permits,
-            mark: mark_of(stamp),
-            limiter: &NOTHING,
-        }
+        lease!(permits, mark_of(stamp), &NOTHING)
     }
 
     /// A lease that returns nothing when dropped and has no limiter to settle with (a lease
     /// made by hand: [`settle`](Self::settle) answers [`SettleError::Unsupported`]).
     pub const fn unreleased(permits: u32) -> Self {
-        Self {
-            permits,
-            mark: 0,
-            limiter: &NOTHING,
-        }
+        lease!(permits, 0, &NOTHING)
     }
 
     /// A lease of a limiter that limits nothing: returns nothing, and every settle succeeds.
     pub(crate) const fn free(permits: u32) -> Self {
-        Self {
-            permits,
-            mark: 0,
-            limiter: &FREE,
-        }
+        lease!(permits, 0, &FREE)
     }
 
     /// The number of permits this lease holds (after a [`settle`](Self::settle), what it was
     /// settled to).
     pub const fn permits(&self) -> u32 {
-        self.permits
+        #[cfg(target_pointer_width = "64")]
+        return self.counts as u32;
+        #[cfg(not(target_pointer_width = "64"))]
+        return self.permits;
+    }
+
+    /// The mark: [`RETURNS`] and the stamp's low bits.
+    #[inline(always)]
+    const fn mark(&self) -> u32 {
+        #[cfg(target_pointer_width = "64")]
+        return (self.counts >> 32) as u32;
+        #[cfg(not(target_pointer_width = "64"))]
+        return self.mark;
+    }
+
+    /// Sets the permits and the mark.
+    #[inline(always)]
+    fn set(&mut self, permits: u32, mark: u32) {
+        #[cfg(target_pointer_width = "64")]
+        {
+            self.counts = permits as u64 | (mark as u64) << 32;
+        }
+        #[cfg(not(target_pointer_width = "64"))]
+        {
+            (self.permits, self.mark) = (permits, mark);
+        }
+    }
+
+    #[inline(always)]
+    fn set_mark(&mut self, mark: u32) {
+        self.set(self.permits(), mark);
+    }
+
+    /// Settles the count by `s` through `limiter` ([`settle_count`]).
+    fn settle_counted<R: Release + ?Sized>(
+        &mut self,
+        s: Settlement,
+        limiter: &R,
+    ) -> Result<(), SettleError> {
+        let mut permits = self.permits();
+        let settled = settle_count(&mut permits, s, Some(limiter));
+        self.set(permits, self.mark());
+        settled
     }
 
     /// Whether dropping this lease returns permits to a limiter.
     #[inline(always)]
     pub const fn returns_permits(&self) -> bool {
-        self.mark & RETURNS != 0
+        self.mark() & RETURNS != 0
     }
 
     /// The limiter's stamp, as kept.
     const fn stamp(&self) -> u64 {
-        self.mark as u64 & STAMP_MASK
+        self.mark() as u64 & STAMP_MASK
     }
 
     /// Settles this lease, taken for an estimate, to its true cost `actual`, once that is
@@ -394,8 +443,8 @@ impl<'a> Lease<'a> {
     /// assert_eq!(budget.available_permits(), 0);
     /// ```
     pub fn settle_within(&mut self, actual: u32, max_debt: u32) -> Result<(), SettleError> {
-        let s = Settlement::new(self.permits, actual, self.stamp()).within(max_debt);
-        settle_count(&mut self.permits, s, Some(self.limiter))
+        let s = Settlement::new(self.permits(), actual, self.stamp()).within(max_debt);
+        self.settle_counted(s, self.limiter)
     }
 
     /// [`settle`](Self::settle) through `limiter`, which must be the limiter that granted
@@ -441,8 +490,8 @@ impl<'a> Lease<'a> {
         actual: u32,
         max_debt: u32,
     ) -> Result<(), SettleError> {
-        let s = Settlement::new(self.permits, actual, self.stamp()).within(max_debt);
-        settle_count(&mut self.permits, s, Some(limiter))
+        let s = Settlement::new(self.permits(), actual, self.stamp()).within(max_debt);
+        self.settle_counted(s, limiter)
     }
 
     /// Tells the lease's limiter that the call made under it was dropped for overload (a
@@ -481,22 +530,22 @@ impl<'a> Lease<'a> {
     /// [`Release::report`], keeping the stamp it answers.
     fn report(&mut self, outcome: Outcome) {
         let stamp = self.limiter.report(self.stamp(), outcome);
-        self.mark = self.mark & RETURNS | mark_of(stamp);
+        self.set_mark(self.mark() & RETURNS | mark_of(stamp));
     }
 
     /// Ends the lease without returning its permits: they stay taken for good (the limit shrinks
     /// by that many until [`Release::release`] gives them back). Returns the permit count.
     pub fn forget(mut self) -> u32 {
-        self.mark &= !RETURNS;
-        self.permits
+        self.set_mark(self.mark() & !RETURNS);
+        self.permits()
     }
 
     /// The lease's parts, consumed without releasing anything: its permits, its stamp, and
     /// whether it returns them (what an owned or a partition's lease is built from).
     pub(crate) fn into_parts(mut self) -> (u32, u64, bool) {
         let returns = self.returns_permits();
-        self.mark &= !RETURNS;
-        (self.permits, self.stamp(), returns)
+        self.set_mark(self.mark() & !RETURNS);
+        (self.permits(), self.stamp(), returns)
     }
 }
 
@@ -507,7 +556,7 @@ impl Drop for Lease<'_> {
             // The mark as it is (its top bit is the lease's own flag): no masking on the
             // release of every lease, for the one limiter that reads the stamp.
             self.limiter
-                .release_stamped(self.permits, u64::from(self.mark));
+                .release_stamped(self.permits(), u64::from(self.mark()));
         }
     }
 }
@@ -515,7 +564,7 @@ impl Drop for Lease<'_> {
 impl fmt::Debug for Lease<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
-            .field("permits", &self.permits)
+            .field("permits", &self.permits())
             .field("returns_permits", &self.returns_permits())
             .finish()
     }
@@ -971,6 +1020,66 @@ mod tests {
     // The same on a 32-bit MCU: 16 bytes, checked where it is built for one.
     #[cfg(target_pointer_width = "32")]
     const _: () = assert!(size_of::<Result<Lease<'_>, Rejection>>() <= 16);
+
+    /// The permits and the mark share one word on a 64-bit target: every permit count and
+    /// every stamp survive construction, a settle (which changes the count and keeps the
+    /// stamp and the release flag), and the drop, which hands both back whole.
+    #[test]
+    fn the_count_and_the_mark_keep_apart_in_one_word() {
+        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        /// What the lease handed back: `(permits, stamp)` of the last release and of the last
+        /// settle (`held`, `actual` packed), `u64::MAX` for none.
+        struct Seen([AtomicU64; 4]);
+        impl Seen {
+            fn take(&self, i: usize) -> u64 {
+                self.0[i].swap(u64::MAX, Relaxed)
+            }
+        }
+        impl Release for Seen {
+            fn release(&self, _: u32) {
+                unreachable!("a lease's drop calls release_stamped")
+            }
+            fn release_stamped(&self, permits: u32, stamp: u64) {
+                self.0[0].store(u64::from(permits), Relaxed);
+                self.0[1].store(stamp, Relaxed);
+            }
+            fn settle(&self, s: Settlement) -> Result<(), SettleError> {
+                self.0[2].store(u64::from(s.held) << 32 | u64::from(s.actual), Relaxed);
+                self.0[3].store(s.stamp, Relaxed);
+                Ok(())
+            }
+        }
+        let seen = Seen([const { AtomicU64::new(u64::MAX) }; 4]);
+        for permits in [0, 1, 7, u32::MAX - 1, u32::MAX] {
+            for stamp in [0, 1, STAMP_MASK - 1, STAMP_MASK, u64::MAX] {
+                let kept = stamp & STAMP_MASK;
+                let mut l = Lease::releasing_stamped(permits, stamp, &seen);
+                assert_eq!(
+                    (l.permits(), l.stamp(), l.returns_permits()),
+                    (permits, kept, true)
+                );
+                let actual = permits ^ 0x5555_5555;
+                l.settle(actual).unwrap();
+                assert_eq!(seen.take(2), u64::from(permits) << 32 | u64::from(actual));
+                assert_eq!(seen.take(3), kept);
+                assert_eq!(
+                    (l.permits(), l.stamp(), l.returns_permits()),
+                    (actual, kept, true)
+                );
+                drop(l);
+                assert_eq!(seen.take(0), u64::from(actual));
+                assert_eq!(seen.take(1), u64::from(RETURNS) | kept);
+
+                let l = Lease::settling(permits, stamp, &seen);
+                assert_eq!(
+                    (l.permits(), l.stamp(), l.returns_permits()),
+                    (permits, kept, false)
+                );
+                assert_eq!(l.into_parts(), (permits, kept, false));
+                assert_eq!(seen.take(0), u64::MAX, "nothing released");
+            }
+        }
+    }
 
     #[test]
     fn an_unreleased_lease_returns_nothing_and_a_forgotten_one_neither() {
