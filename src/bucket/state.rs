@@ -407,13 +407,17 @@ impl Bucket {
             (n, self.tokens)
         };
         if held >= need {
-            0
-        } else {
-            // `per_tick` is at least 1 (a zero refill is refused by the options; treated as 1
-            // here).
-            let per_tick = if r.per_tick == 0 { 1 } else { r.per_tick };
-            ceil_div((need - held) as u64, per_tick as u64) as u32
+            return 0;
         }
+        let missing = need - held;
+        if missing <= r.per_tick {
+            // One refill brings them (the common denial: no division, and no clamp below).
+            return 1;
+        }
+        // `per_tick` is at least 1 (a zero refill is refused by the options; treated as 1
+        // here, so that no division-by-zero path is linked).
+        let per_tick = if r.per_tick == 0 { 1 } else { r.per_tick };
+        missing.div_ceil(per_tick)
     }
 
     /// Ticks after the tick this state describes until the last of `requests` is granted, when
