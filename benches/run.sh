@@ -6,7 +6,7 @@
 # 1. RUNS full runs of the criterion benchmarks (each kept in $TARGET/criterion-runN; about 6
 #    minutes each here; 0 skips them); the tables keep each benchmark's lowest median over the
 #    runs (interference only ever adds time).
-# 2. ROUNDS short paired rounds of only the benchmarks issue 10's targets compare (kept in
+# 2. ROUNDS short paired rounds of only the benchmarks the targets compare (issue 35's; kept in
 #    $TARGET/criterion-pairN; about a minute each), so that the two sides of each ratio run within
 #    a minute of each other; the targets table takes each ratio within a round.
 # 3. One run of the instruction counts (needs valgrind and
@@ -17,7 +17,7 @@ RUNS=${RUNS:-0}
 ROUNDS=${ROUNDS:-2}
 WARM=${WARM:-0.2}
 MEASURE=${MEASURE:-0.6}
-TARGETS='^(st/(token_bucket|fixed_window|governor)/(allowed|denied)/(manual|std|coarse)'
+TARGETS='^(floor/sub\+add|st/(token_bucket|fixed_window|governor)/(allowed|denied)/(manual|std|coarse)'
 TARGETS="$TARGETS|st/sliding_window/allowed/(manual|std|coarse)"
 TARGETS="$TARGETS|st/concurrency/(acquire\+release(-held)?|denied)/(manual|std|coarse)"
 TARGETS="$TARGETS|st/tokio_semaphore/(acquire\+release|denied)"

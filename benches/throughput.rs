@@ -385,6 +385,17 @@ fn floor(c: &mut Criterion) {
         black_box(c.now());
     });
     st(&mut g, "cas64", || AtomicU64::new(0), load_cas_u64);
+    // The floor of a concurrency limiter's acquire + release: one locked read-modify-write
+    // to take, one to give back (issue 35's target: at most 1.3x this).
+    st(
+        &mut g,
+        "sub+add",
+        || AtomicU64::new(1 << 40),
+        |a| {
+            black_box(a.fetch_sub(black_box(1), Ordering::AcqRel));
+            black_box(a.fetch_add(1, Ordering::Release));
+        },
+    );
     st(&mut g, "cas128", || AtomicU128::new(0), load_cas_u128);
     let counted64 = || Counted {
         word: AtomicU64::new(0),
