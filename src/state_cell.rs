@@ -186,9 +186,15 @@ pub(crate) use two_layouts;
 /// section too) and its packing, its 128-bit layout and any quick path would only add code.
 #[derive(Debug)]
 pub(crate) enum Packed<S: Copy> {
-    /// The 64-bit layout, with a field of `width` bits.
+    /// The 64-bit layout, with a field of `width` bits, in the low bits of the word under
+    /// `mask` (kept beside the width, in what would be the enum's padding: unpacking the field
+    /// is then one `and`, not four instructions that build the mask from the width).
     #[cfg(not(tollgate_cs_cells))]
-    Narrow { word: AtomicU64, width: u32 },
+    Narrow {
+        word: AtomicU64,
+        width: u32,
+        mask: u64,
+    },
     /// The 128-bit layout.
     #[cfg(not(tollgate_cs_cells))]
     Wide(AtomicU128, PhantomData<fn() -> S>),
@@ -206,6 +212,7 @@ macro_rules! packed {
             Some(width) => $crate::state_cell::Packed::Narrow {
                 word: $crate::sync::AtomicU64::new($state.pack64(width)),
                 width,
+                mask: (1u64 << width) - 1,
             },
             None => $crate::state_cell::Packed::Wide(
                 $crate::sync::AtomicU128::new($state.pack()),
@@ -245,9 +252,15 @@ impl<S: TwoLayouts> Packed<S> {
     /// The 64-bit word and its field width, for a quick path (none on 32-bit MCUs).
     #[inline(always)]
     pub(crate) fn narrow(&self) -> Option<(&AtomicU64, u32)> {
+        self.narrow_masked().map(|(word, width, _)| (word, width))
+    }
+
+    /// [`narrow`](Self::narrow), with the mask of the low field (`2^width - 1`).
+    #[inline(always)]
+    pub(crate) fn narrow_masked(&self) -> Option<(&AtomicU64, u32, u64)> {
         match self {
             #[cfg(not(tollgate_cs_cells))]
-            Packed::Narrow { word, width } => Some((word, *width)),
+            Packed::Narrow { word, width, mask } => Some((word, *width, *mask)),
             _ => None,
         }
     }
@@ -263,7 +276,7 @@ where
     fn load(&self) -> S {
         match self {
             #[cfg(not(tollgate_cs_cells))]
-            Packed::Narrow { word, width } => S::unpack64(cas::Word::load(word), *width),
+            Packed::Narrow { word, width, .. } => S::unpack64(cas::Word::load(word), *width),
             #[cfg(not(tollgate_cs_cells))]
             Packed::Wide(word, _) => S::unpack(cas::Word::load(word)),
             #[cfg(tollgate_cs_cells)]
@@ -279,7 +292,7 @@ where
     ) -> Result<(S, T), E> {
         match self {
             #[cfg(not(tollgate_cs_cells))]
-            Packed::Narrow { word, width } => {
+            Packed::Narrow { word, width, .. } => {
                 let width = *width;
                 cas::transition(word, |w| {
                     decide(S::unpack64(w, width)).map(|(s, t)| (s.pack64(width), t))

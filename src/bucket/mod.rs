@@ -191,9 +191,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// path 7 to 8 instructions of registers.
     #[inline(always)]
     fn quick(&self, e: u64, n: u32, r: Refill) -> Option<Result<u64, Nanos>> {
-        let (word, shift) = self.word.narrow()?;
+        let (word, shift, mask) = self.word.narrow_masked()?;
         let w = cas::Word::load(word);
-        let (tick, tokens) = Bucket::plain64(w, shift)?;
+        let (tick, tokens) = Bucket::plain64_masked(w, shift, mask)?;
         self.quick_decide(e, n, r, tick, tokens, || {
             cas::swap_once(word, w, w - u64::from(n))
         })
@@ -355,9 +355,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// two ticks or more, a clock behind the state, a lost race) to the general path.
     #[inline(always)]
     fn catch_up_quick(&self, e: u64, r: Refill) -> Option<u32> {
-        let (word, shift) = self.word.narrow()?;
+        let (word, shift, mask) = self.word.narrow_masked()?;
         let w = cas::Word::load(word);
-        let (tick, tokens) = Bucket::plain64(w, shift)?;
+        let (tick, tokens) = Bucket::plain64_masked(w, shift, mask)?;
         if tokens >= r.limit {
             // Full (`at` changes nothing); or holding more than a lowered limit.
             return (tokens == r.limit).then_some(tokens);

@@ -233,12 +233,20 @@ impl Bucket {
     /// debt, closed or with waiters. In its own tick such a bucket holds exactly `tokens` (no
     /// refill is due before the next tick), and taking `n <= tokens` from it is `w - n`: the
     /// same word [`try_take`](Self::try_take) writes, with the tick unchanged.
-    #[inline(always)]
+    #[cfg(test)]
     pub const fn plain64(w: u64, shift: u32) -> Option<(u64, u32)> {
+        Bucket::plain64_masked(w, shift, (1 << shift) - 1)
+    }
+
+    /// [`plain64`](Self::plain64) with the token field's mask given (`2^shift - 1`, as the
+    /// word keeps it: [`Packed::narrow_masked`](crate::state_cell::Packed::narrow_masked)):
+    /// what the quick paths call.
+    #[inline(always)]
+    pub const fn plain64_masked(w: u64, shift: u32, mask: u64) -> Option<(u64, u32)> {
         if w >> 61 != 0 {
             return None;
         }
-        Some((w >> shift, (w & ((1 << shift) - 1)) as u32))
+        Some((w >> shift, (w & mask) as u32))
     }
 
     /// [`plain64`](Self::plain64) of the 128-bit layout: `(tick, tokens)` of a word with no

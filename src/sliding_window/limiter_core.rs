@@ -192,11 +192,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     fn decide_quick_on(&self, e: u64, n: u32, s: Shape) -> Option<Result<u64, Nanos>> {
         match &self.header {
             #[cfg(not(tollgate_cs_cells))]
-            HeaderWord::Narrow { word, width } => {
+            HeaderWord::Narrow { word, width, mask } => {
                 let w = cas::Word::load(word);
-                let (tick, used) = Header::plain64(w, *width)?;
+                let (tick, used) = Header::plain64(w, *width, *mask)?;
                 let grant = || cas::swap_once(word, w, w + u64::from(n));
-                let prev = || Header::prev64(w, *width);
+                let prev = || Header::prev64(w, *width, *mask);
                 self.quick(e, n, s, tick, used, grant, prev, || {
                     cas::Word::load(word) == w
                 })

@@ -174,19 +174,20 @@ impl Header {
 
     /// [`plain`](Self::plain) of the 64-bit layout: `(tick, used)` of a header with no flag,
     /// and taking `n` that fit is `w + n`.
+    /// `mask` is the fields' (`2^width - 1`, as the word keeps it:
+    /// [`Packed::narrow_masked`](crate::state_cell::Packed::narrow_masked)).
     #[inline(always)]
-    pub const fn plain64(w: u64, width: u32) -> Option<(u64, u64)> {
+    pub const fn plain64(w: u64, width: u32, mask: u64) -> Option<(u64, u64)> {
         if w >= N_FLAGS {
             return None;
         }
-        let mask = (1u64 << width) - 1;
         Some((w >> (2 * width), (w & mask) + ((w >> width) & mask)))
     }
 
-    /// `prev` of a packed 64-bit header.
+    /// `prev` of a packed 64-bit header (`mask` as for [`plain64`](Self::plain64)).
     #[inline(always)]
-    pub const fn prev64(w: u64, width: u32) -> u32 {
-        ((w >> width) & ((1u64 << width) - 1)) as u32
+    pub const fn prev64(w: u64, width: u32, mask: u64) -> u32 {
+        ((w >> width) & mask) as u32
     }
 
     /// Permits counted against the limit.
@@ -492,8 +493,8 @@ mod tests {
                         };
                         let w = h.pack64(width);
                         assert_eq!(Header::unpack64(w, width), h);
-                        assert_eq!(Header::prev64(w, width), prev);
-                        let plain = Header::plain64(w, width);
+                        assert_eq!(Header::prev64(w, width, (1 << width) - 1), prev);
+                        let plain = Header::plain64(w, width, (1 << width) - 1);
                         if closed || waiters {
                             assert_eq!(plain, None);
                             continue;
