@@ -254,6 +254,13 @@ impl Release for Free {
 
 static FREE: Free = Free(0);
 
+/// A lease's `counts` on a 64-bit target: `permits` in the low 32 bits, `mark` above.
+#[cfg(target_pointer_width = "64")]
+#[inline(always)]
+const fn pack(permits: u32, mark: u32) -> u64 {
+    permits as u64 | (mark as u64) << 32
+}
+
 /// A [`Lease`] of `permits` with `mark`, from `limiter`: the struct itself, in the layout of
 /// the target (a macro, not a function: one more call layer, even inlined, kept the compiler
 /// from inlining a firmware program's release: +28 bytes).
@@ -261,7 +268,7 @@ macro_rules! lease {
     ($permits:expr, $mark:expr, $limiter:expr) => {{
         #[cfg(target_pointer_width = "64")]
         let lease = Lease {
-            counts: $permits as u64 | ($mark as u64) << 32,
+            counts: pack($permits, $mark),
             limiter: $limiter,
         };
         #[cfg(not(target_pointer_width = "64"))]
@@ -341,7 +348,7 @@ impl<'a> Lease<'a> {
     fn set(&mut self, permits: u32, mark: u32) {
         #[cfg(target_pointer_width = "64")]
         {
-            self.counts = permits as u64 | (mark as u64) << 32;
+            self.counts = pack(permits, mark);
         }
         #[cfg(not(target_pointer_width = "64"))]
         {

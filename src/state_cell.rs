@@ -234,7 +234,7 @@ impl<S: TwoLayouts> Packed<S> {
     pub(crate) fn max_field(&self) -> u32 {
         match self {
             #[cfg(not(tollgate_cs_cells))]
-            Packed::Narrow { width, .. } => u32::try_from((1u64 << width) - 1).unwrap_or(u32::MAX),
+            Packed::Narrow { mask, .. } => u32::try_from(*mask).unwrap_or(u32::MAX),
             _ => u32::MAX,
         }
     }

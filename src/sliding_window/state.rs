@@ -174,6 +174,7 @@ impl Header {
 
     /// [`plain`](Self::plain) of the 64-bit layout: `(tick, used)` of a header with no flag,
     /// and taking `n` that fit is `w + n`.
+    ///
     /// `mask` is the fields' (`2^width - 1`, as the word keeps it:
     /// [`Packed::narrow_masked`](crate::state_cell::Packed::narrow_masked)).
     #[inline(always)]
