@@ -342,7 +342,8 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         let r = self.refill();
         match self.catch_up_quick(e, r) {
             Some(tokens) => tokens,
-            None => self.catch_up_general(e, r),
+            // The refill read again there: one register fewer held across the quick path.
+            None => self.catch_up_general(e, self.refill()),
         }
     }
 
@@ -376,9 +377,11 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         if into - p >= p {
             return None;
         }
-        let refilled = (u64::from(tokens) + u64::from(r.per_tick)).min(u64::from(r.limit));
-        let next = (tick + 1) << shift | refilled;
-        cas::swap_once(word, w, next).then_some(refilled as u32)
+        // One tick on: the tick field's one (`mask + 1`) and the tokens it adds, capped at the
+        // limit, added to the word (`tokens < limit`: no borrow; no carry out of either field).
+        let added = (r.limit - tokens).min(r.per_tick);
+        let next = w + mask + 1 + u64::from(added);
+        cas::swap_once(word, w, next).then_some(tokens + added)
     }
 
     /// [`catch_up_tokens`](Self::catch_up_tokens) past its quick path: the tick located (a

@@ -601,12 +601,20 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
                     return self.counters.count_granted(self.lease(permits));
                 }
                 Ok(_) => {}
-                Err(d) => return self.counters.count_rejected(Self::rejection(d)),
+                Err(Denied::Exhausted) => {
+                    return self
+                        .counters
+                        .count_rejected(Rejection::new(&Reason::Exhausted));
+                }
+                // Closed, which no later call changes: answered by the general path, so the
+                // common denial chooses no reason.
+                Err(Denied::Closed) => {}
             }
         }
         self.try_acquire_cold(permits)
     }
 
+    #[cold]
     #[inline(never)]
     fn try_acquire_cold(&self, permits: u32) -> Result<Lease<'_>, Rejection>
     where
