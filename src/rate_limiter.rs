@@ -111,7 +111,7 @@ macro_rules! rate_limiter {
                 // keeps the limiter's whole `Release` vtable, settle included: +600 bytes).
                 self.core.try_acquire_counted(
                     permits,
-                    |stamp| $crate::lease::Lease::detached(permits, stamp),
+                    $crate::lease::Lease::detached,
                     || {},
                 )
             }
@@ -304,8 +304,9 @@ macro_rules! rate_limiter {
             fn try_acquire(&self, permits: u32) -> Result<$crate::lease::Lease<'_>, $crate::lease::Rejection> {
                 self.core.try_acquire_counted(
                     permits,
-                    |stamp| $crate::lease::Lease::settling(permits, stamp, self),
-                    || self.core.base.queue.serve(self),
+                    // By value (`move`): one register each on the general path's call.
+                    move |n, stamp| $crate::lease::Lease::settling(n, stamp, self),
+                    move || self.core.base.queue.serve(self),
                 )
             }
             $crate::rate_limiter::rate_limiter!(@read);

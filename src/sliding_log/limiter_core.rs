@@ -96,10 +96,11 @@ impl<C: Clock, const N: usize, Q: QueueKind> LogCore<C, N, Q> {
     pub(crate) fn try_acquire_counted<T>(
         &self,
         n: u32,
-        granted: impl FnOnce(u64) -> T,
+        granted: impl FnOnce(u32, u64) -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
-        self.base.counters.count(self.take(n, serve).map(granted))
+        let taken = self.take(n, serve).map(|stamp| granted(n, stamp));
+        self.base.counters.count(taken)
     }
 
     /// The rejection of `n` permits at `now` (`None`: closed): the exact wait, behind each
