@@ -162,6 +162,41 @@ fn without_a_queue_retry_after_is_still_exact() {
     assert_exact(3 * SEC - SEC / 3, 4, scenario);
 }
 
+#[test]
+fn gcra_behind_a_waiter_then_alone_once_it_is_served() {
+    // One permit a second, burst 1, taken at 0: the next is due at 1 s. A waiter for 1 queued
+    // ahead takes it, so a newcomer waits 2 s (its own slot after the waiter's), exactly; once
+    // the waiter is served the queue is empty and the word's waiters flag clear, and the
+    // newcomer's wait (decided on the quick path) is its slot alone.
+    let scenario = |clock: &ManualClock, then: &dyn Fn(&dyn Replenishing)| {
+        let opts = GcraOptions::per_second(1).with_queue(2, QueueOrder::OldestFirst);
+        let l = GcraLimiter::with_clock(opts, clock).unwrap();
+        let _ = l.try_acquire(1).unwrap();
+        let mut w = Task::new(l.acquire(1));
+        w.pending();
+        assert_eq!(l.try_acquire(1).unwrap_err().retry_after(), Some(2 * SEC));
+        then(&l);
+        assert!(w.ready().is_ok(), "the waiter ahead was served");
+    };
+    assert_exact(2 * SEC, 1, scenario);
+
+    let clock = ManualClock::new();
+    let opts = GcraOptions::per_second(1).with_queue(2, QueueOrder::OldestFirst);
+    let l = GcraLimiter::with_clock(opts, &clock).unwrap();
+    let _ = l.try_acquire(1).unwrap();
+    let mut w = Task::new(l.acquire(1));
+    w.pending();
+    clock.advance(SEC);
+    l.replenish();
+    let _lease = w.ready().unwrap();
+    assert_eq!(l.statistics().queued_permits, 0);
+    clock.advance(SEC / 4);
+    assert_eq!(
+        l.try_acquire(1).unwrap_err().retry_after(),
+        Some(SEC * 3 / 4)
+    );
+}
+
 // Item 2: a stale reading does not inflate RetryAfter --------------------------------------------
 
 #[test]

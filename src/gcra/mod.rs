@@ -199,9 +199,9 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
 
     /// The common decision in a handful of instructions ([`QuickPath::decide_quick`]): a word
     /// with no flag set grants `n` permits with one compare-and-swap of the pushed `tat`, or
-    /// refuses with the exact wait (in nanoseconds) when no one is queued ahead
-    /// ([`Gcra::quick`]: what the general path decides on the same word and instant). `None`
-    /// sends everything else (a flag, a queue to wait behind, a lost race) to the general path.
+    /// refuses with the exact wait (in nanoseconds): no one is queued ahead of a word with no
+    /// flag set ([`Gcra::quick`]: what the general path decides on the same word and instant).
+    /// `None` sends everything else (a flag, a lost race) to the general path.
     /// None on 32-bit MCUs, where the word is behind a critical section and a second copy of
     /// the decision is only code (the firmware program: 916 → 784 bytes).
     #[inline(always)]
@@ -210,14 +210,15 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
             return None;
         }
         let w = cas::Word::load(self.word.raw());
+        // A refusal here waits alone: the word's waiters flag is set (under the queue lock)
+        // before a waiter joins the queue and cleared only once it is empty, so a word read
+        // with no flag set has no one queued ahead as of that reading (the token bucket's
+        // quick path stands on the same order). The queue's count, read after the word, was
+        // checked here too: it could only be stale, a count the serving left before syncing
+        // it.
         match Gcra::quick(w, now, n, p)? {
             Ok(next) => cas::swap_once(self.word.raw(), w, next).then_some(Ok(0)),
-            Err(wait) => {
-                if !self.base.queue.barging() && self.base.queue.queued_permits() != 0 {
-                    return None;
-                }
-                Some(Err(Nanos::from_u64(wait)))
-            }
+            Err(wait) => Some(Err(Nanos::from_u64(wait))),
         }
     }
 
