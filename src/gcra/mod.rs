@@ -27,7 +27,10 @@ crate::state_cell::state_word!(Gcra, Denied, u64);
 /// The lock-free core shared by [`GcraLimiter`], [`LeakyBucketMeter`](crate::LeakyBucketMeter)
 /// and [`LeakyBucketShaper`](crate::LeakyBucketShaper).
 #[derive(Debug)]
-pub(crate) struct GcraCore<C, Q = WaitQueue> {
+///
+/// `SHAPE` is the shaper's tolerance rule, fixed at creation: in the type, so that a decision
+/// reads no flag for it.
+pub(crate) struct GcraCore<C, Q = WaitQueue, const SHAPE: bool = false> {
     word: Single<AtomicU64, Gcra>,
     /// Nanosecond ticks from creation.
     pub(crate) base: RateBase<C, Q>,
@@ -54,8 +57,6 @@ struct ParamsCell {
     seq: AtomicU64,
     interval: AtomicU64,
     burst: AtomicU64,
-    /// The shaper's tolerance rule (fixed at creation).
-    shape: bool,
 }
 
 #[cfg(not(tollgate_cs_cells))]
@@ -67,7 +68,6 @@ impl ParamsCell {
                 seq: AtomicU64::new(0),
                 interval: AtomicU64::new(p.interval),
                 burst: AtomicU64::new(p.burst as u64),
-                shape: p.shape,
             }
         }
     }
@@ -83,23 +83,23 @@ impl ParamsCell {
         }
     }
 
-    /// The parameters in force.
+    /// The parameters in force, with the tolerance rule `shape` (the core's, from its type).
     #[inline(always)]
-    fn get(&self) -> Params {
+    fn get(&self, shape: bool) -> Params {
         let w = self.packed.load(Ordering::Acquire);
         if w >> 63 == 0 && w != 0 {
-            Params::new(w >> 32, w as u32, self.shape)
+            Params::new(w >> 32, w as u32, shape)
         } else if w != 0 {
-            Params::new((w << 1) >> 17, (w & 0xFFFF) as u32, self.shape)
+            Params::new((w << 1) >> 17, (w & 0xFFFF) as u32, shape)
         } else {
-            self.get_wide()
+            self.get_wide(shape)
         }
     }
 
     /// [`get`](Self::get) of parameters that fit no word: the sequence lock (a few loads, kept
     /// inline: a decision on a day-long interval is no rarer than any other).
     #[inline(always)]
-    fn get_wide(&self) -> Params {
+    fn get_wide(&self, shape: bool) -> Params {
         loop {
             let before = self.seq.load(Ordering::Acquire);
             let interval = self.interval.load(Ordering::Relaxed);
@@ -107,7 +107,7 @@ impl ParamsCell {
             fence(Ordering::Acquire);
             if before & 1 == 0 && self.seq.load(Ordering::Relaxed) == before {
                 // `burst` is only ever stored from a `u32`.
-                return Params::new(interval, burst as u32, self.shape);
+                return Params::new(interval, burst as u32, shape);
             }
             crate::sync::spin_loop();
         }
@@ -145,10 +145,13 @@ impl ParamsCell {
         Self(crate::sync::CsAtomic::new(p))
     }
 
-    /// The parameters in force.
+    /// The parameters in force, with the tolerance rule `shape` (the core's, from its type).
     #[inline(always)]
-    fn get(&self) -> Params {
-        self.0.load(Ordering::Acquire)
+    fn get(&self, shape: bool) -> Params {
+        Params {
+            shape,
+            ..self.0.load(Ordering::Acquire)
+        }
     }
 
     /// Replaces the parameters.
@@ -168,7 +171,7 @@ pub(crate) const fn interval_of(period: Duration, n: u32) -> Duration {
     Duration::new((each / 1_000_000_000) as u64, (each % 1_000_000_000) as u32)
 }
 
-impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
+impl<C: Clock, Q: QueueKind, const SHAPE: bool> GcraCore<C, Q, SHAPE> {
     pub(crate) fn new(params: Params, queue: Q, clock: C) -> Self {
         let origin = clock.now();
         Self::at(params, queue, clock, origin)
@@ -181,8 +184,9 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
 
     /// The interval and burst in force.
+    #[inline(always)]
     pub(crate) fn params(&self) -> Params {
-        self.params.get()
+        self.params.get(SHAPE)
     }
 
     /// One lock-free attempt for a newcomer; the state word it decided on, on denial.
@@ -226,7 +230,7 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     /// again (they may have been reconfigured since the quick path's reading).
     #[inline(never)]
     fn general(&self, now: u64, n: u32, _: Params, serve: impl FnOnce()) -> Result<u64, Rejection> {
-        let p = self.params.get();
+        let p = self.params();
         if n > p.burst {
             return Err(Rejection::new(&Reason::ExceedsLimit));
         }
@@ -280,22 +284,22 @@ impl<C: Clock, Q: QueueKind> GcraCore<C, Q> {
     }
 }
 
-impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
+impl<C: Clock, Q: QueueKind, const SHAPE: bool> RateCore for GcraCore<C, Q, SHAPE> {
     crate::rate_core::base_field!();
 
     fn limit(&self) -> u32 {
-        self.params.get().burst
+        self.params().burst
     }
 
     /// The emission interval: one permit comes back every this long.
     fn period(&self) -> Duration {
-        Duration::from_nanos(self.params.get().interval)
+        Duration::from_nanos(self.params().interval)
     }
 
     fn available(&self) -> u64 {
         self.word
             .load()
-            .available(self.base.elapsed(), self.params.get())
+            .available(self.base.elapsed(), self.params())
     }
 
     /// Full since the theoretical arrival time; `None` while anything is outstanding.
@@ -308,7 +312,7 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
     fn take_locked(&self, n: u32, flag_if_short: bool) -> LockedTake {
         let now = self.base.elapsed();
-        let p = self.params.get();
+        let p = self.params();
         self.word.take_queued(flag_if_short, |g| {
             g.try_take(now, n, p, true).map(|g| (g, now))
         })
@@ -318,7 +322,7 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
     /// they fit ([`Gcra::take_when_fits`]), or finds them short. The stamp is that instant.
     fn take_for_waiter(&self, n: u32) -> LockedTake {
         let now = self.base.elapsed();
-        let p = self.params.get();
+        let p = self.params();
         self.word
             .take_queued(false, |g| g.take_when_fits(now, n, p))
     }
@@ -327,7 +331,7 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
     /// ([`Gcra::take_debt`]).
     fn take_debt(&self, n: u32, max_debt: u32) -> Result<(), crate::lease::SettleError> {
         let now = self.base.elapsed();
-        let p = self.params.get();
+        let p = self.params();
         self.word
             .transition(|g| {
                 g.take_debt(now, n, p.burst.min(max_debt), p)
@@ -341,14 +345,14 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
     /// never used; whether anyone waits.
     fn give_back(&self, n: u32, _stamp: u64) -> bool {
         let now = self.base.elapsed();
-        let p = self.params.get();
+        let p = self.params();
         self.word.update(|g| g.give_back(now, n, p)).waiters
     }
 
     /// How long until a request of `total` permits would be admitted by time alone.
     fn wait_for(&self, total: u64) -> Duration {
         let g = self.word.load();
-        duration_from_nanos_u128(g.wait(self.base.elapsed(), total, 0, self.params.get()))
+        duration_from_nanos_u128(g.wait(self.base.elapsed(), total, 0, self.params()))
     }
 
     fn wait_for_requests(&self, requests: &mut dyn Iterator<Item = u32>) -> Duration {
@@ -362,23 +366,23 @@ impl<C: Clock, Q: QueueKind> RateCore for GcraCore<C, Q> {
             last = n;
         }
         let g = self.word.load();
-        let p = self.params.get();
+        let p = self.params();
         duration_from_nanos_u128(g.wait(self.base.elapsed(), u64::from(last.max(1)), ahead, p))
     }
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] GcraCore<C, Q> { params: Params, burst, quick, general, judge }
+    impl[C: Clock, Q: QueueKind, const SHAPE: bool] GcraCore<C, Q, SHAPE> { params: Params, burst, quick, general, judge }
 }
 
-impl<C, Q> CellCore for GcraCore<C, Q> {
+impl<C, Q, const SHAPE: bool> CellCore for GcraCore<C, Q, SHAPE> {
     type Cell = Single<AtomicU64, Gcra>;
     fn cell(&self) -> &Self::Cell {
         &self.word
     }
 }
 
-impl<C: Clock> GcraCore<C, WaitQueue> {
+impl<C: Clock, const SHAPE: bool> GcraCore<C, WaitQueue, SHAPE> {
     /// Changes the interval, the burst and the queue limit (the caller validated them and
     /// checked what is fixed), under the queue lock, which then fails the waiters larger than
     /// the new burst and serves the rest ([`WaitQueue::reconfigure`]); `then` runs under the same
@@ -422,7 +426,7 @@ macro_rules! gcra_limiter {
         $(#[$doc])*
         #[derive(Debug)]
         pub struct $ty<C: $crate::clock::Clock = $crate::clock::DefaultClock, Q = $crate::wait::WaitQueue> {
-            core: $crate::gcra::GcraCore<C, Q>,
+            core: $crate::gcra::GcraCore<C, Q, $shape>,
         }
 
         $crate::core_common::rate_limiter_front! {
@@ -681,11 +685,12 @@ pub(crate) const fn params(
     }
 }
 
-impl<C: Clock, Q> GcraCore<C, Q> {
+impl<C: Clock, Q, const SHAPE: bool> GcraCore<C, Q, SHAPE> {
     crate::sync::const_unless_loom! {
         /// A fresh core whose time counts from `origin`
         /// ([`Instant::ZERO`](crate::Instant::ZERO) for a constant).
         pub(crate) fn at(params: Params, queue: Q, clock: C, origin: crate::clock::Instant) -> Self {
+            debug_assert!(params.shape == SHAPE, "the parameters of another tolerance rule");
             Self {
                 word: Single::new(AtomicU64::new(Gcra::FRESH.pack())),
                 base: RateBase::new(origin, 1, queue, clock),
@@ -714,13 +719,13 @@ mod at_epoch_tests {
             for &(interval, burst) in &cases {
                 let p = Params::new(interval, burst, shape);
                 let cell = ParamsCell::new(p);
-                assert_eq!(cell.get(), p, "{interval} {burst}");
+                assert_eq!(cell.get(shape), p, "{interval} {burst}");
                 for &(i2, b2) in &cases {
                     let q = Params::new(i2, b2, shape);
                     cell.set(q);
-                    assert_eq!(cell.get(), q, "{interval} {burst} -> {i2} {b2}");
+                    assert_eq!(cell.get(shape), q, "{interval} {burst} -> {i2} {b2}");
                     cell.set(p);
-                    assert_eq!(cell.get(), p);
+                    assert_eq!(cell.get(shape), p);
                 }
             }
         }
