@@ -228,14 +228,21 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             // Tokens above the limit (it was lowered) are dropped by the general path first.
             return (tokens <= r.limit && take()).then_some(Ok(0));
         }
-        // Refused: `tokens < n <= limit` (the caller's gate).
-        let ticks = Bucket {
-            tokens,
-            ..Bucket::full(r.limit)
-        }
-        .ticks_to_take_within(r, n);
-        // `ticks >= 1` here (`tokens < n`), so the wait is at least 1 ns.
-        let ns = u64::from(ticks).checked_mul(self.base.ticker.period_ns())?;
+        // Refused: `tokens < n <= limit` (the caller's gate). The common refusal is one refill
+        // short: the wait is the rest of this tick, with no multiplication (what
+        // `ticks_to_take_within` answers then: one tick).
+        let p = self.base.ticker.period_ns();
+        let ns = if n - tokens <= r.per_tick {
+            p
+        } else {
+            let ticks = Bucket {
+                tokens,
+                ..Bucket::full(r.limit)
+            }
+            .ticks_to_take_within(r, n);
+            u64::from(ticks).checked_mul(p)?
+        };
+        // `ns >= p > into` (`ticks >= 1`), so the wait is at least 1 ns.
         Some(Err(Nanos::from_u64(ns - into)))
     }
 
