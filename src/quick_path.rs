@@ -25,6 +25,10 @@ pub(crate) trait QuickPath {
     /// Now, in the core's nanoseconds since creation.
     fn elapsed(&self) -> u64;
 
+    /// [`elapsed`](Self::elapsed) unclamped ([`Ticker::elapsed_raw`](crate::ticks::Ticker::elapsed_raw)):
+    /// 2^63 or more for a clock behind the core's origin.
+    fn elapsed_raw(&self) -> u64;
+
     fn counters(&self) -> &Counters;
 
     /// The common decision of `1 <= n <= most` permits at `e`: `Ok(stamp)` granted (the
@@ -115,10 +119,12 @@ pub(crate) trait QuickPath {
                 .count(self.take(n, serve))
                 .map(|stamp| granted(n, stamp));
         }
-        let e = self.elapsed();
+        // The clock read once; a reading behind the origin (2^63 or more unclamped, which
+        // `elapsed` reads as 0) goes to the general path, so the quick one needs no clamp.
+        let raw = self.elapsed_raw();
         let c = self.config();
-        if n.wrapping_sub(1) < Self::most(c) {
-            match self.decide_quick(e, n, c) {
+        if n.wrapping_sub(1) < Self::most(c) && raw < crate::ticks::HORIZON_NS {
+            match self.decide_quick(raw, n, c) {
                 Some(Ok(stamp)) => return self.counters().count_granted(granted(n, stamp)),
                 Some(Err(wait)) => {
                     return self
@@ -128,7 +134,7 @@ pub(crate) trait QuickPath {
                 None => {}
             }
         }
-        self.try_acquire_general(e, n, granted, serve)
+        self.try_acquire_general(raw, n, granted, serve)
     }
 
     /// `try_acquire` past the quick path (which this does not repeat), counted, on the
@@ -145,11 +151,12 @@ pub(crate) trait QuickPath {
     #[inline(never)]
     fn try_acquire_general<T>(
         &self,
-        e: u64,
+        raw: u64,
         n: u32,
         granted: impl FnOnce(u32, u64) -> T,
         serve: impl FnOnce(),
     ) -> Result<T, Rejection> {
+        let e = crate::ticks::Ticker::clamped(raw);
         let c = self.config();
         let taken = if n > Self::most(c) {
             Err(Rejection::new(&Reason::ExceedsLimit))
@@ -181,6 +188,10 @@ macro_rules! quick_path {
             #[inline(always)]
             fn elapsed(&self) -> u64 {
                 self.base.elapsed()
+            }
+            #[inline(always)]
+            fn elapsed_raw(&self) -> u64 {
+                self.base.ticker.elapsed_raw(self.base.clock.now())
             }
             #[inline(always)]
             fn counters(&self) -> &$crate::stats::Counters {

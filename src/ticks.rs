@@ -54,11 +54,24 @@ impl Ticker {
     /// still read correctly; a difference past 2^63 ns (292 years) can only be a backwards step.
     #[inline]
     pub(crate) fn elapsed(&self, now: Instant) -> u64 {
-        let e = now.as_nanos().wrapping_sub(self.origin.as_nanos());
-        if e >= HORIZON_NS {
+        Self::clamped(self.elapsed_raw(now))
+    }
+
+    /// [`elapsed`](Self::elapsed) before the clamp: the wrapped difference, 2^63 or more for a
+    /// backwards step. A caller that branches on its sign anyway (a quick path that sends such
+    /// a reading to its general one) saves the clamp's instructions there.
+    #[inline(always)]
+    pub(crate) fn elapsed_raw(&self, now: Instant) -> u64 {
+        now.as_nanos().wrapping_sub(self.origin.as_nanos())
+    }
+
+    /// An [`elapsed_raw`](Self::elapsed_raw) reading as [`elapsed`](Self::elapsed) answers it.
+    #[inline(always)]
+    pub(crate) const fn clamped(raw: u64) -> u64 {
+        if raw >= HORIZON_NS {
             0
         } else {
-            e
+            raw
         }
     }
 

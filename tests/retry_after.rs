@@ -257,6 +257,38 @@ fn periods_must_end_before_the_horizon_of_2_pow_63_ns() {
 }
 
 #[test]
+fn a_reading_before_creation_decides_as_at_creation() {
+    // Created 100 s into the clock, then read 40 s before that: the reading counts as the
+    // instant of creation (the quick paths send it to the general path, which clamps it), for a
+    // grant and for a refusal's exact wait alike, on every rate limiter with a quick path.
+    let clock = ManualClock::starting_at(Instant::from_nanos(100_000_000_000));
+    let t = TokenBucketLimiter::with_clock(TokenBucketOptions::new(2, 1, SEC), &clock).unwrap();
+    let f = FixedWindowLimiter::with_clock(FixedWindowOptions::new(2, SEC), &clock).unwrap();
+    let g = GcraLimiter::with_clock(GcraOptions::per_second(2), &clock).unwrap();
+    let s: SlidingWindowLimiter<_, 2> =
+        SlidingWindowLimiter::with_capacity(SlidingWindowOptions::new(2, SEC, 2), &clock).unwrap();
+    let c =
+        SlidingCounterLimiter::with_clock(SlidingCounterOptions::per_second(2), &clock).unwrap();
+    clock.set(Instant::from_nanos(60_000_000_000));
+    for l in [&t as &dyn Limiter, &f, &g, &s, &c] {
+        let _ = l.try_acquire(2).unwrap();
+        let wait = l.try_acquire(1).unwrap_err().retry_after().unwrap();
+        assert!(wait > Duration::ZERO && wait <= 2 * SEC, "{wait:?}");
+    }
+    // The same waits as the same calls at the instant of creation itself.
+    let clock2 = ManualClock::starting_at(Instant::from_nanos(100_000_000_000));
+    let t2 = TokenBucketLimiter::with_clock(TokenBucketOptions::new(2, 1, SEC), &clock2).unwrap();
+    let g2 = GcraLimiter::with_clock(GcraOptions::per_second(2), &clock2).unwrap();
+    for (a, b) in [(&t as &dyn Limiter, &t2 as &dyn Limiter), (&g, &g2)] {
+        let _ = b.try_acquire(2).unwrap();
+        assert_eq!(
+            a.try_acquire(1).unwrap_err().retry_after(),
+            b.try_acquire(1).unwrap_err().retry_after()
+        );
+    }
+}
+
+#[test]
 fn past_the_horizon_a_limiter_only_limits_more() {
     // Up to 2^63 − 1 ns after creation every gap reads exactly; from 2^63 ns on the reading is
     // taken for a clock stepped back before creation: no refill, never an over-admission.
