@@ -345,12 +345,12 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// [`catch_up`](Self::catch_up), answering the tokens of the state as of now.
     #[inline]
     fn catch_up_tokens(&self) -> u32 {
-        let e = self.base.elapsed();
+        let raw = self.base.ticker.elapsed_raw(self.base.clock.now());
         let r = self.refill();
-        match self.catch_up_quick(e, r) {
+        match self.catch_up_quick(raw, r) {
             Some(tokens) => tokens,
             // The refill read again there: one register fewer held across the quick path.
-            None => self.catch_up_general(e, self.refill()),
+            None => self.catch_up_general(crate::ticks::Ticker::clamped(raw), self.refill()),
         }
     }
 
@@ -360,9 +360,15 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// with one multiply and no division. The same state [`Bucket::at`] computes: one tick adds
     /// `per_tick` tokens, capped at the limit (and a bucket filled by it filled at that tick).
     /// `None` sends everything else (the 128-bit word, a flag, tokens above a lowered limit,
-    /// two ticks or more, a clock behind the state, a lost race) to the general path.
+    /// two ticks or more, a clock behind the state or behind the origin — `e` is unclamped
+    /// here, [`Ticker::elapsed_raw`](crate::ticks::Ticker::elapsed_raw) — a lost race) to the
+    /// general path.
     #[inline(always)]
     fn catch_up_quick(&self, e: u64, r: Refill) -> Option<u32> {
+        // A reading behind the origin (unclamped: 2^63 or more) is the general path's.
+        if e >= crate::ticks::HORIZON_NS {
+            return None;
+        }
         let (word, shift, mask) = self.word.narrow_masked()?;
         let w = cas::Word::load(word);
         let (tick, tokens) = Bucket::plain64_masked(w, shift, mask)?;
@@ -452,8 +458,8 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     /// unseen between the reading and the swap.
     #[inline]
     fn replenished_unwaited(&self) -> Option<u64> {
-        self.catch_up_quick(self.base.elapsed(), self.refill())
-            .map(u64::from)
+        let raw = self.base.ticker.elapsed_raw(self.base.clock.now());
+        self.catch_up_quick(raw, self.refill()).map(u64::from)
     }
 
     /// Under the queue lock: takes `n` ignoring the queue flag, or finds them short.
