@@ -29,12 +29,18 @@ pub(crate) trait QuickPath {
     /// 2^63 or more for a clock behind the core's origin.
     fn elapsed_raw(&self) -> u64;
 
+    /// Whether [`decide_quick`](Self::decide_quick) itself sends an unclamped reading of 2^63
+    /// or more to the general path (GCRA's range test covers it), so that the caller need not
+    /// test it first.
+    const UNCLAMPED: bool = false;
+
     fn counters(&self) -> &Counters;
 
     /// The common decision of `1 <= n <= most` permits at `e`: `Ok(stamp)` granted (the
     /// core's mark of where they were counted, for a settle: its tick, segment or window),
     /// `Err(wait)` refused with that wait, `None` for [`take_slow`](Self::take_slow), which
-    /// decides the same on the same state and instant.
+    /// decides the same on the same state and instant. `e` is unclamped
+    /// ([`elapsed_raw`](Self::elapsed_raw)): below 2^63, unless [`UNCLAMPED`](Self::UNCLAMPED).
     fn decide_quick(&self, e: u64, n: u32, c: Self::Config) -> Option<Result<u64, Nanos>>;
 
     /// The general decision of `n <= most` permits at `e` (uncounted): the whole transition,
@@ -123,7 +129,8 @@ pub(crate) trait QuickPath {
         // `elapsed` reads as 0) goes to the general path, so the quick one needs no clamp.
         let raw = self.elapsed_raw();
         let c = self.config();
-        if n.wrapping_sub(1) < Self::most(c) && raw < crate::ticks::HORIZON_NS {
+        if n.wrapping_sub(1) < Self::most(c) && (Self::UNCLAMPED || raw < crate::ticks::HORIZON_NS)
+        {
             match self.decide_quick(raw, n, c) {
                 Some(Ok(stamp)) => return self.counters().count_granted(granted(n, stamp)),
                 Some(Err(wait)) => {
@@ -174,9 +181,10 @@ pub(crate) trait QuickPath {
 /// answer without a write, with the signatures of [`QuickPath::decide_quick`],
 /// [`QuickPath::take_slow`] and [`QuickPath::judge`].
 macro_rules! quick_path {
-    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident, $judge:ident }) => {
+    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident, $judge:ident $(, unclamped: $unclamped:literal)? }) => {
         impl<$($gen)*> $crate::quick_path::QuickPath for $core {
             type Config = $config;
+            $(const UNCLAMPED: bool = $unclamped;)?
             #[inline(always)]
             fn config(&self) -> $config {
                 self.$read()

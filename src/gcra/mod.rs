@@ -210,6 +210,8 @@ impl<C: Clock, Q: QueueKind, const SHAPE: bool> GcraCore<C, Q, SHAPE> {
     /// the decision is only code (the firmware program: 916 → 784 bytes).
     #[inline(always)]
     fn quick(&self, now: u64, n: u32, p: Params) -> Option<Result<u64, Nanos>> {
+        // `now` is unclamped (`QuickPath::UNCLAMPED`): `Gcra::quick`'s range test sends a
+        // reading of 2^61 or more, a clock behind the origin among them, to the general path.
         if cfg!(tollgate_cs_cells) {
             return None;
         }
@@ -372,7 +374,7 @@ impl<C: Clock, Q: QueueKind, const SHAPE: bool> RateCore for GcraCore<C, Q, SHAP
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind, const SHAPE: bool] GcraCore<C, Q, SHAPE> { params: Params, burst, quick, general, judge }
+    impl[C: Clock, Q: QueueKind, const SHAPE: bool] GcraCore<C, Q, SHAPE> { params: Params, burst, quick, general, judge, unclamped: true }
 }
 
 impl<C, Q, const SHAPE: bool> CellCore for GcraCore<C, Q, SHAPE> {
