@@ -26,10 +26,10 @@ crate::state_cell::state_word!(Gcra, Denied, u64);
 
 /// The lock-free core shared by [`GcraLimiter`], [`LeakyBucketMeter`](crate::LeakyBucketMeter)
 /// and [`LeakyBucketShaper`](crate::LeakyBucketShaper).
-#[derive(Debug)]
 ///
 /// `SHAPE` is the shaper's tolerance rule, fixed at creation: in the type, so that a decision
 /// reads no flag for it.
+#[derive(Debug)]
 pub(crate) struct GcraCore<C, Q = WaitQueue, const SHAPE: bool = false> {
     word: Single<AtomicU64, Gcra>,
     /// Nanosecond ticks from creation.
