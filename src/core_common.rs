@@ -73,6 +73,12 @@ impl<C: crate::clock::Clock, Q> RateBase<C, Q> {
         self.ticker.elapsed(self.clock.now())
     }
 
+    /// [`elapsed`](Self::elapsed) unclamped ([`Ticker::elapsed_raw`](crate::ticks::Ticker::elapsed_raw)).
+    #[inline(always)]
+    pub(crate) fn elapsed_raw(&self) -> u64 {
+        self.ticker.elapsed_raw(self.clock.now())
+    }
+
     /// Now, as the tick it falls in and the nanoseconds into that tick (one clock reading).
     #[inline(always)]
     pub(crate) fn tick(&self) -> (u64, u64) {

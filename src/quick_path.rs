@@ -129,7 +129,8 @@ pub(crate) trait QuickPath {
         // `elapsed` reads as 0) goes to the general path, so the quick one needs no clamp.
         let raw = self.elapsed_raw();
         let c = self.config();
-        if n.wrapping_sub(1) < Self::most(c) && (Self::UNCLAMPED || raw < crate::ticks::HORIZON_NS)
+        if n.wrapping_sub(1) < Self::most(c)
+            && (Self::UNCLAMPED || !crate::ticks::Ticker::behind_origin(raw))
         {
             match self.decide_quick(raw, n, c) {
                 Some(Ok(stamp)) => return self.counters().count_granted(granted(n, stamp)),
@@ -199,7 +200,7 @@ macro_rules! quick_path {
             }
             #[inline(always)]
             fn elapsed_raw(&self) -> u64 {
-                self.base.ticker.elapsed_raw(self.base.clock.now())
+                self.base.elapsed_raw()
             }
             #[inline(always)]
             fn counters(&self) -> &$crate::stats::Counters {

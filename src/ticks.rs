@@ -65,10 +65,17 @@ impl Ticker {
         now.as_nanos().wrapping_sub(self.origin.as_nanos())
     }
 
+    /// Whether an [`elapsed_raw`](Self::elapsed_raw) reading is a clock behind the origin
+    /// (2^63 or more, wrapped), which [`elapsed`](Self::elapsed) reads as 0.
+    #[inline(always)]
+    pub(crate) const fn behind_origin(raw: u64) -> bool {
+        raw >= HORIZON_NS
+    }
+
     /// An [`elapsed_raw`](Self::elapsed_raw) reading as [`elapsed`](Self::elapsed) answers it.
     #[inline(always)]
     pub(crate) const fn clamped(raw: u64) -> u64 {
-        if raw >= HORIZON_NS {
+        if Self::behind_origin(raw) {
             0
         } else {
             raw

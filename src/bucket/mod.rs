@@ -345,7 +345,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     /// [`catch_up`](Self::catch_up), answering the tokens of the state as of now.
     #[inline]
     fn catch_up_tokens(&self) -> u32 {
-        let raw = self.base.ticker.elapsed_raw(self.base.clock.now());
+        let raw = self.base.elapsed_raw();
         let r = self.refill();
         match self.catch_up_quick(raw, r) {
             Some(tokens) => tokens,
@@ -366,7 +366,7 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
     #[inline(always)]
     fn catch_up_quick(&self, e: u64, r: Refill) -> Option<u32> {
         // A reading behind the origin (unclamped: 2^63 or more) is the general path's.
-        if e >= crate::ticks::HORIZON_NS {
+        if crate::ticks::Ticker::behind_origin(e) {
             return None;
         }
         let (word, shift, mask) = self.word.narrow_masked()?;
@@ -458,7 +458,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
     /// unseen between the reading and the swap.
     #[inline]
     fn replenished_unwaited(&self) -> Option<u64> {
-        let raw = self.base.ticker.elapsed_raw(self.base.clock.now());
+        let raw = self.base.elapsed_raw();
         self.catch_up_quick(raw, self.refill()).map(u64::from)
     }
 

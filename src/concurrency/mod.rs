@@ -601,10 +601,8 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
                     return self.counters.count_granted(self.lease(permits));
                 }
                 Ok(_) => {}
-                Err(Denied::Exhausted) => {
-                    return self
-                        .counters
-                        .count_rejected(Rejection::new(&Reason::Exhausted));
+                Err(d @ Denied::Exhausted) => {
+                    return self.counters.count_rejected(Self::rejection(d))
                 }
                 // Closed, which no later call changes: answered by the general path, so the
                 // common denial chooses no reason.
