@@ -162,6 +162,30 @@ fn without_a_queue_retry_after_is_still_exact() {
     assert_exact(3 * SEC - SEC / 3, 4, scenario);
 }
 
+/// The quick refusal's two ways to the wait of a request one refill short: a request no larger
+/// than a refill (the rest of the tick, no multiplication), and a larger one that a single refill
+/// still covers (the exact count: one tick too). Then one two refills short.
+#[test]
+fn a_refusal_one_refill_short_waits_for_the_rest_of_the_tick() {
+    for (n, wait) in [
+        (3, SEC - SEC / 4),
+        (5, SEC - SEC / 4),
+        (6, 2 * SEC - SEC / 4),
+    ] {
+        let scenario = move |clock: &ManualClock, then: &dyn Fn(&dyn Replenishing)| {
+            // 3 tokens a second, 2 left after 8 taken: one refill covers 3 more.
+            let opts = TokenBucketOptions::new(10, 3, SEC);
+            let l = TokenBucketLimiter::with_clock(opts, clock).unwrap();
+            let _ = l.try_acquire(8).unwrap();
+            clock.advance(SEC / 4); // still in the state's own tick: the quick path decides
+            let r = l.try_acquire(n).unwrap_err();
+            assert_eq!(r.retry_after(), Some(wait), "{n} permits");
+            then(&l);
+        };
+        assert_exact(wait, n, scenario);
+    }
+}
+
 #[test]
 fn gcra_behind_a_waiter_then_alone_once_it_is_served() {
     // One permit a second, burst 1, taken at 0: the next is due at 1 s. A waiter for 1 queued

@@ -30,13 +30,16 @@ type StateWord = Packed<Bucket>;
 
 /// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: the
 /// limit and the refill in one word, so that a decision reads a consistent pair with one load.
+/// The limit is the low half: every quick decision gates its request on it (`1 <= n <=
+/// limit`) with no shift; the refill, above it, is read only by a refusal (4 instructions off
+/// every quick answer, allowed and refused).
 #[derive(Debug)]
 struct RefillCell(AtomicU64);
 
 impl RefillCell {
     crate::sync::const_unless_loom! {
         fn new(r: Refill) -> Self {
-            Self(AtomicU64::new((r.limit as u64) << 32 | r.per_tick as u64))
+            Self(AtomicU64::new((r.per_tick as u64) << 32 | r.limit as u64))
         }
     }
 
@@ -44,14 +47,14 @@ impl RefillCell {
     fn get(&self) -> Refill {
         let w = self.0.load(crate::sync::Ordering::Acquire);
         Refill {
-            limit: (w >> 32) as u32,
-            per_tick: w as u32,
+            limit: w as u32,
+            per_tick: (w >> 32) as u32,
         }
     }
 
     fn set(&self, r: Refill) {
         self.0.store(
-            u64::from(r.limit) << 32 | u64::from(r.per_tick),
+            u64::from(r.per_tick) << 32 | u64::from(r.limit),
             crate::sync::Ordering::Release,
         );
     }
@@ -228,11 +231,13 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
             // Tokens above the limit (it was lowered) are dropped by the general path first.
             return (tokens <= r.limit && take()).then_some(Ok(0));
         }
-        // Refused: `tokens < n <= limit` (the caller's gate). The common refusal is one refill
-        // short: the wait is the rest of this tick, with no multiplication (what
-        // `ticks_to_take_within` answers then: one tick).
+        // Refused: `tokens < n <= limit` (the caller's gate). The common refusal, a request no
+        // larger than one refill (`n - tokens <= n <= per_tick`: every single request), is one
+        // refill short: the wait is the rest of this tick, with no multiplication (what
+        // `ticks_to_take_within` answers then: one tick). A larger request takes the exact
+        // count, which is one tick too when `n - tokens <= per_tick`.
         let p = self.base.ticker.period_ns();
-        let ns = if n - tokens <= r.per_tick {
+        let ns = if n <= r.per_tick {
             p
         } else {
             let ticks = Bucket {
