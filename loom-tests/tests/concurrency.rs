@@ -283,6 +283,47 @@ fn close_races_acquire() {
     });
 }
 
+/// `close()` races a refusal: the limiter's one permit is held, so `try_acquire(1)` is refused
+/// either way. The quick refusal reads the closed mark from the limit field, not from the word:
+/// a call made once the limiter is seen closed must answer `Closed` even while `close()` is still
+/// running (the mark is set before the word, and read after it).
+#[test]
+fn close_races_a_refusal() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(1, &clock);
+        take_and_keep(&l, 1).unwrap();
+        let l1 = l.clone();
+        let closer = thread::spawn(move || l1.close());
+        while !l.is_closed() {
+            thread::yield_now();
+        }
+        assert_closed(&take_and_keep(&l, 1).unwrap_err());
+        closer.join().unwrap();
+        let s = l.statistics();
+        assert_eq!((s.total_successful, s.total_failed), (1, 1));
+    });
+}
+
+/// `reconfigure()` races `close()`: the reconfiguration stores the new limit, the close marks
+/// the limit field as closed; neither loses the other's write. After both, the limit is the new
+/// one, its raise is available, and every acquire is `Closed`.
+#[test]
+fn reconfigure_races_close() {
+    check(|| {
+        let clock = Arc::new(ManualClock::new());
+        let l = limiter(1, &clock);
+        let l1 = l.clone();
+        let closer = thread::spawn(move || l1.close());
+        l.reconfigure(ConcurrencyOptions::new(2)).unwrap();
+        closer.join().unwrap();
+        assert!(l.is_closed());
+        assert_eq!(l.options().permit_limit, 2);
+        assert_eq!(l.available_permits(), 2);
+        assert_closed(&take_and_keep(&l, 1).unwrap_err());
+    });
+}
+
 /// `idle_duration()` races a lease that is taken at t = 10 ns, held while the clock moves to
 /// 20 ns, and dropped. At no instant was the limiter idle for 20 ns: it was idle for 10 ns before
 /// the acquire, in use until the drop, and idle for 0 ns after it. So the answer must be

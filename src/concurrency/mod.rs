@@ -161,7 +161,9 @@ pub struct ConcurrencyLimiter<C: Clock = crate::clock::DefaultClock, Q = WaitQue
     eager: Eager,
     counters: Counters,
     queue: Q,
-    /// The permit limit now (changed by `reconfigure`).
+    /// The permit limit now (changed by `reconfigure`), and [`LIMIT_CLOSED`] once the limiter
+    /// is closed, so that the quick refusal tells an open limiter's limit from a closed one in
+    /// one signed compare.
     limit: AtomicUsize,
     /// Permits owed by the leases out after the limit was lowered below what they hold (see
     /// `State::lower`): nonzero only while the word is `indebted`, read and written only under
@@ -386,7 +388,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
         // the permits arrive, lower it only after the word has absorbed the cut, so that
         // no racing release is capped below what it returns.
         if new > old {
-            self.limit.store(new as usize, Ordering::Release);
+            self.store_limit(new);
         }
         let Ok((_, owed)) = cas::transition(&self.word, |w| {
             let s = State::unpack(w);
@@ -398,7 +400,7 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
             Ok::<_, Infallible>((self.date_if_idle(next).pack(), owed))
         });
         if new < old {
-            self.limit.store(new as usize, Ordering::Release);
+            self.store_limit(new);
         }
         self.debt.store(owed as usize, Ordering::Relaxed);
     }
@@ -406,8 +408,27 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     /// The permit limit now.
     #[inline(always)]
     pub(crate) fn limit(&self) -> u32 {
-        // Only ever stored from a `u32`.
-        self.limit.load(Ordering::Acquire) as u32
+        // Only ever stored from a `u32` (at most `MAX_LIMIT`), with the closed mark above it.
+        (self.limit.load(Ordering::Acquire) & !LIMIT_CLOSED) as u32
+    }
+
+    /// Whether `short < limit` on an open limiter: the quick refusal's test of the request
+    /// (`short = permits - 1`, wrapped: a probe is `u32::MAX`) and of the limiter's state in
+    /// one signed compare, the closed mark being the field's sign. Exact for a word read
+    /// before it: `close` marks the limit before the word, so a word read closed (acquire)
+    /// is followed by a limit read marked.
+    #[inline(always)]
+    fn open_and_within(&self, short: u32) -> bool {
+        i64::from(short) < self.limit.load(Ordering::Acquire) as isize as i64
+    }
+
+    /// Stores the limit `new`, keeping the closed mark (a `close` may race a reconfiguration).
+    fn store_limit(&self, new: u32) {
+        let _ = self
+            .limit
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |l| {
+                Some(new as usize | l & LIMIT_CLOSED)
+            });
     }
 
     fn state(&self) -> State {
@@ -585,29 +606,37 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
             return self.try_acquire_general(permits);
         }
         // The decision on one reading of the word, and its count, inline; a lost race, a
-        // probe (`permits == 0`), a request over the limit, and a count that needs its slow
-        // path, in tail calls (no registers saved on the quick path). `1 <= permits <= limit`
-        // in one compare, which also lets the compiler drop `try_take`'s probe case here.
-        if permits.wrapping_sub(1) < self.limit() {
-            let w = cas::Word::load(&self.word);
-            let state = State::unpack(w);
+        // probe (`permits == 0`), a request over the limit, a closed limiter, and a count that
+        // needs its slow path, in tail calls (no registers saved on the quick path).
+        let w = cas::Word::load(&self.word);
+        let state = State::unpack(w);
+        let short = permits.wrapping_sub(1);
+        if short < state.available() {
+            // `1 <= permits <= available`, in one compare: no limit to read, as the word never
+            // holds more permits than the limit (a raise is applied to the limit before the
+            // word, a cut to the word before the limit), and no probe case left in `try_take`.
+            // With a queue, anyone waiting sends the newcomer to the general path, which lets
+            // it barge if the queue's order does (newest first): a grant while others wait is
+            // rare (they wait for want of permits), and the quick one reads no order (a load,
+            // a shift and a 64-bit constant fewer).
             let taken = if Q::QUEUED {
-                state.try_take(permits, self.queue.barging())
+                state.try_take(permits, false)
             } else {
                 state.try_take_barging(permits)
             };
-            match taken {
-                Ok(next) if next.pack() == w || cas::swap_once(&self.word, w, next.pack()) => {
+            // Refused here only by a flag (closed, waiters): the general path's.
+            if let Ok(next) = taken {
+                if next.pack() == w || cas::swap_once(&self.word, w, next.pack()) {
                     return self.counters.count_granted(self.lease(permits));
                 }
-                Ok(_) => {}
-                Err(d @ Denied::Exhausted) => {
-                    return self.counters.count_rejected(Self::rejection(d))
-                }
-                // Closed, which no later call changes: answered by the general path, so the
-                // common denial chooses no reason.
-                Err(Denied::Closed) => {}
             }
+        } else if self.open_and_within(short) {
+            // `available < permits <= limit` on an open limiter: exhausted, whoever waits.
+            // (Closed, which no later call changes, is the general path's answer, so that this
+            // common refusal chooses no reason.)
+            return self
+                .counters
+                .count_rejected(Self::rejection(Denied::Exhausted));
         }
         self.try_acquire_cold(permits)
     }
@@ -687,6 +716,10 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
     /// Marks the word closed (a queued limiter then fails its waiters).
     #[inline(always)]
     fn close_word(&self) {
+        // The limit's mark first (see `open_and_within`), then the word.
+        if LIMIT_CLOSED != 0 {
+            self.limit.fetch_or(LIMIT_CLOSED, Ordering::Release);
+        }
         let _ = cas::transition(&self.word, |w| {
             Ok::<_, Infallible>((State::unpack(w).close().pack(), ()))
         });
@@ -793,6 +826,15 @@ impl<C: Clock + Sync> ConcurrencyLimiter<C> {
     }
 }
 
+/// The mark of a closed limiter in its limit field (its sign bit; a limit is at most
+/// [`MAX_LIMIT`], far below it), read by the quick refusal. None on 32-bit MCUs, which have no
+/// quick path.
+const LIMIT_CLOSED: usize = if cfg!(tollgate_cs_cells) {
+    0
+} else {
+    1 << (usize::BITS - 1)
+};
+
 /// The stamp of a probe's lease (`try_acquire(0)`, `acquire(0)`): it holds nothing and gives
 /// nothing back when dropped, so it cannot settle ([`SettleError::Unsupported`]: the permits a
 /// settle took would never come back). Every other lease's stamp is 0 (a concurrency limiter
@@ -850,6 +892,39 @@ mod tests {
         }
         fn now_is_cheap(&self) -> bool {
             self.cheap
+        }
+    }
+
+    /// Every refusal of a closed limiter is `Closed` (the quick refusal reads the closed mark
+    /// in the limit field), whatever the request; reconfiguring it keeps it closed and its
+    /// limit reads back without the mark.
+    #[test]
+    fn a_closed_limiter_refuses_as_closed_and_stays_closed_when_reconfigured() {
+        let clock = ManualClock::new();
+        for queue_limit in [0, 4] {
+            let opts = ConcurrencyOptions::new(2).with_queue(queue_limit, QueueOrder::NewestFirst);
+            let l = ConcurrencyLimiter::with_clock(opts, &clock).unwrap();
+            let held = l.try_acquire(2).unwrap();
+            assert_eq!(l.try_acquire(1).unwrap_err().reason(), Reason::Exhausted);
+            l.close();
+            for n in [0, 1, 2, 3] {
+                let expected = if n > 2 {
+                    Reason::ExceedsLimit
+                } else {
+                    Reason::Closed
+                };
+                assert_eq!(l.try_acquire(n).unwrap_err().reason(), expected, "{n}");
+            }
+            l.reconfigure(ConcurrencyOptions {
+                permit_limit: 5,
+                ..opts
+            })
+            .unwrap();
+            assert_eq!((l.options().permit_limit, l.available_permits()), (5, 3));
+            assert!(l.is_closed());
+            assert_eq!(l.try_acquire(1).unwrap_err().reason(), Reason::Closed);
+            drop(held);
+            assert_eq!(l.available_permits(), 5);
         }
     }
 
