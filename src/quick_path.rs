@@ -34,13 +34,19 @@ pub(crate) trait QuickPath {
     /// test it first.
     const UNCLAMPED: bool = false;
 
+    /// Whether [`decide_quick`](Self::decide_quick) itself sends a request outside `1 <= n <=
+    /// most` to the general path (on its refusal side only: a grant of `1 <= n <= tokens <=
+    /// limit` needs no other check), so that the caller need not test it first.
+    const GATED: bool = false;
+
     fn counters(&self) -> &Counters;
 
-    /// The common decision of `1 <= n <= most` permits at `e`: `Ok(stamp)` granted (the
-    /// core's mark of where they were counted, for a settle: its tick, segment or window),
-    /// `Err(wait)` refused with that wait, `None` for [`take_slow`](Self::take_slow), which
-    /// decides the same on the same state and instant. `e` is unclamped
-    /// ([`elapsed_raw`](Self::elapsed_raw)): below 2^63, unless [`UNCLAMPED`](Self::UNCLAMPED).
+    /// The common decision of `1 <= n <= most` permits at `e` (any `n` if
+    /// [`GATED`](Self::GATED)): `Ok(stamp)` granted (the core's mark of where they were
+    /// counted, for a settle: its tick, segment or window), `Err(wait)` refused with that wait,
+    /// `None` for [`take_slow`](Self::take_slow), which decides the same on the same state and
+    /// instant. `e` is unclamped ([`elapsed_raw`](Self::elapsed_raw)): below 2^63, unless
+    /// [`UNCLAMPED`](Self::UNCLAMPED).
     fn decide_quick(&self, e: u64, n: u32, c: Self::Config) -> Option<Result<u64, Nanos>>;
 
     /// The general decision of `n <= most` permits at `e` (uncounted): the whole transition,
@@ -129,7 +135,7 @@ pub(crate) trait QuickPath {
         // `elapsed` reads as 0) goes to the general path, so the quick one needs no clamp.
         let raw = self.elapsed_raw();
         let c = self.config();
-        if n.wrapping_sub(1) < Self::most(c)
+        if (Self::GATED || n.wrapping_sub(1) < Self::most(c))
             && (Self::UNCLAMPED || !crate::ticks::Ticker::behind_origin(raw))
         {
             match self.decide_quick(raw, n, c) {
@@ -182,10 +188,11 @@ pub(crate) trait QuickPath {
 /// answer without a write, with the signatures of [`QuickPath::decide_quick`],
 /// [`QuickPath::take_slow`] and [`QuickPath::judge`].
 macro_rules! quick_path {
-    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident, $judge:ident $(, unclamped: $unclamped:literal)? }) => {
+    (impl[$($gen:tt)*] $core:ty { $read:ident: $config:ty, $most:ident, $quick:ident, $general:ident, $judge:ident $(, unclamped: $unclamped:literal)? $(, gated: $gated:literal)? }) => {
         impl<$($gen)*> $crate::quick_path::QuickPath for $core {
             type Config = $config;
             $(const UNCLAMPED: bool = $unclamped;)?
+            $(const GATED: bool = $gated;)?
             #[inline(always)]
             fn config(&self) -> $config {
                 self.$read()

@@ -227,11 +227,16 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         take: impl FnOnce() -> bool,
     ) -> Option<Result<u64, Nanos>> {
         let into = self.base.ticker.offset_in_own(e, tick)?;
-        if tokens >= n {
-            // Tokens above the limit (it was lowered) are dropped by the general path first.
+        if n.wrapping_sub(1) < tokens {
+            // `1 <= n <= tokens <= limit`: tokens above the limit (it was lowered) are dropped
+            // by the general path first. No other gate on the request (`QuickPath::GATED`).
             return (tokens <= r.limit && take()).then_some(Ok(0));
         }
-        // Refused: `tokens < n <= limit` (the caller's gate). The common refusal, a request no
+        // A probe, or a request over the limit: the general path's.
+        if n.wrapping_sub(1) >= r.limit {
+            return None;
+        }
+        // Refused: `tokens < n <= limit`. The common refusal, a request no
         // larger than one refill (`n - tokens <= n <= per_tick`: every single request), is one
         // refill short: the wait is the rest of this tick, with no multiplication (what
         // `ticks_to_take_within` answers then: one tick). A larger request takes the exact
@@ -521,7 +526,7 @@ impl<C: Clock, Q: QueueKind> RateCore for BucketCore<C, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general, judge }
+    impl[C: Clock, Q: QueueKind] BucketCore<C, Q> { refill: Refill, limit, quick, general, judge, gated: true }
 }
 
 impl<C, Q> CellCore for BucketCore<C, Q> {

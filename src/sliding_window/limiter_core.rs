@@ -242,15 +242,22 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
     ) -> Option<Result<u64, Nanos>> {
         // The header's tick is one the ticker computed (`locate`, `tick`).
         let into = self.base.ticker.offset_in_own(e, tick)?;
-        if used + u64::from(n) <= u64::from(s.limit) {
+        // `1 <= n` and `used + n <= limit` in one compare (a probe's `n - 1` wraps to
+        // `u32::MAX`, above any room): no other gate on the request (`QuickPath::GATED`).
+        let last = used + u64::from(n.wrapping_sub(1));
+        if last < u64::from(s.limit) {
             return grant().then_some(Ok(tick));
+        }
+        // A probe, or a request over the limit: the general path's.
+        if n.wrapping_sub(1) >= s.limit {
+            return None;
         }
         let slides = match prev() {
             // Every counted permit is in the current segment: they all come back together when
             // it leaves the window, and then `n <= limit` fits. No ring to read.
             0 => s.segments,
             _ => {
-                let missing = used + u64::from(n) - u64::from(s.limit);
+                let missing = last + 1 - u64::from(s.limit);
                 let slides = self.slides_in_own(tick, missing);
                 // The slots read belong to this word's window while the word stands.
                 unchanged().then_some(slides)?
@@ -640,7 +647,7 @@ impl<C: Clock, const N: usize, Q: QueueKind> RateCore for WindowCore<C, N, Q> {
 }
 
 crate::quick_path::quick_path! {
-    impl[C: Clock, const N: usize, Q: QueueKind] WindowCore<C, N, Q> { shape: Shape, limit, decide_quick_on, general, judge }
+    impl[C: Clock, const N: usize, Q: QueueKind] WindowCore<C, N, Q> { shape: Shape, limit, decide_quick_on, general, judge, gated: true }
 }
 
 impl<C, const N: usize, Q> CellCore for WindowCore<C, N, Q> {
