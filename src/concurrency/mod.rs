@@ -618,12 +618,9 @@ impl<C: Clock, Q: QueueKind> ConcurrencyLimiter<C, Q> {
             // With a queue, anyone waiting sends the newcomer to the general path, which lets
             // it barge if the queue's order does (newest first): a grant while others wait is
             // rare (they wait for want of permits), and the quick one reads no order (a load,
-            // a shift and a 64-bit constant fewer).
-            let taken = if Q::QUEUED {
-                state.try_take(permits, false)
-            } else {
-                state.try_take_barging(permits)
-            };
+            // a shift and a 64-bit constant fewer). Without one, nobody waits: only the closed
+            // flag blocks.
+            let taken = state.try_take(permits, !Q::QUEUED);
             // Refused here only by a flag (closed, waiters): the general path's.
             if let Ok(next) = taken {
                 if next.pack() == w || cas::swap_once(&self.word, w, next.pack()) {

@@ -148,28 +148,6 @@ impl State {
         Err(Denied::Exhausted)
     }
 
-    /// [`try_take`](Self::try_take) for a newcomer that may barge (a limiter with no queue),
-    /// its common case in one compare: with the closed flag clear, the masked word is
-    /// `available`, and `available - n` wraps above `AVAILABLE` exactly when `available < n`;
-    /// the closed flag (above `AVAILABLE`, and `n <= MAX_LIMIT` far below it) keeps it above.
-    #[inline]
-    pub const fn try_take_barging(self, n: u32) -> Result<State, Denied> {
-        if n == 0 {
-            return self.try_take(n, true);
-        }
-        if self.available() < n {
-            Err(if self.closed() {
-                Denied::Closed
-            } else {
-                Denied::Exhausted
-            })
-        } else if self.closed() {
-            Err(Denied::Closed)
-        } else {
-            Ok(State(self.0 - n as usize))
-        }
-    }
-
     /// The same state with the waiters flag set or cleared.
     #[inline]
     pub const fn with_waiters(self, waiters: bool) -> State {
@@ -245,22 +223,6 @@ mod tests {
 
     /// The barging newcomer's take answers as the general take with `barge`, on every
     /// combination of flags, counts and requests (a probe included).
-    #[test]
-    fn a_barging_take_is_the_general_take() {
-        let flags = [CLOSED, WAITERS, UNDATED, DATING, INDEBTED];
-        for set in 0..1usize << flags.len() {
-            let bits = (0..flags.len())
-                .filter(|i| set & 1 << i != 0)
-                .fold(0, |b, i| b | flags[i]);
-            for available in [0, 1, 2, 7, MAX_LIMIT - 1, MAX_LIMIT] {
-                let s = State(available as usize | bits);
-                for n in [0, 1, 2, 3, 7, 8, MAX_LIMIT] {
-                    assert_eq!(s.try_take_barging(n), s.try_take(n, true), "{s:?} take {n}");
-                }
-            }
-        }
-    }
-
     /// Lowering the limit takes what is available first and owes the rest; releases (and a
     /// raised limit) pay the debt before anything becomes available again; the flag is set
     /// exactly while something is owed, and no other field changes.
