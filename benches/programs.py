@@ -22,20 +22,23 @@ verbose = os.environ.get("VERBOSE") == "1"
 
 # program: (budget, ceiling, memcpy allowed). Budgets are issue 35's targets; the ceilings are
 # the figures measured when they were set, so that CI fails on any growth. Issue 38 (settle,
-# debt) raised the rate programs: see CHANGELOG "Issue 38".
+# debt) raised the rate programs: see CHANGELOG "Issue 38". The count and the answer became
+# exported statics (issue 35, a later stop): before, the optimizer folded the count to 1 and
+# dropped the answer, so every program measured a constant request (the concurrency programs
+# then 464 / 428 B; the others were within 16 B of what they measure now).
 PROGRAMS = {
-    "token_bucket": (900, 980, False),
-    "token_bucket_static": (900, 920, False),
-    "fixed_window": (900, 976, False),
-    "fixed_window_static": (900, 920, False),
-    "gcra": (1024, 760, False),
-    "gcra_static": (1024, 688, False),
-    "leaky_meter": (1024, 780, False),
-    "leaky_meter_static": (1024, 688, False),
-    "sliding_counter": (1024, 1580, False),
-    "sliding_counter_static": (1024, 1552, False),
-    "concurrency": (512, 464, False),
-    "concurrency_static": (512, 428, False),
+    "token_bucket": (900, 972, False),
+    "token_bucket_static": (900, 916, False),
+    "fixed_window": (900, 972, False),
+    "fixed_window_static": (900, 916, False),
+    "gcra": (1024, 748, False),
+    "gcra_static": (1024, 684, False),
+    "leaky_meter": (1024, 764, False),
+    "leaky_meter_static": (1024, 684, False),
+    "sliding_counter": (1024, 1572, False),
+    "sliding_counter_static": (1024, 1544, False),
+    "concurrency": (512, 512, False),
+    "concurrency_static": (512, 492, False),
 }
 
 
@@ -63,14 +66,16 @@ def functions(image):
     return sorted(found, reverse=True)
 
 
-base = sections(f"{image_dir}/baseline").get(".text", 0)
+base_sections = sections(f"{image_dir}/baseline")
+base = base_sections.get(".text", 0)
+base_ram = base_sections.get(".data", 0) + base_sections.get(".bss", 0)
 failed = False
 print(f"{'program':<24} {'code B':>7} {'budget':>7} {'ceiling':>8} {'RAM B':>6}  memcpy")
 for name, (budget, ceiling, memcpy_ok) in PROGRAMS.items():
     image = f"{image_dir}/{name}"
     s = sections(image)
     code = s.get(".text", 0) - base
-    ram = s.get(".data", 0) + s.get(".bss", 0) - 4  # less the baseline's TICKS/N/OUT words
+    ram = s.get(".data", 0) + s.get(".bss", 0) - base_ram  # less the baseline's TICKS/N/OUT
     fns = functions(image)
     memcpy = any("memcpy" in n for _, n in fns)
     # A panic path: a limiter answers bad input with a typed error and never panics, and a

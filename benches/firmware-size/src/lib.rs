@@ -9,8 +9,13 @@ use cortex_m as _; // its single-core critical section (interrupts masked)
 use tollgate::{Clock, Instant};
 
 /// The permits each call asks for: a count the compiler cannot see (set by a debugger, say).
+/// Exported (`no_mangle`), so that the optimizer cannot assume that nothing else writes it: a
+/// static that the program never stores is otherwise folded to its initial value, and every
+/// program would measure a constant count of 1.
+#[no_mangle]
 pub static N: AtomicU32 = AtomicU32::new(1);
-/// Where each answer goes.
+/// Where each answer goes: exported, so that its stores (and the answers they store) stay.
+#[no_mangle]
 pub static OUT: AtomicU32 = AtomicU32::new(0);
 /// Microseconds, advanced by the main loop (a timer interrupt, in a real program).
 pub static TICKS: AtomicU32 = AtomicU32::new(0);
