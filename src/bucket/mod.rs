@@ -31,8 +31,8 @@ type StateWord = Packed<Bucket>;
 /// A [`Refill`] that [`BucketCore::reconfigure`] may change while the limiter is in use: the
 /// limit and the refill in one word, so that a decision reads a consistent pair with one load.
 /// The limit is the low half: every quick decision gates its request on it (`1 <= n <=
-/// limit`) with no shift; the refill, above it, is read only by a refusal (4 instructions off
-/// every quick answer, allowed and refused).
+/// limit`) with no shift; the refill, above it, is read only by a refusal (3 to 4 instructions
+/// off every quick answer).
 #[derive(Debug)]
 struct RefillCell(AtomicU64);
 
@@ -236,9 +236,9 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         if n.wrapping_sub(1) >= r.limit {
             return None;
         }
-        // Refused: `tokens < n <= limit`. The common refusal, a request no
-        // larger than one refill (`n - tokens <= n <= per_tick`: every single request), is one
-        // refill short: the wait is the rest of this tick, with no multiplication (what
+        // Refused: `tokens < n <= limit`. The common refusal, a request no larger than one
+        // refill (`n - tokens <= n <= per_tick`: every single request), is one refill short:
+        // the wait is the rest of this tick, with no multiplication (what
         // `ticks_to_take_within` answers then: one tick). A larger request takes the exact
         // count, which is one tick too when `n - tokens <= per_tick`.
         let p = self.base.ticker.period_ns();

@@ -221,8 +221,6 @@ mod tests {
         }
     }
 
-    /// The barging newcomer's take answers as the general take with `barge`, on every
-    /// combination of flags, counts and requests (a probe included).
     /// Lowering the limit takes what is available first and owes the rest; releases (and a
     /// raised limit) pay the debt before anything becomes available again; the flag is set
     /// exactly while something is owed, and no other field changes.
