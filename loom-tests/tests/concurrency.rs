@@ -30,6 +30,12 @@ fn take_and_keep(l: &Concurrency, n: u32) -> Result<u32, Rejection> {
     })
 }
 
+/// `close()` on a thread of its own.
+fn spawn_close(l: &Arc<Concurrency>) -> thread::JoinHandle<()> {
+    let l = l.clone();
+    thread::spawn(move || l.close())
+}
+
 /// A concurrency limiter's rejection: `Exhausted`, and no RetryAfter (it cannot know).
 #[track_caller]
 fn assert_exhausted(r: &Rejection) {
@@ -234,8 +240,7 @@ fn close_races_release() {
         let clock = Arc::new(ManualClock::new());
         let l = limiter(1, &clock);
         take_and_keep(&l, 1).unwrap();
-        let l1 = l.clone();
-        let closer = thread::spawn(move || l1.close());
+        let closer = spawn_close(&l);
         let l2 = l.clone();
         let releaser = thread::spawn(move || l2.release(1));
         closer.join().unwrap();
@@ -293,8 +298,7 @@ fn close_races_a_refusal() {
         let clock = Arc::new(ManualClock::new());
         let l = limiter(1, &clock);
         take_and_keep(&l, 1).unwrap();
-        let l1 = l.clone();
-        let closer = thread::spawn(move || l1.close());
+        let closer = spawn_close(&l);
         while !l.is_closed() {
             thread::yield_now();
         }
@@ -313,8 +317,7 @@ fn reconfigure_races_close() {
     check(|| {
         let clock = Arc::new(ManualClock::new());
         let l = limiter(1, &clock);
-        let l1 = l.clone();
-        let closer = thread::spawn(move || l1.close());
+        let closer = spawn_close(&l);
         l.reconfigure(ConcurrencyOptions::new(2)).unwrap();
         closer.join().unwrap();
         assert!(l.is_closed());

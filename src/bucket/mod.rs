@@ -227,13 +227,15 @@ impl<C: Clock, Q: QueueKind> BucketCore<C, Q> {
         take: impl FnOnce() -> bool,
     ) -> Option<Result<u64, Nanos>> {
         let into = self.base.ticker.offset_in_own(e, tick)?;
-        if n.wrapping_sub(1) < tokens {
+        // `n - 1`, wrapped: a probe's is `u32::MAX`, above any count.
+        let short = n.wrapping_sub(1);
+        if short < tokens {
             // `1 <= n <= tokens <= limit`: tokens above the limit (it was lowered) are dropped
             // by the general path first. No other gate on the request (`QuickPath::GATED`).
             return (tokens <= r.limit && take()).then_some(Ok(0));
         }
         // A probe, or a request over the limit: the general path's.
-        if n.wrapping_sub(1) >= r.limit {
+        if short >= r.limit {
             return None;
         }
         // Refused: `tokens < n <= limit`. The common refusal, a request no larger than one

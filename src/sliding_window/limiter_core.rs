@@ -244,12 +244,13 @@ impl<C: Clock, const N: usize, Q: QueueKind> WindowCore<C, N, Q> {
         let into = self.base.ticker.offset_in_own(e, tick)?;
         // `1 <= n` and `used + n <= limit` in one compare (a probe's `n - 1` wraps to
         // `u32::MAX`, above any room): no other gate on the request (`QuickPath::GATED`).
-        let last = used + u64::from(n.wrapping_sub(1));
+        let short = n.wrapping_sub(1);
+        let last = used + u64::from(short);
         if last < u64::from(s.limit) {
             return grant().then_some(Ok(tick));
         }
         // A probe, or a request over the limit: the general path's.
-        if n.wrapping_sub(1) >= s.limit {
+        if short >= s.limit {
             return None;
         }
         let slides = match prev() {
